@@ -1,0 +1,682 @@
+"""LLVM code generation: loop-IR PrimFuncs -> LLVM IR (llvmlite) -> object code.
+
+Vectorized loops become LLVM vector instructions (contiguous accesses are vector loads and
+stores; others gather lane by lane). Parallel loops are outlined into a function that
+libgomp's ``GOMP_parallel`` runs on its thread pool. Kernels are internal functions of one
+module; the entry function takes ``(void **args, int num_threads)`` and calls them in turn,
+so an inference is one call into native code.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from tensorc.errors import TensorcError
+from tensorc.ir import expr as E
+from tensorc.ir.loop import (
+    Allocate, Barrier, Buffer, For, IfThenElse, KernelCall, PrimFunc, Seq, Stmt, Store,
+    walk_stmts, stmt_exprs,
+)
+from tensorc.target import Target, _init_llvm
+
+I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+PTR = ir.PointerType()
+VOID = ir.VoidType()
+
+_SCALAR = {
+    "float16": ir.HalfType(), "float32": ir.FloatType(), "float64": ir.DoubleType(),
+    "int8": I8, "int16": ir.IntType(16), "int32": I32, "int64": I64,
+    "uint8": I8, "uint16": ir.IntType(16), "uint32": I32, "uint64": I64, "bool": I1,
+}
+# LLVM intrinsics by expression intrinsic name (the rest call libm)
+_LLVM_INTRINSIC = {"exp": "llvm.exp", "log": "llvm.log", "sqrt": "llvm.sqrt",
+                   "fabs": "llvm.fabs", "floor": "llvm.floor", "ceil": "llvm.ceil",
+                   "round": "llvm.roundeven", "trunc": "llvm.trunc", "sin": "llvm.sin",
+                   "cos": "llvm.cos", "pow": "llvm.pow", "tanh": "llvm.tanh",
+                   "tan": "llvm.tan", "asin": "llvm.asin", "acos": "llvm.acos",
+                   "atan": "llvm.atan", "sinh": "llvm.sinh", "cosh": "llvm.cosh"}
+_LIBM = {"erf", "asinh", "acosh", "atanh", "fmod"}
+_ICMP = {"lt": "<", "le": "<=", "eq": "==", "ne": "!=", "gt": ">", "ge": ">="}
+# 'reassoc' lets LLVM reorder reductions into vector form; 'contract' allows FMAs.
+_FAST = ("contract", "reassoc")
+UNROLL_LIMIT = 64
+
+
+def _opaque(value: ir.Value) -> ir.Value:
+    """llvmlite's IR layer still types allocas and globals as typed pointers; LLVM 15+ has
+    only opaque ones, so retype them."""
+    value.type = PTR
+    return value
+
+
+def value_type(dtype: str) -> ir.Type:
+    try:
+        return _SCALAR[dtype]
+    except KeyError:
+        raise TensorcError(f"the LLVM backend does not support dtype {dtype}") from None
+
+
+def storage_type(dtype: str) -> ir.Type:
+    return I8 if dtype == "bool" else value_type(dtype)
+
+
+def _is_signed(dtype: str) -> bool:
+    return dtype.startswith("int")
+
+
+class _FuncState:
+    """Per LLVM-function state: builder, alloca block, variable and buffer bindings."""
+
+    def __init__(self, fn: ir.Function, env: dict, buffers: dict):
+        self.fn = fn
+        self.entry = fn.append_basic_block("entry")
+        body = fn.append_basic_block("body")
+        self.builder = ir.IRBuilder(body)
+        self.env = env          # Var -> ir.Value (scalar or vector)
+        self.buffers = buffers  # Buffer -> ptr
+
+
+class LLVMCodegen:
+    """Builds one LLVM module from PrimFuncs."""
+
+    def __init__(self, target: Target, name: str = "tensorc"):
+        _init_llvm()
+        self.target = target
+        self.module = ir.Module(name)
+        self.module.triple = target.triple
+        self.num_threads = _opaque(ir.GlobalVariable(self.module, I32, "tensorc_num_threads"))
+        self.num_threads.initializer = ir.Constant(I32, 0)
+        self.num_threads.linkage = "internal"
+        self.functions: dict[str, ir.Function] = {}
+        self._outlined = 0
+        self.fs: _FuncState | None = None
+        self.in_parallel = False
+
+    # declarations ------------------------------------------------------------------------
+    def _declare(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+        fn = self.module.globals.get(name)
+        if fn is None:
+            fn = ir.Function(self.module, ir.FunctionType(ret, args), name)
+        return fn
+
+    def _intrinsic(self, name: str, ty: ir.Type, nargs: int) -> ir.Function:
+        suffix = _type_suffix(ty)
+        return self._declare(f"{name}.{suffix}", ty, [ty] * nargs)
+
+    # functions --------------------------------------------------------------------------
+    def add_kernel(self, func: PrimFunc, internal: bool = True) -> ir.Function:
+        """A kernel ``void name(ptr noalias p0, ...)`` over its buffer parameters."""
+        fnty = ir.FunctionType(VOID, [PTR] * len(func.params))
+        fn = ir.Function(self.module, fnty, func.name)
+        if internal:
+            fn.linkage = "internal"
+        fn.attributes.add("nounwind")
+        for arg in fn.args:
+            arg.add_attribute("noalias")
+        buffers = {b: arg for b, arg in zip(func.params, fn.args)}
+        self._emit_function(fn, func.body, {}, buffers)
+        self.functions[func.name] = fn
+        return fn
+
+    def add_entry(self, func: PrimFunc) -> ir.Function:
+        """The exported entry ``void name(void **args, int num_threads)``: args[i] is the
+        pointer for ``func.params[i]``."""
+        fn = ir.Function(self.module, ir.FunctionType(VOID, [PTR, I32]), func.name)
+        fn.attributes.add("nounwind")
+        state = _FuncState(fn, {}, {})
+        b = state.builder
+        b.store(fn.args[1], self.num_threads)
+        for k, buf in enumerate(func.params):
+            slot = b.gep(fn.args[0], [ir.Constant(I64, k)], source_etype=PTR)
+            state.buffers[buf] = b.load(slot, typ=PTR)
+        self._run(state, func.body)
+        self.functions[func.name] = fn
+        return fn
+
+    def _emit_function(self, fn, body: Stmt, env, buffers) -> None:
+        self._run(_FuncState(fn, env, buffers), body)
+
+    def _run(self, state: _FuncState, body: Stmt) -> None:
+        saved = self.fs
+        self.fs = state
+        self.stmt(body)
+        self.fs.builder.ret_void()
+        ir.IRBuilder(state.entry).branch(state.fn.blocks[1])
+        self.fs = saved
+
+    @property
+    def b(self) -> ir.IRBuilder:
+        return self.fs.builder
+
+    # statements -------------------------------------------------------------------------
+    def stmt(self, s: Stmt) -> None:
+        if isinstance(s, Seq):
+            for c in s.stmts:
+                self.stmt(c)
+        elif isinstance(s, For):
+            self.for_loop(s)
+        elif isinstance(s, Store):
+            self.store(s, None)
+        elif isinstance(s, IfThenElse):
+            cond = self.expr(s.cond)
+            if s.else_case is None:
+                with self.b.if_then(cond):
+                    self.stmt(s.then_case)
+            else:
+                with self.b.if_else(cond) as (then, otherwise):
+                    with then:
+                        self.stmt(s.then_case)
+                    with otherwise:
+                        self.stmt(s.else_case)
+        elif isinstance(s, Allocate):
+            self.allocate(s)
+        elif isinstance(s, KernelCall):
+            self.kernel_call(s)
+        elif isinstance(s, Barrier):
+            pass
+        else:
+            raise TensorcError(f"LLVM codegen cannot emit {type(s).__name__}")
+
+    def allocate(self, s: Allocate) -> None:
+        buf = s.buffer
+        ty = storage_type(buf.dtype)
+        if buf.scope == "local" or buf.nbytes <= 64 * 1024:
+            # allocas live in the entry block so that loops do not grow the stack
+            entry = ir.IRBuilder(self.fs.entry)
+            ptr = _opaque(entry.alloca(ty, size=ir.Constant(I64, buf.size), name=buf.name))
+            ptr.align = 64
+            self.fs.buffers[buf] = ptr
+            self.stmt(s.body)
+            return
+        malloc = self._declare("aligned_alloc", PTR, [I64, I64])
+        free = self._declare("free", VOID, [PTR])
+        nbytes = -(-buf.nbytes // 64) * 64
+        ptr = self.b.call(malloc, [ir.Constant(I64, 64), ir.Constant(I64, nbytes)])
+        self.fs.buffers[buf] = ptr
+        self.stmt(s.body)
+        self.b.call(free, [ptr])
+
+    def kernel_call(self, s: KernelCall) -> None:
+        fn = self.functions[s.func]
+        args = []
+        for buf, offset in s.args:
+            ptr = self.fs.buffers[buf]
+            if offset:
+                ptr = self.b.gep(ptr, [ir.Constant(I64, offset)], source_etype=I8)
+            args.append(ptr)
+        self.b.call(fn, args)
+
+    def for_loop(self, s: For) -> None:
+        n = E.as_const_int(s.extent)
+        if s.kind == "vectorized" and n is not None and n > 1 and self.vector_loop(s, n):
+            return
+        if s.kind == "unrolled" and n is not None and n <= UNROLL_LIMIT:
+            for k in range(n):
+                self.fs.env[s.var] = ir.Constant(I64, k)
+                self.stmt(s.body)
+            del self.fs.env[s.var]
+            return
+        if s.kind == "parallel" and not self.in_parallel:
+            self.parallel_loop(s)
+            return
+        if s.kind.startswith(("blockIdx", "threadIdx")):
+            raise TensorcError(f"loop {s.var.name} is bound to {s.kind}, which a CPU target "
+                               f"cannot run; compile for target='cuda' or schedule it again")
+        self.serial_loop(s.var, self.expr(s.extent), lambda: self.stmt(s.body))
+
+    def serial_loop(self, var: E.Var, extent: ir.Value, emit_body, start=None) -> None:
+        b = self.b
+        pre = b.block
+        header = b.append_basic_block(f"{var.name}.head")
+        body = b.append_basic_block(f"{var.name}.body")
+        done = b.append_basic_block(f"{var.name}.done")
+        b.branch(header)
+        b.position_at_end(header)
+        i = b.phi(I64, name=var.name)
+        i.add_incoming(start if start is not None else ir.Constant(I64, 0), pre)
+        b.cbranch(b.icmp_signed("<", i, extent), body, done)
+        b.position_at_end(body)
+        self.fs.env[var] = i
+        emit_body()
+        nxt = b.add(i, ir.Constant(I64, 1), flags=["nsw"])
+        i.add_incoming(nxt, b.block)
+        b.branch(header)
+        b.position_at_end(done)
+        del self.fs.env[var]
+
+    def parallel_loop(self, s: For) -> None:
+        """Outline the loop body into ``body(ptr closure)`` and run it with GOMP_parallel;
+        each thread takes one contiguous chunk of the iterations."""
+        captured_vars = sorted({v for st in walk_stmts(s.body) for e in stmt_exprs(st)
+                                for v in E.free_vars(e) if v in self.fs.env},
+                               key=lambda v: v.name)
+        captured_bufs = [b for b in _buffers_used(s.body) if b in self.fs.buffers]
+        fields = [I64] * len(captured_vars) + [PTR] * len(captured_bufs)
+        closure_ty = ir.LiteralStructType(fields or [I64])
+        self._outlined += 1
+        name = f"{self.fs.fn.name}.par{self._outlined}"
+        fn = ir.Function(self.module, ir.FunctionType(VOID, [PTR]), name)
+        fn.linkage = "internal"
+        fn.attributes.add("nounwind")
+
+        # caller: pack the closure and call GOMP_parallel
+        entry = ir.IRBuilder(self.fs.entry)
+        closure = _opaque(entry.alloca(closure_ty, name=f"{name}.closure"))
+        values = [self.fs.env[v] for v in captured_vars] + \
+                 [self.fs.buffers[b] for b in captured_bufs]
+        for k, v in enumerate(values):
+            slot = self.b.gep(closure, [ir.Constant(I32, 0), ir.Constant(I32, k)],
+                              source_etype=closure_ty)
+            self.b.store(v, slot)
+        gomp = self._declare("GOMP_parallel", VOID, [PTR, PTR, I32, I32])
+        nthreads = self.b.load(self.num_threads, typ=I32)
+        self.b.call(gomp, [fn, closure, nthreads, ir.Constant(I32, 0)])
+
+        # callee: unpack, take this thread's chunk, run the body
+        state = _FuncState(fn, {}, {})
+        b = state.builder
+        for k, key in enumerate([*captured_vars, *captured_bufs]):
+            slot = b.gep(fn.args[0], [ir.Constant(I32, 0), ir.Constant(I32, k)],
+                         source_etype=closure_ty)
+            val = b.load(slot, typ=fields[k])
+            (state.env if isinstance(key, E.Var) else state.buffers)[key] = val
+        saved, saved_par = self.fs, self.in_parallel
+        self.fs, self.in_parallel = state, True
+        tid = b.sext(b.call(self._declare("omp_get_thread_num", I32, []), []), I64)
+        nth = b.sext(b.call(self._declare("omp_get_num_threads", I32, []), []), I64)
+        extent = self._expr_in(saved, s.extent)
+        chunk = b.sdiv(b.sub(b.add(extent, nth), ir.Constant(I64, 1)), nth)
+        lo = b.mul(tid, chunk)
+        hi = b.add(lo, chunk)
+        hi = b.select(b.icmp_signed("<", hi, extent), hi, extent)
+        self.serial_loop(s.var, hi, lambda: self.stmt(s.body), start=lo)
+        b.ret_void()
+        ir.IRBuilder(state.entry).branch(fn.blocks[1])
+        self.fs, self.in_parallel = saved, saved_par
+
+    def _expr_in(self, state: _FuncState, e: E.Expr) -> ir.Value:
+        n = E.as_const_int(e)
+        if n is None:
+            raise TensorcError("parallel loops need a constant extent")
+        return ir.Constant(I64, n)
+
+    # vector loops -----------------------------------------------------------------------
+    def vector_loop(self, s: For, lanes: int) -> bool:
+        """Emit ``s`` as straight-line vector code; False when the body does not allow it
+        (then the caller emits a scalar loop)."""
+        if not _vectorizable(s.body, s.var):
+            return False
+        lane_ids = ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))
+        self.fs.env[s.var] = lane_ids
+        self.vec_var, self.lanes = s.var, lanes
+        self.vector_stmt(s.body, s)
+        del self.fs.env[s.var]
+        return True
+
+    def vector_stmt(self, st: Stmt, loop: For) -> None:
+        if isinstance(st, Seq):
+            for c in st.stmts:
+                self.vector_stmt(c, loop)
+        elif isinstance(st, Store):
+            self.store(st, self.lanes)
+        elif isinstance(st, IfThenElse):
+            if not E.uses_var(st.cond, loop.var):
+                with self.b.if_then(self.expr(st.cond)):
+                    self.vector_stmt(st.then_case, loop)
+                return
+            # An affine condition holds on all lanes iff it holds on the first and last.
+            env = self.fs.env
+            vec = env[loop.var]
+            env[loop.var] = ir.Constant(I64, 0)
+            first = self.expr(st.cond)
+            env[loop.var] = ir.Constant(I64, self.lanes - 1)
+            last = self.expr(st.cond)
+            env[loop.var] = vec
+            all_lanes = self.b.and_(first, last)
+            with self.b.if_else(all_lanes) as (then, otherwise):
+                with then:
+                    self.vector_stmt(st.then_case, loop)
+                with otherwise:
+                    del env[loop.var]
+                    self.serial_loop(loop.var, ir.Constant(I64, self.lanes),
+                                     lambda: self.stmt(st))
+                    env[loop.var] = vec
+
+    # memory -----------------------------------------------------------------------------
+    def _pointer(self, buf: Buffer, index: ir.Value) -> ir.Value:
+        return self.b.gep(self.fs.buffers[buf], [index], source_etype=storage_type(buf.dtype))
+
+    def load(self, e: E.Load, lanes: int | None) -> ir.Value:
+        buf = e.source
+        (index,) = e.indices
+        if lanes is not None and E.uses_var(index, self.vec_var):
+            lin = E.linear_coeff(index, self.vec_var)
+            if lin is not None and lin[1] == 1:
+                base = self._scalar_index(lin[0])
+                vty = ir.VectorType(storage_type(buf.dtype), lanes)
+                v = self.b.load(self._pointer(buf, base), typ=vty)
+                v.align = _itemsize(buf.dtype)
+                return self._from_storage(v, buf.dtype)
+            idx = self.expr(index, lanes)
+            out = ir.Constant(ir.VectorType(value_type(buf.dtype), lanes), ir.Undefined)
+            for k in range(lanes):
+                lane = self.b.extract_element(idx, ir.Constant(I32, k))
+                x = self._from_storage(self.b.load(self._pointer(buf, lane),
+                                                   typ=storage_type(buf.dtype)), buf.dtype)
+                out = self.b.insert_element(out, x, ir.Constant(I32, k))
+            return out
+        ptr = self._pointer(buf, self._scalar_index(index))
+        return self._from_storage(self.b.load(ptr, typ=storage_type(buf.dtype)), buf.dtype)
+
+    def store(self, s: Store, lanes: int | None) -> None:
+        buf = s.buffer
+        (index,) = s.indices
+        value = self.expr(s.value, lanes)
+        if lanes is not None and E.uses_var(index, self.vec_var):
+            value = self._broadcast(value, lanes)
+            lin = E.linear_coeff(index, self.vec_var)
+            if lin is not None and lin[1] == 1:
+                ptr = self._pointer(buf, self._scalar_index(lin[0]))
+                st = self.b.store(self._to_storage(value, buf.dtype), ptr)
+                st.align = _itemsize(buf.dtype)
+                return
+            idx = self.expr(index, lanes)
+            for k in range(lanes):
+                lane = self.b.extract_element(idx, ir.Constant(I32, k))
+                x = self.b.extract_element(value, ir.Constant(I32, k))
+                self.b.store(self._to_storage(x, buf.dtype), self._pointer(buf, lane))
+            return
+        if isinstance(value.type, ir.VectorType):
+            # a lane-invariant store in a vector loop: every lane writes the same element
+            value = self.b.extract_element(value, ir.Constant(I32, value.type.count - 1))
+        self.b.store(self._to_storage(value, buf.dtype),
+                     self._pointer(buf, self._scalar_index(index)))
+
+    def _scalar_index(self, index: E.Expr) -> ir.Value:
+        v = self.expr(index, None)
+        if isinstance(v.type, ir.VectorType):
+            raise TensorcError("internal: vector index where a scalar was expected")
+        return v
+
+    def _from_storage(self, v: ir.Value, dtype: str) -> ir.Value:
+        if dtype == "bool":
+            zero = ir.Constant(v.type, None)
+            return self.b.icmp_unsigned("!=", v, zero)
+        return v
+
+    def _to_storage(self, v: ir.Value, dtype: str) -> ir.Value:
+        if dtype == "bool":
+            ty = ir.VectorType(I8, v.type.count) if isinstance(v.type, ir.VectorType) else I8
+            return self.b.zext(v, ty)
+        return v
+
+    # expressions ------------------------------------------------------------------------
+    def expr(self, e: E.Expr, lanes: int | None = None) -> ir.Value:
+        """Emit ``e``; inside a vector loop (``lanes`` set) values that depend on the loop
+        variable are vectors, the others stay scalars."""
+        if lanes is not None and not E.uses_var(e, self.vec_var) and not isinstance(e, E.Var):
+            lanes = None
+        b = self.b
+        if isinstance(e, E.Var):
+            return self.fs.env[e]
+        if isinstance(e, E.Const):
+            return ir.Constant(value_type(e.dtype), e.value)
+        if isinstance(e, E.Load):
+            return self.load(e, lanes)
+        if isinstance(e, E.Binary):
+            x, y = self._pair(self.expr(e.a, lanes), self.expr(e.b, lanes))
+            return self.binary(e.op, e.a.dtype, x, y)
+        if isinstance(e, E.Compare):
+            x, y = self._pair(self.expr(e.a, lanes), self.expr(e.b, lanes))
+            if E.is_float(e.a.dtype):
+                return b.fcmp_ordered(_ICMP[e.op], x, y) if e.op != "ne" else \
+                    b.fcmp_unordered("!=", x, y)
+            if _is_signed(e.a.dtype):
+                return b.icmp_signed(_ICMP[e.op], x, y)
+            return b.icmp_unsigned(_ICMP[e.op], x, y)
+        if isinstance(e, E.Logical):
+            if e.op == "not":
+                return b.not_(self.expr(e.args[0], lanes))
+            x, y = self._pair(self.expr(e.args[0], lanes), self.expr(e.args[1], lanes))
+            return b.and_(x, y) if e.op == "and" else b.or_(x, y)
+        if isinstance(e, E.Select):
+            c = self.expr(e.cond, lanes)
+            t, f = self._pair(self.expr(e.true_value, lanes), self.expr(e.false_value, lanes))
+            if isinstance(c.type, ir.VectorType) or isinstance(t.type, ir.VectorType):
+                n = c.type.count if isinstance(c.type, ir.VectorType) else t.type.count
+                c, t, f = (self._broadcast(c, n), self._broadcast(t, n), self._broadcast(f, n))
+            return b.select(c, t, f)
+        if isinstance(e, E.Cast):
+            return self.cast(self.expr(e.value, lanes), e.value.dtype, e.dtype)
+        if isinstance(e, E.Call):
+            return self.call(e, lanes)
+        raise TensorcError(f"LLVM codegen cannot emit expression {type(e).__name__}")
+
+    def _broadcast(self, v: ir.Value, lanes: int) -> ir.Value:
+        if isinstance(v.type, ir.VectorType):
+            return v
+        vty = ir.VectorType(v.type, lanes)
+        if isinstance(v, ir.Constant):
+            return ir.Constant(vty, [v.constant] * lanes)
+        undef = ir.Constant(vty, ir.Undefined)
+        one = self.b.insert_element(undef, v, ir.Constant(I32, 0))
+        return self.b.shuffle_vector(one, undef, ir.Constant(ir.VectorType(I32, lanes),
+                                                              [0] * lanes))
+
+    def _pair(self, x: ir.Value, y: ir.Value) -> tuple[ir.Value, ir.Value]:
+        xv, yv = isinstance(x.type, ir.VectorType), isinstance(y.type, ir.VectorType)
+        if xv and not yv:
+            y = self._broadcast(y, x.type.count)
+        elif yv and not xv:
+            x = self._broadcast(x, y.type.count)
+        return x, y
+
+    def binary(self, op: str, dtype: str, x: ir.Value, y: ir.Value) -> ir.Value:
+        b = self.b
+        if E.is_float(dtype):
+            if op == "add":
+                return b.fadd(x, y, flags=_FAST)
+            if op == "sub":
+                return b.fsub(x, y, flags=_FAST)
+            if op == "mul":
+                return b.fmul(x, y, flags=_FAST)
+            if op == "div":
+                return b.fdiv(x, y)
+            if op in ("min", "max"):
+                # NaN-propagating, as numpy's minimum/maximum
+                return self._intr2("llvm.minimum" if op == "min" else "llvm.maximum", x, y)
+            if op == "pow":
+                return self._intr2("llvm.pow", x, y)
+            if op in ("floormod", "truncmod"):
+                r = b.frem(x, y)
+                if op == "truncmod":
+                    return r
+                # floor semantics: fix the sign when r and y differ in sign
+                zero = ir.Constant(r.type, None)
+                fix = b.and_(b.fcmp_ordered("!=", r, zero),
+                             b.xor(b.fcmp_ordered("<", r, zero), b.fcmp_ordered("<", y, zero)))
+                return b.select(fix, b.fadd(r, y), r)
+            if op == "floordiv":
+                return self._intr1("llvm.floor", b.fdiv(x, y))
+            raise TensorcError(f"float op {op} is not supported")
+        signed = _is_signed(dtype) or dtype == "bool"
+        if op == "add":
+            return b.add(x, y)
+        if op == "sub":
+            return b.sub(x, y)
+        if op == "mul":
+            return b.mul(x, y)
+        if op in ("div", "truncdiv"):
+            return b.sdiv(x, y) if signed else b.udiv(x, y)
+        if op == "truncmod":
+            return b.srem(x, y) if signed else b.urem(x, y)
+        if op == "floordiv":
+            if not signed:
+                return b.udiv(x, y)
+            q = b.sdiv(x, y)
+            r = b.srem(x, y)
+            zero = ir.Constant(r.type, None)
+            fix = b.and_(b.icmp_signed("!=", r, zero),
+                         b.xor(b.icmp_signed("<", r, zero), b.icmp_signed("<", y, zero)))
+            return b.sub(q, b.zext(fix, q.type))
+        if op == "floormod":
+            if not signed:
+                return b.urem(x, y)
+            r = b.srem(x, y)
+            zero = ir.Constant(r.type, None)
+            fix = b.and_(b.icmp_signed("!=", r, zero),
+                         b.xor(b.icmp_signed("<", r, zero), b.icmp_signed("<", y, zero)))
+            return b.select(fix, b.add(r, y), r)
+        if op in ("min", "max"):
+            cmp = (b.icmp_signed if signed else b.icmp_unsigned)("<" if op == "min" else ">",
+                                                                 x, y)
+            return b.select(cmp, x, y)
+        if op == "pow":
+            raise TensorcError("integer pow is computed in floating point by the op layer")
+        raise TensorcError(f"integer op {op} is not supported")
+
+    def _intr1(self, name: str, x: ir.Value) -> ir.Value:
+        return self.b.call(self._intrinsic(name, x.type, 1), [x])
+
+    def _intr2(self, name: str, x: ir.Value, y: ir.Value) -> ir.Value:
+        return self.b.call(self._intrinsic(name, x.type, 2), [x, y])
+
+    def call(self, e: E.Call, lanes: int | None) -> ir.Value:
+        args = [self.expr(a, lanes) for a in e.args]
+        if len(args) == 2:
+            args = list(self._pair(*args))
+        x = args[0]
+        if e.name in ("isnan", "isinf"):
+            if e.name == "isnan":
+                return self.b.fcmp_unordered("uno", x, x)
+            inf = ir.Constant(x.type.element if isinstance(x.type, ir.VectorType) else x.type,
+                              float("inf"))
+            if isinstance(x.type, ir.VectorType):
+                inf = self._broadcast(inf, x.type.count)
+            return self.b.fcmp_ordered("==", self._intr1("llvm.fabs", x), inf)
+        if e.name in _LLVM_INTRINSIC:
+            return self.b.call(self._intrinsic(_LLVM_INTRINSIC[e.name], x.type, len(args)),
+                               args)
+        # libm functions are scalar: call once per lane
+        scalar_ty = x.type.element if isinstance(x.type, ir.VectorType) else x.type
+        suffix = "f" if scalar_ty == ir.FloatType() else ""
+        fn = self._declare(e.name + suffix, scalar_ty, [scalar_ty] * len(args))
+        if not isinstance(x.type, ir.VectorType):
+            return self.b.call(fn, args)
+        out = ir.Constant(x.type, ir.Undefined)
+        for k in range(x.type.count):
+            lane = [self.b.extract_element(a, ir.Constant(I32, k)) for a in args]
+            out = self.b.insert_element(out, self.b.call(fn, lane), ir.Constant(I32, k))
+        return out
+
+    def cast(self, v: ir.Value, src: str, dst: str) -> ir.Value:
+        if src == dst:
+            return v
+        b = self.b
+        vec = v.type.count if isinstance(v.type, ir.VectorType) else None
+        dty = value_type(dst)
+        if vec:
+            dty = ir.VectorType(dty, vec)
+        sf, df = E.is_float(src), E.is_float(dst)
+        if dst == "bool":
+            zero = ir.Constant(v.type, None)
+            return b.fcmp_unordered("!=", v, zero) if sf else b.icmp_unsigned("!=", v, zero)
+        if sf and df:
+            return b.fpext(v, dty) if _bits(dst) > _bits(src) else b.fptrunc(v, dty)
+        if sf:
+            return b.fptosi(v, dty) if _is_signed(dst) else b.fptoui(v, dty)
+        if df:
+            return b.sitofp(v, dty) if _is_signed(src) else b.uitofp(v, dty)
+        if _bits(dst) > _bits(src):
+            return b.sext(v, dty) if _is_signed(src) else b.zext(v, dty)
+        if _bits(dst) < _bits(src):
+            return b.trunc(v, dty)
+        return v
+
+
+def _bits(dtype: str) -> int:
+    return 1 if dtype == "bool" else _itemsize(dtype) * 8
+
+
+def _itemsize(dtype: str) -> int:
+    from tensorc.ir.loop import itemsize
+    return itemsize(dtype)
+
+
+def _type_suffix(ty: ir.Type) -> str:
+    if isinstance(ty, ir.VectorType):
+        return f"v{ty.count}{_type_suffix(ty.element)}"
+    return {"float": "f32", "double": "f64", "half": "f16"}.get(str(ty), str(ty))
+
+
+def _buffers_used(s: Stmt) -> list[Buffer]:
+    seen: dict[int, Buffer] = {}
+    for st in walk_stmts(s):
+        if isinstance(st, Store):
+            seen.setdefault(id(st.buffer), st.buffer)
+        if isinstance(st, KernelCall):
+            for b, _ in st.args:
+                seen.setdefault(id(b), b)
+        for e in stmt_exprs(st):
+            for x in E.walk(e):
+                if isinstance(x, E.Load):
+                    seen.setdefault(id(x.source), x.source)
+    return list(seen.values())
+
+
+def _vectorizable(s: Stmt, var: E.Var) -> bool:
+    """Straight-line stores (possibly guarded) whose guards are affine in ``var``."""
+    if isinstance(s, Store):
+        return True
+    if isinstance(s, Seq):
+        return all(_vectorizable(c, var) for c in s.stmts)
+    if isinstance(s, IfThenElse):
+        return s.else_case is None and _affine_condition(s.cond, var) and \
+            _vectorizable(s.then_case, var)
+    return False
+
+
+def _affine_condition(c: E.Expr, var: E.Var) -> bool:
+    if not E.uses_var(c, var):
+        return True
+    if isinstance(c, E.Logical) and c.op == "and":
+        return all(_affine_condition(a, var) for a in c.args)
+    if isinstance(c, E.Compare) and c.op in ("lt", "le", "gt", "ge") and E.is_int(c.a.dtype):
+        return E.linear_coeff(c.a - c.b, var) is not None
+    return False
+
+
+# ---------------------------------------------------------------------------------------------
+# compilation to machine code
+
+def target_machine(target: Target):
+    import llvmlite.binding as llvm
+    _init_llvm()
+    tgt = llvm.Target.from_triple(target.triple or llvm.get_process_triple())
+    return tgt.create_target_machine(cpu=target.mcpu, features=target.features, opt=3,
+                                     reloc="pic", codemodel="default")
+
+
+def optimize_module(llvm_ir: str, target: Target):
+    """Parse, verify and run LLVM's O3 pipeline; returns (llvm module, target machine)."""
+    import llvmlite.binding as llvm
+    tm = target_machine(target)
+    mod = llvm.parse_assembly(llvm_ir)
+    mod.triple = tm.triple
+    mod.data_layout = str(tm.target_data)
+    mod.verify()
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(mod, pb)
+    return mod, tm
+
+
+def emit_object(llvm_ir: str, target: Target) -> bytes:
+    mod, tm = optimize_module(llvm_ir, target)
+    return tm.emit_object(mod)
+
+
+def emit_assembly(llvm_ir: str, target: Target) -> str:
+    mod, tm = optimize_module(llvm_ir, target)
+    return tm.emit_assembly(mod)

@@ -1,0 +1,29 @@
+"""Errors a user can cause. Every one names the problem and the fix."""
+
+
+class TensorcError(Exception):
+    """Base class of every error tensorc raises for bad input."""
+
+
+class UnsupportedOpError(TensorcError):
+    """The model uses ops tensorc cannot compile (all of them are listed at once)."""
+
+
+class ModelLoadError(TensorcError):
+    """The model file is missing, corrupt or truncated."""
+
+
+class ShapeError(TensorcError):
+    """A shape or dtype cannot be inferred, or does not match what an op requires."""
+
+
+class InputError(TensorcError):
+    """A feed passed to Module.run does not match the model's signature."""
+
+
+class ArtifactError(TensorcError):
+    """A saved module (.tcz) is corrupt, truncated or of another version."""
+
+
+class ScheduleError(TensorcError):
+    """A schedule primitive was applied where it is not legal."""

@@ -1,0 +1,237 @@
+"""The loop IR: what a kernel does, step by step.
+
+A kernel is a :class:`PrimFunc` over buffer parameters. Loops start at 0 and carry a kind
+(serial, parallel, vectorized, unrolled, or a GPU thread axis); buffers carry a memory scope.
+
+    for (i: parallel, 0, 64)
+      for (j: vectorized, 0, 16)
+        C[i, j] = A[i, j] + B[j]
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+import numpy as np
+
+from tensorc.ir.expr import Expr, Var, format_expr, transform
+
+LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled",
+              "blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",
+              "threadIdx.z")
+SCOPES = ("global", "shared", "local")
+
+
+class Buffer:
+    """A dense row-major array in some memory scope. Hashed by identity."""
+
+    def __init__(self, name: str, shape: tuple[int, ...], dtype: str, scope: str = "global"):
+        assert scope in SCOPES, scope
+        self.name, self.shape, self.dtype, self.scope = name, tuple(int(d) for d in shape), \
+            dtype, scope
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * itemsize(self.dtype)
+
+    def strides(self) -> tuple[int, ...]:
+        out, acc = [], 1
+        for d in reversed(self.shape):
+            out.append(acc)
+            acc *= d
+        return tuple(reversed(out))
+
+    def __repr__(self) -> str:
+        return f"Buffer({self.name}, {self.shape}, {self.dtype}, {self.scope})"
+
+
+def itemsize(dtype: str) -> int:
+    if dtype == "bfloat16":
+        return 2
+    return np.dtype(dtype).itemsize
+
+
+class Stmt:
+    def children(self) -> tuple[Stmt, ...]:
+        return ()
+
+
+@dataclass(eq=False)
+class For(Stmt):
+    var: Var
+    extent: Expr
+    kind: str
+    body: Stmt
+
+    def __post_init__(self):
+        assert self.kind in LOOP_KINDS, self.kind
+
+    def children(self):
+        return (self.body,)
+
+
+@dataclass(eq=False)
+class Store(Stmt):
+    buffer: Buffer
+    indices: tuple[Expr, ...]
+    value: Expr
+
+
+@dataclass(eq=False)
+class Allocate(Stmt):
+    buffer: Buffer
+    body: Stmt
+
+    def children(self):
+        return (self.body,)
+
+
+@dataclass(eq=False)
+class IfThenElse(Stmt):
+    cond: Expr
+    then_case: Stmt
+    else_case: Stmt | None = None
+
+    def children(self):
+        return (self.then_case,) if self.else_case is None else (self.then_case,
+                                                                  self.else_case)
+
+
+@dataclass(eq=False)
+class Seq(Stmt):
+    stmts: list[Stmt]
+
+    def children(self):
+        return tuple(self.stmts)
+
+
+@dataclass(eq=False)
+class Barrier(Stmt):
+    """``__syncthreads()`` on GPUs; nothing on CPUs."""
+
+
+@dataclass(eq=False)
+class KernelCall(Stmt):
+    """Call another PrimFunc of the same module with ``buffer + byte_offset`` arguments."""
+
+    func: str
+    args: list[tuple[Buffer, int]]
+
+
+@dataclass(eq=False)
+class PrimFunc:
+    name: str
+    params: list[Buffer]
+    body: Stmt
+    attrs: dict = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return format_func(self)
+
+
+def seq(*stmts: Stmt | None) -> Stmt:
+    flat: list[Stmt] = []
+    for s in stmts:
+        if s is None:
+            continue
+        if isinstance(s, Seq):
+            flat.extend(s.stmts)
+        else:
+            flat.append(s)
+    return flat[0] if len(flat) == 1 else Seq(flat)
+
+
+# ---------------------------------------------------------------------------------------------
+# traversal
+
+def walk_stmts(stmt: Stmt) -> Iterator[Stmt]:
+    stack = [stmt]
+    while stack:
+        s = stack.pop()
+        yield s
+        stack.extend(reversed(s.children()))
+
+
+def stmt_exprs(s: Stmt) -> list[Expr]:
+    """The expressions held directly by ``s`` (not by its children)."""
+    if isinstance(s, For):
+        return [s.extent]
+    if isinstance(s, Store):
+        return [*s.indices, s.value]
+    if isinstance(s, IfThenElse):
+        return [s.cond]
+    return []
+
+
+def map_stmt(stmt: Stmt, fexpr: Callable[[Expr], Expr] | None = None,
+             fstmt: Callable[[Stmt], Stmt | None] | None = None) -> Stmt:
+    """Rebuild ``stmt`` bottom-up: ``fexpr`` rewrites each held expression, then ``fstmt``
+    may replace each rebuilt statement."""
+    fx = fexpr or (lambda e: e)
+
+    def visit(s: Stmt) -> Stmt:
+        if isinstance(s, For):
+            out = For(s.var, fx(s.extent), s.kind, visit(s.body))
+        elif isinstance(s, Store):
+            out = Store(s.buffer, tuple(fx(i) for i in s.indices), fx(s.value))
+        elif isinstance(s, Allocate):
+            out = Allocate(s.buffer, visit(s.body))
+        elif isinstance(s, IfThenElse):
+            out = IfThenElse(fx(s.cond), visit(s.then_case),
+                             None if s.else_case is None else visit(s.else_case))
+        elif isinstance(s, Seq):
+            out = seq(*[visit(c) for c in s.stmts])
+        else:
+            out = s
+        if fstmt is not None:
+            r = fstmt(out)
+            if r is not None:
+                return r
+        return out
+
+    return visit(stmt)
+
+
+def map_exprs(stmt: Stmt, fn: Callable[[Expr], Expr | None]) -> Stmt:
+    """Apply an expression rewrite (see :func:`expr.transform`) everywhere in ``stmt``."""
+    return map_stmt(stmt, lambda e: transform(e, fn))
+
+
+# ---------------------------------------------------------------------------------------------
+# printing
+
+def format_stmt(s: Stmt, indent: int = 0) -> str:
+    pad = "  " * indent
+    if isinstance(s, For):
+        return (f"{pad}for ({s.var.name}: {s.kind}, 0, {format_expr(s.extent)})\n"
+                + format_stmt(s.body, indent + 1))
+    if isinstance(s, Store):
+        idx = ", ".join(format_expr(i) for i in s.indices)
+        return f"{pad}{s.buffer.name}[{idx}] = {format_expr(s.value)}\n"
+    if isinstance(s, Allocate):
+        b = s.buffer
+        return (f"{pad}allocate {b.name}: {b.dtype}[{', '.join(map(str, b.shape))}] "
+                f"({b.scope})\n" + format_stmt(s.body, indent))
+    if isinstance(s, IfThenElse):
+        text = f"{pad}if ({format_expr(s.cond)})\n" + format_stmt(s.then_case, indent + 1)
+        if s.else_case is not None:
+            text += f"{pad}else\n" + format_stmt(s.else_case, indent + 1)
+        return text
+    if isinstance(s, Seq):
+        return "".join(format_stmt(c, indent) for c in s.stmts)
+    if isinstance(s, Barrier):
+        return f"{pad}barrier()\n"
+    if isinstance(s, KernelCall):
+        args = ", ".join(f"{b.name}+{off}" if off else b.name for b, off in s.args)
+        return f"{pad}call {s.func}({args})\n"
+    return f"{pad}{type(s).__name__}\n"
+
+
+def format_func(f: PrimFunc) -> str:
+    params = ", ".join(f"{b.name}: {b.dtype}[{', '.join(map(str, b.shape))}]"
+                       for b in f.params)
+    return f"func {f.name}({params})\n" + format_stmt(f.body, 1)

@@ -1,0 +1,340 @@
+"""Lower a schedule to a loop-IR PrimFunc.
+
+For every stage, the leaf loops become a loop nest. Root loop indices are rebuilt from the
+leaves through the split/fuse relations; a split whose factor does not divide its extent
+leaves a guard. A reduction gets an init nest over the spatial loops that follow its first
+reduction loop, then the update nest. A stage computed at a loop of another stage gets the
+region its consumer needs inside that loop (bounds inference on affine indices).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from tensorc.errors import ScheduleError
+from tensorc.ir import expr as E
+from tensorc.ir.expr import Const, Expr, Load, Reduce, Var, all_of, substitute, transform
+from tensorc.ir.loop import Allocate, Buffer, For, IfThenElse, PrimFunc, Stmt, Store, seq
+from tensorc.ir.schedule import Fuse, Schedule, Split, Stage, SVar
+from tensorc.ir.te import ComputeOp, PlaceholderOp, Tensor
+
+
+class _NestInfo:
+    """Extents of a stage's loops and its root indices in terms of the leaf loop variables."""
+
+    def __init__(self, stage: Stage, root_ranges: dict[SVar, tuple[Expr, int]]):
+        ext: dict[SVar, int] = {sv: root_ranges[sv][1] for sv in stage.root_vars}
+        inner_ext: dict[Split, int] = {}
+        for rel in stage.relations:
+            if isinstance(rel, Split):
+                n = ext[rel.parent]
+                if rel.factor is not None:
+                    inner = min(rel.factor, n)
+                    outer = -(-n // inner)
+                else:
+                    outer = min(rel.nparts, n)
+                    inner = -(-n // outer)
+                ext[rel.outer], ext[rel.inner] = outer, inner
+                inner_ext[id(rel)] = inner
+            else:
+                ext[rel.fused] = ext[rel.outer] * ext[rel.inner]
+        value: dict[SVar, Expr] = {sv: sv.var for sv in stage.leaf_vars}
+        guards: list[tuple[SVar, Expr]] = []
+        for rel in reversed(stage.relations):
+            if isinstance(rel, Split):
+                inner = inner_ext[id(rel)]
+                value[rel.parent] = value[rel.outer] * inner + value[rel.inner]
+                if ext[rel.outer] * inner != ext[rel.parent]:
+                    guards.append((rel.parent, E.Compare("lt", value[rel.parent],
+                                                         E.const(ext[rel.parent]))))
+            else:
+                n = ext[rel.inner]
+                value[rel.outer] = value[rel.fused] // n if n != 1 else value[rel.fused]
+                value[rel.inner] = value[rel.fused] % n if n != 1 else E.const(0)
+        self.extent = ext
+        self.guards = guards
+        self.root_index = {sv: E.simplify(root_ranges[sv][0] + value[sv]) for sv in
+                           stage.root_vars}
+
+
+class _Lowering:
+    def __init__(self, sch: Schedule, args: Sequence[Tensor]):
+        self.sch = sch
+        self.region_extent: dict[int, list[int]] = {}
+        self.buffers: dict[int, Buffer] = {}
+        self.region_min: dict[int, list[Expr]] = {}
+        self.var_ranges: dict[Var, tuple[int, int]] = {}
+        self.params: list[Buffer] = []
+        for t in args:
+            b = Buffer(t.name, t.shape, t.dtype)
+            self.buffers[id(t)] = b
+            self.region_min[id(t)] = [E.const(0)] * len(t.shape)
+            self.params.append(b)
+        self.attached: dict[tuple[int, SVar], list[Stage]] = {}
+        for st in sch.stages:
+            if st.attach == "at":
+                self.attached.setdefault((id(st.attach_stage), st.attach_var), []).append(st)
+
+    # ----------------------------------------------------------------------------------------
+    def lower_root(self) -> Stmt:
+        nests: list[Stmt] = []
+        allocs: list[Buffer] = []
+        for st in self.sch.stages:
+            if not isinstance(st.op, ComputeOp) or st.attach != "root":
+                continue
+            t = st.tensor
+            if id(t) not in self.buffers:
+                if st.is_output:
+                    raise ScheduleError(f"output {st.name} is not among the function's "
+                                        f"arguments")
+                b = Buffer(st.name, t.shape, t.dtype, st.scope)
+                self.buffers[id(t)] = b
+                self.region_min[id(t)] = [E.const(0)] * len(t.shape)
+                allocs.append(b)
+            ranges = {sv: (E.const(0), sv.root_extent) for sv in st.root_vars}
+            nests.append(self.lower_stage(st, ranges))
+        body = seq(*nests)
+        for b in reversed(allocs):
+            body = Allocate(b, body)
+        return body
+
+    def expand(self, e: Expr) -> Expr:
+        """Substitute the bodies of inlined stages for their loads."""
+        def fn(x: Expr):
+            if isinstance(x, Load) and isinstance(x.source, Tensor):
+                st = self.sch.stage_of(x.source)
+                if st.attach == "inline":
+                    op = st.op
+                    mapping = {iv.var: idx for iv, idx in zip(op.axis, x.indices)}
+                    return self.expand(substitute(op.body, mapping))
+            return None
+        return transform(e, fn)
+
+    def to_buffer_loads(self, e: Expr) -> Expr:
+        def fn(x: Expr):
+            if isinstance(x, Load) and isinstance(x.source, Tensor):
+                key = id(x.source)
+                if key not in self.buffers:
+                    kind = "input" if isinstance(x.source.op, PlaceholderOp) else "stage"
+                    raise ScheduleError(f"{kind} {x.source.name} is read but is neither an "
+                                        f"argument nor realized before its reader")
+                mins = self.region_min[key]
+                idx = [E.simplify(i - m, self.var_ranges) for i, m in zip(x.indices, mins)]
+                return Load(self.buffers[key], idx)
+            return None
+        return transform(e, fn)
+
+    # ----------------------------------------------------------------------------------------
+    def lower_stage(self, st: Stage, root_ranges: dict[SVar, tuple[Expr, int]]) -> Stmt:
+        info = _NestInfo(st, root_ranges)
+        for sv in st.leaf_vars:
+            self.var_ranges[sv.var] = (0, info.extent[sv] - 1)
+        op: ComputeOp = st.op
+        subst = {sv.var: info.root_index[sv] for sv in st.root_vars}
+        body = self.expand(op.body)
+        body = substitute(body, subst) if not isinstance(body, Reduce) else Reduce(
+            body.combiner, substitute(body.source, subst), body.axes, body.init)
+
+        # regions of the stages computed inside this one, before its loads are rewritten
+        children: dict[SVar, list[Stage]] = {}
+        for sv in st.leaf_vars:
+            kids = self.attached.get((id(st), sv), [])
+            children[sv] = kids
+            # consumers come after their producers: infer the last sibling first, so that
+            # a producer read by a sibling sees that sibling's region
+            for k in range(len(kids) - 1, -1, -1):
+                self.infer_region(kids[k], st, sv, info, body, kids[k + 1:])
+
+        buf = self.buffers[id(st.tensor)]
+        mins = self.region_min[id(st.tensor)]
+        spatial = [sv for sv in st.root_vars if sv.kind == "spatial"]
+        store_idx = tuple(E.simplify(info.root_index[sv] - m, self.var_ranges)
+                          for sv, m in zip(spatial, mins))
+        spatial_guards = [g for sv, g in info.guards if sv.kind == "spatial"]
+        reduce_guards = [g for sv, g in info.guards if sv.kind == "reduce"]
+        spatial_guards += self.domain_guards(st, info)
+
+        if isinstance(body, Reduce):
+            source = self.to_buffer_loads(body.source)
+            current = Load(buf, store_idx)
+            update_value = _combine(body.combiner, current, source)
+            update = _guarded(all_of(*spatial_guards, *reduce_guards),
+                              Store(buf, store_idx, update_value))
+            init = _guarded(all_of(*spatial_guards), Store(buf, store_idx, body.init))
+        else:
+            update = _guarded(all_of(*spatial_guards),
+                              Store(buf, store_idx, self.to_buffer_loads(body)))
+            init = None
+
+        leaves = st.leaf_vars
+        first_reduce = next((k for k, sv in enumerate(leaves) if sv.kind == "reduce"),
+                            len(leaves))
+        # update nest: the loops from the first reduction loop inward
+        inner = update
+        for sv in reversed(leaves[first_reduce:]):
+            inner = self.wrap_loop(st, sv, info, inner, children)
+        if init is not None:
+            # the init runs over copies of the spatial loops that follow the first
+            # reduction loop
+            init_nest = init
+            copies = {}
+            for sv in reversed(leaves[first_reduce:]):
+                if sv.kind != "spatial":
+                    continue
+                v = Var(sv.var.name + ".init")
+                copies[sv.var] = v
+                self.var_ranges[v] = self.var_ranges[sv.var]
+                init_nest = For(v, E.const(info.extent[sv]), st.loop_kind.get(sv, "serial"),
+                                init_nest)
+            init_nest = _subst_stmt(init_nest, copies)
+            inner = seq(init_nest, inner)
+        for sv in reversed(leaves[:first_reduce]):
+            inner = self.wrap_loop(st, sv, info, inner, children)
+        return inner
+
+    def wrap_loop(self, st: Stage, sv: SVar, info: _NestInfo, body: Stmt,
+                  children: dict[SVar, list[Stage]]) -> Stmt:
+        for child in reversed(children.get(sv, [])):
+            body = self.lower_attached(child, body)
+        return For(sv.var, E.const(info.extent[sv]), st.loop_kind.get(sv, "serial"), body)
+
+    def lower_attached(self, child: Stage, rest: Stmt) -> Stmt:
+        t = child.tensor
+        extents = self.region_extent[id(t)]
+        b = self.buffers[id(t)]
+        ranges = {}
+        spatial = [sv for sv in child.root_vars if sv.kind == "spatial"]
+        for sv, m, n in zip(spatial, self.region_min[id(t)], extents):
+            ranges[sv] = (m, n)
+        for sv in child.root_vars:
+            if sv.kind == "reduce":
+                ranges[sv] = (E.const(0), sv.root_extent)
+        nest = self.lower_stage(child, ranges)
+        return Allocate(b, seq(nest, rest))
+
+    def domain_guards(self, st: Stage, info: _NestInfo) -> list[Expr]:
+        """Guards keeping an attached stage inside its tensor's domain (when its region may
+        overhang it)."""
+        if st.attach != "at":
+            return []
+        out = []
+        spatial = [sv for sv in st.root_vars if sv.kind == "spatial"]
+        for sv, n in zip(spatial, st.tensor.shape):
+            idx = info.root_index[sv]
+            for cond in (E.Compare("ge", idx, E.const(0)), E.Compare("lt", idx, E.const(n))):
+                c = E.simplify(cond, self.var_ranges)
+                if not (isinstance(c, Const) and c.value):
+                    out.append(c)
+        return out
+
+    # ----------------------------------------------------------------------------------------
+    def infer_region(self, child: Stage, parent: Stage, at: SVar, info: _NestInfo,
+                     parent_body: Expr, later_siblings: list[Stage]) -> None:
+        """The box of ``child``'s tensor that one iteration of ``parent``'s loop ``at`` reads
+        (through ``parent`` itself or a sibling computed at the same loop)."""
+        t = child.tensor
+        pos = parent.leaf_vars.index(at)
+        relaxed = {sv.var: (0, info.extent[sv] - 1) for sv in parent.leaf_vars[pos + 1:]}
+        loads = _loads_of(parent_body, t)
+        for sib in later_siblings:
+            sib_body = self.expand(sib.op.body)
+            sib_loads = _loads_of(sib_body, t)
+            if not sib_loads:
+                continue
+            # the sibling's root loops run over its whole region inside this loop
+            mapping = {}
+            spatial = [sv for sv in sib.root_vars if sv.kind == "spatial"]
+            for sv, m, n in zip(spatial, self.region_min[id(sib.tensor)],
+                                self.region_extent[id(sib.tensor)]):
+                v = Var(sv.name + ".r")
+                relaxed[v] = (0, n - 1)
+                mapping[sv.var] = m + v
+            for sv in sib.root_vars:
+                if sv.kind == "reduce":
+                    relaxed[sv.var] = (0, sv.root_extent - 1)
+            loads += [Load(t, [substitute(i, mapping) for i in ld.indices])
+                      for ld in sib_loads]
+        if not loads:
+            raise ScheduleError(f"{child.name} is computed at {parent.name}.{at.name} but "
+                                f"neither {parent.name} nor a stage computed there reads it")
+        mins, extents = [], []
+        for d, n in enumerate(t.shape):
+            box = [_relaxed_interval(ld.indices[d], relaxed, self.var_ranges) for ld in loads]
+            base_key = {E.expr_key(b[0]) for b in box if b is not None}
+            if any(b is None for b in box) or len(base_key) != 1:
+                mins.append(E.const(0))
+                extents.append(n)
+                continue
+            lo = min(b[1] for b in box)
+            hi = max(b[2] for b in box)
+            if hi - lo + 1 >= n:
+                mins.append(E.const(0))
+                extents.append(n)
+                continue
+            mins.append(E.simplify(box[0][0] + lo, self.var_ranges))
+            extents.append(hi - lo + 1)
+        self.region_min[id(t)] = mins
+        self.region_extent[id(t)] = extents
+        self.buffers[id(t)] = Buffer(child.name, tuple(extents), t.dtype, child.scope)
+
+
+def _loads_of(body: Expr, t: Tensor) -> list[Load]:
+    root = body.source if isinstance(body, Reduce) else body
+    return [x for x in E.walk(root) if isinstance(x, Load) and x.source is t]
+
+
+def _relaxed_interval(index: Expr, relaxed: dict[Var, tuple[int, int]],
+                      known: dict[Var, tuple[int, int]]) -> tuple[Expr, int, int] | None:
+    """``index`` = base + [lo, hi] where base is free of the relaxed variables."""
+    aff = E.to_affine(index, known)
+    lo = hi = aff.const
+    base_terms = {}
+    for key, (atom, c) in aff.terms.items():
+        if isinstance(atom, Var) and atom in relaxed:
+            a, b = relaxed[atom]
+            lo += min(c * a, c * b)
+            hi += max(c * a, c * b)
+        elif E.free_vars(atom) & relaxed.keys():
+            if E.free_vars(atom) - relaxed.keys() - known.keys():
+                return None
+            bounds = {**known, **relaxed}
+            alo, ahi = E.const_bounds(atom, bounds)
+            if alo is None or ahi is None:
+                return None
+            lo += min(c * alo, c * ahi)
+            hi += max(c * alo, c * ahi)
+        else:
+            base_terms[key] = (atom, c)
+    base = E.Affine(base_terms, 0, aff.dtype).to_expr()
+    return base, lo, hi
+
+
+def _combine(combiner: str, acc: Expr, value: Expr) -> Expr:
+    if combiner == "sum":
+        return acc + value
+    if combiner == "prod":
+        return acc * value
+    return E.Binary(combiner, acc, value)
+
+
+def _guarded(cond: Expr | None, stmt: Stmt) -> Stmt:
+    return stmt if cond is None else IfThenElse(cond, stmt)
+
+
+def _subst_stmt(stmt: Stmt, mapping: dict[Var, Expr]) -> Stmt:
+    from tensorc.ir.loop import map_stmt
+
+    def fs(s: Stmt):
+        if isinstance(s, For) and s.var in mapping:
+            return For(mapping[s.var], s.extent, s.kind, s.body)
+        return None
+    return map_stmt(stmt, lambda e: substitute(e, mapping), fs)
+
+
+def lower(sch: Schedule, args: Sequence[Tensor], name: str = "kernel") -> PrimFunc:
+    """Lower ``sch`` to a PrimFunc whose parameters are ``args`` (inputs, then outputs).
+
+    The result still has multi-dimensional buffer indices; ``passes.loop.optimize`` simplifies
+    and flattens it for codegen."""
+    low = _Lowering(sch, args)
+    body = low.lower_root()
+    return PrimFunc(name, list(low.params), body)

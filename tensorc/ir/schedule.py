@@ -1,0 +1,370 @@
+"""Schedules: how a tensor-expression program runs, never what it computes.
+
+A :class:`Schedule` holds one :class:`Stage` per computed tensor. Primitives (split, fuse,
+reorder, tile, vectorize, parallel, unroll, bind, compute_inline, compute_at, cache_read,
+cache_write) rewrite the stages; every call is appended to ``schedule.trace``, a list of
+plain records that :func:`replay` applies to a fresh schedule of the same program.
+:func:`tensorc.ir.lower.lower` turns a schedule into a loop-IR PrimFunc.
+
+>>> s = create_schedule([C]); i, j = s[C].op_axis
+>>> io, ii = s[C].split(i, 8); s[C].vectorize(s[C].split(j, 16)[1])
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Sequence
+
+from tensorc.errors import ScheduleError
+from tensorc.ir.expr import Expr, Load, Reduce, Var, transform
+from tensorc.ir.te import ComputeOp, IterVar, Operation, PlaceholderOp, Tensor, post_order
+
+
+class SVar:
+    """A loop of a stage's nest: a root axis of the compute, or one derived by split/fuse."""
+
+    __slots__ = ("name", "kind", "var", "root_extent")
+
+    def __init__(self, name: str, kind: str, var: Var | None = None,
+                 root_extent: int | None = None):
+        self.name, self.kind = name, kind
+        self.var = var if var is not None else Var(name)
+        self.root_extent = root_extent   # set for root vars
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+@dataclass(eq=False)
+class Split:
+    parent: SVar
+    outer: SVar
+    inner: SVar
+    factor: int | None
+    nparts: int | None
+
+
+@dataclass(eq=False)
+class Fuse:
+    outer: SVar
+    inner: SVar
+    fused: SVar
+
+
+class Stage:
+    """The schedule of one computed tensor."""
+
+    def __init__(self, schedule: Schedule, tensor: Tensor, op: Operation):
+        self.schedule, self.tensor, self.op = schedule, tensor, op
+        self.attach: str = "root"              # root | inline | at
+        self.attach_stage: Stage | None = None
+        self.attach_var: SVar | None = None
+        self.scope = "global"
+        self.is_output = False
+        self._init_vars()
+
+    def _init_vars(self) -> None:
+        self.root_vars: list[SVar] = []
+        self.var_of_iter: dict[int, SVar] = {}
+        if isinstance(self.op, ComputeOp):
+            for iv in [*self.op.axis, *self.op.reduce_axis]:
+                sv = SVar(iv.var.name, iv.kind, iv.var, iv.extent)
+                self.root_vars.append(sv)
+                self.var_of_iter[id(iv)] = sv
+        self.leaf_vars: list[SVar] = list(self.root_vars)
+        self.relations: list[Split | Fuse] = []
+        self.loop_kind: dict[SVar, str] = {}
+
+    @property
+    def name(self) -> str:
+        return self.op.name
+
+    @property
+    def op_axis(self) -> list[SVar]:
+        """The stage's spatial root loops, outermost first."""
+        return [sv for sv in self.root_vars if sv.kind == "spatial"]
+
+    @property
+    def reduce_axis(self) -> list[SVar]:
+        return [sv for sv in self.root_vars if sv.kind == "reduce"]
+
+    def var(self, name: str) -> SVar:
+        for sv in self._all_vars():
+            if sv.name == name:
+                return sv
+        raise ScheduleError(f"stage {self.name} has no loop named {name!r}")
+
+    def _all_vars(self):
+        seen = list(self.root_vars)
+        for r in self.relations:
+            seen.extend([r.outer, r.inner] if isinstance(r, Split) else [r.fused])
+        return seen
+
+    def _fresh_name(self, base: str) -> str:
+        names = {sv.name for sv in self._all_vars()}
+        name, k = base, 1
+        while name in names:
+            k += 1
+            name = f"{base}{k}"
+        return name
+
+    def _leaf(self, sv: SVar | str) -> SVar:
+        if isinstance(sv, str):
+            sv = self.var(sv)
+        elif isinstance(sv, IterVar):
+            sv = self.var_of_iter[id(sv)]
+        if sv not in self.leaf_vars:
+            raise ScheduleError(f"loop {sv.name} of stage {self.name} is not a leaf loop "
+                                f"(it was split or fused already)")
+        return sv
+
+    def _record(self, prim: str, **args) -> None:
+        self.schedule.trace.append({"prim": prim, "stage": self.name, **args})
+
+    # primitives -------------------------------------------------------------------------------
+    def split(self, var, factor: int | None = None, nparts: int | None = None
+              ) -> tuple[SVar, SVar]:
+        """Split ``var`` into ``outer * factor + inner``; a factor that does not divide the
+        extent leaves a guard."""
+        sv = self._leaf(var)
+        if (factor is None) == (nparts is None):
+            raise ScheduleError("split takes exactly one of factor= and nparts=")
+        if (factor or nparts) < 1:
+            raise ScheduleError(f"split factor must be >= 1, got {factor or nparts}")
+        self._record("split", var=sv.name, factor=factor, nparts=nparts)
+        outer = SVar(self._fresh_name(f"{sv.name}.o"), sv.kind)
+        inner = SVar(self._fresh_name(f"{sv.name}.i"), sv.kind)
+        self.relations.append(Split(sv, outer, inner, factor, nparts))
+        pos = self.leaf_vars.index(sv)
+        self.leaf_vars[pos:pos + 1] = [outer, inner]
+        return outer, inner
+
+    def fuse(self, *vars) -> SVar:
+        """Fuse consecutive leaf loops into one."""
+        svs = [self._leaf(v) for v in vars]
+        if len(svs) < 2:
+            return svs[0]
+        pos = [self.leaf_vars.index(s) for s in svs]
+        if pos != list(range(pos[0], pos[0] + len(svs))):
+            raise ScheduleError(f"fuse needs consecutive loops, got "
+                                f"{[s.name for s in svs]} of {self.leaf_vars}")
+        if len({s.kind for s in svs}) != 1:
+            raise ScheduleError("cannot fuse a spatial loop with a reduction loop")
+        self._record("fuse", vars=[s.name for s in svs])
+        fused = svs[0]
+        for nxt in svs[1:]:
+            f = SVar(self._fresh_name(f"{fused.name}.{nxt.name}.f"), fused.kind)
+            self.relations.append(Fuse(fused, nxt, f))
+            i = self.leaf_vars.index(fused)
+            self.leaf_vars[i:i + 2] = [f]
+            fused = f
+        return fused
+
+    def reorder(self, *vars) -> None:
+        """Put the given leaf loops in this order (the other loops keep their places)."""
+        svs = [self._leaf(v) for v in vars]
+        if len(set(svs)) != len(svs):
+            raise ScheduleError("reorder got the same loop twice")
+        self._record("reorder", vars=[s.name for s in svs])
+        positions = sorted(self.leaf_vars.index(s) for s in svs)
+        for p, s in zip(positions, svs):
+            self.leaf_vars[p] = s
+
+    def tile(self, x, y, x_factor: int, y_factor: int) -> tuple[SVar, SVar, SVar, SVar]:
+        xo, xi = self.split(x, x_factor)
+        yo, yi = self.split(y, y_factor)
+        self.reorder(xo, yo, xi, yi)
+        return xo, yo, xi, yi
+
+    def _annotate(self, prim: str, var, kind: str) -> None:
+        sv = self._leaf(var)
+        self._record(prim, var=sv.name)
+        self.loop_kind[sv] = kind
+
+    def vectorize(self, var) -> None:
+        self._annotate("vectorize", var, "vectorized")
+
+    def parallel(self, var) -> None:
+        sv = self._leaf(var)
+        if sv.kind == "reduce":
+            raise ScheduleError(f"cannot run reduction loop {sv.name} in parallel")
+        self._annotate("parallel", var, "parallel")
+
+    def unroll(self, var) -> None:
+        self._annotate("unroll", var, "unrolled")
+
+    def bind(self, var, thread_axis: str) -> None:
+        sv = self._leaf(var)
+        self._record("bind", var=sv.name, thread_axis=thread_axis)
+        self.loop_kind[sv] = thread_axis
+
+    def compute_inline(self) -> None:
+        if not isinstance(self.op, ComputeOp) or self.op.reduce_axis:
+            raise ScheduleError(f"cannot inline {self.name}: only reduction-free computes "
+                                f"can be inlined")
+        if self.is_output:
+            raise ScheduleError(f"cannot inline {self.name}: it is an output")
+        self._record("compute_inline")
+        self.attach, self.attach_stage, self.attach_var = "inline", None, None
+
+    def compute_at(self, parent: Stage, var) -> None:
+        sv = parent._leaf(var)
+        if self.is_output:
+            raise ScheduleError(f"cannot compute output {self.name} at another stage")
+        self._record("compute_at", parent=parent.name, var=sv.name)
+        self.attach, self.attach_stage, self.attach_var = "at", parent, sv
+
+    def compute_root(self) -> None:
+        self._record("compute_root")
+        self.attach, self.attach_stage, self.attach_var = "root", None, None
+
+    def __repr__(self) -> str:
+        return f"Stage({self.name}, leaves={self.leaf_vars})"
+
+
+class Schedule:
+    def __init__(self, outputs: Sequence[Tensor]):
+        self.outputs = list(outputs)
+        self.stages: list[Stage] = []
+        self._stage_of: dict[int, Stage] = {}
+        self.trace: list[dict] = []
+        for t in post_order(self.outputs):
+            self._add_stage(t, t.op)
+        for t in self.outputs:
+            self[t].is_output = True
+
+    def _add_stage(self, tensor: Tensor, op: Operation, before: Stage | None = None) -> Stage:
+        stage = Stage(self, tensor, op)
+        if before is None:
+            self.stages.append(stage)
+        else:
+            self.stages.insert(self.stages.index(before), stage)
+        self._stage_of[id(tensor)] = stage
+        return stage
+
+    def __getitem__(self, key: Tensor | str) -> Stage:
+        if isinstance(key, str):
+            for s in self.stages:
+                if s.name == key:
+                    return s
+            raise ScheduleError(f"schedule has no stage named {key!r}")
+        return self._stage_of[id(key)]
+
+    def stage_of(self, tensor: Tensor) -> Stage:
+        return self._stage_of[id(tensor)]
+
+    @property
+    def compute_stages(self) -> list[Stage]:
+        return [s for s in self.stages if isinstance(s.op, ComputeOp)]
+
+    def _unique(self, base: str) -> str:
+        names = {s.name for s in self.stages}
+        name, k = base, 1
+        while name in names:
+            k += 1
+            name = f"{base}{k}"
+        return name
+
+    def cache_write(self, tensor: Tensor, scope: str = "local") -> Tensor:
+        """Compute ``tensor`` into a new ``scope`` buffer; ``tensor``'s stage becomes a copy
+        out of it. Returns the cache tensor (schedule it with ``compute_at``)."""
+        stage = self[tensor]
+        if stage.relations or stage.loop_kind:
+            raise ScheduleError(f"cache_write on {stage.name} must come before its loops are "
+                                f"split, fused or annotated")
+        op = stage.op
+        if not isinstance(op, ComputeOp):
+            raise ScheduleError(f"cannot cache_write input {stage.name}")
+        self.trace.append({"prim": "cache_write", "stage": stage.name, "scope": scope})
+        new_axis = [IterVar(Var(iv.var.name), iv.extent) for iv in op.axis]
+        mapping = {iv.var: nv.var for iv, nv in zip(op.axis, new_axis)}
+        body = _subst_body(op.body, mapping)
+        cache_op = ComputeOp(self._unique(f"{op.name}.{scope}"), new_axis, body, op.tag)
+        cache = Tensor(cache_op, tensor.shape, tensor.dtype)
+        cache_stage = self._add_stage(cache, cache_op, before=stage)
+        cache_stage.scope = scope
+        copy_op = ComputeOp(op.name, op.axis, Load(cache, [iv.var for iv in op.axis]), op.tag)
+        stage.op = copy_op
+        stage._init_vars()
+        return cache
+
+    def cache_read(self, tensor: Tensor, scope: str, readers: Sequence[Tensor]) -> Tensor:
+        """Copy ``tensor`` into a new ``scope`` buffer that ``readers`` read instead."""
+        self.trace.append({"prim": "cache_read", "stage": tensor.name, "scope": scope,
+                           "readers": [r.name for r in readers]})
+        shape = tensor.shape
+        axis = [IterVar(Var(f"ax{d}"), n) for d, n in enumerate(shape)]
+        op = ComputeOp(self._unique(f"{tensor.name}.{scope}"), axis,
+                       Load(tensor, [a.var for a in axis]))
+        cache = Tensor(op, shape, tensor.dtype)
+        reader_stages = [self[r] for r in readers]
+        first = min(reader_stages, key=self.stages.index)
+        cache_stage = self._add_stage(cache, op, before=first)
+        cache_stage.scope = scope
+        for rs in reader_stages:
+            rop = rs.op
+            new_body = transform(rop.body, lambda e: Load(cache, e.indices)
+                                 if isinstance(e, Load) and e.source is tensor else None)
+            if isinstance(rop.body, Reduce) and not isinstance(new_body, Reduce):
+                raise ScheduleError("cache_read lost a reduction")
+            rs.op = ComputeOp(rop.name, rop.axis, new_body, rop.tag)
+            rs.op.reduce_axis = rop.reduce_axis
+        return cache
+
+
+def _subst_body(body: Expr, mapping: dict[Var, Var]) -> Expr:
+    return transform(body, lambda e: mapping.get(e) if isinstance(e, Var) else None)
+
+
+def create_schedule(outputs: Tensor | Sequence[Tensor]) -> Schedule:
+    if isinstance(outputs, Tensor):
+        outputs = [outputs]
+    return Schedule(outputs)
+
+
+# ---------------------------------------------------------------------------------------------
+# traces
+
+def replay(schedule: Schedule, trace: Sequence[dict]) -> Schedule:
+    """Apply recorded primitive calls to a fresh schedule of the same program."""
+    for rec in trace:
+        prim = rec["prim"]
+        if prim == "cache_write":
+            schedule.cache_write(schedule[rec["stage"]].tensor, rec["scope"])
+            continue
+        if prim == "cache_read":
+            schedule.cache_read(schedule[rec["stage"]].tensor, rec["scope"],
+                                [schedule[r].tensor for r in rec["readers"]])
+            continue
+        stage = schedule[rec["stage"]]
+        if prim == "split":
+            stage.split(rec["var"], factor=rec["factor"], nparts=rec["nparts"])
+        elif prim == "fuse":
+            stage.fuse(*rec["vars"])
+        elif prim == "reorder":
+            stage.reorder(*rec["vars"])
+        elif prim in ("vectorize", "parallel", "unroll"):
+            getattr(stage, prim)(rec["var"])
+        elif prim == "bind":
+            stage.bind(rec["var"], rec["thread_axis"])
+        elif prim == "compute_inline":
+            stage.compute_inline()
+        elif prim == "compute_root":
+            stage.compute_root()
+        elif prim == "compute_at":
+            stage.compute_at(schedule[rec["parent"]], rec["var"])
+        else:
+            raise ScheduleError(f"unknown schedule primitive {prim!r} in trace")
+    return schedule
+
+
+def trace_to_json(trace: Sequence[dict]) -> str:
+    return json.dumps(list(trace))
+
+
+def trace_from_json(text: str) -> list[dict]:
+    return json.loads(text)
+
+
+def is_placeholder(stage: Stage) -> bool:
+    return isinstance(stage.op, PlaceholderOp)

@@ -1,0 +1,179 @@
+"""Tensor expressions: what a kernel computes, with no word on how.
+
+>>> A = placeholder((64, 32), name="A"); B = placeholder((32, 16), name="B")
+>>> k = reduce_axis(32, "k")
+>>> C = compute((64, 16), lambda i, j: sum_(A[i, k] * B[k, j], axis=k), name="C")
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Callable, Sequence
+
+from tensorc.ir.expr import (
+    INDEX, Const, Expr, Load, Reduce, Var, as_expr, const, is_float, walk,
+)
+
+
+class IterVar:
+    """An iteration axis: a variable with the range [0, extent); ``kind`` is "spatial" or
+    "reduce"."""
+
+    __slots__ = ("var", "extent", "kind")
+
+    def __init__(self, var: Var, extent: int, kind: str = "spatial"):
+        self.var, self.extent, self.kind = var, int(extent), kind
+
+    @property
+    def name(self) -> str:
+        return self.var.name
+
+    def __repr__(self) -> str:
+        return f"IterVar({self.var.name}, {self.extent}, {self.kind})"
+
+
+def reduce_axis(extent: int, name: str = "k") -> IterVar:
+    return IterVar(Var(name), extent, "reduce")
+
+
+class Operation:
+    """What produces a tensor: a placeholder (an input) or a compute."""
+
+    name: str
+
+    def input_tensors(self) -> list[Tensor]:
+        return []
+
+
+class PlaceholderOp(Operation):
+    def __init__(self, name: str, shape: tuple[int, ...], dtype: str):
+        self.name, self.shape, self.dtype = name, shape, dtype
+
+
+class ComputeOp(Operation):
+    """``output[axis...] = body`` where body may be a Reduce over ``reduce_axis``."""
+
+    def __init__(self, name: str, axis: list[IterVar], body: Expr, tag: str = ""):
+        self.name, self.axis, self.body, self.tag = name, axis, body, tag
+        self.reduce_axis: list[IterVar] = list(body.axes) if isinstance(body, Reduce) else []
+
+    def input_tensors(self) -> list[Tensor]:
+        seen: dict[int, Tensor] = {}
+        for e in walk(self.body):
+            if isinstance(e, Load) and isinstance(e.source, Tensor):
+                seen.setdefault(id(e.source), e.source)
+        return list(seen.values())
+
+
+class Tensor:
+    """The output of an Operation. ``T[i, j]`` builds a Load expression."""
+
+    def __init__(self, op: Operation, shape: tuple[int, ...], dtype: str):
+        self.op, self.shape, self.dtype = op, tuple(int(d) for d in shape), dtype
+
+    @property
+    def name(self) -> str:
+        return self.op.name
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __getitem__(self, indices) -> Load:
+        if not isinstance(indices, tuple):
+            indices = (indices,)
+        if len(indices) != len(self.shape):
+            raise IndexError(f"{self.name} has rank {len(self.shape)}, indexed with "
+                             f"{len(indices)} indices")
+        return Load(self, [_index(i) for i in indices])
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.name}, {self.shape}, {self.dtype})"
+
+    __hash__ = object.__hash__
+
+
+def _index(i) -> Expr:
+    if isinstance(i, IterVar):
+        return i.var
+    return as_expr(i, INDEX)
+
+
+def placeholder(shape: Sequence[int], dtype: str = "float32", name: str = "input") -> Tensor:
+    shape = tuple(int(d) for d in shape)
+    return Tensor(PlaceholderOp(name, shape, dtype), shape, dtype)
+
+
+def compute(shape: Sequence[int], fcompute: Callable[..., Expr], name: str = "compute",
+            tag: str = "", axis_names: Sequence[str] | None = None) -> Tensor:
+    """Define ``name[i0, i1, ...] = fcompute(i0, i1, ...)``.
+
+    ``fcompute`` takes one index variable per dimension (or a single ``*indices``).
+    """
+    shape = tuple(int(d) for d in shape)
+    names = list(axis_names) if axis_names else _axis_names(fcompute, len(shape))
+    axis = [IterVar(Var(n), d) for n, d in zip(names, shape)]
+    body = fcompute(*[a.var for a in axis])
+    if not isinstance(body, Expr):
+        body = as_expr(body, "float32")
+    op = ComputeOp(name, axis, body, tag)
+    return Tensor(op, shape, body.dtype)
+
+
+def _axis_names(fcompute, ndim: int) -> list[str]:
+    try:
+        params = list(inspect.signature(fcompute).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    if len(params) == ndim and all(p.kind == p.POSITIONAL_OR_KEYWORD for p in params):
+        return [p.name for p in params]
+    return [f"i{d}" for d in range(ndim)]
+
+
+def _reduce(combiner: str, source: Expr, axis, init) -> Reduce:
+    axes = axis if isinstance(axis, (list, tuple)) else [axis]
+    return Reduce(combiner, source, axes, init)
+
+
+def sum_(source: Expr, axis) -> Reduce:
+    return _reduce("sum", source, axis, const(0, source.dtype) if not is_float(source.dtype)
+                   else Const(0.0, source.dtype))
+
+
+def max_(source: Expr, axis) -> Reduce:
+    return _reduce("max", source, axis, min_value(source.dtype))
+
+
+def min_(source: Expr, axis) -> Reduce:
+    return _reduce("min", source, axis, max_value(source.dtype))
+
+
+def min_value(dtype: str) -> Const:
+    if is_float(dtype):
+        return Const(float("-inf"), dtype)
+    import numpy as np
+    return Const(0 if dtype == "bool" else int(np.iinfo(dtype).min), dtype)
+
+
+def max_value(dtype: str) -> Const:
+    if is_float(dtype):
+        return Const(float("inf"), dtype)
+    import numpy as np
+    return Const(1 if dtype == "bool" else int(np.iinfo(dtype).max), dtype)
+
+
+def post_order(outputs: Sequence[Tensor]) -> list[Tensor]:
+    """Every tensor that ``outputs`` depend on, producers before consumers."""
+    order: list[Tensor] = []
+    seen: set[int] = set()
+
+    def visit(t: Tensor):
+        if id(t.op) in seen:
+            return
+        seen.add(id(t.op))
+        for inp in t.op.input_tensors():
+            visit(inp)
+        order.append(t)
+
+    for t in outputs:
+        visit(t)
+    return order

@@ -1,0 +1,49 @@
+"""Tensor types of the graph IR."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+# dtype names are numpy's names; bool is "bool".
+DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
+          "uint8", "uint16", "uint32", "uint64", "bool")
+
+
+def dtype_of(array: np.ndarray) -> str:
+    return np.dtype(array.dtype).name
+
+
+@dataclass(frozen=True)
+class TensorType:
+    """The static type of a tensor value: a concrete shape and a dtype name.
+
+    >>> TensorType((1, 3, 224, 224), "float32")
+    float32[1,3,224,224]
+    """
+
+    shape: tuple[int, ...]
+    dtype: str
+
+    def __post_init__(self):
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * np.dtype(self.dtype).itemsize
+
+    def __str__(self) -> str:
+        return f"{self.dtype}[{','.join(str(d) for d in self.shape)}]"
+
+    __repr__ = __str__

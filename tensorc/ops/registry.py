@@ -1,0 +1,104 @@
+"""The core op registry: one entry per core op, used by every layer.
+
+An entry holds
+- ``infer(attrs, input_types) -> list[TensorType]``: shape and dtype rule;
+- ``pattern``: the fusion class;
+- ``reference(attrs, *arrays) -> list[np.ndarray]``: numpy semantics (constant folding, tests);
+- ``compute(attrs, *te_tensors) -> list[te.Tensor]``: the tensor-expression definition;
+- ``schedule(target, sch, outputs, anchor)``: the default schedule of a fused group whose
+  anchor (most complex op) is this op.
+
+Families fill the registry from their own modules (``ops/elementwise.py``, ``ops/nn/conv.py``, …)
+with :func:`define`, then set the pieces they own with the decorators on :class:`OpDef`.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+
+class Pattern(enum.IntEnum):
+    """Fusion classes, ordered from easiest to hardest to fuse (as in TVM)."""
+
+    ELEMWISE = 0
+    BROADCAST = 1
+    INJECTIVE = 2
+    REDUCTION = 3
+    OUT_ELEMWISE_FUSABLE = 4
+    OPAQUE = 8
+
+
+@dataclass
+class OpDef:
+    name: str
+    pattern: Pattern
+    infer_fn: Callable | None = None
+    reference_fn: Callable | None = None
+    compute_fn: Callable | None = None
+    schedule_fn: Callable | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    # decorators -------------------------------------------------------------------------------
+    def infer(self, fn: Callable) -> Callable:
+        self.infer_fn = fn
+        return fn
+
+    def reference(self, fn: Callable) -> Callable:
+        self.reference_fn = fn
+        return fn
+
+    def compute(self, fn: Callable) -> Callable:
+        self.compute_fn = fn
+        return fn
+
+    def schedule(self, fn: Callable) -> Callable:
+        self.schedule_fn = fn
+        return fn
+
+
+REGISTRY: dict[str, OpDef] = {}
+
+
+def define(name: str, pattern: Pattern) -> OpDef:
+    """Create (or return the existing) registry entry for core op ``name``."""
+    op = REGISTRY.get(name)
+    if op is None:
+        op = REGISTRY[name] = OpDef(name, pattern)
+    return op
+
+
+def get_op(name: str) -> OpDef:
+    _load_families()
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"no core op named {name!r}") from None
+
+
+_loaded = False
+
+
+def _load_families() -> None:
+    """Import every op family once so that the registry is full."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    import importlib
+
+    for module in FAMILY_MODULES:
+        importlib.import_module(module)
+
+
+# Every op family; importing one registers its ops.
+FAMILY_MODULES = (
+    "tensorc.ops.elementwise",   # unary and binary (broadcasting) elementwise ops, cast
+    "tensorc.ops.matmul",        # matmul
+    "tensorc.ops.nn.conv",       # conv
+    "tensorc.ops.nn.pool",       # max_pool, avg_pool
+    "tensorc.ops.nn.norm",       # batch_norm
+    "tensorc.ops.reduce",        # reduce_sum, reduce_mean, reduce_max, reduce_min
+    "tensorc.ops.softmax",       # softmax
+    "tensorc.ops.transform",     # reshape, transpose, concat, pad
+)

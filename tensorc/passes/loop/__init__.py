@@ -1,0 +1,22 @@
+"""Loop-IR passes, each a plain function PrimFunc -> PrimFunc, and their pipeline."""
+from __future__ import annotations
+
+from tensorc.ir.loop import PrimFunc
+from tensorc.passes.loop.flatten import flatten_buffers
+from tensorc.passes.loop.simplify import simplify
+
+# The lowering pipeline, read top to bottom; `tensorc inspect --stage loops` prints the result.
+PIPELINE = (
+    simplify,          # canonical affine indices, decided guards, unit loops dropped
+    flatten_buffers,   # B[i, j] -> B[i*J + j]
+    simplify,          # fold the flattened index arithmetic
+)
+
+
+def optimize(func: PrimFunc) -> PrimFunc:
+    for p in PIPELINE:
+        func = p(func)
+    return func
+
+
+__all__ = ["PIPELINE", "optimize", "simplify", "flatten_buffers"]

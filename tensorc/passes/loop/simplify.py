@@ -1,0 +1,56 @@
+"""Simplify a PrimFunc: canonical index arithmetic, decided guards, unit loops removed."""
+from __future__ import annotations
+
+from tensorc.ir import expr as E
+from tensorc.ir.loop import (
+    Allocate, For, IfThenElse, PrimFunc, Seq, Stmt, Store, seq,
+)
+
+
+def simplify(func: PrimFunc) -> PrimFunc:
+    """Simplify every expression with the ranges of the loops around it; drop loops of extent
+    1 and guards that the ranges decide.
+
+    >>> simplify(func)   # for (i, 0, 1) A[i*4 + j // 4 * 4 + j % 4] ... -> A[j] ...
+    """
+    return PrimFunc(func.name, func.params, _simplify(func.body, {}), dict(func.attrs))
+
+
+def _simplify(s: Stmt, ranges: dict) -> Stmt | None:
+    if isinstance(s, For):
+        extent = E.simplify(s.extent, ranges)
+        n = E.as_const_int(extent)
+        if n == 0:
+            return None
+        if n == 1 and s.kind in ("serial", "unrolled", "vectorized", "parallel"):
+            from tensorc.ir.loop import map_stmt
+            body = map_stmt(s.body, lambda e: E.substitute(e, {s.var: E.const(0)}))
+            return _simplify(body, ranges)
+        inner = dict(ranges)
+        if n is not None:
+            inner[s.var] = (0, n - 1)
+        body = _simplify(s.body, inner)
+        return None if body is None else For(s.var, extent, s.kind, body)
+    if isinstance(s, Store):
+        return Store(s.buffer, tuple(E.simplify(i, ranges) for i in s.indices),
+                     E.simplify(s.value, ranges))
+    if isinstance(s, IfThenElse):
+        cond = E.simplify(s.cond, ranges)
+        if isinstance(cond, E.Const):
+            chosen = s.then_case if cond.value else s.else_case
+            return None if chosen is None else _simplify(chosen, ranges)
+        then_case = _simplify(s.then_case, ranges)
+        else_case = None if s.else_case is None else _simplify(s.else_case, ranges)
+        if then_case is None and else_case is None:
+            return None
+        if then_case is None:
+            return IfThenElse(E.Logical("not", cond), else_case)
+        return IfThenElse(cond, then_case, else_case)
+    if isinstance(s, Seq):
+        parts = [_simplify(c, ranges) for c in s.stmts]
+        parts = [p for p in parts if p is not None]
+        return seq(*parts) if parts else None
+    if isinstance(s, Allocate):
+        body = _simplify(s.body, ranges)
+        return None if body is None else Allocate(s.buffer, body)
+    return s

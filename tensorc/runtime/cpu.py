@@ -1,0 +1,52 @@
+"""Load object code produced by codegen/llvm.py and call its entry function.
+
+Loading links the object into the process with MCJIT; it runs neither LLVM's optimizer nor its
+code generator (tests/runtime/test_artifact.py proves it).
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+
+from tensorc.errors import TensorcError
+from tensorc.target import _init_llvm
+
+_gomp_loaded = False
+
+
+def _load_gomp() -> None:
+    global _gomp_loaded
+    if _gomp_loaded:
+        return
+    import llvmlite.binding as llvm
+    path = ctypes.util.find_library("gomp") or "libgomp.so.1"
+    try:
+        llvm.load_library_permanently(path)
+    except RuntimeError as exc:
+        raise TensorcError(f"cannot load libgomp ({path}), which parallel kernels need: {exc}. "
+                           f"Install GCC's OpenMP runtime (Debian: apt-get install libgomp1)")
+    _gomp_loaded = True
+
+
+class NativeLibrary:
+    """Object code linked into this process; ``address(name)`` finds a function."""
+
+    def __init__(self, object_code: bytes):
+        import llvmlite.binding as llvm
+        _init_llvm()
+        _load_gomp()
+        tm = llvm.Target.from_default_triple().create_target_machine()
+        self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
+        self._engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
+        self._engine.finalize_object()
+
+    def address(self, name: str) -> int:
+        addr = self._engine.get_function_address(name)
+        if not addr:
+            raise TensorcError(f"compiled code has no function {name!r}")
+        return addr
+
+    def entry(self, name: str):
+        """The function ``void name(void **args, int num_threads)`` as a ctypes callable."""
+        proto = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int)
+        return proto(self.address(name))
