@@ -1,0 +1,99 @@
+"""tensorc: compile ONNX models into fast native code.
+
+>>> import tensorc
+>>> mod = tensorc.compile("model.onnx", input_shapes={"x": (1, 3, 224, 224)})
+>>> out = mod.run({"x": x})
+>>> mod.save("model.tcz"); mod = tensorc.load("model.tcz")
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+from tensorc.errors import (
+    ArtifactError, InputError, ModelLoadError, ScheduleError, ShapeError, TensorcError,
+    UnsupportedOpError,
+)
+from tensorc.runtime.module import Module, load
+from tensorc.target import Target
+
+__version__ = "0.1.0"
+
+STAGES = ("graph", "fused", "loops", "llvm")
+
+
+def _import(model, input_shapes):
+    import onnx
+
+    from tensorc.frontend.onnx import import_onnx, load_model
+    proto, _ = load_model(model)
+    graph = import_onnx(proto, input_shapes)
+    return proto, graph
+
+
+def compile(model: str | Path | "onnx.ModelProto", target: str | Target = "llvm",  # noqa: F821
+            input_shapes: Mapping[str, Sequence[int]] | None = None, tuning_log=None,
+            num_threads: int | None = None,
+            progress: Callable[[str], None] | None = None) -> Module:
+    """Compile an ONNX model (path or ModelProto) for ``target``.
+
+    ``input_shapes`` binds symbolic input dimensions, e.g. ``{"x": (1, 3, 224, 224)}``.
+
+    >>> mod = tensorc.compile("resnet.onnx", input_shapes={"input": (1, 3, 224, 224)})
+    """
+    import time
+
+    from tensorc.compiler import compile_graph, signature, to_object
+    if tuning_log is not None:
+        raise TensorcError("tuning logs are not supported yet: compile without tuning_log=")
+    tgt = Target.from_string(target)
+    if tgt.kind != "llvm":
+        raise TensorcError(f"target {tgt} is not supported yet: use target='llvm'")
+    start = time.perf_counter()
+    proto, graph = _import(model, input_shapes)
+    if progress:
+        progress(f"imported {graph.name}: {len(graph.nodes)} nodes")
+    compiled = compile_graph(graph, tgt, progress)
+    obj = to_object(compiled, tgt)
+    outputs = [(name, sig[1], sig[2]) for name, sig in
+               zip(compiled.output_names, signature(compiled.graph.outputs))]
+    info = {"kernels": len({k.func.name for k in compiled.kernels}),
+            "groups": len(compiled.groups), "compile_seconds":
+            round(time.perf_counter() - start, 3)}
+    mod = Module(obj, "tensorc_entry", signature(compiled.graph.inputs), outputs,
+                 compiled.plan.const_pool, compiled.plan.arena_size, str(tgt),
+                 proto.SerializeToString(), info)
+    if num_threads is not None:
+        mod.num_threads = num_threads
+    return mod
+
+
+def inspect(model, stage: str = "graph", input_shapes=None, target: str | Target = "llvm"
+            ) -> str:
+    """The model's IR after a pipeline stage: graph, fused, loops or llvm."""
+    from tensorc.compiler import compile_graph, optimized_llvm_ir
+    from tensorc.ir.loop import format_func
+    from tensorc.passes.graph.fuse import format_groups
+    if stage not in STAGES:
+        raise TensorcError(f"unknown stage {stage!r}: choose one of {', '.join(STAGES)}")
+    tgt = Target.from_string(target)
+    _, graph = _import(model, input_shapes)
+    compiled = compile_graph(graph, tgt)
+    if stage == "graph":
+        return str(compiled.graph)
+    if stage == "fused":
+        return format_groups(compiled.groups)
+    if stage == "loops":
+        seen, parts = set(), []
+        for k in compiled.kernels:
+            if k.func.name not in seen:
+                seen.add(k.func.name)
+                parts.append(format_func(k.func))
+        parts.append(format_func(compiled.entry))
+        return "\n".join(parts)
+    return optimized_llvm_ir(compiled, tgt)
+
+
+__all__ = ["compile", "load", "inspect", "Module", "Target", "TensorcError",
+           "UnsupportedOpError", "ModelLoadError", "ShapeError", "InputError",
+           "ArtifactError", "ScheduleError", "STAGES"]

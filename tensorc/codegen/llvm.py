@@ -626,7 +626,9 @@ def _buffers_used(s: Stmt) -> list[Buffer]:
 def _vectorizable(s: Stmt, var: E.Var) -> bool:
     """Straight-line stores (possibly guarded) whose guards are affine in ``var``."""
     if isinstance(s, Store):
-        return True
+        # Every lane storing a var-dependent value to the same element is a reduction over
+        # ``var`` (``acc = acc + x[var]``): the lanes depend on each other, so stay scalar.
+        return any(E.uses_var(i, var) for i in s.indices) or not E.uses_var(s.value, var)
     if isinstance(s, Seq):
         return all(_vectorizable(c, var) for c in s.stmts)
     if isinstance(s, IfThenElse):

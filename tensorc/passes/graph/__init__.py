@@ -1,0 +1,18 @@
+"""Graph passes, each a plain function Graph -> Graph, and the default pipeline."""
+from __future__ import annotations
+
+from tensorc.passes.graph.alter_layout import alter_layout
+from tensorc.passes.graph.fold_constants import fold_constants
+from tensorc.passes.graph.simplify import eliminate_dead_code, simplify
+
+# The graph pipeline, read top to bottom (`tensorc inspect --stage graph` prints its result).
+GRAPH_PIPELINE = (
+    fold_constants,        # nodes whose inputs are all constants become constants
+    simplify,              # fold BatchNorm into conv weights / mul+add, drop no-op nodes
+    fold_constants,        # what simplify exposed
+    alter_layout,          # repack constant conv weights into the blocked layout kernels want
+    eliminate_dead_code,
+)
+
+__all__ = ["GRAPH_PIPELINE", "alter_layout", "eliminate_dead_code", "fold_constants",
+           "simplify"]

@@ -1,0 +1,1 @@
+"""Latency benchmarks of tensorc against onnxruntime (run ``make bench``)."""

@@ -1,0 +1,78 @@
+"""Test models built with onnx.helper and seeded random weights.
+
+Each module has ``build() -> onnx.ModelProto`` and writes models/<name>.onnx when run as a
+script. The small ones (mlp, lenet5) are checked in; resnet is generated on first use.
+
+>>> import models
+>>> sorted(models.MODELS)
+['lenet5', 'mlp', 'resnet']
+>>> model = models.load("mlp")
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+import onnx
+
+MODELS_DIR = Path(__file__).resolve().parent
+# Imported lazily, so that `python -m models.<name>` does not import its own module twice.
+_NAMES = ("mlp", "lenet5", "resnet")
+# Models whose .onnx is generated (gitignored) rather than checked in; rebuilt when their
+# script is newer than the file, so a stale copy is never used.
+GENERATED = frozenset({"resnet"})
+
+
+def _module(name: str) -> ModuleType:
+    if name not in _NAMES:
+        known = ", ".join(sorted(_NAMES))
+        raise KeyError(f"unknown model {name!r}; known models: {known}")
+    return importlib.import_module(f"models.{name}")
+
+
+def _lazy_build(name: str) -> Callable[..., onnx.ModelProto]:
+    def build(*args, **kwargs) -> onnx.ModelProto:
+        return _module(name).build(*args, **kwargs)
+
+    build.__name__ = f"build_{name}"
+    build.__doc__ = f"Build the {name} model (see models/{name}.py)."
+    return build
+
+
+MODELS: dict[str, Callable[..., onnx.ModelProto]] = {name: _lazy_build(name) for name in _NAMES}
+
+
+def path(name: str) -> Path:
+    """The model's .onnx file, built and written first if it is missing (or stale, for a
+    generated model).
+
+    >>> path("mlp").name
+    'mlp.onnx'
+    """
+    module = _module(name)
+    file = MODELS_DIR / f"{name}.onnx"
+    script = Path(module.__file__)
+    stale = name in GENERATED and file.exists() and file.stat().st_mtime < script.stat().st_mtime
+    if not file.exists() or stale:
+        tmp = file.with_name(f"{file.name}.{os.getpid()}.tmp")  # parallel test workers
+        onnx.save(module.build(), tmp)
+        tmp.replace(file)
+    return file
+
+
+def load(name: str) -> onnx.ModelProto:
+    """The model as a ModelProto, read from models/<name>.onnx (built there if missing)."""
+    return onnx.load(path(name))
+
+
+def input_shapes(name: str) -> dict[str, tuple[int, ...]] | None:
+    """Concrete shapes to bind the model's symbolic input dims to, or None if it has none.
+
+    >>> input_shapes("resnet")
+    {'input': (1, 3, 224, 224)}
+    """
+    return _module(name).INPUT_SHAPES

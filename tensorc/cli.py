@@ -1,0 +1,623 @@
+"""The ``tensorc`` command line: compile, run, inspect and benchmark ONNX models.
+
+Every subcommand is a plain function over parsed arguments; ``main`` maps a
+``TensorcError`` to ``error: <message>`` on stderr and exit code 2, never a traceback.
+
+>>> main(["compile", "models/mlp.onnx", "-o", "mlp.tcz"])  # doctest: +SKIP
+0
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import tensorc
+from tensorc.benchmark import NOISY_SPREAD, format_ms, time_alternating
+from tensorc.errors import TensorcError
+from tensorc.reference import (
+    DEFAULT_ATOL,
+    DEFAULT_RTOL,
+    compare_outputs,
+    format_comparison,
+    onnxruntime_session,
+    random_inputs,
+    run_onnxruntime,
+    run_session,
+)
+from tensorc.runtime.artifact import is_artifact
+
+EXIT_CHECK_FAILED = 1
+EXIT_ERROR = 2
+
+
+# --- argument types -------------------------------------------------------------------------
+
+
+def parse_input_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """Parse ``NAME=D1xD2x...`` (``,`` also separates dims) into a name and a shape.
+
+    >>> parse_input_shape("x=1x3x224x224")
+    ('x', (1, 3, 224, 224))
+    """
+    name, sep, dims = text.rpartition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=SHAPE such as x=1x3x224x224, got {text!r}")
+    try:
+        shape = tuple(int(d) for d in dims.replace(",", "x").split("x") if d.strip() != "")
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"shape of {name!r} must be integers separated by 'x', got {dims!r}"
+        ) from None
+    if any(d < 0 for d in shape):
+        raise argparse.ArgumentTypeError(f"shape of {name!r} has a negative dim: {dims!r}")
+    return name, shape
+
+
+def parse_input_file(text: str) -> tuple[str, str]:
+    """Parse ``NAME=FILE.npy``.
+
+    >>> parse_input_file("x=x.npy")
+    ('x', 'x.npy')
+    """
+    name, sep, path = text.partition("=")
+    if not sep or not name or not path:
+        raise argparse.ArgumentTypeError(f"expected NAME=FILE.npy such as x=x.npy, got {text!r}")
+    return name, path
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = _non_negative_int(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("expected a number >= 1, got 0")
+    return value
+
+
+def _shape_dict(pairs: list[tuple[str, tuple[int, ...]]] | None) -> dict | None:
+    if not pairs:
+        return None
+    shapes: dict[str, tuple[int, ...]] = {}
+    for name, shape in pairs:
+        if name in shapes and shapes[name] != shape:
+            raise TensorcError(f"--input-shape gives two shapes for input {name!r}")
+        shapes[name] = shape
+    return shapes
+
+
+# --- small helpers --------------------------------------------------------------------------
+
+
+def _require_file(path: str, what: str) -> Path:
+    file = Path(path)
+    if not file.exists():
+        raise TensorcError(f"{what} {path} does not exist")
+    if not file.is_file():
+        raise TensorcError(f"{what} {path} is not a file")
+    return file
+
+
+def _summary(array: np.ndarray) -> dict[str, Any]:
+    """min / max / mean and the first few values of an output, JSON-ready."""
+    info: dict[str, Any] = {}
+    if array.size and array.dtype.kind in "fiub":
+        values = array.astype(np.float64)
+        info.update(min=float(values.min()), max=float(values.max()), mean=float(values.mean()))
+        if array.ndim >= 1 and array.size > 1:
+            info["argmax"] = int(values.argmax())
+    info["head"] = array.reshape(-1)[:5].tolist()
+    return info
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` with NaN and infinities replaced by None (JSON has no such numbers)."""
+    if isinstance(value, dict):
+        return {key: _jsonable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(item) for item in value]
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    return value
+
+
+def _print_signature(title: str, signature: list[tuple[str, tuple[int, ...], str]]) -> None:
+    for name, shape, dtype in signature:
+        print(f"  {title} {name}: {dtype}[{_fmt_shape(shape)}]")
+
+
+def _fmt_shape(shape: Sequence[int]) -> str:
+    return "x".join(str(d) for d in shape) if len(shape) else "scalar"
+
+
+# --- subcommands ----------------------------------------------------------------------------
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    """Compile an ONNX model and save the module as a .tcz artifact."""
+    model = _require_file(args.model, "model")
+    output = Path(args.output) if args.output else model.with_suffix(".tcz")
+    if output.exists() and not args.force:
+        if output.is_dir() or not is_artifact(output):
+            raise TensorcError(
+                f"refusing to overwrite {output}: it exists and is not a tensorc artifact "
+                "(pass --force to overwrite it)"
+            )
+    input_shapes = _shape_dict(args.input_shape)
+    print(f"compiling {model} for target {args.target}")
+    if input_shapes:
+        for name, shape in input_shapes.items():
+            print(f"  binding input {name} to {_fmt_shape(shape)}")
+    start = time.perf_counter()
+    module = tensorc.compile(
+        str(model),
+        target=args.target,
+        input_shapes=input_shapes,
+        num_threads=args.threads,
+        progress=lambda message: print(f"  {message}", flush=True),
+    )
+    compile_seconds = time.perf_counter() - start
+    _print_signature("input ", module.inputs)
+    _print_signature("output", module.outputs)
+    print(f"compiled in {compile_seconds:.2f} s")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    module.save(str(output))
+    print(f"saved {output} ({output.stat().st_size / 1e6:.2f} MB)")
+    return 0
+
+
+def _load_feeds(
+    given: list[tuple[str, str]] | None,
+    signature: list[tuple[str, tuple[int, ...], str]],
+    seed: int,
+) -> tuple[dict[str, np.ndarray], list[str]]:
+    """Feeds from ``--input`` files, random (seeded) for inputs not given; also returns the
+    names of the random ones."""
+    known = {name for name, _, _ in signature}
+    feeds: dict[str, np.ndarray] = {}
+    for name, path in given or []:
+        if name not in known:
+            raise TensorcError(
+                f"--input {name}={path}: the model has no input {name!r}; "
+                f"its inputs are {', '.join(sorted(known))}"
+            )
+        file = _require_file(path, f"input file for {name!r}:")
+        try:
+            feeds[name] = np.load(file, allow_pickle=False)
+        except (ValueError, OSError) as error:
+            raise TensorcError(f"cannot read {path} as a .npy array: {error}") from None
+    missing = [entry for entry in signature if entry[0] not in feeds]
+    feeds.update(random_inputs(missing, seed=seed))
+    return feeds, [name for name, _, _ in missing]
+
+
+def _source_model(args: argparse.Namespace, module: Any) -> str | bytes:
+    if args.check_onnxruntime:
+        return str(_require_file(args.check_onnxruntime, "ONNX model"))
+    source = getattr(module, "source_onnx", None)
+    if not source:
+        raise TensorcError(
+            f"{args.model} does not contain its source ONNX model; "
+            "pass it explicitly: --check-onnxruntime model.onnx"
+        )
+    return source
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run a compiled module, optionally checking it against onnxruntime."""
+    artifact = _require_file(args.model, "artifact")
+    module = tensorc.load(str(artifact))
+    if args.threads is not None:
+        module.num_threads = args.threads
+    feeds, random_names = _load_feeds(args.input, module.inputs, args.seed)
+    start = time.perf_counter()
+    outputs = module.run(feeds)
+    run_ms = (time.perf_counter() - start) * 1e3
+
+    comparison = None
+    if args.check_onnxruntime is not None:
+        expected = run_onnxruntime(_source_model(args, module), feeds, args.threads)
+        comparison = compare_outputs(outputs, expected, rtol=args.rtol, atol=args.atol)
+
+    if args.json:
+        report: dict[str, Any] = {
+            "artifact": str(artifact),
+            "random_inputs": random_names,
+            "seed": args.seed,
+            "run_ms": run_ms,
+            "outputs": [
+                {
+                    "name": name,
+                    "shape": list(value.shape),
+                    "dtype": str(value.dtype),
+                    **_summary(value),
+                }
+                for name, value in outputs.items()
+            ],
+        }
+        if comparison is not None:
+            report["check"] = {
+                "reference": "onnxruntime",
+                "passed": comparison.passed,
+                "rtol": comparison.rtol,
+                "atol": comparison.atol,
+                "outputs": [
+                    {
+                        "name": d.name,
+                        "max_abs": d.max_abs,
+                        "max_rel": d.max_rel,
+                        "passed": d.passed,
+                        "problem": d.problem,
+                    }
+                    for d in comparison.outputs
+                ],
+            }
+        print(json.dumps(_jsonable(report), indent=2, allow_nan=False))
+    else:
+        if random_names:
+            print(f"random inputs (seed {args.seed}): {', '.join(random_names)}")
+        for name, value in outputs.items():
+            info = _summary(value)
+            stats = ""
+            if "min" in info:
+                stats = f"  min {info['min']:.4g}  max {info['max']:.4g}  mean {info['mean']:.4g}"
+            head = ", ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in info["head"])
+            print(
+                f"{name}: {value.dtype}[{_fmt_shape(value.shape)}]{stats}  [{head}"
+                f"{', ...' if value.size > 5 else ''}]"
+            )
+        print(f"ran in {run_ms:.3f} ms (first call)")
+        if comparison is not None:
+            print(
+                f"check against onnxruntime (rtol {comparison.rtol:g}, atol {comparison.atol:g}):"
+            )
+            for line in format_comparison(comparison):
+                print(f"  {line}")
+            print("PASS" if comparison.passed else "FAIL")
+    if comparison is not None and not comparison.passed:
+        return EXIT_CHECK_FAILED
+    return 0
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    """Print the model's IR after one stage of the pipeline."""
+    model = _require_file(args.model, "model")
+    text = tensorc.inspect(str(model), stage=args.stage, input_shapes=_shape_dict(args.input_shape))
+    print(text, end="" if text.endswith("\n") else "\n")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Compile a model and time it, side by side with onnxruntime if asked."""
+    model = _require_file(args.model, "model")
+    threads = args.threads or os.cpu_count() or 1  # the same count for both sides
+    input_shapes = _shape_dict(args.input_shape)
+    start = time.perf_counter()
+    module = tensorc.compile(
+        str(model), target=args.target, input_shapes=input_shapes, num_threads=threads
+    )
+    compile_seconds = time.perf_counter() - start
+    feeds = random_inputs(module.inputs, seed=args.seed)
+    candidates = {"tensorc": lambda: module.run(feeds)}
+    comparison = None
+    if args.vs == "onnxruntime":
+        session = onnxruntime_session(str(model), threads)
+        expected = run_session(session, feeds)
+        comparison = compare_outputs(module.run(feeds), expected, rtol=args.rtol, atol=args.atol)
+        candidates["onnxruntime"] = lambda: session.run(None, feeds)
+    timings = time_alternating(candidates, seconds=args.seconds, samples=args.repeat)
+
+    tensorc_timing = timings["tensorc"]
+    report: dict[str, Any] = {
+        "model": str(model),
+        "target": args.target,
+        "threads": threads,
+        "compile_s": compile_seconds,
+        "samples": len(tensorc_timing.samples_ms),
+        "results": {
+            name: {
+                "median_ms": t.median_ms,
+                "min_ms": t.min_ms,
+                "max_ms": t.max_ms,
+                "calls_per_sample": t.calls_per_sample,
+            }
+            for name, t in timings.items()
+        },
+    }
+    if comparison is not None:
+        report["check_passed"] = comparison.passed
+        report["max_abs_err"] = comparison.max_abs
+        report["ratio"] = timings["onnxruntime"].median_ms / tensorc_timing.median_ms
+    if args.json:
+        print(json.dumps(_jsonable(report), indent=2, allow_nan=False))
+    else:
+        print(
+            f"{model}: compiled for {args.target} in {compile_seconds:.2f} s; "
+            f"{threads} thread{'s' if threads != 1 else ''}, "
+            f"{report['samples']} samples per side"
+        )
+        if comparison is not None:
+            verdict = "PASS" if comparison.passed else "FAIL"
+            print(
+                f"outputs vs onnxruntime: max abs err {comparison.max_abs:.3g}, "
+                f"max rel err {comparison.max_rel:.3g}  {verdict}"
+            )
+        for name, timing in timings.items():
+            noisy = f"  (noisy: spread over {NOISY_SPREAD:.0%})" if timing.noisy else ""
+            print(f"  {name:<12} {format_ms(timing)} ms  median (min-max){noisy}")
+        if comparison is not None:
+            print(f"  onnxruntime / tensorc = {report['ratio']:.2f}  (> 1: tensorc is faster)")
+        if any(t.noisy for t in timings.values()):
+            print(
+                f"note: a min-max spread over {NOISY_SPREAD:.0%} means the machine was busy; "
+                "measure again"
+            )
+    if comparison is not None and not comparison.passed:
+        return EXIT_CHECK_FAILED
+    return 0
+
+
+# --- parser ---------------------------------------------------------------------------------
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Wraps prose paragraphs of descriptions and epilogs, keeps indented lines (examples) as
+    written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        paragraphs = []
+        for paragraph in text.strip("\n").split("\n\n"):
+            if any(line.startswith(" ") for line in paragraph.splitlines()):
+                paragraphs.append("\n".join(indent + line for line in paragraph.splitlines()))
+            else:
+                paragraphs.append(super()._fill_text(paragraph, width, indent))
+        return "\n\n".join(paragraphs)
+
+
+def _subcommand(commands: Any, name: str, summary: str, description: str, epilog: str) -> Any:
+    return commands.add_parser(
+        name, help=summary, description=description, epilog=epilog, formatter_class=_HelpFormatter
+    )
+
+
+def _add_input_shape(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--input-shape",
+        metavar="NAME=SHAPE",
+        type=parse_input_shape,
+        action="append",
+        help="bind an input's shape, e.g. input=1x3x224x224; needed for inputs with symbolic "
+        "dims (repeat the flag for several inputs)",
+    )
+
+
+def _add_check_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--rtol",
+        type=float,
+        default=DEFAULT_RTOL,
+        help="relative tolerance of the onnxruntime check (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--atol",
+        type=float,
+        default=DEFAULT_ATOL,
+        help="absolute tolerance of the onnxruntime check (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the random inputs (default: %(default)s)"
+    )
+    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+
+
+def _add_compile_parser(commands: Any) -> None:
+    p = _subcommand(
+        commands,
+        "compile",
+        "compile an ONNX model into a .tcz artifact",
+        "Compile an ONNX model and save the compiled module as a .tcz artifact, which "
+        "'tensorc run' and tensorc.load() use without recompiling.",
+        """\
+examples:
+  tensorc compile models/mlp.onnx -o mlp.tcz
+  tensorc compile models/resnet.onnx -o resnet.tcz --input-shape input=1x3x224x224 --threads 2
+""",
+    )
+    p.add_argument("model", help="the ONNX model file")
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="where to write the artifact (default: the model's path with .tcz)",
+    )
+    p.add_argument(
+        "--target",
+        default="llvm",
+        help="what to compile for: llvm (this CPU) or cuda (default: %(default)s)",
+    )
+    _add_input_shape(p)
+    p.add_argument(
+        "--threads",
+        type=_non_negative_int,
+        metavar="N",
+        help="threads the module runs on; 0 means all cores (default: all cores)",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="overwrite --output even if it is not an artifact"
+    )
+    p.set_defaults(handler=cmd_compile)
+
+
+def _add_run_parser(commands: Any) -> None:
+    p = _subcommand(
+        commands,
+        "run",
+        "run a compiled .tcz module",
+        "Run a compiled module once and print each output's name, shape, dtype and a summary. "
+        "Inputs not given with --input get seeded random values.",
+        """\
+examples:
+  tensorc run mlp.tcz
+  tensorc run mlp.tcz --input x=x.npy --json
+  tensorc run mlp.tcz --check-onnxruntime        # against the model stored in mlp.tcz
+  tensorc run mlp.tcz --check-onnxruntime models/mlp.onnx
+
+Exit status: 0 ok, 1 the outputs disagree with onnxruntime, 2 error.
+""",
+    )
+    p.add_argument("model", help="the .tcz artifact written by 'tensorc compile'")
+    p.add_argument(
+        "--input",
+        metavar="NAME=FILE.npy",
+        type=parse_input_file,
+        action="append",
+        help="feed input NAME from a .npy file (repeat the flag for several inputs)",
+    )
+    p.add_argument(
+        "--check-onnxruntime",
+        metavar="MODEL.onnx",
+        nargs="?",
+        const="",
+        help="also run the model with onnxruntime and compare the outputs, printing PASS or "
+        "FAIL; without a file, the ONNX model stored in the artifact is used (put this flag "
+        "after the artifact's name)",
+    )
+    p.add_argument(
+        "--threads",
+        type=_non_negative_int,
+        metavar="N",
+        help="threads to run on, for tensorc and onnxruntime; 0 means all cores "
+        "(default: the artifact's setting)",
+    )
+    _add_check_options(p)
+    p.set_defaults(handler=cmd_run)
+
+
+def _add_inspect_parser(commands: Any) -> None:
+    p = _subcommand(
+        commands,
+        "inspect",
+        "print the IR of a model after a compiler stage",
+        "Print the model's intermediate representation after one stage of the pipeline: "
+        "graph (core ops), fused (kernels after fusion), loops (loop IR) or llvm (generated "
+        "code).",
+        """\
+examples:
+  tensorc inspect models/mlp.onnx
+  tensorc inspect models/lenet5.onnx --stage loops
+""",
+    )
+    p.add_argument("model", help="the ONNX model file")
+    p.add_argument(
+        "--stage",
+        choices=tensorc.STAGES,
+        default="graph",
+        help="which stage's IR to print (default: %(default)s)",
+    )
+    _add_input_shape(p)
+    p.set_defaults(handler=cmd_inspect)
+
+
+def _add_bench_parser(commands: Any) -> None:
+    p = _subcommand(
+        commands,
+        "bench",
+        "time a model, side by side with onnxruntime",
+        "Compile a model and measure its latency: a warm-up, then the median of repeated "
+        "runs. With --vs onnxruntime, the outputs are checked first, then tensorc and "
+        "onnxruntime (same thread count, all graph optimizations) run in turn.",
+        """\
+examples:
+  tensorc bench models/mlp.onnx
+  tensorc bench models/resnet.onnx --vs onnxruntime --threads 1
+
+Exit status: 0 ok, 1 the outputs disagree with onnxruntime, 2 error.
+""",
+    )
+    p.add_argument("model", help="the ONNX model file")
+    p.add_argument(
+        "--vs", choices=("onnxruntime",), help="also time this runtime on the same inputs"
+    )
+    p.add_argument("--target", default="llvm", help="what to compile for (default: %(default)s)")
+    _add_input_shape(p)
+    p.add_argument(
+        "--threads",
+        type=_positive_int,
+        metavar="N",
+        help="threads for tensorc and onnxruntime alike (default: all cores)",
+    )
+    p.add_argument(
+        "--repeat",
+        type=_positive_int,
+        default=25,
+        metavar="N",
+        help="timed samples per side, each a batch of runs; the median is reported "
+        "(default: %(default)s)",
+    )
+    p.add_argument(
+        "--seconds",
+        type=float,
+        default=1.5,
+        help="time to spend measuring each side (default: %(default)s)",
+    )
+    _add_check_options(p)
+    p.set_defaults(handler=cmd_bench)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``tensorc`` command."""
+    parser = argparse.ArgumentParser(
+        prog="tensorc",
+        description="Compile ONNX models to native code and run them.",
+        epilog="""\
+examples:
+  tensorc compile models/mlp.onnx -o mlp.tcz
+  tensorc run mlp.tcz --check-onnxruntime
+  tensorc inspect models/mlp.onnx --stage fused
+  tensorc bench models/resnet.onnx --vs onnxruntime --threads 1
+
+'tensorc COMMAND --help' describes each command.
+""",
+        formatter_class=_HelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _add_compile_parser(commands)
+    _add_run_parser(commands)
+    _add_inspect_parser(commands)
+    _add_bench_parser(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``tensorc`` command with ``argv`` (default: sys.argv[1:]); returns the exit
+    code: 0 success, 1 a correctness check failed, 2 an error."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except TensorcError as error:
+        sys.stdout.flush()
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,375 @@
+"""Import ONNX models into the graph IR.
+
+The importer loads and sanity-checks the model, walks the whole graph once to report every
+unsupported op together, binds symbolic input dims from ``input_shapes``, then converts node
+by node with the converters of :mod:`tensorc.frontend.converters`, chosen by the model's opset.
+Nodes whose inputs are all constants are evaluated on the spot, so shape arithmetic
+(Shape -> Gather -> Concat -> Reshape) becomes constants.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from tensorc.errors import ModelLoadError, ShapeError, TensorcError, UnsupportedOpError
+from tensorc.frontend.converters import find_converter, supported_opsets
+from tensorc.ir.graph import Graph, Value, eliminate_dead_code
+from tensorc.ir.types import DTYPES, TensorType, dtype_of
+from tensorc.ops.build import emit, infer_types
+from tensorc.ops.interpret import evaluate
+
+DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def import_onnx(model: str | Path | onnx.ModelProto,
+                input_shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
+    """Convert an ONNX model (a path or a ModelProto) to a graph of core ops.
+
+    ``input_shapes`` binds the symbolic or unknown dims of the inputs.
+
+    >>> g = import_onnx("resnet50.onnx", input_shapes={"data": (1, 3, 224, 224)})  # doctest: +SKIP
+    """
+    proto, label = load_model(model)
+    _check_structure(proto, label)
+    opset = default_opset(proto, label)
+    _check_supported(proto, opset, label)
+    onnx_graph = proto.graph
+    graph = Graph(onnx_graph.name or "main")
+    env: dict[str, Value | None] = {}
+    initializers = {t.name: t for t in onnx_graph.initializer}
+    for name, type in _input_types(proto, input_shapes or {}, label):
+        env[name] = graph.add_input(name, type)
+    for output in onnx_graph.output:  # so that no automatic name takes an output's name
+        graph.reserve(output.name)
+    for name, tensor in initializers.items():
+        env[name] = graph.add_constant(_tensor_to_array(tensor, label), name)
+    context = ImportContext(graph, opset, label)
+    for index, node in enumerate(onnx_graph.node):
+        _convert_node(context, node, index, env)
+    graph.outputs = _bind_outputs(graph, onnx_graph, env, label)
+    return eliminate_dead_code(graph)
+
+
+# loading --------------------------------------------------------------------------------------
+def load_model(model: str | Path | onnx.ModelProto) -> tuple[onnx.ModelProto, str]:
+    """Read a model; return it with a label for messages. Raises ModelLoadError."""
+    if isinstance(model, onnx.ModelProto):
+        return model, f"model {model.graph.name or '<unnamed>'!r}"
+    path = Path(model)
+    label = f"model {str(path)!r}"
+    if not path.is_file():
+        raise ModelLoadError(f"{label}: no such file")
+    try:
+        proto = onnx.load(str(path))
+    except Exception as error:  # protobuf raises DecodeError and friends; all mean one thing
+        raise ModelLoadError(f"{label}: the file is corrupt or truncated, or not an ONNX "
+                             f"model ({type(error).__name__}: {error})") from None
+    return proto, label
+
+
+def _check_structure(proto: onnx.ModelProto, label: str) -> None:
+    """What a truncated or garbage file that still parses as protobuf gets wrong."""
+    problem = None
+    if not proto.HasField("graph") or proto.ir_version <= 0:
+        problem = "it has no graph or no IR version"
+    elif not proto.graph.output:
+        problem = "its graph has no outputs"
+    elif not any(e.domain in DEFAULT_DOMAINS for e in proto.opset_import):
+        problem = "it imports no opset of the default ONNX domain"
+    if problem:
+        raise ModelLoadError(f"{label}: not a complete ONNX model: {problem} (is the file "
+                             f"truncated or not an ONNX model?)")
+    graph = proto.graph
+    defined = {v.name for v in graph.input} | {t.name for t in graph.initializer} | {""}
+    for index, node in enumerate(graph.node):
+        for name in node.input:
+            if name not in defined:
+                raise ModelLoadError(f"{label}: node {_node_label(node, index)} reads {name!r}, "
+                                     f"which no input, initializer or earlier node defines (is "
+                                     f"the file truncated, or the graph not sorted?)")
+        defined.update(node.output)
+    missing = [o.name for o in graph.output if o.name not in defined]
+    if missing:
+        raise ModelLoadError(f"{label}: graph outputs {', '.join(missing)} are never computed "
+                             f"(is the file truncated?)")
+
+
+def default_opset(proto: onnx.ModelProto, label: str) -> int:
+    for entry in proto.opset_import:
+        if entry.domain in DEFAULT_DOMAINS:
+            return int(entry.version)
+    raise ModelLoadError(f"{label}: the model imports no opset of the default ONNX domain")
+
+
+def _node_label(node: onnx.NodeProto, index: int) -> str:
+    return repr(node.name) if node.name else f"#{index} (unnamed)"
+
+
+# unsupported ops ------------------------------------------------------------------------------
+def _check_supported(proto: onnx.ModelProto, opset: int, label: str) -> None:
+    """Raise one UnsupportedOpError listing every unsupported op (and attribute) at once."""
+    versions = {e.domain: e.version for e in proto.opset_import}
+    problems: dict[str, list[str]] = {}
+    for index, node in enumerate(proto.graph.node):
+        name = node.name or f"#{index}"
+        if node.domain not in DEFAULT_DOMAINS:
+            key = (f"{node.domain}::{node.op_type} (domain {node.domain!r} opset "
+                   f"{versions.get(node.domain, '?')}): custom domains are not supported")
+            problems.setdefault(key, []).append(name)
+            continue
+        entry = find_converter(node.op_type, opset)
+        if entry is None:
+            others = supported_opsets(node.op_type)
+            why = f"supported for opsets {others} only" if others else "not supported"
+            problems.setdefault(f"{node.op_type} (opset {opset}): {why}", []).append(name)
+            continue
+        for attribute in node.attribute:
+            if attribute.name not in entry.attributes:
+                key = f"{node.op_type} (opset {opset}): attribute {attribute.name!r} not supported"
+                problems.setdefault(key, []).append(name)
+    if problems:
+        lines = [f"  {key}; node{'s' if len(nodes) > 1 else ''} {', '.join(nodes)}"
+                 for key, nodes in problems.items()]
+        raise UnsupportedOpError(f"{label} uses {len(problems)} unsupported op(s):\n"
+                                 + "\n".join(lines))
+
+
+# inputs ---------------------------------------------------------------------------------------
+@dataclass
+class _InputSpec:
+    name: str
+    dtype: str
+    dims: list[int | str | None] | None  # None: unknown rank; str: symbol; None dim: unknown
+
+    def describe(self) -> str:
+        if self.dims is None:
+            return f"{self.dtype}[?]"
+        return f"{self.dtype}[{','.join('?' if d is None else str(d) for d in self.dims)}]"
+
+
+def _input_specs(proto: onnx.ModelProto, label: str) -> list[_InputSpec]:
+    initializers = {t.name for t in proto.graph.initializer}
+    specs = []
+    for value in proto.graph.input:
+        if value.name in initializers:  # an initializer listed as an input is a constant
+            continue
+        if not value.type.HasField("tensor_type"):
+            raise ShapeError(f"{label}: input {value.name!r} is not a tensor; only tensor "
+                             f"inputs are supported")
+        tensor = value.type.tensor_type
+        dims = None
+        if tensor.HasField("shape"):
+            dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                    for d in tensor.shape.dim]
+        dtype = _dtype_name(tensor.elem_type, label, f"input {value.name!r}")
+        specs.append(_InputSpec(value.name, dtype, dims))
+    return specs
+
+
+def _input_types(proto: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int]],
+                 label: str) -> list[tuple[str, TensorType]]:
+    specs = _input_specs(proto, label)
+    names = [s.name for s in specs]
+    unknown = [n for n in input_shapes if n not in names]
+    if unknown:
+        raise ShapeError(f"{label}: input_shapes names {', '.join(map(repr, unknown))}, but "
+                         f"the model's inputs are {', '.join(map(repr, names)) or 'none'}")
+    symbols: dict[str, int] = {}
+    shapes: dict[str, list[Any]] = {}
+    for spec in specs:
+        if spec.name in input_shapes:
+            shapes[spec.name] = _check_given_shape(spec, input_shapes[spec.name], symbols,
+                                                   label)
+    unbound = []
+    for spec in specs:
+        if spec.name in shapes:
+            continue
+        dims = None if spec.dims is None else [symbols.get(d, d) if isinstance(d, str) else d
+                                               for d in spec.dims]
+        if dims is None or any(not isinstance(d, int) for d in dims):
+            unbound.append(_InputSpec(spec.name, spec.dtype, dims))
+        shapes[spec.name] = dims
+    if unbound:
+        raise ShapeError(_unbound_message(unbound, label))
+    return [(s.name, TensorType(shapes[s.name], s.dtype)) for s in specs]
+
+
+def _check_given_shape(spec: _InputSpec, given: Sequence[int], symbols: dict[str, int],
+                       label: str) -> list[int]:
+    try:
+        shape = [int(d) for d in given]
+    except (TypeError, ValueError):
+        raise ShapeError(f"{label}: input_shapes[{spec.name!r}] must be a sequence of ints, "
+                         f"got {given!r}") from None
+    mismatch = any(d < 0 for d in shape)
+    if spec.dims is not None and not mismatch:
+        mismatch = len(shape) != len(spec.dims) or any(
+            isinstance(d, int) and d != s for d, s in zip(spec.dims, shape))
+    if mismatch:
+        raise ShapeError(f"{label}: input {spec.name!r} expects shape {spec.describe()}, but "
+                         f"input_shapes gives {tuple(shape)}")
+    for dim, size in zip(spec.dims or [], shape):
+        if isinstance(dim, str):
+            symbols.setdefault(dim, size)
+    return shape
+
+
+def _unbound_message(unbound: list[_InputSpec], label: str) -> str:
+    lines = []
+    for spec in unbound:
+        if spec.dims is None:
+            lines.append(f"  {spec.name}: {spec.dtype}, rank unknown")
+            continue
+        free = [f"dim {i} ({d!r})" if isinstance(d, str) else f"dim {i} (unnamed)"
+                for i, d in enumerate(spec.dims) if not isinstance(d, int)]
+        lines.append(f"  {spec.name}: {spec.describe()}: {', '.join(free)}")
+    example = unbound[0]
+    dims = [d if isinstance(d, int) else 1 for d in example.dims or [1]]
+    shape_text = "x".join(str(d) for d in dims)
+    return (f"{label} has inputs with unknown dimensions:\n" + "\n".join(lines) +
+            f"\nPass concrete shapes, e.g. input_shapes={{{example.name!r}: {tuple(dims)}}} "
+            f"or --input-shape {example.name}={shape_text}")
+
+
+_DTYPE_ALIASES = {"bool_": "bool"}
+
+
+def _dtype_name(elem_type: int, label: str, what: str) -> str:
+    try:
+        name = np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).name
+    except (KeyError, TypeError, ValueError):
+        name = str(elem_type)
+    name = _DTYPE_ALIASES.get(name, name)
+    if name not in DTYPES:
+        type_name = (onnx.TensorProto.DataType.Name(elem_type)
+                     if elem_type in onnx.TensorProto.DataType.values() else str(elem_type))
+        raise ShapeError(f"{label}: {what} has element type {type_name}, which tensorc does "
+                         f"not support")
+    return name
+
+
+def _tensor_to_array(tensor: onnx.TensorProto, label: str) -> np.ndarray:
+    _dtype_name(tensor.data_type, label, f"tensor {tensor.name!r}")
+    try:
+        array = numpy_helper.to_array(tensor)
+    except Exception as error:
+        raise ModelLoadError(f"{label}: tensor {tensor.name!r} cannot be read ({error}); is the "
+                             f"file truncated or its external data missing?") from None
+    return np.asarray(array.astype(array.dtype.newbyteorder("="), copy=False), order="C")
+
+
+# conversion -----------------------------------------------------------------------------------
+class ImportContext:
+    """What a converter may do: emit core ops (folding constants) and read constants."""
+
+    def __init__(self, graph: Graph, opset: int, label: str):
+        self.graph = graph
+        self.opset = opset
+        self.label = label
+        self.node_name = ""  # the ONNX node being converted; its core nodes take its name
+
+    def emit(self, op: str, inputs: list[Value], **attrs: Any) -> Value:
+        """Add ``op``, or its value when every input is a constant (constant folding)."""
+        arrays = [self.constant(v) for v in inputs]
+        if inputs and all(a is not None for a in arrays):
+            types = infer_types(op, attrs, [v.type for v in inputs])
+            results = evaluate(op, attrs, arrays)
+            if len(types) != 1:
+                raise TensorcError(f"{op}: constant folding expects a single output")
+            assert TensorType(results[0].shape, dtype_of(results[0])) == types[0]
+            return self.const(results[0])
+        result = emit(self.graph, op, inputs, **attrs)
+        assert isinstance(result, Value) and result.producer is not None
+        result.producer.name = self.node_name
+        return result
+
+    def const(self, array: np.ndarray) -> Value:
+        return self.graph.add_constant(np.asarray(array, order="C"))
+
+    def constant(self, value: Value) -> np.ndarray | None:
+        """The array of ``value`` when it is a constant, else None."""
+        return self.graph.constants.get(value)
+
+    def require_constant(self, value: Value, what: str) -> np.ndarray:
+        array = self.constant(value)
+        if array is None:
+            raise ShapeError(f"its {what} input %{value.name} ({value.type}) is computed at run "
+                             f"time; tensorc needs it to be constant (static shapes)")
+        return array
+
+    def dtype_name(self, elem_type: int) -> str:
+        return _dtype_name(elem_type, self.label, "a Cast target")
+
+
+def _attribute_values(node: onnx.NodeProto, label: str) -> dict[str, Any]:
+    values = {}
+    for attribute in node.attribute:
+        value = helper.get_attribute_value(attribute)
+        if isinstance(value, onnx.TensorProto):
+            value = _tensor_to_array(value, label)
+        elif isinstance(value, bytes):
+            value = value.decode("utf-8", errors="replace")
+        elif isinstance(value, list):
+            value = tuple(v.decode("utf-8", errors="replace") if isinstance(v, bytes) else v
+                          for v in value)
+        values[attribute.name] = value
+    return values
+
+
+def _convert_node(context: ImportContext, node: onnx.NodeProto, index: int,
+                  env: dict[str, Value | None]) -> None:
+    where = (f"{context.label}: node {_node_label(node, index)} ({node.op_type}, opset "
+             f"{context.opset})")
+    inputs: list[Value | None] = []
+    for name in node.input:
+        value = env.get(name) if name else None
+        if name and value is None:
+            raise UnsupportedOpError(f"{where}: input {name!r} is an output tensorc does not "
+                                     f"compute (e.g. MaxPool indices, training statistics)")
+        inputs.append(value)
+    entry = find_converter(node.op_type, context.opset)
+    assert entry is not None  # _check_supported ran first
+    context.node_name = node.name or f"{node.op_type}_{index}"
+    try:
+        outputs = entry.fn(context, inputs, **_attribute_values(node, context.label))
+    except TensorcError as error:
+        described = ", ".join(f"{n or '<none>'}: {v.type if v else '-'}"
+                              for n, v in zip(node.input, inputs))
+        raise type(error)(f"{where}: {error}\n  inputs: {described}") from None
+    except (ValueError, TypeError, IndexError, KeyError) as error:
+        raise ShapeError(f"{where}: cannot convert: {type(error).__name__}: {error}") from error
+    if isinstance(outputs, Value):
+        outputs = (outputs,)
+    for position, name in enumerate(node.output):
+        if name:
+            env[name] = outputs[position] if position < len(outputs) else None
+
+
+def _bind_outputs(graph: Graph, onnx_graph: onnx.GraphProto, env: dict[str, Value | None],
+                  label: str) -> list[Value]:
+    """The graph outputs, each carrying its ONNX name (copied where a value cannot)."""
+    outputs: list[Value] = []
+    inputs = set(graph.inputs)
+    for output in onnx_graph.output:
+        value = env.get(output.name)
+        if value is None:
+            raise UnsupportedOpError(f"{label}: output {output.name!r} is an output tensorc "
+                                     f"does not compute")
+        if value.name != output.name:
+            if value in outputs or value in inputs:
+                # One value cannot carry two names: give this output its own copy.
+                if graph.is_constant(value):
+                    value = graph.add_constant(graph.constants[value])
+                else:
+                    (value,) = graph.add_node("reshape", [value], {"shape": value.type.shape},
+                                              [value.type])
+            graph.rename(value, output.name)
+        elif value in outputs:
+            raise ModelLoadError(f"{label}: output {output.name!r} is listed twice")
+        outputs.append(value)
+    return outputs

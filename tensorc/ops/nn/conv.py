@@ -1,0 +1,184 @@
+"""conv: N-D grouped convolution (1 to 3 spatial dims), NCHW layout, no bias.
+
+attrs: strides, pads (ONNX order: all begins, then all ends), dilations, groups, and
+kernel_block (0: weights are OIHW; b > 0: packed [F/b, C/g, *K, b] by passes/graph/alter_layout).
+Inputs x[N, C, *S] and w[F, C/groups, *K]; the frontend adds the bias with an ``add``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tensorc.errors import ShapeError
+from tensorc.ir import expr as E
+from tensorc.ir import te
+from tensorc.ir.schedule import Schedule
+from tensorc.ir.types import TensorType
+from tensorc.ops.nn.windows import pad_spatial, window_slices
+from tensorc.ops.registry import Pattern, define
+from tensorc.ops.schedules import (
+    PARALLEL_MIN_ELEMENTS,
+    clamp,
+    in_range,
+    schedule_injective,
+    schedule_reduction,
+)
+from tensorc.ops.shape_rules import (
+    check_window_attrs,
+    expect_arity,
+    expect_same_dtype,
+    window_output_size,
+)
+from tensorc.target import Target
+
+conv = define("conv", Pattern.OUT_ELEMWISE_FUSABLE)
+
+
+def output_spatial(attrs: dict, x: TensorType, w: TensorType) -> tuple[int, ...]:
+    spatial = x.ndim - 2
+    pads = attrs["pads"]
+    return tuple(window_output_size(x.shape[2 + i], w.shape[2 + i], attrs["strides"][i],
+                                    attrs["dilations"][i], pads[i], pads[i + spatial])
+                 for i in range(spatial))
+
+
+@conv.infer
+def _infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
+    expect_arity("conv", input_types, 2)
+    x, w = input_types
+    if attrs.get("kernel_block"):
+        w = TensorType(unpacked_weight_shape(attrs, w.shape), w.dtype)
+    dtype = expect_same_dtype("conv", input_types)
+    if not 3 <= x.ndim <= 5 or w.ndim != x.ndim:
+        raise ShapeError(f"conv: expects x[N,C,*S] and w[F,C/groups,*K] of equal rank with 1 "
+                         f"to 3 spatial dims, got x {x} and w {w}")
+    check_window_attrs("conv", x, w.shape[2:], attrs["strides"], attrs["pads"],
+                       attrs["dilations"])
+    groups, channels, filters = attrs["groups"], x.shape[1], w.shape[0]
+    if groups < 1 or channels % groups or filters % groups:
+        raise ShapeError(f"conv: groups={groups} must divide the {channels} input channels of "
+                         f"x {x} and the {filters} filters of w {w}")
+    if w.shape[1] != channels // groups:
+        raise ShapeError(f"conv: w {w} must have {channels // groups} input channels per "
+                         f"filter (x has {channels} channels, groups={groups})")
+    out = output_spatial(attrs, x, w)
+    if min(out) < 1:
+        raise ShapeError(f"conv: the kernel of w {w} (dilations {attrs['dilations']}) does not "
+                         f"fit in x {x} padded by {attrs['pads']}")
+    return [TensorType((x.shape[0], filters) + out, dtype)]
+
+
+@conv.reference
+def _reference(attrs: dict, x: np.ndarray, w: np.ndarray) -> list[np.ndarray]:
+    if attrs.get("kernel_block"):
+        w = np.moveaxis(w, -1, 1).reshape(unpacked_weight_shape(attrs, w.shape))
+    groups = attrs["groups"]
+    n, channels = x.shape[:2]
+    filters, kernel = w.shape[0], w.shape[2:]
+    out = output_spatial(attrs, TensorType(x.shape, "float32"), TensorType(w.shape, "float32"))
+    padded = pad_spatial(x, attrs["pads"], 0)
+    # Split channels into groups: x -> [N, G, C/G, *S], w -> [G, F/G, C/G, *K].
+    wg = w.reshape((groups, filters // groups, channels // groups) + kernel)
+    acc = np.zeros((n, groups, filters // groups) + out, dtype=np.result_type(x, w))
+    for offset, view in window_slices(padded, kernel, attrs["strides"], attrs["dilations"],
+                                      out):
+        xg = view.reshape((n, groups, channels // groups) + out)
+        wk = wg[(Ellipsis,) + offset]  # [G, F/G, C/G]
+        acc += np.einsum("ngc...,gfc->ngf...", xg, wk)
+    return [acc.reshape((n, filters) + out)]
+
+
+# ---------------------------------------------------------------------------------------------
+# kernel: compute and schedule
+
+def unpacked_weight_shape(attrs: dict, w_shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The OIHW weight shape; packed weights are [F/b, C/g, *K, b] (kernel_block b)."""
+    block = attrs.get("kernel_block", 0)
+    if not block:
+        return tuple(w_shape)
+    return (w_shape[0] * block, *w_shape[1:-1])
+
+
+def padded_input(x: te.Tensor, pads: tuple[int, ...], overhang: tuple[int, ...] = (),
+                 value: float = 0.0) -> te.Tensor:
+    """x with its spatial dims padded by ``value`` (loads clamped, so never out of bounds)."""
+    spatial = x.ndim - 2
+    extra = tuple(overhang) or (0,) * spatial
+    if not any(pads) and not any(extra):
+        return x
+    shape = x.shape[:2] + tuple(x.shape[2 + d] + pads[d] + pads[d + spatial] + extra[d]
+                                for d in range(spatial))
+
+    def body(n, c, *pos):
+        src = [p - pads[d] for d, p in enumerate(pos)]
+        conds = [in_range(s, x.shape[2 + d]) for d, s in enumerate(src)]
+        load = x[(n, c, *[clamp(s, x.shape[2 + d]) for d, s in enumerate(src)])]
+        return E.select(E.all_of(*conds), load, E.Const(value, x.dtype))
+    return te.compute(shape, body, name="pad", tag="pad")
+
+
+@conv.compute
+def _conv_compute(attrs: dict, x: te.Tensor, w: te.Tensor) -> te.Tensor:
+    spatial = x.ndim - 2
+    wshape = unpacked_weight_shape(attrs, w.shape)
+    filters, per_group = wshape[0], wshape[1]
+    kernel = wshape[2:]
+    strides, dilations, groups = attrs["strides"], attrs["dilations"], attrs["groups"]
+    block = attrs.get("kernel_block", 0)
+    out = output_spatial(attrs, TensorType(x.shape, x.dtype), TensorType(wshape, w.dtype))
+    padded = padded_input(x, attrs["pads"])
+    rc = te.reduce_axis(per_group, "rc")
+    rk = [te.reduce_axis(k, "r" + "zyx"[3 - spatial + d]) for d, k in enumerate(kernel)]
+    filters_per_group = filters // groups
+
+    def body(n, f, *o):
+        c = (f // filters_per_group) * per_group + rc.var if groups > 1 else rc.var
+        pos = [o[d] * strides[d] + rk[d].var * dilations[d] for d in range(spatial)]
+        kidx = [r.var for r in rk]
+        wv = w[(f // block, rc, *kidx, f % block)] if block else w[(f, rc, *kidx)]
+        return te.sum_(padded[(n, c, *pos)] * wv, axis=[rc, *rk])
+    names = ["n", "f"] + ["zyx"[3 - spatial + d] for d in range(spatial)]
+    return te.compute((x.shape[0], filters, *out), body, name="conv", axis_names=names)
+
+
+FILTER_TILE = 8     # filters accumulated per input vector (unrolled, broadcast weights)
+
+
+@conv.schedule
+def _conv_schedule(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.Tensor,
+                   attrs: dict) -> None:
+    """2-D direct convolution, vectorized along the output row: an output tile of
+    FILTER_TILE filters x one vector of columns is accumulated in registers over
+    (channel, kernel row, kernel column); the padded input is materialized once per call;
+    (image, filter block, row) tiles run in parallel. Other convs use the generic schedule."""
+    spatial = len(out.shape) - 2
+    pad_stage = next((sch[t] for t in conv_t.op.input_tensors() if t.op.name == "pad"), None)
+    if spatial != 2:
+        schedule_reduction(target, sch, out, conv_t)
+        return
+    if pad_stage is not None:
+        pad_stage.compute_root()
+        schedule_injective(target, sch, pad_stage.tensor)
+    lanes = target.vector_lanes(out.dtype)
+    block = attrs.get("kernel_block", 0) or _divisor_at_most(out.shape[1], FILTER_TILE)
+    compute_tensor = sch.cache_write(conv_t, "local") if out is conv_t else conv_t
+    st = sch[out]
+    n, f, y, x = st.op_axis
+    width = out.shape[3]
+    xb = lanes if width >= lanes else width
+    fo, fi = st.split(f, block)
+    xo, xi = st.split(x, xb)
+    st.reorder(n, fo, y, xo, fi, xi)
+    st.vectorize(xi)
+    fused = st.fuse(n, fo, y)
+    if np.prod(out.shape) >= PARALLEL_MIN_ELEMENTS:
+        st.parallel(fused)
+    cs = sch[compute_tensor]
+    cs.compute_at(st, xo)
+    cn, cf, cy, cx = cs.op_axis
+    cs.reorder(cn, cy, *cs.reduce_axis, cf, cx)
+    cs.unroll(cf)
+    cs.vectorize(cx)
+
+
+def _divisor_at_most(n: int, limit: int) -> int:
+    return max(d for d in range(1, limit + 1) if n % d == 0)

@@ -1,0 +1,176 @@
+"""max_pool and avg_pool over 1 to 3 spatial dims, NCHW layout, with ONNX's ceil_mode rule.
+
+max_pool attrs: kernel_shape, strides, pads, dilations, ceil_mode.
+avg_pool attrs: kernel_shape, strides, pads, ceil_mode, count_include_pad.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tensorc.errors import ShapeError
+from tensorc.ir import expr as E
+from tensorc.ir import te
+from tensorc.ir.schedule import Schedule
+from tensorc.ir.types import TensorType
+from tensorc.ops.nn.conv import padded_input
+from tensorc.ops.nn.windows import pad_spatial, window_slices
+from tensorc.ops.registry import Pattern, define
+from tensorc.ops.schedules import (
+    schedule_reduction,
+)
+from tensorc.ops.shape_rules import (
+    check_window_attrs,
+    expect_arity,
+    expect_float,
+    window_output_size,
+)
+from tensorc.target import Target
+
+max_pool = define("max_pool", Pattern.REDUCTION)
+avg_pool = define("avg_pool", Pattern.REDUCTION)
+
+
+def _dilations(attrs: dict, spatial: int) -> tuple[int, ...]:
+    return tuple(attrs.get("dilations", (1,) * spatial))
+
+
+def output_spatial(attrs: dict, shape: tuple[int, ...]) -> tuple[int, ...]:
+    spatial = len(shape) - 2
+    kernel, strides, pads = attrs["kernel_shape"], attrs["strides"], attrs["pads"]
+    dilations = _dilations(attrs, spatial)
+    return tuple(window_output_size(shape[2 + i], kernel[i], strides[i], dilations[i], pads[i],
+                                    pads[i + spatial], bool(attrs["ceil_mode"]))
+                 for i in range(spatial))
+
+
+def _overhang(attrs: dict, shape: tuple[int, ...], out: tuple[int, ...]) -> tuple[int, ...]:
+    """How far the last ceil-mode window reaches past the end padding, per spatial dim."""
+    spatial = len(shape) - 2
+    kernel, strides, pads = attrs["kernel_shape"], attrs["strides"], attrs["pads"]
+    dilations = _dilations(attrs, spatial)
+    return tuple(max(0, (out[i] - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1
+                     - (shape[2 + i] + pads[i] + pads[i + spatial]))
+                 for i in range(spatial))
+
+
+def _infer_pool(name: str, attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
+    expect_arity(name, input_types, 1)
+    (x,) = input_types
+    spatial = x.ndim - 2
+    if not 1 <= spatial <= 3:
+        raise ShapeError(f"{name}: input must be [N, C, spatial...] with 1 to 3 spatial dims, "
+                         f"got {x}")
+    check_window_attrs(name, x, attrs["kernel_shape"], attrs["strides"], attrs["pads"],
+                       _dilations(attrs, spatial))
+    out = output_spatial(attrs, x.shape)
+    if min(out) < 1:
+        raise ShapeError(f"{name}: kernel {attrs['kernel_shape']} does not fit in input {x} "
+                         f"padded by {attrs['pads']}")
+    return [TensorType(x.shape[:2] + out, x.dtype)]
+
+
+@max_pool.infer
+def _max_pool_infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
+    return _infer_pool("max_pool", attrs, input_types)
+
+
+@avg_pool.infer
+def _avg_pool_infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
+    expect_arity("avg_pool", input_types, 1)
+    expect_float("avg_pool", input_types[0])
+    return _infer_pool("avg_pool", attrs, input_types)
+
+
+@max_pool.reference
+def _max_pool_reference(attrs: dict, x: np.ndarray) -> list[np.ndarray]:
+    out = output_spatial(attrs, x.shape)
+    lowest = -np.inf if np.issubdtype(x.dtype, np.floating) else np.iinfo(x.dtype).min
+    padded = pad_spatial(x, attrs["pads"], lowest, _overhang(attrs, x.shape, out))
+    result = np.full(x.shape[:2] + out, lowest, dtype=x.dtype)
+    for _, view in window_slices(padded, attrs["kernel_shape"], attrs["strides"],
+                                 _dilations(attrs, x.ndim - 2), out):
+        np.maximum(result, view, out=result)
+    return [result]
+
+
+@avg_pool.reference
+def _avg_pool_reference(attrs: dict, x: np.ndarray) -> list[np.ndarray]:
+    out = output_spatial(attrs, x.shape)
+    pads, overhang = attrs["pads"], _overhang(attrs, x.shape, out)
+    spatial = x.ndim - 2
+    padded = pad_spatial(x.astype(np.float64), pads, 0.0, overhang)
+    # The divisor counts the window's input elements, plus its explicit padding with
+    # count_include_pad; the ceil-mode overhang never counts.
+    ones = np.ones((1, 1) + x.shape[2:])
+    counted = pad_spatial(ones, pads, float(bool(attrs["count_include_pad"])))
+    counted = pad_spatial(counted, (0,) * spatial + tuple(overhang), 0.0)
+    total = np.zeros(x.shape[:2] + out)
+    count = np.zeros((1, 1) + out)
+    strides = attrs["strides"]
+    for _, view in window_slices(padded, attrs["kernel_shape"], strides, (1,) * spatial,
+                                      out):
+        total += view
+    for _, view in window_slices(counted, attrs["kernel_shape"], strides, (1,) * spatial,
+                                      out):
+        count += view
+    return [(total / np.maximum(count, 1)).astype(x.dtype)]
+
+
+# ---------------------------------------------------------------------------------------------
+# kernel: compute (windows over a padded input) and the generic reduction schedule
+
+def _window_positions(attrs: dict, spatial: int, out_index, reduce_axes) -> list[E.Expr]:
+    strides, dilations = attrs["strides"], _dilations(attrs, spatial)
+    return [out_index[d] * strides[d] + reduce_axes[d].var * dilations[d]
+            for d in range(spatial)]
+
+
+@max_pool.compute
+def _max_pool_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
+    spatial = x.ndim - 2
+    out = output_spatial(attrs, x.shape)
+    lowest = te.min_value(x.dtype).value
+    padded = padded_input(x, attrs["pads"], _overhang(attrs, x.shape, out), lowest)
+    rk = [te.reduce_axis(k, f"r{d}") for d, k in enumerate(attrs["kernel_shape"])]
+
+    def body(n, c, *o):
+        pos = _window_positions(attrs, spatial, o, rk)
+        return te.max_(padded[(n, c, *pos)], axis=rk)
+    return te.compute(x.shape[:2] + out, body, name="max_pool")
+
+
+@avg_pool.compute
+def _avg_pool_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
+    spatial = x.ndim - 2
+    out = output_spatial(attrs, x.shape)
+    pads, strides, kernel = attrs["pads"], attrs["strides"], attrs["kernel_shape"]
+    padded = padded_input(x, pads, _overhang(attrs, x.shape, out), 0.0)
+    rk = [te.reduce_axis(k, f"r{d}") for d, k in enumerate(kernel)]
+    total = te.compute(x.shape[:2] + out, lambda n, c, *o: te.sum_(
+        padded[(n, c, *_window_positions(attrs, spatial, o, rk))], axis=rk),
+        name="pool_sum", tag="anchor:pool_sum")
+    include = bool(attrs["count_include_pad"])
+
+    def divisor(o) -> E.Expr:
+        # window elements inside the input (or inside input + explicit padding)
+        count = None
+        for d in range(spatial):
+            start = o[d] * strides[d] - pads[d]
+            low = -pads[d] if include else 0
+            high = x.shape[2 + d] + (pads[d + spatial] if include else 0)
+            n = E.minimum(start + kernel[d], high) - E.maximum(start, low)
+            count = n if count is None else count * n
+        return E.cast(x.dtype, E.maximum(count, 1))
+
+    return te.compute(x.shape[:2] + out, lambda n, c, *o: total[(n, c, *o)] / divisor(o),
+                      name="avg_pool")
+
+
+max_pool.schedule(schedule_reduction)
+
+
+@avg_pool.schedule
+def _avg_pool_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
+                       attrs: dict) -> None:
+    total = anchor.op.input_tensors()[0]
+    schedule_reduction(target, sch, out, total)

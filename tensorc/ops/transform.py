@@ -1,0 +1,181 @@
+"""Data movement ops: reshape, transpose, concat, pad (constant mode).
+
+reshape{shape}: concrete non-negative dims with the same element count.
+transpose{perm}: a permutation of the axes.
+concat{axis}: one or more inputs equal in every dim but ``axis``.
+pad{pads, value}: ONNX pad order (all begins, then all ends), non-negative, constant fill.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tensorc.errors import ShapeError
+from tensorc.ir import expr as E
+from tensorc.ir import te
+from tensorc.ir.types import TensorType
+from tensorc.ops.registry import Pattern, define
+from tensorc.ops.schedules import (
+    clamp,
+    in_range,
+)
+from tensorc.ops.shape_rules import expect_arity, expect_axis, expect_same_dtype
+
+reshape = define("reshape", Pattern.INJECTIVE)
+transpose = define("transpose", Pattern.INJECTIVE)
+concat = define("concat", Pattern.INJECTIVE)
+pad = define("pad", Pattern.INJECTIVE)
+
+
+@reshape.infer
+def _reshape_infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
+    expect_arity("reshape", input_types, 1)
+    (x,) = input_types
+    shape = tuple(attrs["shape"])
+    if any(not isinstance(d, int) or d < 0 for d in shape):
+        raise ShapeError(f"reshape: target shape {shape} must be concrete non-negative ints "
+                         f"(the frontend resolves 0 and -1)")
+    if math.prod(shape) != x.size:
+        raise ShapeError(f"reshape: cannot reshape {x} ({x.size} elements) to {list(shape)} "
+                         f"({math.prod(shape)} elements)")
+    return [TensorType(shape, x.dtype)]
+
+
+@reshape.reference
+def _reshape_reference(attrs: dict, x: np.ndarray) -> list[np.ndarray]:
+    return [x.reshape(attrs["shape"])]
+
+
+@transpose.infer
+def _transpose_infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
+    expect_arity("transpose", input_types, 1)
+    (x,) = input_types
+    perm = tuple(attrs["perm"])
+    if sorted(perm) != list(range(x.ndim)):
+        raise ShapeError(f"transpose: perm {perm} is not a permutation of the {x.ndim} axes "
+                         f"of {x}")
+    return [TensorType(tuple(x.shape[p] for p in perm), x.dtype)]
+
+
+@transpose.reference
+def _transpose_reference(attrs: dict, x: np.ndarray) -> list[np.ndarray]:
+    return [np.asarray(np.transpose(x, attrs["perm"]), order="C")]
+
+
+@concat.infer
+def _concat_infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
+    if not input_types:
+        raise ShapeError("concat: expects at least one input")
+    first = input_types[0]
+    dtype = expect_same_dtype("concat", input_types)
+    axis = attrs["axis"]
+    expect_axis("concat", axis, first.ndim)
+    for i, t in enumerate(input_types[1:], start=1):
+        same = t.ndim == first.ndim and all(
+            a == b for k, (a, b) in enumerate(zip(t.shape, first.shape)) if k != axis)
+        if not same:
+            raise ShapeError(f"concat: input {i} {t} must match input 0 {first} in every "
+                             f"dimension but axis {axis}")
+    total = sum(t.shape[axis] for t in input_types)
+    return [TensorType(first.shape[:axis] + (total,) + first.shape[axis + 1:], dtype)]
+
+
+@concat.reference
+def _concat_reference(attrs: dict, *arrays: np.ndarray) -> list[np.ndarray]:
+    return [np.concatenate(arrays, axis=attrs["axis"])]
+
+
+@pad.infer
+def _pad_infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
+    expect_arity("pad", input_types, 1)
+    (x,) = input_types
+    pads = tuple(attrs["pads"])
+    if len(pads) != 2 * x.ndim or min(pads, default=0) < 0:
+        raise ShapeError(f"pad: pads {pads} must be {2 * x.ndim} non-negative ints (all "
+                         f"begins, then all ends) for {x}")
+    shape = tuple(d + pads[i] + pads[i + x.ndim] for i, d in enumerate(x.shape))
+    return [TensorType(shape, x.dtype)]
+
+
+@pad.reference
+def _pad_reference(attrs: dict, x: np.ndarray) -> list[np.ndarray]:
+    pads = attrs["pads"]
+    widths = [(pads[i], pads[i + x.ndim]) for i in range(x.ndim)]
+    value = np.asarray(attrs["value"]).astype(x.dtype)
+    return [np.pad(x, widths, mode="constant", constant_values=value)]
+
+
+# ---------------------------------------------------------------------------------------------
+# kernels: index remappings (inlined into their consumers, or run as copies)
+
+def _unravel(flat: E.Expr, shape: tuple[int, ...]) -> list[E.Expr]:
+    index = []
+    for d in reversed(shape):
+        index.append(flat % d if d != 1 else E.const(0))
+        flat = flat // d
+    return list(reversed(index))
+
+
+@reshape.compute
+def _reshape_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
+    shape = tuple(attrs["shape"])
+
+    def body(*o):
+        flat = None
+        for i, d in zip(o, shape):
+            flat = i if flat is None else flat * d + i
+        return x[tuple(_unravel(flat if flat is not None else E.const(0), x.shape))]
+    return te.compute(shape, body, name="reshape")
+
+
+@transpose.compute
+def _transpose_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
+    perm = attrs["perm"]
+    shape = tuple(x.shape[p] for p in perm)
+
+    def body(*o):
+        index = [None] * x.ndim
+        for d, p in enumerate(perm):
+            index[p] = o[d]
+        return x[tuple(index)]
+    return te.compute(shape, body, name="transpose")
+
+
+@concat.compute
+def _concat_compute(attrs: dict, *xs: te.Tensor) -> te.Tensor:
+    axis = attrs["axis"]
+    shape = list(xs[0].shape)
+    shape[axis] = sum(t.shape[axis] for t in xs)
+
+    def body(*o):
+        # the last input's value, replaced by earlier inputs where the index falls in them
+        offsets = np.cumsum([0] + [t.shape[axis] for t in xs])
+        value = None
+        for t, start in reversed(list(zip(xs, offsets[:-1]))):
+            local = o[axis] - int(start)
+            index = tuple(clamp(local, t.shape[axis]) if d == axis else o[d]
+                          for d in range(len(shape)))
+            if value is None:
+                value = t[index]
+            else:
+                value = E.select(E.Compare("lt", o[axis], E.const(int(start) + t.shape[axis])),
+                                 t[index], value)
+        return value
+    return te.compute(tuple(shape), body, name="concat")
+
+
+@pad.compute
+def _pad_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
+    pads, value = attrs["pads"], attrs.get("value", 0.0)
+    nd = x.ndim
+    shape = tuple(x.shape[d] + pads[d] + pads[d + nd] for d in range(nd))
+
+    def body(*o):
+        src = [o[d] - pads[d] for d in range(nd)]
+        conds = [in_range(s, x.shape[d]) for d, s in enumerate(src) if pads[d] or pads[d + nd]]
+        load = x[tuple(clamp(s, x.shape[d]) if (pads[d] or pads[d + nd]) else s
+                       for d, s in enumerate(src))]
+        cond = E.all_of(*conds)
+        return load if cond is None else E.select(cond, load, E.Const(value, x.dtype))
+    return te.compute(shape, body, name="pad")

@@ -1,0 +1,46 @@
+"""Layout transforms decided at compile time.
+
+Constant 2-D conv weights are repacked from OIHW into blocks of ``b`` filters,
+``[F/b, C/g, KH, KW, b]``, so that the ``b`` weights a kernel broadcasts against one input
+vector are adjacent in memory. The repacking runs once, here, never at run time.
+
+    %y = conv(%x, %w: float32[64,64,3,3])  ->  %y = conv(%x, %w_packed: float32[8,64,3,3,8])
+                                                 {kernel_block=8}
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tensorc.ir.graph import Graph, Value
+
+KERNEL_BLOCK = 8
+
+
+def pack_conv_weight(w: np.ndarray, block: int) -> np.ndarray:
+    f = w.shape[0]
+    packed = w.reshape((f // block, block) + w.shape[1:])
+    return np.ascontiguousarray(np.moveaxis(packed, 1, -1))
+
+
+def alter_layout(graph: Graph) -> Graph:
+    consumers = graph.consumers()
+    packed: dict[Value, Value] = {}
+    for node in graph.nodes:
+        if node.op != "conv" or node.attrs.get("kernel_block") or len(node.inputs) != 2:
+            continue
+        w = node.inputs[1]
+        if w not in graph.constants or w.type.ndim != 4:
+            continue
+        filters, per_group = w.type.shape[:2]
+        if per_group == 1 or filters % KERNEL_BLOCK:
+            continue        # depthwise convs, and odd filter counts, keep OIHW
+        if w not in packed:
+            array = pack_conv_weight(graph.constants[w], KERNEL_BLOCK)
+            packed[w] = graph.add_constant(array, f"{w.name}_packed")
+        node.inputs[1] = packed[w]
+        node.attrs["kernel_block"] = KERNEL_BLOCK
+    for w in packed:
+        if all(n.op == "conv" and n.inputs[1] is not w for n in consumers.get(w, [])) \
+                and w not in graph.outputs:
+            del graph.constants[w]
+    return graph

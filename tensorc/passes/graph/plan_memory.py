@@ -1,0 +1,97 @@
+"""Static memory planning: every value gets a fixed place before the model ever runs.
+
+Graph inputs and outputs live in the caller's arrays, constants in one aligned constant pool,
+and every intermediate in one arena at an offset chosen by first-fit over the values'
+lifetimes (a value dies after the last group that reads it). A view (reshape) shares its
+input's storage, which then lives as long as the view does.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tensorc.ir.graph import Graph, Value
+from tensorc.passes.graph.fuse import FusedGroup
+
+ALIGN = 64
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a value's bytes are: ``kind`` is input / output / const / arena; ``index`` is the
+    input or output number; ``offset`` is in bytes."""
+
+    kind: str
+    index: int
+    offset: int = 0
+
+
+@dataclass
+class MemoryPlan:
+    places: dict[Value, Place]
+    arena_size: int
+    const_pool: np.ndarray      # uint8, 64-byte aligned blocks
+
+    def describe(self) -> str:
+        return (f"arena {self.arena_size} bytes, constant pool {self.const_pool.nbytes} "
+                f"bytes, {sum(p.kind == 'arena' for p in self.places.values())} intermediates")
+
+
+def _align(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+def plan_memory(graph: Graph, groups: list[FusedGroup]) -> MemoryPlan:
+    places: dict[Value, Place] = {}
+    for k, v in enumerate(graph.inputs):
+        places[v] = Place("input", k)
+    for k, v in enumerate(graph.outputs):
+        places.setdefault(v, Place("output", k))
+
+    # constants read by kernels go to the pool
+    pool_parts: list[bytes] = []
+    offset = 0
+    for group in groups:
+        for v in group.inputs:
+            if v in graph.constants and v not in places:
+                data = np.ascontiguousarray(graph.constants[v])
+                if data.dtype == np.bool_:
+                    data = data.astype(np.uint8)
+                places[v] = Place("const", 0, offset)
+                raw = data.tobytes()
+                pool_parts.append(raw + b"\0" * (_align(len(raw)) - len(raw)))
+                offset += _align(len(raw))
+    pool = np.frombuffer(b"".join(pool_parts) or b"\0" * ALIGN, dtype=np.uint8).copy()
+
+    # a view's storage is its base's; the base must live until the view's last reader
+    base_of: dict[Value, Value] = {}
+    for group in groups:
+        if group.view:
+            src = group.nodes[0].inputs[0]
+            base_of[group.output] = base_of.get(src, src)
+    last_use: dict[Value, int] = {}
+    for step, group in enumerate(groups):
+        for v in group.inputs:
+            last_use[base_of.get(v, v)] = step
+
+    live: list[tuple[int, int, Value]] = []      # (offset, size, value)
+    arena_size = 0
+    for step, group in enumerate(groups):
+        live = [blk for blk in live if last_use.get(blk[2], -1) >= step]
+        out = group.output
+        if group.view:
+            places[out] = places[base_of[out]]
+            continue
+        if out in places:
+            continue
+        size = _align(out.type.nbytes)
+        at = 0
+        for off, sz, _ in sorted(live, key=lambda b: b[0]):
+            if at + size <= off:
+                break
+            at = max(at, off + sz)
+        places[out] = Place("arena", 0, at)
+        live.append((at, size, out))
+        arena_size = max(arena_size, at + size)
+    return MemoryPlan(places, max(arena_size, ALIGN), pool)

@@ -1,0 +1,179 @@
+"""onnxruntime as the oracle for whole models: random feeds, a reference run, a comparison.
+
+onnxruntime is an optional dependency (the ``test`` extra); it is imported only when used.
+
+>>> feeds = random_inputs([("x", (1, 784), "float32")], seed=0)
+>>> expected = run_onnxruntime("models/mlp.onnx", feeds)
+>>> compare_outputs(expected, expected).passed
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from tensorc.errors import TensorcError
+
+# Float32 noise through a deep network (different summation orders, folded BatchNorm) stays
+# well inside these; a real bug does not.
+DEFAULT_RTOL = 1e-3
+DEFAULT_ATOL = 1e-4
+
+ModelSource = str | Path | bytes | onnx.ModelProto
+Signature = Sequence[tuple[str, tuple[int, ...], str]]
+
+
+def random_inputs(signature: Signature, seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded random feeds for a (name, shape, dtype) signature.
+
+    Floats are standard normal, integers uniform in [0, 10), bools fair coin flips.
+    """
+    rng = np.random.default_rng(seed)
+    feeds: dict[str, np.ndarray] = {}
+    for name, shape, dtype in signature:
+        dt = np.dtype(dtype)
+        if dt.kind == "f":
+            feeds[name] = rng.standard_normal(shape).astype(dt)
+        elif dt.kind in "iu":
+            feeds[name] = rng.integers(0, 10, size=shape).astype(dt)
+        elif dt.kind == "b":
+            feeds[name] = rng.integers(0, 2, size=shape).astype(bool)
+        else:
+            raise TensorcError(f"cannot make random values for input {name!r} of dtype {dtype}")
+    return feeds
+
+
+def onnxruntime_session(model: ModelSource, num_threads: int | None = None) -> Any:
+    """An onnxruntime CPU session set up for fair comparison: ``num_threads`` intra-op threads
+    (None or 0: onnxruntime's default), one inter-op thread, all graph optimizations."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise TensorcError(
+            "onnxruntime is not installed; install it with: pip install 'tensorc[test]'"
+        ) from None
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = num_threads or 0
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3
+    if isinstance(model, (str, Path)):
+        source, what = str(model), str(model)
+    elif isinstance(model, bytes):
+        source, what = model, "the model"
+    else:
+        source, what = model.SerializeToString(), "the model"
+    try:
+        return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+    except Exception as error:  # onnxruntime does not export its exception types
+        raise TensorcError(f"onnxruntime cannot load {what}: {error}") from None
+
+
+def run_session(session: Any, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Run an onnxruntime session once and return its outputs by name."""
+    names = [output.name for output in session.get_outputs()]
+    try:
+        values = session.run(names, dict(feeds))
+    except Exception as error:  # onnxruntime does not export its exception types
+        raise TensorcError(f"onnxruntime failed to run the model: {error}") from None
+    return dict(zip(names, values, strict=True))
+
+
+def run_onnxruntime(
+    model: ModelSource,
+    feeds: Mapping[str, np.ndarray],
+    num_threads: int | None = None,
+) -> dict[str, np.ndarray]:
+    """Run ``model`` once with onnxruntime and return its outputs by name."""
+    return run_session(onnxruntime_session(model, num_threads), feeds)
+
+
+@dataclass(frozen=True)
+class OutputDiff:
+    """How far one output is from its reference.
+
+    ``max_rel`` is max |actual - expected| / (|expected| + atol): bounded where the
+    reference is near zero, and close to the plain relative error elsewhere.
+    """
+
+    name: str
+    max_abs: float
+    max_rel: float
+    passed: bool
+    problem: str = ""  # why it failed before any number could be compared (shape, dtype, ...)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The per-output differences between two runs, and the tolerances they were held to."""
+
+    outputs: tuple[OutputDiff, ...]
+    rtol: float
+    atol: float
+
+    @property
+    def passed(self) -> bool:
+        return all(diff.passed for diff in self.outputs)
+
+    @property
+    def max_abs(self) -> float:
+        return max((d.max_abs for d in self.outputs), default=0.0)
+
+    @property
+    def max_rel(self) -> float:
+        return max((d.max_rel for d in self.outputs), default=0.0)
+
+
+def compare_outputs(
+    actual: Mapping[str, np.ndarray],
+    expected: Mapping[str, np.ndarray],
+    rtol: float = DEFAULT_RTOL,
+    atol: float = DEFAULT_ATOL,
+) -> Comparison:
+    """Compare outputs by name; an output passes when ``np.allclose(actual, expected, rtol,
+    atol)`` holds with equal shapes and dtypes, and NaNs only where the reference has them."""
+    diffs: list[OutputDiff] = []
+    for name, want in expected.items():
+        want = np.asarray(want)
+        if name not in actual:
+            diffs.append(OutputDiff(name, np.inf, np.inf, False, "missing from tensorc's outputs"))
+            continue
+        got = np.asarray(actual[name])
+        if got.shape != want.shape:
+            problem = f"shape {got.shape}, expected {want.shape}"
+            diffs.append(OutputDiff(name, np.inf, np.inf, False, problem))
+            continue
+        problem = "" if got.dtype == want.dtype else f"dtype {got.dtype}, expected {want.dtype}"
+        if got.size == 0:
+            diffs.append(OutputDiff(name, 0.0, 0.0, not problem, problem))
+            continue
+        got64, want64 = got.astype(np.float64), want.astype(np.float64)
+        error = np.abs(got64 - want64)
+        both_nan = np.isnan(got64) & np.isnan(want64)
+        error[both_nan] = 0.0
+        error[np.isnan(error)] = np.inf
+        max_abs = float(error.max())
+        max_rel = float((error / (np.abs(want64) + atol)).max())
+        close = np.allclose(got64, want64, rtol=rtol, atol=atol, equal_nan=True)
+        diffs.append(OutputDiff(name, max_abs, max_rel, bool(close) and not problem, problem))
+    return Comparison(tuple(diffs), rtol, atol)
+
+
+def format_comparison(comparison: Comparison) -> list[str]:
+    """One readable line per output, ending in PASS or FAIL."""
+    lines = []
+    for diff in comparison.outputs:
+        verdict = "PASS" if diff.passed else "FAIL"
+        detail = f"  ({diff.problem})" if diff.problem else ""
+        lines.append(
+            f"{diff.name}: max abs err {diff.max_abs:.3g}, max rel err {diff.max_rel:.3g}"
+            f"  {verdict}{detail}"
+        )
+    return lines

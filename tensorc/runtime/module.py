@@ -1,0 +1,136 @@
+"""A compiled model: run it, save it, load it.
+
+>>> mod = tensorc.compile("model.onnx", input_shapes={"x": (1, 3, 224, 224)})
+>>> out = mod.run({"x": x})          # {"logits": array(...)}
+>>> mod.save("model.tcz"); mod = tensorc.load("model.tcz")
+"""
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from tensorc.errors import InputError
+from tensorc.runtime import artifact
+from tensorc.runtime.cpu import NativeLibrary
+
+Signature = list[tuple[str, tuple[int, ...], str]]
+
+
+class Module:
+    """Native code for a whole model: one call into it per inference.
+
+    Not safe to ``run`` from several threads at once (the arena is shared); use one Module per
+    thread.
+    """
+
+    def __init__(self, object_code: bytes, entry: str, inputs: Signature, outputs: Signature,
+                 const_pool: np.ndarray, arena_size: int, target: str,
+                 source_onnx: bytes | None = None, info: dict | None = None):
+        self.object_code = object_code
+        self.entry_name = entry
+        self.inputs: Signature = [(n, tuple(s), d) for n, s, d in inputs]
+        self.outputs: Signature = [(n, tuple(s), d) for n, s, d in outputs]
+        self.const_pool = const_pool
+        self.arena_size = arena_size
+        self.target = target
+        self.source_onnx = source_onnx
+        self.info = info or {}
+        self.num_threads = 0          # 0: all cores (OMP_NUM_THREADS when set)
+        self._library = NativeLibrary(object_code)
+        self._entry = self._library.entry(entry)
+        self._arena = _aligned_empty(arena_size)
+        self._pool = _aligned_copy(const_pool)
+
+    @property
+    def input_names(self) -> list[str]:
+        return [n for n, _, _ in self.inputs]
+
+    @property
+    def output_names(self) -> list[str]:
+        return [n for n, _, _ in self.outputs]
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Run one inference; returns a dict output name -> array."""
+        arrays = self._check_feeds(feeds)
+        outs = [np.empty(shape, dtype=np.dtype(dtype)) for _, shape, dtype in self.outputs]
+        ptrs = [a.ctypes.data for a in arrays] + [o.ctypes.data for o in outs] + \
+               [self._pool.ctypes.data, self._arena.ctypes.data]
+        args = (ctypes.c_void_p * len(ptrs))(*ptrs)
+        self._entry(args, int(self.num_threads))
+        return {name: o for (name, _, _), o in zip(self.outputs, outs)}
+
+    def _check_feeds(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        if not isinstance(feeds, Mapping):
+            raise InputError(f"run() takes a dict of input name -> array, got "
+                             f"{type(feeds).__name__}; inputs: {self.input_names}")
+        unknown = sorted(set(feeds) - set(self.input_names))
+        missing = [n for n in self.input_names if n not in feeds]
+        if unknown or missing:
+            parts = []
+            if missing:
+                parts.append(f"missing {missing}")
+            if unknown:
+                parts.append(f"unknown {unknown}")
+            raise InputError(f"feeds do not match the model's inputs: {', '.join(parts)}; "
+                             f"the model takes {self._describe(self.inputs)}")
+        arrays = []
+        for name, shape, dtype in self.inputs:
+            value = feeds[name]
+            arr = np.asarray(value)
+            if arr.dtype != np.dtype(dtype):
+                if np.isscalar(value) and arr.shape == shape and \
+                        np.can_cast(arr.dtype, dtype, "same_kind"):
+                    arr = arr.astype(dtype)
+                else:
+                    raise InputError(f"input {name!r}: expected {dtype}{list(shape)}, got "
+                                     f"{arr.dtype}{list(arr.shape)}; convert it with "
+                                     f".astype(np.{dtype})")
+            if tuple(arr.shape) != shape:
+                raise InputError(f"input {name!r}: expected shape {list(shape)}, got "
+                                 f"{list(arr.shape)} ({dtype}); compile again with "
+                                 f"input_shapes={{{name!r}: {tuple(arr.shape)}}} for another "
+                                 f"shape")
+            arrays.append(np.ascontiguousarray(arr))
+        return arrays
+
+    @staticmethod
+    def _describe(sig: Signature) -> str:
+        return ", ".join(f"{n}: {d}{list(s)}" for n, s, d in sig)
+
+    # saving ------------------------------------------------------------------------------
+    def save(self, path: str | Path) -> None:
+        """Write the module to ``path`` (object code, constants, signature; atomic)."""
+        header = {"entry": self.entry_name, "inputs": self.inputs, "outputs": self.outputs,
+                  "arena_size": self.arena_size, "target": self.target, "info": self.info}
+        sections = {"object": self.object_code, "constants": self.const_pool.tobytes()}
+        if self.source_onnx is not None:
+            sections["onnx"] = self.source_onnx
+        artifact.write(path, header, sections)
+
+    def __repr__(self) -> str:
+        return (f"Module(inputs: {self._describe(self.inputs)}; outputs: "
+                f"{self._describe(self.outputs)}; target {self.target})")
+
+
+def load(path: str | Path) -> Module:
+    """Load a module saved with :meth:`Module.save`; nothing is compiled again."""
+    header, sections = artifact.read(path)
+    pool = np.frombuffer(sections["constants"], dtype=np.uint8)
+    return Module(sections["object"], header["entry"], header["inputs"], header["outputs"],
+                  pool, header["arena_size"], header["target"], sections.get("onnx"),
+                  header.get("info"))
+
+
+def _aligned_empty(nbytes: int, align: int = 64) -> np.ndarray:
+    raw = np.empty(nbytes + align, dtype=np.uint8)
+    start = (-raw.ctypes.data) % align
+    return raw[start:start + nbytes]
+
+
+def _aligned_copy(data: np.ndarray, align: int = 64) -> np.ndarray:
+    out = _aligned_empty(data.nbytes, align)
+    out[:] = data.reshape(-1).view(np.uint8)
+    return out

@@ -1,0 +1,208 @@
+"""Every import error a user can cause: its type and what its message tells them."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from helpers import make_model, tensor_info
+from onnx import defs, helper
+
+from tensorc.errors import ModelLoadError, ShapeError, UnsupportedOpError
+from tensorc.frontend.converters import CONVERTERS
+from tensorc.frontend.onnx import import_onnx
+
+
+def relu_model(shape=(2, 3)) -> onnx.ModelProto:
+    return make_model([helper.make_node("Relu", ["x"], ["y"], name="r")],
+                      [tensor_info("x", "float32", list(shape))], ["y"])
+
+
+def test_every_unsupported_op_is_listed_at_once():
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="ok"),
+             helper.make_node("Einsum", ["a", "a"], ["b"], name="einsum_1", equation="ij,ij->ij"),
+             helper.make_node("Einsum", ["b", "b"], ["c"], name="einsum_2", equation="ij,ij->ij"),
+             helper.make_node("FusedConv", ["c"], ["d"], name="fused", domain="com.microsoft"),
+             helper.make_node("NonZero", ["d"], ["e"])]
+    model = make_model(nodes, [tensor_info("x", "float32", [2, 2])], ["e"], opset=13,
+                       extra_opsets={"com.microsoft": 1})
+    with pytest.raises(UnsupportedOpError) as info:
+        import_onnx(model)
+    message = str(info.value)
+    assert "uses 3 unsupported op(s)" in message
+    assert "Einsum (opset 13): not supported; nodes einsum_1, einsum_2" in message
+    assert "com.microsoft::FusedConv (domain 'com.microsoft' opset 1)" in message
+    assert "node fused" in message
+    assert "NonZero (opset 13): not supported; node #4" in message
+    assert "ok" not in message.replace("not supported", "")
+
+
+def test_op_supported_at_other_opsets_says_which():
+    model = make_model([helper.make_node("Add", ["x", "x"], ["y"], name="old_add")],
+                       [tensor_info("x", "float32", [2])], ["y"], opset=6)
+    with pytest.raises(UnsupportedOpError, match=r"Add \(opset 6\): supported for opsets >=7 "
+                                                 r"only; node old_add"):
+        import_onnx(model)
+
+
+def test_unknown_attribute_is_reported():
+    model = make_model([helper.make_node("Relu", ["x"], ["y"], name="r", fancy=1)],
+                       [tensor_info("x", "float32", [2])], ["y"])
+    with pytest.raises(UnsupportedOpError, match="Relu .*attribute 'fancy' not supported; node r"):
+        import_onnx(model)
+
+
+def test_unsupported_attribute_value_names_the_node():
+    model = make_model([helper.make_node("Pad", ["x", "p"], ["y"], name="reflect_pad",
+                                         mode="reflect")],
+                       [tensor_info("x", "float32", [2, 3])], ["y"], opset=13,
+                       initializers={"p": np.array([1, 1, 1, 1], np.int64)})
+    with pytest.raises(UnsupportedOpError, match="node 'reflect_pad' \\(Pad, opset 13\\): Pad "
+                                                 "mode 'reflect' is not supported"):
+        import_onnx(model)
+
+
+def test_uncomputed_output_is_reported():
+    nodes = [helper.make_node("MaxPool", ["x"], ["y", "idx"], name="mp", kernel_shape=[2]),
+             helper.make_node("Cast", ["idx"], ["z"], name="use", to=onnx.TensorProto.FLOAT)]
+    model = make_model(nodes, [tensor_info("x", "float32", [1, 1, 4])], ["y", "z"])
+    with pytest.raises(UnsupportedOpError, match="node 'use'.*input 'idx' is an output "
+                                                 "tensorc does not compute"):
+        import_onnx(model)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ModelLoadError, match="no_such.onnx.*no such file"):
+        import_onnx(tmp_path / "no_such.onnx")
+
+
+def test_random_bytes(tmp_path):
+    path = tmp_path / "noise.onnx"
+    path.write_bytes(np.random.default_rng(0).integers(0, 256, 4096, dtype=np.uint8).tobytes())
+    with pytest.raises(ModelLoadError, match="noise.onnx.*(corrupt or truncated|not a complete)"):
+        import_onnx(path)
+
+
+def test_empty_file(tmp_path):
+    path = tmp_path / "empty.onnx"
+    path.write_bytes(b"")
+    with pytest.raises(ModelLoadError, match="not a complete ONNX model"):
+        import_onnx(path)
+
+
+@pytest.mark.parametrize("fraction", [0.2, 0.5, 0.9, 0.99])
+def test_truncated_file(tmp_path, fraction):
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+             helper.make_node("Relu", ["c"], ["y"], name="relu")]
+    model = make_model(nodes, [tensor_info("x", "float32", [1, 3, 8, 8])], ["y"],
+                       initializers={"w": np.ones((4, 3, 3, 3), np.float32)})
+    data = model.SerializeToString()
+    path = tmp_path / "cut.onnx"
+    path.write_bytes(data[:int(len(data) * fraction)])
+    with pytest.raises(ModelLoadError, match="cut.onnx.*(truncated)"):
+        import_onnx(path)
+
+
+def test_unbound_symbolic_dims_are_all_listed():
+    inputs = [tensor_info("x", "float32", ["batch", 3, None, 224]),
+              tensor_info("mask", "float32", ["batch", "seq"]),
+              tensor_info("fixed", "float32", [2])]
+    nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Relu", ["mask"], ["b"]),
+             helper.make_node("Relu", ["fixed"], ["c"])]
+    model = make_model(nodes, inputs, ["a", "b", "c"])
+    with pytest.raises(ShapeError) as info:
+        import_onnx(model)
+    message = str(info.value)
+    assert "x: float32[batch,3,?,224]: dim 0 ('batch'), dim 2 (unnamed)" in message
+    assert "mask: float32[batch,seq]: dim 0 ('batch'), dim 1 ('seq')" in message
+    assert "fixed" not in message
+    assert "input_shapes={'x': (1, 3, 1, 224)}" in message
+    assert "--input-shape x=1x3x1x224" in message
+    # Binding x's 'batch' binds it for mask too; 'seq' is still missing.
+    with pytest.raises(ShapeError, match="mask: float32\\[4,seq\\]: dim 1 \\('seq'\\)\n"):
+        import_onnx(model, input_shapes={"x": (4, 3, 100, 224)})
+    graph = import_onnx(model, input_shapes={"x": (4, 3, 100, 224), "mask": (4, 7)})
+    assert [v.type.shape for v in graph.inputs] == [(4, 3, 100, 224), (4, 7), (2,)]
+
+
+def test_input_binding_shares_symbols_between_inputs():
+    inputs = [tensor_info("a", "float32", ["n", 3]), tensor_info("b", "float32", ["n", 3])]
+    model = make_model([helper.make_node("Add", ["a", "b"], ["y"])], inputs, ["y"])
+    graph = import_onnx(model, input_shapes={"a": (5, 3)})
+    assert graph.inputs[1].type.shape == (5, 3)
+
+
+def test_input_without_shape_needs_input_shapes():
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])],
+                       [tensor_info("x", "float32", None)], ["y"])
+    with pytest.raises(ShapeError, match="x: float32, rank unknown"):
+        import_onnx(model)
+    assert import_onnx(model, input_shapes={"x": [2, 2]}).inputs[0].type.shape == (2, 2)
+
+
+@pytest.mark.parametrize("given, expected", [
+    ({"x": (2, 3, 1)}, "input 'x' expects shape float32\\[2,3\\], but input_shapes gives "
+                       "\\(2, 3, 1\\)"),
+    ({"x": (2, 4)}, "input 'x' expects shape float32\\[2,3\\], but input_shapes gives \\(2, 4\\)"),
+    ({"x": (2, -3)}, "input 'x' expects shape"),
+    ({"y": (2, 3)}, "input_shapes names 'y', but the model's inputs are 'x'"),
+    ({"x": "2x3"}, "must be a sequence of ints"),
+])
+def test_wrong_input_shapes(given, expected):
+    with pytest.raises(ShapeError, match=expected):
+        import_onnx(relu_model(), input_shapes=given)
+
+
+def test_shape_mismatch_names_node_and_inputs():
+    model = make_model([helper.make_node("Add", ["x", "z"], ["y"], name="bad_add")],
+                       [tensor_info("x", "float32", [2, 3]), tensor_info("z", "float32", [4])],
+                       ["y"])
+    with pytest.raises(ShapeError) as info:
+        import_onnx(model)
+    message = str(info.value)
+    assert "node 'bad_add' (Add, opset 17)" in message
+    assert "cannot broadcast input 0 float32[2,3] with input 1 float32[4]" in message
+    assert "inputs: x: float32[2,3], z: float32[4]" in message
+
+
+def test_runtime_reshape_target_is_rejected():
+    model = make_model([helper.make_node("Reshape", ["x", "s"], ["y"], name="dyn")],
+                       [tensor_info("x", "float32", [2, 3]), tensor_info("s", "int64", [2])],
+                       ["y"])
+    with pytest.raises(ShapeError, match="node 'dyn' \\(Reshape.*shape input %s .* computed at "
+                                         "run time"):
+        import_onnx(model)
+
+
+def test_bad_reshape_target():
+    model = make_model([helper.make_node("Reshape", ["x", "s"], ["y"], name="r")],
+                       [tensor_info("x", "float32", [2, 3])], ["y"],
+                       initializers={"s": np.array([4, -1], np.int64)})
+    with pytest.raises(ShapeError, match="node 'r'.*cannot reshape \\(2, 3\\) to \\(4, -1\\)"):
+        import_onnx(model)
+
+
+def test_unsupported_dtype():
+    model = make_model([helper.make_node("Identity", ["x"], ["y"])],
+                       [helper.make_tensor_value_info("x", onnx.TensorProto.STRING, [2])], ["y"])
+    with pytest.raises(ShapeError, match="input 'x' has element type STRING"):
+        import_onnx(model)
+
+
+def test_node_reading_an_undefined_name():
+    model = relu_model()
+    model.graph.node[0].input[0] = "nowhere"
+    with pytest.raises(ModelLoadError, match="node 'r' reads 'nowhere'"):
+        import_onnx(model)
+
+
+@pytest.mark.parametrize("op_type", sorted(CONVERTERS))
+def test_converters_accept_every_attribute_of_their_opsets(op_type):
+    """A converter's keyword arguments must cover the ONNX schema of each opset it claims."""
+    versions = sorted({s.since_version for s in defs.get_all_schemas_with_history()
+                       if s.name == op_type and s.domain == ""})
+    for entry in CONVERTERS[op_type]:
+        for version in versions:
+            if entry.since <= version and (entry.until is None or version <= entry.until):
+                schema = defs.get_schema(op_type, version)
+                missing = set(schema.attributes) - entry.attributes
+                assert not missing, f"{op_type} opset {version}: {sorted(missing)}"

@@ -1,0 +1,248 @@
+"""The ``tensorc`` command end to end on the MLP: compile, run, check, inspect, bench, and
+every error a user can cause through it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+import models
+from tensorc.cli import build_parser, main, parse_input_shape
+from tensorc.reference import run_onnxruntime
+from tensorc.runtime.artifact import is_artifact
+
+MLP = str(models.path("mlp"))
+
+
+@pytest.fixture(scope="module")
+def mlp_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The MLP compiled once through the CLI."""
+    out = tmp_path_factory.mktemp("cli") / "mlp.tcz"
+    assert main(["compile", MLP, "-o", str(out)]) == 0
+    return out
+
+
+def _error(capsys: pytest.CaptureFixture[str]) -> str:
+    """stderr of a command that failed with exit code 2: one 'error:' line, no traceback."""
+    err = capsys.readouterr().err
+    assert err.startswith("error: "), err
+    assert "Traceback" not in err
+    return err
+
+
+# --- compile --------------------------------------------------------------------------------
+
+
+def test_compile_writes_an_artifact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "sub" / "mlp.tcz"
+    assert main(["compile", MLP, "-o", str(out), "--threads", "1"]) == 0
+    text = capsys.readouterr().out
+    assert f"compiling {MLP}" in text
+    assert "compiled in" in text and f"saved {out}" in text
+    assert "x: float32[1x784]" in text and "y: float32[1x10]" in text
+    assert is_artifact(out)
+
+
+def test_compile_binds_input_shape(tmp_path: Path) -> None:
+    out = tmp_path / "mlp.tcz"
+    assert main(["compile", MLP, "-o", str(out), "--input-shape", "x=1x784"]) == 0
+    assert is_artifact(out)
+
+
+def test_compile_overwrites_an_artifact(tmp_path: Path, mlp_artifact: Path) -> None:
+    out = tmp_path / "again.tcz"
+    out.write_bytes(mlp_artifact.read_bytes())
+    assert main(["compile", MLP, "-o", str(out)]) == 0
+
+
+def test_compile_refuses_to_overwrite_other_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "notes.tcz"
+    out.write_text("my notes")
+    assert main(["compile", MLP, "-o", str(out)]) == 2
+    err = _error(capsys)
+    assert "refusing to overwrite" in err and "--force" in err
+    assert out.read_text() == "my notes"
+
+    assert main(["compile", MLP, "-o", str(out), "--force"]) == 0
+    assert is_artifact(out)
+
+
+def test_compile_missing_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "nope.onnx"
+    assert main(["compile", str(missing), "-o", str(tmp_path / "x.tcz")]) == 2
+    assert str(missing) in _error(capsys)
+
+
+def test_compile_corrupt_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    corrupt = tmp_path / "corrupt.onnx"
+    corrupt.write_bytes(Path(MLP).read_bytes()[:1000])
+    assert main(["compile", str(corrupt), "-o", str(tmp_path / "x.tcz")]) == 2
+    _error(capsys)
+    assert not (tmp_path / "x.tcz").exists()
+
+
+def test_compile_rejects_malformed_input_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compile", MLP, "--input-shape", "x=1xq"])
+    assert exit_info.value.code == 2
+    assert "--input-shape" in capsys.readouterr().err
+
+
+# --- run ------------------------------------------------------------------------------------
+
+
+def test_run_prints_outputs(mlp_artifact: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", str(mlp_artifact)]) == 0
+    text = capsys.readouterr().out
+    assert "random inputs (seed 0): x" in text
+    assert "y: float32[1x10]" in text
+
+
+def test_run_json_matches_onnxruntime(
+    mlp_artifact: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    x = np.random.default_rng(7).standard_normal((1, 784)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    argv = ["run", str(mlp_artifact), "--input", f"x={tmp_path / 'x.npy'}", "--json"]
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["random_inputs"] == []
+    (output,) = report["outputs"]
+    assert (output["name"], output["shape"], output["dtype"]) == ("y", [1, 10], "float32")
+    expected = run_onnxruntime(MLP, {"x": x})["y"]
+    np.testing.assert_allclose(output["head"], expected.reshape(-1)[:5], rtol=1e-4, atol=1e-6)
+    assert output["mean"] == pytest.approx(0.1, rel=1e-4)  # softmax rows sum to 1
+
+
+def test_run_check_uses_stored_source_model(
+    mlp_artifact: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", str(mlp_artifact), "--check-onnxruntime"]) == 0
+    text = capsys.readouterr().out
+    assert "max abs err" in text
+    assert text.rstrip().endswith("PASS")
+
+
+def test_run_check_with_explicit_model_json(
+    mlp_artifact: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", str(mlp_artifact), "--check-onnxruntime", MLP, "--json"]) == 0
+    check = json.loads(capsys.readouterr().out)["check"]
+    assert check["passed"] is True
+    assert check["outputs"][0]["name"] == "y"
+    assert check["outputs"][0]["max_abs"] < 1e-4
+
+
+def test_run_check_fails_on_a_different_model(
+    mlp_artifact: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = models.load("mlp")
+    weight = model.graph.initializer[0]
+    weight.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(weight) * 2, weight.name))
+    other = tmp_path / "other.onnx"
+    onnx.save(model, other)
+    assert main(["run", str(mlp_artifact), "--check-onnxruntime", str(other)]) == 1
+    assert capsys.readouterr().out.rstrip().endswith("FAIL")
+
+
+def test_run_unknown_input_name(
+    mlp_artifact: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    np.save(tmp_path / "x.npy", np.zeros((1, 784), np.float32))
+    assert main(["run", str(mlp_artifact), "--input", f"image={tmp_path / 'x.npy'}"]) == 2
+    err = _error(capsys)
+    assert "'image'" in err and "x" in err
+
+
+def test_run_wrong_input_shape(
+    mlp_artifact: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    np.save(tmp_path / "x.npy", np.zeros((2, 3), np.float32))
+    assert main(["run", str(mlp_artifact), "--input", f"x={tmp_path / 'x.npy'}"]) == 2
+    _error(capsys)
+
+
+def test_run_missing_input_file(mlp_artifact: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", str(mlp_artifact), "--input", "x=/nonexistent/x.npy"]) == 2
+    assert "/nonexistent/x.npy" in _error(capsys)
+
+
+def test_run_truncated_artifact(
+    mlp_artifact: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    truncated = tmp_path / "truncated.tcz"
+    data = mlp_artifact.read_bytes()
+    truncated.write_bytes(data[: len(data) // 2])
+    assert main(["run", str(truncated)]) == 2
+    _error(capsys)
+
+
+def test_run_an_onnx_file_instead_of_an_artifact(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", MLP]) == 2
+    _error(capsys)
+
+
+# --- inspect and bench ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stage", ["graph", "fused", "loops", "llvm"])
+def test_inspect_prints_each_stage(stage: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect", MLP, "--stage", stage]) == 0
+    assert capsys.readouterr().out.strip()
+
+
+def test_inspect_graph_uses_core_ops(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect", MLP]) == 0
+    assert "matmul" in capsys.readouterr().out  # Gemm becomes matmul + add
+
+
+def test_bench_vs_onnxruntime(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["bench", MLP, "--vs", "onnxruntime", "--threads", "1", "--repeat", "3"]
+    assert main([*argv, "--seconds", "0.1"]) == 0
+    text = capsys.readouterr().out
+    assert "PASS" in text and "onnxruntime / tensorc" in text
+
+
+def test_bench_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        main(["bench", MLP, "--threads", "1", "--repeat", "3", "--seconds", "0.1", "--json"]) == 0
+    )
+    report = json.loads(capsys.readouterr().out)
+    assert report["threads"] == 1 and report["samples"] == 3
+    assert report["results"]["tensorc"]["median_ms"] > 0
+
+
+# --- parsing --------------------------------------------------------------------------------
+
+
+def test_parse_input_shape() -> None:
+    assert parse_input_shape("x=1x3x224x224") == ("x", (1, 3, 224, 224))
+    assert parse_input_shape("a=b=2,3") == ("a=b", (2, 3))
+    assert parse_input_shape("scalar=") == ("scalar", ())
+
+
+@pytest.mark.parametrize("bad", ["1x3", "=1x3", "x=1xq", "x=-1x3"])
+def test_parse_input_shape_rejects(bad: str) -> None:
+    with pytest.raises(Exception, match="x|NAME"):
+        parse_input_shape(bad)
+
+
+@pytest.mark.parametrize("command", ["compile", "run", "inspect", "bench"])
+def test_every_command_has_help_with_an_example(command: str) -> None:
+    subparsers = build_parser()._subparsers._group_actions[0].choices
+    help_text = subparsers[command].format_help()
+    assert "example" in help_text and f"tensorc {command} " in help_text
+
+
+def test_help_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    assert "compile" in capsys.readouterr().out
