@@ -140,7 +140,7 @@ def _conv_compute(attrs: dict, x: te.Tensor, w: te.Tensor) -> te.Tensor:
     return te.compute((x.shape[0], filters, *out), body, name="conv", axis_names=names)
 
 
-FILTER_TILE = 8     # filters accumulated per input vector (unrolled, broadcast weights)
+FILTER_TILE = 16    # filters accumulated per input vector (unrolled, broadcast weights)
 
 
 @conv.schedule
@@ -163,8 +163,7 @@ def _conv_schedule(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.Ten
     compute_tensor = sch.cache_write(conv_t, "local") if out is conv_t else conv_t
     st = sch[out]
     n, f, y, x = st.op_axis
-    width = out.shape[3]
-    xb = lanes if width >= lanes else width
+    xb = _row_block(out.shape[3], lanes)
     fo, fi = st.split(f, block)
     xo, xi = st.split(x, xb)
     st.reorder(n, fo, y, xo, fi, xi)
@@ -178,6 +177,15 @@ def _conv_schedule(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.Ten
     cs.reorder(cn, cy, *cs.reduce_axis, cf, cx)
     cs.unroll(cf)
     cs.vectorize(cx)
+
+
+def _row_block(width: int, lanes: int) -> int:
+    """Columns per register tile: at most one vector, preferably a divisor of the row width
+    (a tail block would put a guard inside the accumulation loop)."""
+    if width <= lanes:
+        return width
+    fits = [d for d in range(lanes // 2, lanes + 1) if width % d == 0]
+    return max(fits) if fits else lanes
 
 
 def _divisor_at_most(n: int, limit: int) -> int:

@@ -4,8 +4,8 @@ Constant 2-D conv weights are repacked from OIHW into blocks of ``b`` filters,
 ``[F/b, C/g, KH, KW, b]``, so that the ``b`` weights a kernel broadcasts against one input
 vector are adjacent in memory. The repacking runs once, here, never at run time.
 
-    %y = conv(%x, %w: float32[64,64,3,3])  ->  %y = conv(%x, %w_packed: float32[8,64,3,3,8])
-                                                 {kernel_block=8}
+    %y = conv(%x, %w: float32[64,64,3,3])  ->  %y = conv(%x, %w_packed: float32[4,64,3,3,16])
+                                                 {kernel_block=16}
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 
 from tensorc.ir.graph import Graph, Value
 
-KERNEL_BLOCK = 8
+KERNEL_BLOCKS = (16, 8)     # filters per block, the first that divides the filter count
 
 
 def pack_conv_weight(w: np.ndarray, block: int) -> np.ndarray:
@@ -32,13 +32,14 @@ def alter_layout(graph: Graph) -> Graph:
         if w not in graph.constants or w.type.ndim != 4:
             continue
         filters, per_group = w.type.shape[:2]
-        if per_group == 1 or filters % KERNEL_BLOCK:
+        block = next((b for b in KERNEL_BLOCKS if filters % b == 0), None)
+        if per_group == 1 or block is None:
             continue        # depthwise convs, and odd filter counts, keep OIHW
         if w not in packed:
-            array = pack_conv_weight(graph.constants[w], KERNEL_BLOCK)
+            array = pack_conv_weight(graph.constants[w], block)
             packed[w] = graph.add_constant(array, f"{w.name}_packed")
         node.inputs[1] = packed[w]
-        node.attrs["kernel_block"] = KERNEL_BLOCK
+        node.attrs["kernel_block"] = block
     for w in packed:
         if all(n.op == "conv" and n.inputs[1] is not w for n in consumers.get(w, [])) \
                 and w not in graph.outputs:
