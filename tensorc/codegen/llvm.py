@@ -39,6 +39,7 @@ _ICMP = {"lt": "<", "le": "<=", "eq": "==", "ne": "!=", "gt": ">", "ge": ">="}
 # 'reassoc' lets LLVM reorder reductions into vector form; 'contract' allows FMAs.
 _FAST = ("contract", "reassoc")
 UNROLL_LIMIT = 64
+MAX_SHUFFLE_STRIDE = 4   # strided vector loads up to this stride: masked load + shuffle
 
 
 def _opaque(value: ir.Value) -> ir.Value:
@@ -356,16 +357,39 @@ class LLVMCodegen:
                 v = self.b.load(self._pointer(buf, base), typ=vty)
                 v.align = _itemsize(buf.dtype)
                 return self._from_storage(v, buf.dtype)
-            idx = self.expr(index, lanes)
-            out = ir.Constant(ir.VectorType(value_type(buf.dtype), lanes), ir.Undefined)
-            for k in range(lanes):
-                lane = self.b.extract_element(idx, ir.Constant(I32, k))
-                x = self._from_storage(self.b.load(self._pointer(buf, lane),
-                                                   typ=storage_type(buf.dtype)), buf.dtype)
-                out = self.b.insert_element(out, x, ir.Constant(I32, k))
-            return out
+            if lin is not None and 2 <= lin[1] <= MAX_SHUFFLE_STRIDE:
+                return self._strided_load(buf, lin[0], lin[1], lanes)
+            return self._gather(buf, self.expr(index, lanes), lanes)
         ptr = self._pointer(buf, self._scalar_index(index))
         return self._from_storage(self.b.load(ptr, typ=storage_type(buf.dtype)), buf.dtype)
+
+    def _strided_load(self, buf: Buffer, base: E.Expr, stride: int, lanes: int) -> ir.Value:
+        """Elements base, base+stride, ...: one masked load of the covering span (masked-off
+        lanes never fault), then a shuffle picks every stride-th element."""
+        ety = storage_type(buf.dtype)
+        span = stride * (lanes - 1) + 1
+        wide = ir.VectorType(ety, span)
+        mask = ir.Constant(ir.VectorType(I1, span), [int(j % stride == 0) for j in range(span)])
+        fn = self._declare(f"llvm.masked.load.v{span}{_type_suffix(ety)}.p0", wide,
+                           [PTR, I32, ir.VectorType(I1, span), wide])
+        ptr = self._pointer(buf, self._scalar_index(base))
+        v = self.b.call(fn, [ptr, ir.Constant(I32, _itemsize(buf.dtype)), mask,
+                             ir.Constant(wide, ir.Undefined)])
+        picks = ir.Constant(ir.VectorType(I32, lanes), [k * stride for k in range(lanes)])
+        return self._from_storage(self.b.shuffle_vector(v, ir.Constant(wide, ir.Undefined),
+                                                        picks), buf.dtype)
+
+    def _gather(self, buf: Buffer, idx: ir.Value, lanes: int) -> ir.Value:
+        ety = storage_type(buf.dtype)
+        vty = ir.VectorType(ety, lanes)
+        ptrs = self.b.gep(self.fs.buffers[buf], [idx], source_etype=ety)
+        ptrs.type = ir.VectorType(PTR, lanes)     # llvmlite types a vector GEP as scalar
+        fn = self._declare(f"llvm.masked.gather.v{lanes}{_type_suffix(ety)}.v{lanes}p0", vty,
+                           [ir.VectorType(PTR, lanes), I32, ir.VectorType(I1, lanes), vty])
+        all_lanes = ir.Constant(ir.VectorType(I1, lanes), [1] * lanes)
+        v = self.b.call(fn, [ptrs, ir.Constant(I32, _itemsize(buf.dtype)), all_lanes,
+                             ir.Constant(vty, ir.Undefined)])
+        return self._from_storage(v, buf.dtype)
 
     def store(self, s: Store, lanes: int | None) -> None:
         buf = s.buffer
@@ -605,6 +629,8 @@ def _itemsize(dtype: str) -> int:
 def _type_suffix(ty: ir.Type) -> str:
     if isinstance(ty, ir.VectorType):
         return f"v{ty.count}{_type_suffix(ty.element)}"
+    if isinstance(ty, ir.PointerType):
+        return "p0"
     return {"float": "f32", "double": "f64", "half": "f16"}.get(str(ty), str(ty))
 
 
