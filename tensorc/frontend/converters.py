@@ -465,8 +465,10 @@ def shape(ctx: ImportContext, inputs: list[Value], *, start: int = 0, end: int |
 
 @converter("Gather", since=1)
 def gather(ctx: ImportContext, inputs: list[Value], *, axis: int = 0) -> Value:
-    data = ctx.require_constant(inputs[0], "data")
-    indices = ctx.require_constant(inputs[1], "indices")
+    data, indices = ctx.constant(inputs[0]), ctx.constant(inputs[1])
+    if data is None or indices is None:
+        raise UnsupportedOpError("Gather is supported on constant data and indices only (shape "
+                                 "arithmetic), not on tensors computed at run time")
     axis = normalize_axis(axis, data.ndim)
     size = data.shape[axis]
     if indices.size and (indices.min() < -size or indices.max() >= size):

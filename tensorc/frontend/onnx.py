@@ -277,12 +277,12 @@ class ImportContext:
         """Add ``op``, or its value when every input is a constant (constant folding)."""
         arrays = [self.constant(v) for v in inputs]
         if inputs and all(a is not None for a in arrays):
-            types = infer_types(op, attrs, [v.type for v in inputs])
-            results = evaluate(op, attrs, arrays)
-            if len(types) != 1:
-                raise TensorcError(f"{op}: constant folding expects a single output")
-            assert TensorType(results[0].shape, dtype_of(results[0])) == types[0]
-            return self.const(results[0])
+            (expected,) = infer_types(op, attrs, [v.type for v in inputs])
+            (result,) = evaluate(op, attrs, arrays)
+            if TensorType(result.shape, dtype_of(result)) != expected:  # a bug, not user error
+                raise TensorcError(f"{op}: the reference computed {result.dtype}"
+                                   f"{list(result.shape)}, the shape rule says {expected}")
+            return self.const(result)
         result = emit(self.graph, op, inputs, **attrs)
         assert isinstance(result, Value) and result.producer is not None
         result.producer.name = self.node_name

@@ -703,7 +703,7 @@ def linear_coeff(e: Expr, var: Var, bounds: Bounds | None = None) -> tuple[Expr,
 
     Returns (base, stride), or None when ``e`` is not affine in ``var``.
     """
-    aff = to_affine(e, bounds or {})
+    aff = _merge_div_mod(to_affine(e, bounds or {}))
     stride = 0
     rest = {}
     for k, (atom, c) in aff.terms.items():
@@ -731,7 +731,8 @@ def format_expr(e: Expr) -> str:
         if e.dtype == "bool":
             return "True" if e.value else "False"
         if is_float(e.dtype):
-            return f"{e.value!r}f" if e.dtype == "float32" else repr(e.value)
+            text = repr(e.value)
+            return f"{text}f" if e.dtype == "float32" and "n" not in text else text
         return str(e.value)
     if isinstance(e, (Binary, Compare)):
         if e.op in _INFIX:
@@ -739,7 +740,8 @@ def format_expr(e: Expr) -> str:
         return f"{e.op}({format_expr(e.a)}, {format_expr(e.b)})"
     if isinstance(e, Logical):
         if e.op == "not":
-            return f"!{format_expr(e.args[0])}"
+            arg = format_expr(e.args[0])
+            return f"!({arg})" if isinstance(e.args[0], (Binary, Compare)) else f"!{arg}"
         return f"({format_expr(e.args[0])} {_INFIX[e.op]} {format_expr(e.args[1])})"
     if isinstance(e, Select):
         return (f"select({format_expr(e.cond)}, {format_expr(e.true_value)}, "

@@ -70,6 +70,8 @@ class _Lowering:
             self.region_min[id(t)] = [E.const(0)] * len(t.shape)
             self.params.append(b)
         self.attached: dict[tuple[int, SVar], list[Stage]] = {}
+        # tensors of stages whose loop has been closed: "stage.loop" they were computed at
+        self.out_of_scope: dict[int, str] = {}
         for st in sch.stages:
             if st.attach == "at":
                 self.attached.setdefault((id(st.attach_stage), st.attach_var), []).append(st)
@@ -113,6 +115,11 @@ class _Lowering:
         def fn(x: Expr):
             if isinstance(x, Load) and isinstance(x.source, Tensor):
                 key = id(x.source)
+                if key in self.out_of_scope:
+                    raise ScheduleError(f"{x.source.name} is computed at "
+                                        f"{self.out_of_scope[key]} but is also read outside "
+                                        f"that loop; compute it at a loop that encloses all "
+                                        f"of its readers, or at the root")
                 if key not in self.buffers:
                     kind = "input" if isinstance(x.source.op, PlaceholderOp) else "stage"
                     raise ScheduleError(f"{kind} {x.source.name} is read but is neither an "
@@ -195,6 +202,10 @@ class _Lowering:
                   children: dict[SVar, list[Stage]]) -> Stmt:
         for child in reversed(children.get(sv, [])):
             body = self.lower_attached(child, body)
+        # a stage computed at this loop exists only inside it
+        for child in children.get(sv, []):
+            del self.buffers[id(child.tensor)]
+            self.out_of_scope[id(child.tensor)] = f"{st.name}.{sv.name}"
         return For(sv.var, E.const(info.extent[sv]), st.loop_kind.get(sv, "serial"), body)
 
     def lower_attached(self, child: Stage, rest: Stmt) -> Stmt:

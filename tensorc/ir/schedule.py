@@ -112,7 +112,11 @@ class Stage:
         if isinstance(sv, str):
             sv = self.var(sv)
         elif isinstance(sv, IterVar):
+            if id(sv) not in self.var_of_iter:
+                raise ScheduleError(f"axis {sv.name} is not an axis of stage {self.name}")
             sv = self.var_of_iter[id(sv)]
+        if sv not in self._all_vars():
+            raise ScheduleError(f"loop {sv.name} is not a loop of stage {self.name}")
         if sv not in self.leaf_vars:
             raise ScheduleError(f"loop {sv.name} of stage {self.name} is not a leaf loop "
                                 f"(it was split or fused already)")
@@ -129,8 +133,10 @@ class Stage:
         sv = self._leaf(var)
         if (factor is None) == (nparts is None):
             raise ScheduleError("split takes exactly one of factor= and nparts=")
-        if (factor or nparts) < 1:
-            raise ScheduleError(f"split factor must be >= 1, got {factor or nparts}")
+        amount = factor if factor is not None else nparts
+        if amount < 1:
+            raise ScheduleError(f"split {'factor' if factor is not None else 'nparts'} must be "
+                                f">= 1, got {amount}")
         self._record("split", var=sv.name, factor=factor, nparts=nparts)
         outer = SVar(self._fresh_name(f"{sv.name}.o"), sv.kind)
         inner = SVar(self._fresh_name(f"{sv.name}.i"), sv.kind)
@@ -153,7 +159,7 @@ class Stage:
         self._record("fuse", vars=[s.name for s in svs])
         fused = svs[0]
         for nxt in svs[1:]:
-            f = SVar(self._fresh_name(f"{fused.name}.{nxt.name}.f"), fused.kind)
+            f = SVar(self._fresh_name(f"{fused.name}_{nxt.name}"), fused.kind)
             self.relations.append(Fuse(fused, nxt, f))
             i = self.leaf_vars.index(fused)
             self.leaf_vars[i:i + 2] = [f]

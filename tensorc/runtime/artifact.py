@@ -68,19 +68,28 @@ def read(path: str | Path) -> tuple[dict, dict[str, bytes]]:
     except (struct.error, ValueError):
         raise ArtifactError(f"{path} is truncated or corrupt: its header cannot be read; "
                             f"compile the model again") from None
+    if not isinstance(header, dict):
+        raise ArtifactError(f"{path} is corrupt: its header is not a JSON object; compile the "
+                            f"model again")
     if header.get("version") != VERSION:
         raise ArtifactError(f"{path} was written by another tensorc version (format "
                             f"{header.get('version')}, this one reads {VERSION}); compile again")
+    try:
+        table = [(str(sec["name"]), int(sec["size"]), str(sec["sha256"]))
+                 for sec in header["sections"]]
+    except (KeyError, TypeError, ValueError):
+        raise ArtifactError(f"{path} is corrupt: its header has no valid section table; "
+                            f"compile the model again") from None
     sections: dict[str, bytes] = {}
     pos = start + head_len
-    for sec in header["sections"]:
-        data = raw[pos:pos + sec["size"]]
-        if len(data) != sec["size"]:
-            raise ArtifactError(f"{path} is truncated: section {sec['name']} has "
-                                f"{len(data)} of {sec['size']} bytes; compile the model again")
-        if hashlib.sha256(data).hexdigest() != sec["sha256"]:
-            raise ArtifactError(f"{path} is corrupt: section {sec['name']} fails its checksum; "
+    for name, size, sha256 in table:
+        data = raw[pos:pos + size]
+        if len(data) != size:
+            raise ArtifactError(f"{path} is truncated: section {name} has "
+                                f"{len(data)} of {size} bytes; compile the model again")
+        if hashlib.sha256(data).hexdigest() != sha256:
+            raise ArtifactError(f"{path} is corrupt: section {name} fails its checksum; "
                                 f"compile the model again")
-        sections[sec["name"]] = data
-        pos += sec["size"]
+        sections[name] = data
+        pos += size
     return header, sections

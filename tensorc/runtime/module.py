@@ -12,7 +12,7 @@ from typing import Mapping
 
 import numpy as np
 
-from tensorc.errors import InputError
+from tensorc.errors import ArtifactError, InputError
 from tensorc.runtime import artifact
 from tensorc.runtime.cpu import NativeLibrary
 
@@ -115,9 +115,18 @@ class Module:
                 f"{self._describe(self.outputs)}; target {self.target})")
 
 
+_HEADER_FIELDS = ("entry", "inputs", "outputs", "arena_size", "target")
+_SECTIONS = ("object", "constants")
+
+
 def load(path: str | Path) -> Module:
     """Load a module saved with :meth:`Module.save`; nothing is compiled again."""
     header, sections = artifact.read(path)
+    missing = [f"header field {key!r}" for key in _HEADER_FIELDS if key not in header]
+    missing += [f"section {name!r}" for name in _SECTIONS if name not in sections]
+    if missing:
+        raise ArtifactError(f"{path} is corrupt: it has no {', '.join(missing)}; compile the "
+                            f"model again")
     pool = np.frombuffer(sections["constants"], dtype=np.uint8)
     return Module(sections["object"], header["entry"], header["inputs"], header["outputs"],
                   pool, header["arena_size"], header["target"], sections.get("onnx"),

@@ -206,3 +206,12 @@ def test_converters_accept_every_attribute_of_their_opsets(op_type):
                 schema = defs.get_schema(op_type, version)
                 missing = set(schema.attributes) - entry.attributes
                 assert not missing, f"{op_type} opset {version}: {sorted(missing)}"
+
+
+def test_gather_on_runtime_data_is_unsupported():
+    model = make_model([helper.make_node("Gather", ["x", "i"], ["y"], name="take")],
+                       [tensor_info("x", "float32", [4, 3])], ["y"],
+                       initializers={"i": np.array([0, 2], np.int64)})
+    with pytest.raises(UnsupportedOpError, match="node 'take' \\(Gather, opset 17\\): Gather is "
+                                                 "supported on constant data"):
+        import_onnx(model)
