@@ -26,8 +26,8 @@ def _import(model, input_shapes):
     import onnx
 
     from tensorc.frontend.onnx import import_onnx, load_model
-    proto, _ = load_model(model)
-    graph = import_onnx(proto, input_shapes)
+    proto, label = load_model(model)
+    graph = import_onnx(proto, input_shapes, label=label)
     return proto, graph
 
 

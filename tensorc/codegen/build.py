@@ -29,10 +29,15 @@ class Kernel:
         if len(arrays) != len(params):
             raise InputError(f"{self.func.name} takes {len(params)} arrays, got {len(arrays)}")
         for buf, arr in zip(params, arrays):
+            if not isinstance(arr, np.ndarray):
+                raise InputError(f"{self.func.name}: parameter {buf.name} needs a contiguous "
+                                 f"{buf.dtype}{list(buf.shape)} numpy array, got "
+                                 f"{type(arr).__name__}")
             if tuple(arr.shape) != buf.shape or arr.dtype != np.dtype(buf.dtype) \
                     or not arr.flags.c_contiguous:
+                layout = "" if arr.flags.c_contiguous else "non-contiguous "
                 raise InputError(f"{self.func.name}: parameter {buf.name} needs a contiguous "
-                                 f"{buf.dtype}{list(buf.shape)} array, got "
+                                 f"{buf.dtype}{list(buf.shape)} array, got {layout}"
                                  f"{arr.dtype}{list(arr.shape)}")
         ptrs = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
         self._entry(ptrs, num_threads)

@@ -27,14 +27,17 @@ DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
 def import_onnx(model: str | Path | onnx.ModelProto,
-                input_shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
+                input_shapes: Mapping[str, Sequence[int]] | None = None,
+                label: str | None = None) -> Graph:
     """Convert an ONNX model (a path or a ModelProto) to a graph of core ops.
 
-    ``input_shapes`` binds the symbolic or unknown dims of the inputs.
+    ``input_shapes`` binds the symbolic or unknown dims of the inputs; ``label`` names the
+    model in error messages (the one :func:`load_model` returned for a model read from a file).
 
     >>> g = import_onnx("resnet50.onnx", input_shapes={"data": (1, 3, 224, 224)})  # doctest: +SKIP
     """
-    proto, label = load_model(model)
+    proto, default_label = load_model(model)
+    label = label or default_label
     _check_structure(proto, label)
     opset = default_opset(proto, label)
     _check_supported(proto, opset, label)
