@@ -61,6 +61,7 @@ def time_alternating(
     seconds: float = 1.5,
     samples: int = 25,
     warmup: int = 3,
+    settle: float = 0.02,
 ) -> dict[str, Timing]:
     """Time each zero-argument callable, alternating between them.
 
@@ -68,7 +69,9 @@ def time_alternating(
     samples, taken in turn. A sample is a batch of calls lasting about ``seconds / samples``
     (at least one call of the slowest candidate), so each candidate runs for about
     ``seconds``; a sample's figure is the batch's time per call. Batches long enough to
-    average out a stray interrupt keep the min-max spread meaningful.
+    average out a stray interrupt keep the min-max spread meaningful. Before each batch the
+    machine idles for ``settle`` seconds (not timed), so that the previous candidate's
+    spinning worker threads do not compete with this one.
     """
     if not candidates:
         return {}
@@ -86,6 +89,9 @@ def time_alternating(
     taken: dict[str, list[float]] = {name: [] for name in candidates}
     for _ in range(samples):
         for name, fn in candidates.items():
+            # Thread pools (onnxruntime's, libgomp's) spin for a while after a call; let the
+            # other candidate's workers go idle so that they do not steal this one's cores.
+            time.sleep(settle)
             taken[name].append(_time_calls(fn, batch[name]) / batch[name] * 1e3)
     return {name: Timing(tuple(taken[name]), batch[name]) for name in candidates}
 

@@ -306,12 +306,16 @@ class LLVMCodegen:
         (then the caller emits a scalar loop)."""
         if not _vectorizable(s.body, s.var):
             return False
-        lane_ids = ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))
-        self.fs.env[s.var] = lane_ids
         self.vec_var, self.lanes = s.var, lanes
+        self._set_lanes(list(range(lanes)))
         self.vector_stmt(s.body, s)
         del self.fs.env[s.var]
         return True
+
+    def _set_lanes(self, lane_ids: list[int]) -> None:
+        """Bind the vector variable to the values ``lane_ids`` (one per vector element)."""
+        self.lane_ids = lane_ids
+        self.fs.env[self.vec_var] = ir.Constant(ir.VectorType(I64, len(lane_ids)), lane_ids)
 
     def vector_stmt(self, st: Stmt, loop: For) -> None:
         if isinstance(st, Seq):
@@ -352,11 +356,8 @@ class LLVMCodegen:
         if lanes is not None and E.uses_var(index, self.vec_var):
             lin = E.linear_coeff(index, self.vec_var)
             if lin is not None and lin[1] == 1:
-                base = self._scalar_index(lin[0])
-                vty = ir.VectorType(storage_type(buf.dtype), lanes)
-                v = self.b.load(self._pointer(buf, base), typ=vty)
-                v.align = _itemsize(buf.dtype)
-                return self._from_storage(v, buf.dtype)
+                ptr = self._pointer(buf, self._scalar_index(lin[0]))
+                return self._from_storage(self._contiguous_load(ptr, buf, lanes), buf.dtype)
             if lin is not None and 2 <= lin[1] <= MAX_SHUFFLE_STRIDE:
                 return self._strided_load(buf, lin[0], lin[1], lanes)
             return self._gather(buf, self.expr(index, lanes), lanes)
@@ -379,6 +380,103 @@ class LLVMCodegen:
         return self._from_storage(self.b.shuffle_vector(v, ir.Constant(wide, ir.Undefined),
                                                         picks), buf.dtype)
 
+    def _contiguous_load(self, ptr: ir.Value, buf: Buffer, lanes: int) -> ir.Value:
+        """A vector load; an odd width (14, 7 lanes) from memory loads the next power of two
+        with the extra lanes masked off, which legalizes into one masked instruction. Local
+        buffers keep plain accesses, which LLVM promotes to registers."""
+        dtype = buf.dtype
+        ety = storage_type(dtype)
+        full = _pow2_at_least(lanes)
+        if full == lanes or buf.scope == "local":
+            v = self.b.load(ptr, typ=ir.VectorType(ety, lanes))
+            v.align = _itemsize(dtype)
+            return v
+        wide = ir.VectorType(ety, full)
+        fn = self._declare(f"llvm.masked.load.v{full}{_type_suffix(ety)}.p0", wide,
+                           [PTR, I32, ir.VectorType(I1, full), wide])
+        mask = ir.Constant(ir.VectorType(I1, full), [int(k < lanes) for k in range(full)])
+        v = self.b.call(fn, [ptr, ir.Constant(I32, _itemsize(dtype)), mask,
+                             ir.Constant(wide, ir.Undefined)])
+        return self.b.shuffle_vector(v, ir.Constant(wide, ir.Undefined),
+                                     ir.Constant(ir.VectorType(I32, lanes), list(range(lanes))))
+
+    def _contiguous_store(self, ptr: ir.Value, value: ir.Value, buf: Buffer, lanes: int
+                          ) -> None:
+        dtype = buf.dtype
+        ety = storage_type(dtype)
+        full = _pow2_at_least(lanes)
+        if full == lanes or buf.scope == "local":
+            st = self.b.store(value, ptr)
+            st.align = _itemsize(dtype)
+            return
+        wide = ir.VectorType(ety, full)
+        widened = self.b.shuffle_vector(
+            value, ir.Constant(value.type, ir.Undefined),
+            ir.Constant(ir.VectorType(I32, full), [min(k, lanes - 1) for k in range(full)]))
+        fn = self._declare(f"llvm.masked.store.v{full}{_type_suffix(ety)}.p0", VOID,
+                           [wide, PTR, I32, ir.VectorType(I1, full)])
+        mask = ir.Constant(ir.VectorType(I1, full), [int(k < lanes) for k in range(full)])
+        self.b.call(fn, [widened, ptr, ir.Constant(I32, _itemsize(dtype)), mask])
+
+    def _lane_compare(self, e: E.Compare, lanes: int) -> ir.Value | None:
+        """An integer comparison affine in the vector variable, ``base + s*k OP 0`` for lanes
+        k: compare the constant lane vector ``s*k`` with ``-base`` in 32-bit lanes (one
+        instruction) instead of building 64-bit index vectors."""
+        lin = E.linear_coeff(e.a - e.b, self.vec_var)
+        if lin is None or not _is_signed(e.a.dtype) or abs(lin[1]) * lanes >= 1 << 30:
+            return None
+        base, stride = lin
+        b = self.b
+        neg = self.cast(b.sub(ir.Constant(I64, 0), self.cast(self.expr(base, None),
+                                                             e.a.dtype, "int64")),
+                        "int64", "int64")
+        # saturate -base into int32: the lane offsets are small, so the comparison is exact
+        lo, hi = ir.Constant(I64, -(1 << 31)), ir.Constant(I64, (1 << 31) - 1)
+        neg = b.select(b.icmp_signed("<", neg, lo), lo, neg)
+        neg = b.select(b.icmp_signed(">", neg, hi), hi, neg)
+        rhs = self._broadcast(b.trunc(neg, I32), lanes)
+        offsets = ir.Constant(ir.VectorType(I32, lanes), [stride * k for k in self.lane_ids])
+        return b.icmp_signed(_ICMP[e.op], offsets, rhs)
+
+    def _guarded_load(self, e: E.Select, lanes: int) -> ir.Value | None:
+        """``select(cond, B[clamp(i)], v)`` where cond proves every clamp a no-op (the padded
+        load idiom): a masked vector load of ``B[i]`` (masked-off lanes never fault)."""
+        load: E.Load = e.true_value
+        buf = load.source
+        if buf.dtype == "bool":
+            return None
+        index = _strip_justified_clamps(load.indices[0], e.cond)
+        lin = None if index is None else E.linear_coeff(index, self.vec_var)
+        if lin is None or not 1 <= lin[1] <= MAX_SHUFFLE_STRIDE:
+            return None
+        base, stride = lin
+        mask = self._broadcast(self.expr(e.cond, lanes), lanes)
+        other = self._broadcast(self.expr(e.false_value, lanes), lanes)
+        ety = storage_type(buf.dtype)
+        span = stride * (lanes - 1) + 1
+        wide = ir.VectorType(ety, span)
+        if stride > 1:
+            # the condition of element j of the span is the condition of lane j // stride,
+            # and only every stride-th element is loaded
+            lane_ids = self.lane_ids
+            self._set_lanes([j // stride for j in range(span)])
+            spread = self._broadcast(self.expr(e.cond, span), span)
+            self._set_lanes(lane_ids)
+            pattern = ir.Constant(ir.VectorType(I1, span), [int(j % stride == 0)
+                                                             for j in range(span)])
+            wide_mask = self.b.and_(spread, pattern)
+        else:
+            wide_mask = mask
+        fn = self._declare(f"llvm.masked.load.v{span}{_type_suffix(ety)}.p0", wide,
+                           [PTR, I32, ir.VectorType(I1, span), wide])
+        ptr = self._pointer(buf, self._scalar_index(base))
+        v = self.b.call(fn, [ptr, ir.Constant(I32, _itemsize(buf.dtype)), wide_mask,
+                             ir.Constant(wide, ir.Undefined)])
+        if stride > 1:
+            picks = ir.Constant(ir.VectorType(I32, lanes), [k * stride for k in range(lanes)])
+            v = self.b.shuffle_vector(v, ir.Constant(wide, ir.Undefined), picks)
+        return self.b.select(mask, v, other)
+
     def _gather(self, buf: Buffer, idx: ir.Value, lanes: int) -> ir.Value:
         ety = storage_type(buf.dtype)
         vty = ir.VectorType(ety, lanes)
@@ -400,8 +498,7 @@ class LLVMCodegen:
             lin = E.linear_coeff(index, self.vec_var)
             if lin is not None and lin[1] == 1:
                 ptr = self._pointer(buf, self._scalar_index(lin[0]))
-                st = self.b.store(self._to_storage(value, buf.dtype), ptr)
-                st.align = _itemsize(buf.dtype)
+                self._contiguous_store(ptr, self._to_storage(value, buf.dtype), buf, lanes)
                 return
             idx = self.expr(index, lanes)
             for k in range(lanes):
@@ -450,6 +547,10 @@ class LLVMCodegen:
             x, y = self._pair(self.expr(e.a, lanes), self.expr(e.b, lanes))
             return self.binary(e.op, e.a.dtype, x, y)
         if isinstance(e, E.Compare):
+            if lanes is not None and E.is_int(e.a.dtype):
+                fast = self._lane_compare(e, lanes)
+                if fast is not None:
+                    return fast
             x, y = self._pair(self.expr(e.a, lanes), self.expr(e.b, lanes))
             if E.is_float(e.a.dtype):
                 return b.fcmp_ordered(_ICMP[e.op], x, y) if e.op != "ne" else \
@@ -463,6 +564,10 @@ class LLVMCodegen:
             x, y = self._pair(self.expr(e.args[0], lanes), self.expr(e.args[1], lanes))
             return b.and_(x, y) if e.op == "and" else b.or_(x, y)
         if isinstance(e, E.Select):
+            if lanes is not None and isinstance(e.true_value, E.Load):
+                guarded = self._guarded_load(e, lanes)
+                if guarded is not None:
+                    return guarded
             c = self.expr(e.cond, lanes)
             t, f = self._pair(self.expr(e.true_value, lanes), self.expr(e.false_value, lanes))
             if isinstance(c.type, ir.VectorType) or isinstance(t.type, ir.VectorType):
@@ -506,7 +611,7 @@ class LLVMCodegen:
             if op == "div":
                 return b.fdiv(x, y)
             if op in ("min", "max"):
-                # NaN-propagating, as numpy's minimum/maximum
+                # NaN-propagating, as numpy's minimum/maximum and ONNX's Min/Max
                 return self._intr2("llvm.minimum" if op == "min" else "llvm.maximum", x, y)
             if op == "pow":
                 return self._intr2("llvm.pow", x, y)
@@ -617,6 +722,13 @@ class LLVMCodegen:
         return v
 
 
+def _pow2_at_least(n: int) -> int:
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
 def _bits(dtype: str) -> int:
     return 1 if dtype == "bool" else _itemsize(dtype) * 8
 
@@ -647,6 +759,37 @@ def _buffers_used(s: Stmt) -> list[Buffer]:
                 if isinstance(x, E.Load):
                     seen.setdefault(id(x.source), x.source)
     return list(seen.values())
+
+
+def _conjuncts(c: E.Expr) -> list[E.Expr]:
+    if isinstance(c, E.Logical) and c.op == "and":
+        return [x for a in c.args for x in _conjuncts(a)]
+    return [c]
+
+
+def _strip_justified_clamps(index: E.Expr, cond: E.Expr) -> E.Expr | None:
+    """``index`` with each clamp ``max(e, 0)`` / ``min(e, n - 1)`` replaced by ``e`` where
+    ``cond`` has the conjunct ``e >= 0`` / ``e < n``; None when nothing could be stripped."""
+    lower, upper = set(), set()
+    for c in _conjuncts(cond):
+        if isinstance(c, E.Compare) and isinstance(c.b, E.Const):
+            if c.op == "ge" and c.b.value == 0:
+                lower.add(E.expr_key(c.a))
+            elif c.op == "lt":
+                upper.add((E.expr_key(c.a), c.b.value))
+    stripped = False
+
+    def fn(x: E.Expr):
+        nonlocal stripped
+        if isinstance(x, E.Binary) and isinstance(x.b, E.Const):
+            key = E.expr_key(x.a)
+            if (x.op == "max" and x.b.value == 0 and key in lower) or \
+                    (x.op == "min" and (key, x.b.value + 1) in upper):
+                stripped = True
+                return x.a
+        return None
+    out = E.transform(index, fn)
+    return out if stripped else None
 
 
 def _vectorizable(s: Stmt, var: E.Var) -> bool:

@@ -235,7 +235,9 @@ class Reduce(Expr):
     """A commutative reduction of ``source`` over ``axes`` (te.IterVar) starting at ``init``."""
 
     __slots__ = ("combiner", "source", "axes", "init")
-    COMBINERS = ("sum", "max", "min", "prod")
+    # "max_ordered": acc > x ? acc : x, which is x86's maxps and onnxruntime's pooling (a NaN
+    # input is skipped unless it comes last); "max" propagates NaN like numpy.
+    COMBINERS = ("sum", "max", "min", "prod", "max_ordered")
 
     def __init__(self, combiner: str, source: Expr, axes, init: Expr):
         assert combiner in self.COMBINERS

@@ -285,7 +285,10 @@ class _Lowering:
             extents.append(hi - lo + 1)
         self.region_min[id(t)] = mins
         self.region_extent[id(t)] = extents
-        self.buffers[id(t)] = Buffer(child.name, tuple(extents), t.dtype, child.scope)
+        # a stage computed inside another's loop is a temporary of that loop: local unless
+        # the schedule chose another scope (shared memory on GPUs)
+        scope = "local" if child.scope == "global" else child.scope
+        self.buffers[id(t)] = Buffer(child.name, tuple(extents), t.dtype, scope)
 
 
 def _loads_of(body: Expr, t: Tensor) -> list[Load]:
@@ -324,6 +327,8 @@ def _combine(combiner: str, acc: Expr, value: Expr) -> Expr:
         return acc + value
     if combiner == "prod":
         return acc * value
+    if combiner == "max_ordered":
+        return E.select(E.Compare("gt", acc, value), acc, value)
     return E.Binary(combiner, acc, value)
 
 

@@ -143,6 +143,11 @@ def max_(source: Expr, axis) -> Reduce:
     return _reduce("max", source, axis, min_value(source.dtype))
 
 
+def max_ordered(source: Expr, axis) -> Reduce:
+    """Maximum as ``acc > x ? acc : x`` (one vmaxps; onnxruntime's MaxPool semantics)."""
+    return _reduce("max_ordered", source, axis, min_value(source.dtype))
+
+
 def min_(source: Expr, axis) -> Reduce:
     return _reduce("min", source, axis, max_value(source.dtype))
 

@@ -33,6 +33,15 @@ def _size(t: Tensor) -> int:
     return n
 
 
+def vector_block(extent: int, lanes: int) -> int:
+    """Elements per vector along an axis: at most ``lanes``, preferably a divisor of the
+    extent (a tail block needs a guard, and inside a reduction a scalar fallback)."""
+    if extent <= lanes:
+        return extent
+    fits = [d for d in range(lanes // 2, lanes + 1) if extent % d == 0]
+    return max(fits) if fits else lanes
+
+
 def vectorize_inner(target: Target, stage: Stage, extent: int, dtype: str):
     """Split the stage's innermost spatial loop by the vector width and vectorize the inner
     part; return the outer loops (outermost first)."""
@@ -41,7 +50,7 @@ def vectorize_inner(target: Target, stage: Stage, extent: int, dtype: str):
     if not axes:
         return []
     if extent >= lanes:
-        outer, inner = stage.split(axes[-1], lanes)
+        outer, inner = stage.split(axes[-1], vector_block(extent, lanes))
         stage.vectorize(inner)
         return [*axes[:-1], outer]
     if len(axes) > 1:
@@ -80,11 +89,10 @@ def schedule_reduction(target: Target, sch: Schedule, out: Tensor, anchor: Tenso
         for (n.c.y.f: parallel)  for (x.o)  [for (k...)  for (x.i: vectorized)]
     """
     if out is anchor:
-        stage = sch[out]
-        outer = vectorize_inner_reduction(target, stage, out)
-        parallel_outer(stage, outer, _size(out))
-        return
-    # an epilogue follows: compute the anchor in vector-sized blocks at the output's loop
+        # accumulate in a local (register) block, copied out once
+        anchor = sch.cache_write(anchor, "local")
+    # compute the anchor in vector-sized blocks at the output's loop (the copy-out, or the
+    # fused epilogue)
     stage = sch[out]
     outer = vectorize_inner(target, stage, out.shape[-1] if out.shape else 1, out.dtype)
     attach = parallel_outer(stage, outer, _size(out))
@@ -106,7 +114,7 @@ def vectorize_inner_reduction(target: Target, stage: Stage, t: Tensor) -> list:
     last = t.shape[-1]
     if last > 1:
         if last > lanes:
-            outer, inner = stage.split(axes[-1], lanes)
+            outer, inner = stage.split(axes[-1], vector_block(last, lanes))
             stage.reorder(*axes[:-1], outer, *reduce_axes, inner)
             stage.vectorize(inner)
             return [*axes[:-1], outer]

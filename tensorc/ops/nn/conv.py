@@ -21,6 +21,7 @@ from tensorc.ops.schedules import (
     in_range,
     schedule_injective,
     schedule_reduction,
+    vector_block,
 )
 from tensorc.ops.shape_rules import (
     check_window_attrs,
@@ -163,7 +164,7 @@ def _conv_schedule(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.Ten
     compute_tensor = sch.cache_write(conv_t, "local") if out is conv_t else conv_t
     st = sch[out]
     n, f, y, x = st.op_axis
-    xb = _row_block(out.shape[3], lanes)
+    xb = vector_block(out.shape[3], lanes)
     fo, fi = st.split(f, block)
     xo, xi = st.split(x, xb)
     st.reorder(n, fo, y, xo, fi, xi)
@@ -177,15 +178,6 @@ def _conv_schedule(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.Ten
     cs.reorder(cn, cy, *cs.reduce_axis, cf, cx)
     cs.unroll(cf)
     cs.vectorize(cx)
-
-
-def _row_block(width: int, lanes: int) -> int:
-    """Columns per register tile: at most one vector, preferably a divisor of the row width
-    (a tail block would put a guard inside the accumulation loop)."""
-    if width <= lanes:
-        return width
-    fits = [d for d in range(lanes // 2, lanes + 1) if width % d == 0]
-    return max(fits) if fits else lanes
 
 
 def _divisor_at_most(n: int, limit: int) -> int:

@@ -89,7 +89,8 @@ def _max_pool_reference(attrs: dict, x: np.ndarray) -> list[np.ndarray]:
     result = np.full(x.shape[:2] + out, lowest, dtype=x.dtype)
     for _, view in window_slices(padded, attrs["kernel_shape"], attrs["strides"],
                                  _dilations(attrs, x.ndim - 2), out):
-        np.maximum(result, view, out=result)
+        # acc > x ? acc : x, as the kernel and onnxruntime (see te.max_ordered)
+        result = np.where(result > view, result, view)
     return [result]
 
 
@@ -135,7 +136,7 @@ def _max_pool_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
 
     def body(n, c, *o):
         pos = _window_positions(attrs, spatial, o, rk)
-        return te.max_(padded[(n, c, *pos)], axis=rk)
+        return te.max_ordered(padded[(n, c, *pos)], axis=rk)
     return te.compute(x.shape[:2] + out, body, name="max_pool")
 
 
