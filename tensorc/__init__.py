@@ -23,8 +23,6 @@ STAGES = ("graph", "fused", "loops", "llvm")
 
 
 def _import(model, input_shapes):
-    import onnx
-
     from tensorc.frontend.onnx import import_onnx, load_model
     proto, label = load_model(model)
     graph = import_onnx(proto, input_shapes, label=label)

@@ -14,7 +14,7 @@ from tensorc.errors import ScheduleError
 from tensorc.ir import expr as E
 from tensorc.ir.expr import Const, Expr, Load, Reduce, Var, all_of, substitute, transform
 from tensorc.ir.loop import Allocate, Buffer, For, IfThenElse, PrimFunc, Stmt, Store, seq
-from tensorc.ir.schedule import Fuse, Schedule, Split, Stage, SVar
+from tensorc.ir.schedule import Schedule, Split, Stage, SVar
 from tensorc.ir.te import ComputeOp, PlaceholderOp, Tensor
 
 

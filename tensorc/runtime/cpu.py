@@ -23,8 +23,9 @@ def _load_gomp() -> None:
     try:
         llvm.load_library_permanently(path)
     except RuntimeError as exc:
-        raise TensorcError(f"cannot load libgomp ({path}), which parallel kernels need: {exc}. "
-                           f"Install GCC's OpenMP runtime (Debian: apt-get install libgomp1)")
+        raise TensorcError(
+            f"cannot load libgomp ({path}), which parallel kernels need: {exc}. "
+            f"Install GCC's OpenMP runtime (Debian: apt-get install libgomp1)") from None
     _gomp_loaded = True
 
 

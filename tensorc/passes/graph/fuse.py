@@ -17,16 +17,15 @@ from dataclasses import dataclass, field
 from tensorc.ir.graph import Graph, Node, Value
 from tensorc.ops.registry import Pattern, get_op
 
-E, B, I, R, O = (Pattern.ELEMWISE, Pattern.BROADCAST, Pattern.INJECTIVE, Pattern.REDUCTION,
-                 Pattern.OUT_ELEMWISE_FUSABLE)
+_ELEMWISE, _BROADCAST, _INJECTIVE = Pattern.ELEMWISE, Pattern.BROADCAST, Pattern.INJECTIVE
 
 # Which node patterns a group whose strongest member has pattern `kind` may take at its end.
 CAN_APPEND: dict[Pattern, frozenset] = {
-    E: frozenset({E, B, I}),
-    B: frozenset({E, B, I}),
-    I: frozenset({E, B, I}),
-    R: frozenset({E, B}),
-    O: frozenset({E, B}),
+    Pattern.ELEMWISE: frozenset({_ELEMWISE, _BROADCAST, _INJECTIVE}),
+    Pattern.BROADCAST: frozenset({_ELEMWISE, _BROADCAST, _INJECTIVE}),
+    Pattern.INJECTIVE: frozenset({_ELEMWISE, _BROADCAST, _INJECTIVE}),
+    Pattern.REDUCTION: frozenset({_ELEMWISE, _BROADCAST}),
+    Pattern.OUT_ELEMWISE_FUSABLE: frozenset({_ELEMWISE, _BROADCAST}),
     Pattern.OPAQUE: frozenset(),
 }
 
