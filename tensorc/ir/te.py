@@ -30,6 +30,35 @@ class IterVar:
     def __repr__(self) -> str:
         return f"IterVar({self.var.name}, {self.extent}, {self.kind})"
 
+    # arithmetic on an axis is arithmetic on its variable: ``y * stride + ry``
+    def __add__(self, other):
+        return self.var + _as_var(other)
+
+    def __radd__(self, other):
+        return _as_var(other) + self.var
+
+    def __sub__(self, other):
+        return self.var - _as_var(other)
+
+    def __rsub__(self, other):
+        return _as_var(other) - self.var
+
+    def __mul__(self, other):
+        return self.var * _as_var(other)
+
+    def __rmul__(self, other):
+        return _as_var(other) * self.var
+
+    def __floordiv__(self, other):
+        return self.var // _as_var(other)
+
+    def __mod__(self, other):
+        return self.var % _as_var(other)
+
+
+def _as_var(x):
+    return x.var if isinstance(x, IterVar) else x
+
 
 def reduce_axis(extent: int, name: str = "k") -> IterVar:
     return IterVar(Var(name), extent, "reduce")
