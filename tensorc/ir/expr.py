@@ -261,6 +261,8 @@ def const(value, dtype: str = INDEX) -> Const:
 def as_expr(value, dtype: str = INDEX) -> Expr:
     if isinstance(value, Expr):
         return value
+    if isinstance(getattr(value, "var", None), Var):     # a te.IterVar stands for its variable
+        return value.var
     if isinstance(value, bool):
         return Const(value, "bool") if dtype == "bool" else Const(int(value), dtype)
     if isinstance(value, float) and not is_float(dtype):
