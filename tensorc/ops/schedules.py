@@ -43,9 +43,9 @@ def vector_block(extent: int, lanes: int) -> int:
 
 
 def vectorize_inner(target: Target, stage: Stage, extent: int, dtype: str):
-    """Split the stage's innermost spatial loop by the vector width and vectorize the inner
-    part; return the outer loops (outermost first)."""
-    axes = stage.op_axis
+    """Split the stage's innermost loop (of extent ``extent``) by the vector width and
+    vectorize the inner part; return the outer loops (outermost first, in loop order)."""
+    axes = [sv for sv in stage.leaf_vars if sv.kind == "spatial"]
     lanes = target.vector_lanes(dtype)
     if not axes:
         return []
@@ -75,7 +75,8 @@ def parallel_outer(stage: Stage, loops: list, size: int):
 
 
 def schedule_injective(target: Target, sch: Schedule, out: Tensor) -> None:
-    """Elementwise, broadcast and injective groups: vectorize the inner loop, parallel outer."""
+    """Elementwise, broadcast and injective groups: vectorize the inner loop, parallel outer
+    (in the stage's current loop order)."""
     stage = sch[out]
     outer = vectorize_inner(target, stage, out.shape[-1] if out.shape else 1, out.dtype)
     parallel_outer(stage, outer, _size(out))

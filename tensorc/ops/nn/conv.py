@@ -149,15 +149,24 @@ def _conv_schedule(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.Ten
                    attrs: dict) -> None:
     """2-D direct convolution, vectorized along the output row: an output tile of
     FILTER_TILE filters x one vector of columns is accumulated in registers over
-    (channel, kernel row, kernel column); the padded input is materialized once per call;
-    (image, filter block, row) tiles run in parallel. Other convs use the generic schedule."""
+    (channel, kernel row, kernel column); the padded input is materialized once per call.
+    Tiles run in parallel, split by filter block where the weights outweigh the input (each
+    thread streams its share of the weights) and by output row otherwise (each thread reads
+    its share of the input, which the padding copy also splits by row, so the rows a thread
+    pads are the rows it reads). Other convs use the generic schedule."""
     spatial = len(out.shape) - 2
-    pad_stage = next((sch[t] for t in conv_t.op.input_tensors() if t.op.name == "pad"), None)
+    inputs = conv_t.op.input_tensors()
+    pad_stage = next((sch[t] for t in inputs if t.op.name == "pad"), None)
     if spatial != 2:
         schedule_reduction(target, sch, out, conv_t)
         return
+    weight = inputs[-1]
+    by_rows = np.prod(weight.shape) < np.prod(inputs[0].shape)
     if pad_stage is not None:
         pad_stage.compute_root()
+        pn, pc, ph, pw = pad_stage.op_axis
+        if by_rows:
+            pad_stage.reorder(pn, ph, pc, pw)
         schedule_injective(target, sch, pad_stage.tensor)
     lanes = target.vector_lanes(out.dtype)
     block = attrs.get("kernel_block", 0) or _divisor_at_most(out.shape[1], FILTER_TILE)
@@ -167,9 +176,13 @@ def _conv_schedule(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.Ten
     xb = vector_block(out.shape[3], lanes)
     fo, fi = st.split(f, block)
     xo, xi = st.split(x, xb)
-    st.reorder(n, fo, y, xo, fi, xi)
+    if by_rows:
+        st.reorder(n, y, fo, xo, fi, xi)
+        fused = st.fuse(n, y, fo)
+    else:
+        st.reorder(n, fo, y, xo, fi, xi)
+        fused = st.fuse(n, fo, y)
     st.vectorize(xi)
-    fused = st.fuse(n, fo, y)
     if np.prod(out.shape) >= PARALLEL_MIN_ELEMENTS:
         st.parallel(fused)
     cs = sch[compute_tensor]
