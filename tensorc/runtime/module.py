@@ -43,6 +43,13 @@ class Module:
         self._entry = self._library.entry(entry)
         self._arena = _aligned_empty(arena_size)
         self._pool = _aligned_copy(const_pool)
+        # per-call data prepared once: pointer slots (pool and arena fixed), dtypes
+        self._in_specs = [(n, s, np.dtype(d)) for n, s, d in self.inputs]
+        self._out_specs = [(n, s, np.dtype(d)) for n, s, d in self.outputs]
+        nargs = len(self.inputs) + len(self.outputs) + 2
+        self._args = (ctypes.c_void_p * nargs)()
+        self._args[nargs - 2] = self._pool.ctypes.data
+        self._args[nargs - 1] = self._arena.ctypes.data
 
     @property
     def input_names(self) -> list[str]:
@@ -55,14 +62,35 @@ class Module:
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run one inference; returns a dict output name -> array."""
         arrays = self._check_feeds(feeds)
-        outs = [np.empty(shape, dtype=np.dtype(dtype)) for _, shape, dtype in self.outputs]
-        ptrs = [a.ctypes.data for a in arrays] + [o.ctypes.data for o in outs] + \
-               [self._pool.ctypes.data, self._arena.ctypes.data]
-        args = (ctypes.c_void_p * len(ptrs))(*ptrs)
+        args = self._args
+        k = 0
+        for a in arrays:
+            args[k] = a.ctypes.data
+            k += 1
+        result = {}
+        for name, shape, dtype in self._out_specs:
+            out = np.empty(shape, dtype)
+            args[k] = out.ctypes.data
+            k += 1
+            result[name] = out
         self._entry(args, int(self.num_threads))
-        return {name: o for (name, _, _), o in zip(self.outputs, outs)}
+        return result
 
     def _check_feeds(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        # fast path: a dict of exactly the inputs, as contiguous arrays of the right type
+        if type(feeds) is dict and len(feeds) == len(self._in_specs):
+            arrays = []
+            for name, shape, dtype in self._in_specs:
+                arr = feeds.get(name)
+                if type(arr) is not np.ndarray or arr.dtype != dtype or arr.shape != shape \
+                        or not arr.flags.c_contiguous:
+                    break
+                arrays.append(arr)
+            else:
+                return arrays
+        return self._check_feeds_slowly(feeds)
+
+    def _check_feeds_slowly(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         if not isinstance(feeds, Mapping):
             raise InputError(f"run() takes a dict of input name -> array, got "
                              f"{type(feeds).__name__}; inputs: {self.input_names}")
