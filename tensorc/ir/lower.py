@@ -18,30 +18,39 @@ from tensorc.ir.schedule import Schedule, Split, Stage, SVar
 from tensorc.ir.te import ComputeOp, PlaceholderOp, Tensor
 
 
+def loop_extents(stage: Stage, root_extents: dict[SVar, int] | None = None
+                 ) -> dict[SVar, int]:
+    """The extent of every loop of ``stage`` (root loops default to their full extent).
+
+    A split by a factor at least the extent keeps one outer iteration and an inner loop of
+    the whole extent; otherwise the outer loop rounds up (and lowering adds a guard).
+    """
+    ext = {sv: (root_extents or {}).get(sv, sv.root_extent) for sv in stage.root_vars}
+    for rel in stage.relations:
+        if isinstance(rel, Split):
+            n = ext[rel.parent]
+            if rel.factor is not None:
+                inner = min(rel.factor, n)
+                outer = -(-n // inner)
+            else:
+                outer = min(rel.nparts, n)
+                inner = -(-n // outer)
+            ext[rel.outer], ext[rel.inner] = outer, inner
+        else:
+            ext[rel.fused] = ext[rel.outer] * ext[rel.inner]
+    return ext
+
+
 class _NestInfo:
     """Extents of a stage's loops and its root indices in terms of the leaf loop variables."""
 
     def __init__(self, stage: Stage, root_ranges: dict[SVar, tuple[Expr, int]]):
-        ext: dict[SVar, int] = {sv: root_ranges[sv][1] for sv in stage.root_vars}
-        inner_ext: dict[Split, int] = {}
-        for rel in stage.relations:
-            if isinstance(rel, Split):
-                n = ext[rel.parent]
-                if rel.factor is not None:
-                    inner = min(rel.factor, n)
-                    outer = -(-n // inner)
-                else:
-                    outer = min(rel.nparts, n)
-                    inner = -(-n // outer)
-                ext[rel.outer], ext[rel.inner] = outer, inner
-                inner_ext[id(rel)] = inner
-            else:
-                ext[rel.fused] = ext[rel.outer] * ext[rel.inner]
+        ext = loop_extents(stage, {sv: r[1] for sv, r in root_ranges.items()})
         value: dict[SVar, Expr] = {sv: sv.var for sv in stage.leaf_vars}
         guards: list[tuple[SVar, Expr]] = []
         for rel in reversed(stage.relations):
             if isinstance(rel, Split):
-                inner = inner_ext[id(rel)]
+                inner = ext[rel.inner]
                 value[rel.parent] = value[rel.outer] * inner + value[rel.inner]
                 if ext[rel.outer] * inner != ext[rel.parent]:
                     guards.append((rel.parent, E.Compare("lt", value[rel.parent],

@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 
 from helpers_kernels import compile_func, run_kernel
 from tensorc.ir.expr import Load, all_of, maximum, minimum, select, walk
-from tensorc.ir.lower import lower
+from tensorc.ir.lower import loop_extents, lower
 from tensorc.ir.schedule import (
-    Schedule, Split, Stage, create_schedule, replay, trace_from_json, trace_to_json,
+    Schedule, Stage, create_schedule, replay, trace_from_json, trace_to_json,
 )
 from tensorc.ir.te import Tensor, compute, max_, placeholder, reduce_axis, sum_
 
@@ -157,24 +157,6 @@ def unscheduled(definition: str, params: tuple) -> tuple[list[np.ndarray], list[
 
 # ---------------------------------------------------------------------------------------------
 # random legal schedules
-
-def loop_extents(stage: Stage) -> dict:
-    """Extent of every loop of ``stage`` (as lowering computes it)."""
-    ext = {sv: sv.root_extent for sv in stage.root_vars}
-    for rel in stage.relations:
-        if isinstance(rel, Split):
-            n = ext[rel.parent]
-            if rel.factor is not None:
-                inner = min(rel.factor, n)
-                outer = -(-n // inner)
-            else:
-                outer = min(rel.nparts, n)
-                inner = -(-n // outer)
-            ext[rel.outer], ext[rel.inner] = outer, inner
-        else:
-            ext[rel.fused] = ext[rel.outer] * ext[rel.inner]
-    return ext
-
 
 def draw_loops(data, stage: Stage) -> None:
     """Split, reorder, fuse and annotate the loops of ``stage``."""
