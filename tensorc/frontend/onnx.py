@@ -2,7 +2,7 @@
 
 The importer loads and sanity-checks the model, walks the whole graph once to report every
 unsupported op together, binds symbolic input dims from ``input_shapes``, then converts node
-by node with the converters of :mod:`tensorc.frontend.converters`, chosen by the model's opset.
+by node with the converters of :mod:`tensorc.frontend.converters` (one module per op family), chosen by the model's opset.
 Nodes whose inputs are all constants are evaluated on the spot, so shape arithmetic
 (Shape -> Gather -> Concat -> Reshape) becomes constants.
 """

@@ -1,0 +1,145 @@
+"""Converters of ONNX linear algebra, convolution, pooling, normalization, softmax."""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Callable, Sequence
+
+
+from tensorc.errors import ShapeError, UnsupportedOpError
+from tensorc.frontend.converters import (
+    converter, normalize_axis, reshape, scalar, spatial_attrs,
+)
+from tensorc.ir.graph import Value
+
+if TYPE_CHECKING:
+    from tensorc.frontend.onnx import ImportContext
+
+
+@converter("MatMul", since=1)
+def matmul(ctx: ImportContext, inputs: list[Value]) -> Value:
+    a, b = inputs
+    if a.type.ndim == 0 or b.type.ndim == 0:
+        raise ShapeError(f"MatMul operands must not be scalars, got {a.type} and {b.type}")
+    # numpy promotes 1-D operands to matrices and drops the added dim from the result.
+    a2 = reshape(ctx, a, (1,) + a.type.shape) if a.type.ndim == 1 else a
+    b2 = reshape(ctx, b, b.type.shape + (1,)) if b.type.ndim == 1 else b
+    y = ctx.emit("matmul", [a2, b2])
+    shape = y.type.shape
+    if b.type.ndim == 1:
+        shape = shape[:-1]
+    if a.type.ndim == 1:
+        shape = shape[:-2] + shape[-1:] if b.type.ndim != 1 else shape[:-1]
+    return reshape(ctx, y, shape)
+
+
+@converter("Gemm", since=7)
+def gemm(ctx: ImportContext, inputs: list[Value], *, alpha: float = 1.0, beta: float = 1.0,
+         transA: int = 0, transB: int = 0) -> Value:
+    a, b = inputs[:2]
+    c = inputs[2] if len(inputs) > 2 else None
+    if transA:
+        a = ctx.emit("transpose", [a], perm=(1, 0))
+    if transB:
+        b = ctx.emit("transpose", [b], perm=(1, 0))  # folds away for a constant weight
+    if alpha != 1.0:
+        if ctx.constant(b) is not None:
+            b = ctx.emit("mul", [b, scalar(ctx, alpha, b)])
+        else:
+            a = ctx.emit("mul", [a, scalar(ctx, alpha, a)])
+    y = ctx.emit("matmul", [a, b])
+    if c is not None and beta != 0.0:
+        if beta != 1.0:
+            c = ctx.emit("mul", [c, scalar(ctx, beta, c)])
+        y = ctx.emit("add", [y, c])
+    return y
+
+
+# convolution and pooling ----------------------------------------------------------------------
+@converter("Conv", since=1)
+def conv(ctx: ImportContext, inputs: list[Value], *, auto_pad: str = "NOTSET",
+         dilations: Sequence[int] | None = None, group: int = 1,
+         kernel_shape: Sequence[int] | None = None, pads: Sequence[int] | None = None,
+         strides: Sequence[int] | None = None) -> Value:
+    x, w = inputs[:2]
+    bias = inputs[2] if len(inputs) > 2 else None
+    kernel = tuple(kernel_shape or w.type.shape[2:])
+    strides, pads, dilations = spatial_attrs(x, kernel, strides, dilations, pads, auto_pad)
+    y = ctx.emit("conv", [x, w], strides=strides, pads=pads, dilations=dilations,
+                 groups=int(group))
+    if bias is not None:
+        shape = (1, bias.type.size) + (1,) * (y.type.ndim - 2)
+        y = ctx.emit("add", [y, reshape(ctx, bias, shape)])
+    return y
+
+
+@converter("MaxPool", since=1)
+def max_pool(ctx: ImportContext, inputs: list[Value], *, auto_pad: str = "NOTSET",
+             ceil_mode: int = 0, dilations: Sequence[int] | None = None,
+             kernel_shape: Sequence[int], pads: Sequence[int] | None = None,
+             storage_order: int = 0, strides: Sequence[int] | None = None
+             ) -> tuple[Value, None]:
+    x = inputs[0]
+    strides, pads, dilations = spatial_attrs(x, kernel_shape, strides, dilations, pads,
+                                              auto_pad)
+    y = ctx.emit("max_pool", [x], kernel_shape=tuple(kernel_shape), strides=strides, pads=pads,
+                 dilations=dilations, ceil_mode=bool(ceil_mode))
+    return y, None  # the Indices output is not supported
+
+
+@converter("AveragePool", since=1)
+def average_pool(ctx: ImportContext, inputs: list[Value], *, auto_pad: str = "NOTSET",
+                 ceil_mode: int = 0, count_include_pad: int = 0,
+                 dilations: Sequence[int] | None = None, kernel_shape: Sequence[int],
+                 pads: Sequence[int] | None = None, strides: Sequence[int] | None = None
+                 ) -> Value:
+    x = inputs[0]
+    strides, pads, dilations = spatial_attrs(x, kernel_shape, strides, dilations, pads,
+                                              auto_pad)
+    if any(d != 1 for d in dilations):
+        raise UnsupportedOpError(f"AveragePool with dilations {dilations} is not supported")
+    return ctx.emit("avg_pool", [x], kernel_shape=tuple(kernel_shape), strides=strides,
+                    pads=pads, ceil_mode=bool(ceil_mode),
+                    count_include_pad=bool(count_include_pad))
+
+
+def _global_pool(op: str) -> Callable:
+    def convert(ctx: ImportContext, inputs: list[Value]) -> Value:
+        x = inputs[0]
+        return ctx.emit(op, [x], axes=tuple(range(2, x.type.ndim)), keepdims=True)
+    return convert
+
+
+converter("GlobalAveragePool", since=1)(_global_pool("reduce_mean"))
+converter("GlobalMaxPool", since=1)(_global_pool("reduce_max"))
+
+
+@converter("BatchNormalization", since=6)
+def batch_norm(ctx: ImportContext, inputs: list[Value], *, epsilon: float = 1e-5,
+               momentum: float = 0.9, spatial: int = 1, is_test: int = 0,
+               training_mode: int = 0) -> Value:
+    if training_mode:
+        raise UnsupportedOpError("BatchNormalization in training mode is not supported")
+    if not spatial:
+        raise UnsupportedOpError("BatchNormalization with spatial=0 is not supported")
+    return ctx.emit("batch_norm", inputs[:5], epsilon=float(epsilon))
+
+
+# reductions and softmax -----------------------------------------------------------------------
+
+
+@converter("Softmax", since=1, until=12)
+def softmax_2d(ctx: ImportContext, inputs: list[Value], *, axis: int = 1) -> Value:
+    x = inputs[0]
+    shape = x.type.shape
+    axis = normalize_axis(axis, x.type.ndim)
+    if axis == x.type.ndim - 1:  # flattening at the last axis is a plain last-axis softmax
+        return ctx.emit("softmax", [x], axis=axis)
+    # Before opset 13, softmax normalizes over all dims from `axis` on, as one flat row.
+    flat = reshape(ctx, x, (math.prod(shape[:axis]), math.prod(shape[axis:])))
+    return reshape(ctx, ctx.emit("softmax", [flat], axis=1), shape)
+
+
+@converter("Softmax", since=13)
+def softmax(ctx: ImportContext, inputs: list[Value], *, axis: int = -1) -> Value:
+    x = inputs[0]
+    return ctx.emit("softmax", [x], axis=normalize_axis(axis, x.type.ndim))
