@@ -34,7 +34,7 @@ from tensorc.reference import (  # noqa: E402
     run_session,
 )
 
-DEFAULT_MODELS = ("mlp", "lenet5", "resnet")
+DEFAULT_MODELS = ("mlp", "lenet5", "resnet", "mobilenetv2")
 
 
 @dataclass

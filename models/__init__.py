@@ -1,11 +1,11 @@
 """Test models built with onnx.helper and seeded random weights.
 
 Each module has ``build() -> onnx.ModelProto`` and writes models/<name>.onnx when run as a
-script. The small ones (mlp, lenet5) are checked in; resnet is generated on first use.
+script. The small ones (mlp, lenet5) are checked in; the others are generated on first use.
 
 >>> import models
 >>> sorted(models.MODELS)
-['lenet5', 'mlp', 'resnet']
+['lenet5', 'mlp', 'mobilenetv2', 'resnet']
 >>> model = models.load("mlp")
 """
 
@@ -21,10 +21,10 @@ import onnx
 
 MODELS_DIR = Path(__file__).resolve().parent
 # Imported lazily, so that `python -m models.<name>` does not import its own module twice.
-_NAMES = ("mlp", "lenet5", "resnet")
+_NAMES = ("mlp", "lenet5", "resnet", "mobilenetv2")
 # Models whose .onnx is generated (gitignored) rather than checked in; rebuilt when their
 # script is newer than the file, so a stale copy is never used.
-GENERATED = frozenset({"resnet"})
+GENERATED = frozenset({"resnet", "mobilenetv2"})
 
 
 def _module(name: str) -> ModuleType:

@@ -34,7 +34,7 @@ class GraphBuilder:
     def constant(self, name: str, array: np.ndarray) -> str:
         """Add an initializer and return its (unique) name."""
         unique = self.fresh(name)
-        self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(array), unique))
+        self.initializers.append(numpy_helper.from_array(np.array(array, order="C"), unique))
         return unique
 
     def node(self, op_type: str, inputs: list[str], output: str | None = None, **attrs) -> str:
