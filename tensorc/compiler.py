@@ -28,7 +28,11 @@ from tensorc.target import Target
 
 Progress = Callable[[str], None]
 ENTRY = "tensorc_entry"
-SCALAR_INLINE_LIMIT = 1   # constants this small become literals inside the kernel
+
+
+def inlined_scalar(v: Value, graph: Graph) -> bool:
+    """One-element constants become literals inside the kernels that read them."""
+    return v in graph.constants and v.type.size == 1
 
 
 def optimize_graph(graph: Graph, target: Target) -> Graph:
@@ -66,7 +70,7 @@ def group_to_te(group: FusedGroup, graph: Graph):
     tensors: dict[Value, te.Tensor] = {}
     params: list[te.Tensor] = []
     for k, v in enumerate(group.inputs):
-        if v in graph.constants and v.type.size <= SCALAR_INLINE_LIMIT:
+        if inlined_scalar(v, graph):
             value = graph.constants[v].reshape(-1)[0].item()
             c = E.Const(value, v.type.dtype)
             tensors[v] = te.compute(v.type.shape, lambda *i, c=c: c, name=f"scalar{k}")
@@ -133,7 +137,7 @@ def workload_key(group: FusedGroup, graph: Graph) -> tuple:
     ins = []
     for v in group.inputs:
         scalar = None
-        if v in graph.constants and v.type.size <= SCALAR_INLINE_LIMIT:
+        if inlined_scalar(v, graph):
             scalar = graph.constants[v].reshape(-1)[0].item()
         ins.append((v.type.shape, v.type.dtype, scalar))
     return tuple(parts), tuple(ins)
@@ -157,7 +161,8 @@ def build_kernels(graph: Graph, groups: list[FusedGroup], target: Target,
                   progress: Progress | None = None) -> list[Kernel]:
     kernels: list[Kernel] = []
     by_key: dict[tuple, PrimFunc] = {}
-    work = [g for g in groups if not g.view]
+    # views move no data, and an empty output needs no kernel
+    work = [g for g in groups if not g.view and g.output.type.size > 0]
     for n, group in enumerate(work, 1):
         key = workload_key(group, graph)
         func = by_key.get(key)
@@ -185,8 +190,7 @@ def make_entry(graph: Graph, kernels: list[Kernel], plan: MemoryPlan) -> PrimFun
     for kernel in kernels:
         group = kernel.group
         args = []
-        values = [v for v in group.inputs if not (v in graph.constants and
-                                                  v.type.size <= SCALAR_INLINE_LIMIT)]
+        values = [v for v in group.inputs if not inlined_scalar(v, graph)]
         for v in [*values, group.output]:
             place = plan.places[v]
             if place.kind == "const":

@@ -22,8 +22,10 @@ I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 PTR = ir.PointerType()
 VOID = ir.VoidType()
 
+# bfloat16 is stored as its 16 bits and computed in float32 (see _from_storage / _to_storage)
 _SCALAR = {
-    "float16": ir.HalfType(), "float32": ir.FloatType(), "float64": ir.DoubleType(),
+    "float16": ir.HalfType(), "bfloat16": ir.FloatType(), "float32": ir.FloatType(),
+    "float64": ir.DoubleType(),
     "int8": I8, "int16": ir.IntType(16), "int32": I32, "int64": I64,
     "uint8": I8, "uint16": ir.IntType(16), "uint32": I32, "uint64": I64, "bool": I1,
 }
@@ -57,6 +59,8 @@ def value_type(dtype: str) -> ir.Type:
 
 
 def storage_type(dtype: str) -> ir.Type:
+    if dtype == "bfloat16":
+        return ir.IntType(16)
     return I8 if dtype == "bool" else value_type(dtype)
 
 
@@ -443,7 +447,7 @@ class LLVMCodegen:
         load idiom): a masked vector load of ``B[i]`` (masked-off lanes never fault)."""
         load: E.Load = e.true_value
         buf = load.source
-        if buf.dtype == "bool":
+        if buf.dtype in ("bool", "bfloat16"):
             return None
         index = _strip_justified_clamps(load.indices[0], e.cond)
         lin = None if index is None else E.linear_coeff(index, self.vec_var)
@@ -519,12 +523,18 @@ class LLVMCodegen:
         return v
 
     def _from_storage(self, v: ir.Value, dtype: str) -> ir.Value:
+        if dtype == "bfloat16":  # the 16 bits are the high half of a float32
+            wide = self.b.shl(self.b.zext(v, _like(v.type, I32)), _splat(v.type, I32, 16))
+            return self.b.bitcast(wide, _like(v.type, ir.FloatType()))
         if dtype == "bool":
             zero = ir.Constant(v.type, None)
             return self.b.icmp_unsigned("!=", v, zero)
         return v
 
     def _to_storage(self, v: ir.Value, dtype: str) -> ir.Value:
+        if dtype == "bfloat16":
+            bits = self.b.lshr(self._round_bfloat16_bits(v), _splat(v.type, I32, 16))
+            return self.b.trunc(bits, _like(v.type, ir.IntType(16)))
         if dtype == "bool":
             ty = ir.VectorType(I8, v.type.count) if isinstance(v.type, ir.VectorType) else I8
             return self.b.zext(v, ty)
@@ -661,6 +671,12 @@ class LLVMCodegen:
             return b.select(cmp, x, y)
         if op == "pow":
             raise TensorcError("integer pow is computed in floating point by the op layer")
+        if op in ("bitand", "bitor", "bitxor"):
+            return {"bitand": b.and_, "bitor": b.or_, "bitxor": b.xor}[op](x, y)
+        if op == "shl":
+            return b.shl(x, y)
+        if op == "shr":
+            return b.ashr(x, y) if signed else b.lshr(x, y)
         raise TensorcError(f"integer op {op} is not supported")
 
     def _intr1(self, name: str, x: ir.Value) -> ir.Value:
@@ -685,10 +701,18 @@ class LLVMCodegen:
         if e.name in _LLVM_INTRINSIC:
             return self.b.call(self._intrinsic(_LLVM_INTRINSIC[e.name], x.type, len(args)),
                                args)
-        # libm functions are scalar: call once per lane
+        # libm has no half functions: call the float ones
+        if _like(x.type, ir.HalfType()) == x.type:
+            wide = [self.cast(a, "float16", "float32") for a in args]
+            return self.cast(self._libm(e.name, wide), "float32", "float16")
+        return self._libm(e.name, args)
+
+    def _libm(self, name: str, args: list[ir.Value]) -> ir.Value:
+        """A libm function on float or double values; libm is scalar: call once per lane."""
+        x = args[0]
         scalar_ty = x.type.element if isinstance(x.type, ir.VectorType) else x.type
         suffix = "f" if scalar_ty == ir.FloatType() else ""
-        fn = self._declare(e.name + suffix, scalar_ty, [scalar_ty] * len(args))
+        fn = self._declare(name + suffix, scalar_ty, [scalar_ty] * len(args))
         if not isinstance(x.type, ir.VectorType):
             return self.b.call(fn, args)
         out = ir.Constant(x.type, ir.Undefined)
@@ -700,6 +724,11 @@ class LLVMCodegen:
     def cast(self, v: ir.Value, src: str, dst: str) -> ir.Value:
         if src == dst:
             return v
+        if src == "bfloat16":  # its values are float32 already
+            return self.cast(v, "float32", dst)
+        if dst == "bfloat16":
+            wide = self._float32_odd(v) if src == "float64" else self.cast(v, src, "float32")
+            return self.b.bitcast(self._round_bfloat16_bits(wide), wide.type)
         b = self.b
         vec = v.type.count if isinstance(v.type, ir.VectorType) else None
         dty = value_type(dst)
@@ -710,6 +739,8 @@ class LLVMCodegen:
             zero = ir.Constant(v.type, None)
             return b.fcmp_unordered("!=", v, zero) if sf else b.icmp_unsigned("!=", v, zero)
         if sf and df:
+            if src == "float64" and dst == "float16":  # no such instruction (a libcall)
+                return b.fptrunc(self._float32_odd(v), dty)
             return b.fpext(v, dty) if _bits(dst) > _bits(src) else b.fptrunc(v, dty)
         if sf:
             return b.fptosi(v, dty) if _is_signed(dst) else b.fptoui(v, dty)
@@ -720,6 +751,44 @@ class LLVMCodegen:
         if _bits(dst) < _bits(src):
             return b.trunc(v, dty)
         return v
+
+    def _float32_odd(self, v: ir.Value) -> ir.Value:
+        """double -> float rounded to odd (an inexact result gets an odd last bit): rounding
+        that again to a narrower float (half, bfloat16) is exactly one correct rounding."""
+        b = self.b
+        t = b.fptrunc(v, _like(v.type, ir.FloatType()))
+        back = b.fpext(t, v.type)
+        bits = b.bitcast(t, _like(v.type, I32))
+        one = _splat(v.type, I32, 1)
+        even = b.icmp_unsigned("==", b.and_(bits, one), _splat(v.type, I32, 0))
+        fix = b.and_(b.fcmp_ordered("!=", back, v), even)
+        # step the magnitude one ulp toward v
+        away = b.fcmp_ordered(">", self._intr1("llvm.fabs", back), self._intr1("llvm.fabs", v))
+        stepped = b.select(away, b.sub(bits, one), b.add(bits, one))
+        return b.bitcast(b.select(fix, stepped, bits), t.type)
+
+    def _round_bfloat16_bits(self, f: ir.Value) -> ir.Value:
+        """The float32 bits of ``f`` rounded to bfloat16 (nearest, ties to even; NaN stays a
+        quiet NaN), low 16 bits zero."""
+        b = self.b
+        bits = b.bitcast(f, _like(f.type, I32))
+        lsb = b.and_(b.lshr(bits, _splat(f.type, I32, 16)), _splat(f.type, I32, 1))
+        rounded = b.add(b.add(bits, _splat(f.type, I32, 0x7FFF)), lsb)
+        high = _splat(f.type, I32, -0x10000)
+        quiet = b.or_(bits, _splat(f.type, I32, 0x400000))
+        return b.and_(b.select(b.fcmp_unordered("uno", f, f), quiet, rounded), high)
+
+
+def _like(ty: ir.Type, element: ir.Type) -> ir.Type:
+    """``element``, as a vector of as many lanes as ``ty`` has when ``ty`` is a vector."""
+    return ir.VectorType(element, ty.count) if isinstance(ty, ir.VectorType) else element
+
+
+def _splat(ty: ir.Type, element: ir.Type, value: int) -> ir.Constant:
+    """The constant ``value`` of type ``_like(ty, element)``."""
+    like = _like(ty, element)
+    return ir.Constant(like, [value] * ty.count) if isinstance(ty, ir.VectorType) else \
+        ir.Constant(element, value)
 
 
 def _pow2_at_least(n: int) -> int:

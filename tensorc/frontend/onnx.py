@@ -2,7 +2,9 @@
 
 The importer loads and sanity-checks the model, walks the whole graph once to report every
 unsupported op together, binds symbolic input dims from ``input_shapes``, then converts node
-by node with the converters of :mod:`tensorc.frontend.converters` (one module per op family), chosen by the model's opset.
+by node with the converters of :mod:`tensorc.frontend.converters` (one module per op family),
+chosen by the model's opset. Subgraphs (If branches, Loop and Scan bodies) are converted in
+place by the converters of those ops, through :meth:`ImportContext.inline_graph`.
 Nodes whose inputs are all constants are evaluated on the spot, so shape arithmetic
 (Shape -> Gather -> Concat -> Reshape) becomes constants.
 """
@@ -51,7 +53,7 @@ def import_onnx(model: str | Path | onnx.ModelProto,
         graph.reserve(output.name)
     for name, tensor in initializers.items():
         env[name] = graph.add_constant(_tensor_to_array(tensor, label), name)
-    context = ImportContext(graph, opset, label)
+    context = ImportContext(graph, opset, label, env)
     for index, node in enumerate(onnx_graph.node):
         _convert_node(context, node, index, env)
     graph.outputs = _bind_outputs(graph, onnx_graph, env, label)
@@ -114,11 +116,22 @@ def _node_label(node: onnx.NodeProto, index: int) -> str:
 
 
 # unsupported ops ------------------------------------------------------------------------------
+def _all_nodes(graph: onnx.GraphProto):
+    """(index, node) for every node of ``graph`` and of the subgraphs its nodes hold (If
+    branches, Loop and Scan bodies)."""
+    for index, node in enumerate(graph.node):
+        yield index, node
+        for attribute in node.attribute:
+            for sub in ([attribute.g] if attribute.type == onnx.AttributeProto.GRAPH
+                        else attribute.graphs):
+                yield from _all_nodes(sub)
+
+
 def _check_supported(proto: onnx.ModelProto, opset: int, label: str) -> None:
     """Raise one UnsupportedOpError listing every unsupported op (and attribute) at once."""
     versions = {e.domain: e.version for e in proto.opset_import}
     problems: dict[str, list[str]] = {}
-    for index, node in enumerate(proto.graph.node):
+    for index, node in _all_nodes(proto.graph):
         name = node.name or f"#{index}"
         if node.domain not in DEFAULT_DOMAINS:
             key = (f"{node.domain}::{node.op_type} (domain {node.domain!r} opset "
@@ -270,11 +283,36 @@ def _tensor_to_array(tensor: onnx.TensorProto, label: str) -> np.ndarray:
 class ImportContext:
     """What a converter may do: emit core ops (folding constants) and read constants."""
 
-    def __init__(self, graph: Graph, opset: int, label: str):
+    def __init__(self, graph: Graph, opset: int, label: str,
+                 env: dict[str, Value | None] | None = None):
         self.graph = graph
         self.opset = opset
         self.label = label
         self.node_name = ""  # the ONNX node being converted; its core nodes take its name
+        self.env = env if env is not None else {}   # ONNX names in scope -> values
+
+    def inline_graph(self, body: onnx.GraphProto, inputs: Sequence[Value | None]
+                     ) -> list[Value]:
+        """Convert a subgraph (an If branch, a Loop or Scan body) in place: its inputs are
+        bound to ``inputs``, the names of the enclosing scopes stay visible; returns the
+        values of its outputs."""
+        outer, node_name = self.env, self.node_name
+        env = dict(outer)
+        for spec, value in zip(body.input, inputs):
+            env[spec.name] = value
+        for tensor in body.initializer:
+            env[tensor.name] = self.const(_tensor_to_array(tensor, self.label))
+        self.env = env
+        try:
+            for index, node in enumerate(body.node):
+                _convert_node(self, node, index, env)
+        finally:
+            self.env, self.node_name = outer, node_name
+        missing = [o.name for o in body.output if env.get(o.name) is None]
+        if missing:
+            raise UnsupportedOpError(f"subgraph {body.name!r}: outputs {missing} are not "
+                                     f"computed")
+        return [env[o.name] for o in body.output]
 
     def emit(self, op: str, inputs: list[Value], **attrs: Any) -> Value:
         """Add ``op``, or its value when every input is a constant (constant folding)."""
@@ -317,6 +355,8 @@ def _attribute_values(node: onnx.NodeProto, label: str) -> dict[str, Any]:
             value = _tensor_to_array(value, label)
         elif isinstance(value, bytes):
             value = value.decode("utf-8", errors="replace")
+        elif isinstance(value, list) and value and isinstance(value[0], onnx.GraphProto):
+            value = tuple(value)
         elif isinstance(value, list):
             value = tuple(v.decode("utf-8", errors="replace") if isinstance(v, bytes) else v
                           for v in value)
@@ -338,6 +378,7 @@ def _convert_node(context: ImportContext, node: onnx.NodeProto, index: int,
     entry = find_converter(node.op_type, context.opset)
     assert entry is not None  # _check_supported ran first
     context.node_name = node.name or f"{node.op_type}_{index}"
+    context.num_outputs = len(node.output)  # Split without sizes splits into this many
     try:
         outputs = entry.fn(context, inputs, **_attribute_values(node, context.label))
     except TensorcError as error:

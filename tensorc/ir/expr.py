@@ -114,11 +114,12 @@ class Const(Expr):
 
 
 class Binary(Expr):
-    """``a op b`` for op in add sub mul div floordiv floormod truncdiv truncmod min max pow."""
+    """``a op b`` for op in add sub mul div floordiv floormod truncdiv truncmod min max pow,
+    and on integers bitand bitor bitxor shl shr (shr is arithmetic for signed dtypes)."""
 
     __slots__ = ("op", "a", "b")
     OPS = ("add", "sub", "mul", "div", "floordiv", "floormod", "truncdiv", "truncmod", "min",
-           "max", "pow")
+           "max", "pow", "bitand", "bitor", "bitxor", "shl", "shr")
 
     def __init__(self, op: str, a: Expr, b: Expr):
         assert op in self.OPS, op

@@ -94,11 +94,19 @@ def _load_families() -> None:
 # Every op family; importing one registers its ops.
 FAMILY_MODULES = (
     "tensorc.ops.elementwise",   # unary and binary (broadcasting) elementwise ops, cast
+    "tensorc.ops.activations",   # elu, gelu, prelu, softplus, ... (elementwise rules)
+    "tensorc.ops.logic",         # comparisons, and / or / xor / not, isnan, isinf, where
     "tensorc.ops.matmul",        # matmul
     "tensorc.ops.nn.conv",       # conv
     "tensorc.ops.nn.pool",       # max_pool, avg_pool
-    "tensorc.ops.nn.norm",       # batch_norm
-    "tensorc.ops.reduce",        # reduce_sum, reduce_mean, reduce_max, reduce_min
-    "tensorc.ops.softmax",       # softmax
-    "tensorc.ops.transform",     # reshape, transpose, concat, pad
+    "tensorc.ops.nn.norm",       # batch_norm, normalize, lrn
+    "tensorc.ops.nn.lp_pool",    # lp_pool
+    "tensorc.ops.nn.conv_transpose",  # conv_transpose
+    "tensorc.ops.reduce",        # reduce_sum, reduce_mean, reduce_max, reduce_min, ...
+    "tensorc.ops.arg_reduce",    # argmax, argmin, topk
+    "tensorc.ops.softmax",       # softmax, log_softmax, hardmax
+    "tensorc.ops.transform",     # reshape, transpose, concat, pad, slice, broadcast_to, tile
+    "tensorc.ops.indexing",      # gather*, scatter_*, one_hot, trilu, reverse_sequence
+    "tensorc.ops.scan",          # cumsum
+    "tensorc.ops.resize",        # resize_axis
 )

@@ -1,6 +1,7 @@
-"""softmax along one axis (ONNX opset-13 semantics); attr axis (non-negative).
+"""softmax, log_softmax and hardmax along one axis (ONNX opset-13 semantics); attr axis
+(non-negative).
 
-The frontend expresses opset < 13 softmax (which flattens to 2-D at ``axis``) with reshapes.
+The frontend expresses opset < 13 versions (which flatten to 2-D at ``axis``) with reshapes.
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from tensorc.ir import expr as E
 from tensorc.ir import te
 from tensorc.ir.schedule import Schedule
 from tensorc.ir.types import TensorType
+from tensorc.ops.arg_reduce import arg_index
 from tensorc.ops.registry import Pattern, define
 from tensorc.ops.schedules import (
     PARALLEL_MIN_ELEMENTS,
@@ -18,56 +20,112 @@ from tensorc.ops.shape_rules import expect_arity, expect_axis, expect_float
 from tensorc.target import Target
 
 softmax = define("softmax", Pattern.REDUCTION)
+log_softmax = define("log_softmax", Pattern.REDUCTION)
+hardmax = define("hardmax", Pattern.REDUCTION)
 
 
-@softmax.infer
-def _infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
-    expect_arity("softmax", input_types, 1)
-    (x,) = input_types
-    expect_float("softmax", x)
-    expect_axis("softmax", attrs["axis"], x.ndim)
-    return [x]
+def _infer(name: str):
+    def infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
+        expect_arity(name, input_types, 1)
+        (x,) = input_types
+        expect_float(name, x)
+        expect_axis(name, attrs["axis"], x.ndim)
+        return [x]
+    return infer
+
+
+for _op in (softmax, log_softmax, hardmax):
+    _op.infer(_infer(_op.name))
+
+
+def _shifted(x: np.ndarray, axis: int) -> np.ndarray:
+    # Subtracting the max keeps exp from overflowing; the result is unchanged.
+    return x - np.max(x, axis=axis, keepdims=True)
 
 
 @softmax.reference
 def _reference(attrs: dict, x: np.ndarray) -> list[np.ndarray]:
+    shifted = np.exp(_shifted(x, attrs["axis"]))
+    return [(shifted / np.sum(shifted, axis=attrs["axis"], keepdims=True)).astype(x.dtype)]
+
+
+@log_softmax.reference
+def _log_softmax_reference(attrs: dict, x: np.ndarray) -> list[np.ndarray]:
+    shifted = _shifted(x, attrs["axis"])
+    total = np.sum(np.exp(shifted), axis=attrs["axis"], keepdims=True)
+    return [(shifted - np.log(total)).astype(x.dtype)]
+
+
+@hardmax.reference
+def _hardmax_reference(attrs: dict, x: np.ndarray) -> list[np.ndarray]:
     axis = attrs["axis"]
-    # Subtracting the max keeps exp from overflowing; the result is unchanged.
-    shifted = np.exp(x - np.max(x, axis=axis, keepdims=True))
-    return [(shifted / np.sum(shifted, axis=axis, keepdims=True)).astype(x.dtype)]
+    first = np.expand_dims(np.argmax(x, axis=axis), axis)
+    positions = np.arange(x.shape[axis]).reshape([-1 if d == axis else 1
+                                                  for d in range(x.ndim)])
+    return [(positions == first).astype(x.dtype)]
 
 
 # ---------------------------------------------------------------------------------------------
-# kernel: max, exp, sum, divide along one axis
+# kernels: max, exp, sum along one axis, then an elementwise finish
+
+def _along(axis: int, ndim: int):
+    def index(o, k):
+        return tuple(k if d == axis else o[d] for d in range(ndim))
+    return index
+
+
+def _max_and_sum(x: te.Tensor, axis: int, name: str) -> tuple[te.Tensor, te.Tensor]:
+    """The row maxima and the sums of exp(x - max), each with the axis kept (extent 1)."""
+    shape = x.shape
+    reduced = shape[:axis] + (1,) + shape[axis + 1:]
+    along = _along(axis, len(shape))
+    rmax = te.reduce_axis(shape[axis], "k")
+    peak = te.compute(reduced, lambda *o: te.max_(x[along(o, rmax.var)], axis=rmax),
+                      name=f"{name}_max", tag=f"anchor:{name}_max")
+    rsum = te.reduce_axis(shape[axis], "k")
+    zero = E.const(0)
+    total = te.compute(reduced, lambda *o: te.sum_(
+        E.call("exp", x[along(o, rsum.var)] - peak[along(o, zero)]), axis=rsum),
+        name=f"{name}_sum", tag=f"anchor:{name}_sum")
+    return peak, total
+
 
 @softmax.compute
 def _softmax_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
     axis = attrs["axis"]
-    shape = x.shape
-    reduced = shape[:axis] + (1,) + shape[axis + 1:]
-
-    def along(o, k):
-        return tuple(k if d == axis else o[d] for d in range(len(shape)))
-    rmax = te.reduce_axis(shape[axis], "k")
-    peak = te.compute(reduced, lambda *o: te.max_(x[along(o, rmax.var)], axis=rmax),
-                      name="softmax_max", tag="anchor:softmax_max")
-    zero = E.const(0)
-    expo = te.compute(shape, lambda *o: E.call("exp", x[o] - peak[along(o, zero)]),
-                      name="softmax_exp")
-    rsum = te.reduce_axis(shape[axis], "k")
-    total = te.compute(reduced, lambda *o: te.sum_(expo[along(o, rsum.var)], axis=rsum),
-                       name="softmax_sum", tag="anchor:softmax_sum")
-    return te.compute(shape, lambda *o: expo[o] / total[along(o, zero)], name="softmax")
+    peak, total = _max_and_sum(x, axis, "softmax")
+    along, zero = _along(axis, x.ndim), E.const(0)
+    return te.compute(x.shape, lambda *o: E.call("exp", x[o] - peak[along(o, zero)])
+                      / total[along(o, zero)], name="softmax")
 
 
-@softmax.schedule
-def _softmax_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
-                      attrs: dict) -> None:
-    """Softmax along the last axis: each row's max and sum are computed inside the row loop,
-    rows run in parallel, the division is vectorized. Other axes keep whole-tensor stages."""
+@log_softmax.compute
+def _log_softmax_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
+    axis = attrs["axis"]
+    peak, total = _max_and_sum(x, axis, "log_softmax")
+    along, zero = _along(axis, x.ndim), E.const(0)
+    return te.compute(x.shape, lambda *o: x[o] - peak[along(o, zero)]
+                      - E.call("log", total[along(o, zero)]), name="log_softmax")
+
+
+@hardmax.compute
+def _hardmax_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
+    axis = attrs["axis"]
+    first = arg_index(x, axis, largest=True, last=False, name="hardmax_index",
+                      tag="anchor:hardmax_index")
+    along, zero = _along(axis, x.ndim), E.const(0)
+    one, nil = E.Const(1, x.dtype), E.Const(0, x.dtype)
+    return te.compute(x.shape, lambda *o: E.select(E.eq(first[along(o, zero)], o[axis]),
+                                                    one, nil), name="hardmax")
+
+
+def _row_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
+                  attrs: dict) -> None:
+    """Along the last axis: each row's reductions (max, sum, index) are computed inside the
+    row loop, rows run in parallel, the finish is vectorized. Other axes keep whole-tensor
+    stages."""
     if attrs["axis"] != len(out.shape) - 1 or len(out.shape) < 2:
         return
-    stages = {s.op.name: s for s in sch.stages}
     st = sch[out]
     *rows, col = st.op_axis
     row = st.fuse(*rows)
@@ -76,5 +134,12 @@ def _softmax_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.
         st.vectorize(st.split(col, lanes)[1])
     if np.prod(out.shape) >= PARALLEL_MIN_ELEMENTS:
         st.parallel(row)
-    stages["softmax_max"].compute_at(st, row)
-    stages["softmax_sum"].compute_at(st, row)
+    # producers before consumers, so that each is attached inside its reader's row
+    for stage in sch.stages:
+        if stage is not st and getattr(stage.op, "reduce_axis", None) and \
+                stage.attach == "root":
+            stage.compute_at(st, row)
+
+
+for _op in (softmax, log_softmax, hardmax):
+    _op.schedule(_row_schedule)

@@ -1,9 +1,14 @@
-"""Data movement ops: reshape, transpose, concat, pad (constant mode).
+"""Data movement ops: reshape, transpose, concat, pad, slice, broadcast_to, tile.
 
 reshape{shape}: concrete non-negative dims with the same element count.
 transpose{perm}: a permutation of the axes.
 concat{axis}: one or more inputs equal in every dim but ``axis``.
-pad{pads, value}: ONNX pad order (all begins, then all ends), non-negative, constant fill.
+pad{pads, value, mode}: ONNX pad order (all begins, then all ends), non-negative; mode is
+    "constant" (fill with value, the default), "reflect", "edge" or "wrap".
+slice{starts, steps, shape}: ``out[o] = x[starts + o * steps]`` per axis; every index in range
+    (the frontend resolves ONNX's negative and out-of-range bounds); steps may be negative.
+broadcast_to{shape}: numpy broadcasting of the input to ``shape`` (ONNX Expand).
+tile{repeats}: the input repeated ``repeats[d]`` times along each axis d.
 """
 from __future__ import annotations
 
@@ -26,6 +31,11 @@ reshape = define("reshape", Pattern.INJECTIVE)
 transpose = define("transpose", Pattern.INJECTIVE)
 concat = define("concat", Pattern.INJECTIVE)
 pad = define("pad", Pattern.INJECTIVE)
+slice_ = define("slice", Pattern.INJECTIVE)
+broadcast_to = define("broadcast_to", Pattern.INJECTIVE)  # grows data: no epilogue
+tile = define("tile", Pattern.INJECTIVE)
+
+PAD_MODES = ("constant", "reflect", "edge", "wrap")
 
 
 @reshape.infer
@@ -94,6 +104,12 @@ def _pad_infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
     if len(pads) != 2 * x.ndim or min(pads, default=0) < 0:
         raise ShapeError(f"pad: pads {pads} must be {2 * x.ndim} non-negative ints (all "
                          f"begins, then all ends) for {x}")
+    mode = attrs.get("mode", "constant")
+    if mode not in PAD_MODES:
+        raise ShapeError(f"pad: mode {mode!r} is not one of {', '.join(PAD_MODES)}")
+    padded = [d for d in range(x.ndim) if pads[d] or pads[d + x.ndim]]
+    if mode != "constant" and any(x.shape[d] == 0 for d in padded):
+        raise ShapeError(f"pad: {mode} padding needs a non-empty axis, got {x}")
     shape = tuple(d + pads[i] + pads[i + x.ndim] for i, d in enumerate(x.shape))
     return [TensorType(shape, x.dtype)]
 
@@ -102,8 +118,66 @@ def _pad_infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
 def _pad_reference(attrs: dict, x: np.ndarray) -> list[np.ndarray]:
     pads = attrs["pads"]
     widths = [(pads[i], pads[i + x.ndim]) for i in range(x.ndim)]
+    mode = attrs.get("mode", "constant")
+    if mode != "constant":
+        return [np.pad(x, widths, mode=mode)]
     value = np.asarray(attrs["value"]).astype(x.dtype)
     return [np.pad(x, widths, mode="constant", constant_values=value)]
+
+
+@slice_.infer
+def _slice_infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
+    expect_arity("slice", input_types, 1)
+    (x,) = input_types
+    starts, steps, shape = (tuple(attrs[k]) for k in ("starts", "steps", "shape"))
+    if not len(starts) == len(steps) == len(shape) == x.ndim:
+        raise ShapeError(f"slice: starts {starts}, steps {steps} and shape {shape} must have "
+                         f"one entry per axis of {x}")
+    for d, (start, step, size) in enumerate(zip(starts, steps, shape)):
+        last = start + (size - 1) * step
+        if step == 0 or size < 0 or (size and not (0 <= start < x.shape[d]
+                                                   and 0 <= last < x.shape[d])):
+            raise ShapeError(f"slice: axis {d} of {x}: start {start}, step {step} and size "
+                             f"{size} leave the axis (the frontend clamps ONNX bounds)")
+    return [TensorType(shape, x.dtype)]
+
+
+@slice_.reference
+def _slice_reference(attrs: dict, x: np.ndarray) -> list[np.ndarray]:
+    index = tuple(np.arange(size) * step + start for start, step, size in
+                  zip(attrs["starts"], attrs["steps"], attrs["shape"]))
+    return [x[np.ix_(*index)] if index else x.copy()]
+
+
+@broadcast_to.infer
+def _broadcast_to_infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
+    expect_arity("broadcast_to", input_types, 1)
+    (x,) = input_types
+    shape = tuple(attrs["shape"])
+    offset = len(shape) - x.ndim
+    if offset < 0 or any(d not in (1, shape[offset + k]) for k, d in enumerate(x.shape)):
+        raise ShapeError(f"broadcast_to: cannot broadcast {x} to {list(shape)}")
+    return [TensorType(shape, x.dtype)]
+
+
+@broadcast_to.reference
+def _broadcast_to_reference(attrs: dict, x: np.ndarray) -> list[np.ndarray]:
+    return [np.broadcast_to(x, attrs["shape"]).copy()]
+
+
+@tile.infer
+def _tile_infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
+    expect_arity("tile", input_types, 1)
+    (x,) = input_types
+    repeats = tuple(attrs["repeats"])
+    if len(repeats) != x.ndim or min(repeats, default=0) < 0:
+        raise ShapeError(f"tile: repeats {repeats} must be {x.ndim} non-negative ints for {x}")
+    return [TensorType(tuple(d * r for d, r in zip(x.shape, repeats)), x.dtype)]
+
+
+@tile.reference
+def _tile_reference(attrs: dict, x: np.ndarray) -> list[np.ndarray]:
+    return [np.tile(x, attrs["repeats"]) if x.ndim else x.copy()]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -165,11 +239,31 @@ def _concat_compute(attrs: dict, *xs: te.Tensor) -> te.Tensor:
     return te.compute(tuple(shape), body, name="concat")
 
 
+def _pad_source(mode: str, src: E.Expr, n: int) -> E.Expr:
+    """The input index that padding mode ``mode`` reads for position ``src`` (in [-pad,
+    n + pad)); numpy's rules, which repeat the reflection or wrap when a pad exceeds n."""
+    if mode == "edge":
+        return clamp(src, n)
+    if mode == "wrap":
+        return src % n
+    if n == 1:  # reflect over one element: it is every position's mirror
+        return E.const(0)
+    period = 2 * (n - 1)
+    folded = src % period
+    return E.select(E.Compare("lt", folded, E.const(n)), folded, E.const(period) - folded)
+
+
 @pad.compute
 def _pad_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
     pads, value = attrs["pads"], attrs.get("value", 0.0)
     nd = x.ndim
     shape = tuple(x.shape[d] + pads[d] + pads[d + nd] for d in range(nd))
+    mode = attrs.get("mode", "constant")
+    if mode != "constant":
+        def mirrored(*o):
+            return x[tuple(_pad_source(mode, o[d] - pads[d], x.shape[d])
+                           if pads[d] or pads[d + nd] else o[d] for d in range(nd))]
+        return te.compute(shape, mirrored, name="pad")
 
     def body(*o):
         src = [o[d] - pads[d] for d in range(nd)]
@@ -179,3 +273,27 @@ def _pad_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
         cond = E.all_of(*conds)
         return load if cond is None else E.select(cond, load, E.Const(value, x.dtype))
     return te.compute(shape, body, name="pad")
+
+
+@slice_.compute
+def _slice_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
+    starts, steps = attrs["starts"], attrs["steps"]
+    return te.compute(attrs["shape"], lambda *o: x[tuple(
+        o[d] * steps[d] + starts[d] for d in range(x.ndim))], name="slice")
+
+
+@broadcast_to.compute
+def _broadcast_to_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
+    shape = tuple(attrs["shape"])
+    offset = len(shape) - x.ndim
+    return te.compute(shape, lambda *o: x[tuple(
+        E.const(0) if d == 1 else o[offset + k] for k, d in enumerate(x.shape))],
+        name="broadcast_to")
+
+
+@tile.compute
+def _tile_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
+    shape = tuple(d * r for d, r in zip(x.shape, attrs["repeats"]))
+    return te.compute(shape, lambda *o: x[tuple(
+        o[d] % n if attrs["repeats"][d] > 1 and n > 1 else (E.const(0) if n == 1 else o[d])
+        for d, n in enumerate(x.shape))], name="tile")

@@ -19,6 +19,12 @@ def _load_gomp() -> None:
     if _gomp_loaded:
         return
     import llvmlite.binding as llvm
+    # libgcc_s holds the compiler's helper routines (half-precision conversions and the
+    # like) that LLVM may call; unresolved, such a call would jump to address 0
+    for runtime in ("gcc_s",):
+        found = ctypes.util.find_library(runtime)
+        if found:
+            llvm.load_library_permanently(found)
     path = ctypes.util.find_library("gomp") or "libgomp.so.1"
     try:
         llvm.load_library_permanently(path)

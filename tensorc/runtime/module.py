@@ -10,6 +10,7 @@ import ctypes
 from pathlib import Path
 from typing import Mapping
 
+import ml_dtypes  # noqa: F401  (registers bfloat16 with numpy for signatures that use it)
 import numpy as np
 
 from tensorc.errors import ArtifactError, InputError

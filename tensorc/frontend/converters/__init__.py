@@ -1,7 +1,7 @@
 """ONNX op converters, keyed by (op_type, opset range): the registry and shared helpers.
 
-The converters live in one module per op family (elementwise, nn, reduce, shape); importing
-this package registers them all.
+The converters live in one module per op family (elementwise, nn, reduce, shape, rnn,
+control, ...); importing this package registers them all.
 
 A converter is ``fn(ctx, inputs, **attributes) -> Value | tuple[Value | None, ...]``: its
 keyword arguments are the ONNX attribute names with their ONNX defaults, ``inputs`` holds one
@@ -108,6 +108,10 @@ def spatial_attrs(x: Value, kernel: Sequence[int], strides: Sequence[int] | None
 
 # the families register their converters on import
 from tensorc.frontend.converters import (  # noqa: E402,F401
-    elementwise, nn, reduce,
+    control, elementwise, nn, reduce, rnn,
 )
 from tensorc.frontend.converters import shape as _shape  # noqa: E402,F401
+from tensorc.frontend.converters import indexing as _indexing  # noqa: E402,F401
+from tensorc.frontend.converters import resize as _resize  # noqa: E402,F401
+from tensorc.frontend.converters import norm as _norm  # noqa: E402,F401
+from tensorc.frontend.converters import einsum as _einsum  # noqa: E402,F401

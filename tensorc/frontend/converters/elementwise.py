@@ -1,23 +1,40 @@
-"""Converters of elementwise ONNX ops: activations, arithmetic, casts."""
+"""Converters of elementwise ONNX ops: arithmetic, math, activations, logic, casts."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from tensorc.frontend.converters import (
-    converter,
-)
+from tensorc.errors import ShapeError
+from tensorc.frontend.converters import converter, scalar
 from tensorc.ir.graph import Value
 
 if TYPE_CHECKING:
     from tensorc.frontend.onnx import ImportContext
 
 
-# elementwise ----------------------------------------------------------------------------------
-UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp", "Log": "log",
-         "Sqrt": "sqrt", "Neg": "neg", "Abs": "abs"}
-BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div"}
+# ONNX op -> (core op, first opset converted). Earlier opsets had legacy attributes
+# (consumed_inputs, broadcast) or lacked broadcasting; they are not converted.
+UNARY = {
+    "Relu": ("relu", 6), "Sigmoid": ("sigmoid", 6), "Tanh": ("tanh", 6), "Exp": ("exp", 6),
+    "Log": ("log", 6), "Sqrt": ("sqrt", 6), "Neg": ("neg", 6), "Abs": ("abs", 6),
+    "Reciprocal": ("reciprocal", 6), "Floor": ("floor", 6), "Ceil": ("ceil", 6),
+    "Round": ("round", 11), "Sign": ("sign", 9), "Erf": ("erf", 9),
+    "Sin": ("sin", 7), "Cos": ("cos", 7), "Tan": ("tan", 7), "Asin": ("asin", 7),
+    "Acos": ("acos", 7), "Atan": ("atan", 7), "Sinh": ("sinh", 9), "Cosh": ("cosh", 9),
+    "Asinh": ("asinh", 9), "Acosh": ("acosh", 9), "Atanh": ("atanh", 9),
+    "Softplus": ("softplus", 1), "Softsign": ("softsign", 1), "Mish": ("mish", 18),
+    "HardSwish": ("hard_swish", 14), "IsNaN": ("isnan", 9), "Not": ("logical_not", 1),
+    "BitwiseNot": ("bitwise_not", 18),
+}
+BINARY = {
+    "Add": ("add", 7), "Sub": ("sub", 7), "Mul": ("mul", 7), "Div": ("div", 7),
+    "PRelu": ("prelu", 7), "BitwiseAnd": ("bitwise_and", 18), "BitwiseOr": ("bitwise_or", 18),
+    "BitwiseXor": ("bitwise_xor", 18), "Equal": ("equal", 7), "Less": ("less", 7),
+    "Greater": ("greater", 7), "LessOrEqual": ("less_equal", 12),
+    "GreaterOrEqual": ("greater_equal", 12), "And": ("logical_and", 7),
+    "Or": ("logical_or", 7), "Xor": ("logical_xor", 7),
+}
 VARIADIC = {"Sum": "add", "Max": "maximum", "Min": "minimum"}
 
 
@@ -29,35 +46,122 @@ def _binary(op: str) -> Callable:
     return lambda ctx, inputs: ctx.emit(op, inputs[:2])
 
 
+def _fold(ctx: ImportContext, op: str, inputs: list[Value]) -> Value:
+    """``op`` over every input, left to right (numpy broadcasting at each step)."""
+    result = inputs[0]
+    for other in inputs[1:]:
+        result = ctx.emit(op, [result, other])
+    return result
+
+
 def _variadic(op: str) -> Callable:
-    def convert(ctx: ImportContext, inputs: list[Value]) -> Value:
-        result = inputs[0]
-        for other in inputs[1:]:
-            result = ctx.emit(op, [result, other])
-        return result
-    return convert
+    return lambda ctx, inputs: _fold(ctx, op, list(inputs))
 
 
-# Opsets before 6/7 had legacy attributes (consumed_inputs, broadcast) we do not read.
-for _onnx_op, _core_op in UNARY.items():
-    converter(_onnx_op, since=6)(_unary(_core_op))
-for _onnx_op, _core_op in BINARY.items():
-    converter(_onnx_op, since=7)(_binary(_core_op))
+for _onnx_op, (_core_op, _since) in UNARY.items():
+    converter(_onnx_op, since=_since)(_unary(_core_op))
+for _onnx_op, (_core_op, _since) in BINARY.items():
+    converter(_onnx_op, since=_since)(_binary(_core_op))
 for _onnx_op, _core_op in VARIADIC.items():
-    converter(_onnx_op, since=8)(_variadic(_core_op))
+    converter(_onnx_op, since=6)(_variadic(_core_op))
+
+
+@converter("Mean", since=6)
+def mean(ctx: ImportContext, inputs: list[Value]) -> Value:
+    total = _fold(ctx, "add", list(inputs))
+    if len(inputs) == 1:
+        return total
+    return ctx.emit("div", [total, scalar(ctx, len(inputs), total)])
 
 
 @converter("Pow", since=7)
 def pow_(ctx: ImportContext, inputs: list[Value]) -> Value:
+    """ONNX lets the exponent have another dtype; the result has the base's dtype. An integer
+    base with a float exponent is computed in float64 (2 ** 0.5 is not 2 ** 0)."""
     base, exponent = inputs
-    if exponent.type.dtype != base.type.dtype:  # allowed by ONNX; the result has base's dtype
-        exponent = ctx.emit("cast", [exponent], dtype=base.type.dtype)
-    return ctx.emit("pow", [base, exponent])
+    dtype = base.type.dtype
+    if exponent.type.dtype == dtype:
+        return ctx.emit("pow", [base, exponent])
+    if dtype.startswith(("int", "uint")) and exponent.type.dtype.startswith(("float", "bfloat")):
+        wide = ctx.emit("pow", [ctx.emit("cast", [base], dtype="float64"),
+                                ctx.emit("cast", [exponent], dtype="float64")])
+        return ctx.emit("cast", [wide], dtype=dtype)
+    return ctx.emit("pow", [base, ctx.emit("cast", [exponent], dtype=dtype)])
 
 
+@converter("Mod", since=10)
+def mod(ctx: ImportContext, inputs: list[Value], *, fmod: int = 0) -> Value:
+    return ctx.emit("mod", inputs[:2], fmod=int(fmod))
+
+
+@converter("BitShift", since=11)
+def bit_shift(ctx: ImportContext, inputs: list[Value], *, direction: str) -> Value:
+    if direction not in ("LEFT", "RIGHT"):
+        raise ShapeError(f"direction must be LEFT or RIGHT, got {direction!r}")
+    return ctx.emit("bit_shift", inputs[:2], direction=direction)
+
+
+@converter("Where", since=9)
+def where(ctx: ImportContext, inputs: list[Value]) -> Value:
+    return ctx.emit("where", inputs[:3])
+
+
+@converter("IsInf", since=10)
+def isinf(ctx: ImportContext, inputs: list[Value], *, detect_negative: int = 1,
+          detect_positive: int = 1) -> Value:
+    return ctx.emit("isinf", inputs[:1], detect_negative=int(detect_negative),
+                    detect_positive=int(detect_positive))
+
+
+# activations ----------------------------------------------------------------------------------
 @converter("LeakyRelu", since=6)
 def leaky_relu(ctx: ImportContext, inputs: list[Value], *, alpha: float = 0.01) -> Value:
     return ctx.emit("leaky_relu", inputs, alpha=float(alpha))
+
+
+@converter("HardSigmoid", since=6)
+def hard_sigmoid(ctx: ImportContext, inputs: list[Value], *, alpha: float = 0.2,
+                 beta: float = 0.5) -> Value:
+    return ctx.emit("hard_sigmoid", inputs, alpha=float(alpha), beta=float(beta))
+
+
+@converter("Elu", since=6)
+def elu(ctx: ImportContext, inputs: list[Value], *, alpha: float = 1.0) -> Value:
+    return ctx.emit("elu", inputs, alpha=float(alpha))
+
+
+@converter("Selu", since=6)
+def selu(ctx: ImportContext, inputs: list[Value], *, alpha: float = 1.67326319217681884765625,
+         gamma: float = 1.05070102214813232421875) -> Value:
+    return ctx.emit("selu", inputs, alpha=float(alpha), gamma=float(gamma))
+
+
+@converter("Celu", since=12)
+def celu(ctx: ImportContext, inputs: list[Value], *, alpha: float = 1.0) -> Value:
+    return ctx.emit("celu", inputs, alpha=float(alpha))
+
+
+@converter("Gelu", since=20)
+def gelu(ctx: ImportContext, inputs: list[Value], *, approximate: str = "none") -> Value:
+    if approximate not in ("none", "tanh"):
+        raise ShapeError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+    return ctx.emit("gelu", inputs, approximate=approximate)
+
+
+@converter("ThresholdedRelu", since=10)
+def thresholded_relu(ctx: ImportContext, inputs: list[Value], *, alpha: float = 1.0) -> Value:
+    return ctx.emit("thresholded_relu", inputs, alpha=float(alpha))
+
+
+@converter("Shrink", since=9)
+def shrink(ctx: ImportContext, inputs: list[Value], *, bias: float = 0.0,
+           lambd: float = 0.5) -> Value:
+    return ctx.emit("shrink", inputs, bias=float(bias), lambd=float(lambd))
+
+
+@converter("Swish", since=24)
+def swish(ctx: ImportContext, inputs: list[Value], *, alpha: float = 1.0) -> Value:
+    return ctx.emit("swish", inputs, alpha=float(alpha))
 
 
 _FLOAT_LIMIT = float(np.finfo(np.float32).max)
@@ -88,9 +192,19 @@ def clip_inputs(ctx: ImportContext, inputs: list[Value]) -> Value:
     return ctx.emit("clip", [x], **bounds)
 
 
+# casts ----------------------------------------------------------------------------------------
+def _cast_to(ctx: ImportContext, x: Value, dtype: str) -> Value:
+    return x if x.type.dtype == dtype else ctx.emit("cast", [x], dtype=dtype)
+
+
 @converter("Cast", since=6)
 def cast(ctx: ImportContext, inputs: list[Value], *, to: int, saturate: int = 1,
          round_mode: str = "up") -> Value:
-    dtype = ctx.dtype_name(to)
-    x = inputs[0]
-    return x if x.type.dtype == dtype else ctx.emit("cast", [x], dtype=dtype)
+    # saturate and round_mode concern float8 / float4 targets only, which are unsupported
+    return _cast_to(ctx, inputs[0], ctx.dtype_name(to))
+
+
+@converter("CastLike", since=15)
+def cast_like(ctx: ImportContext, inputs: list[Value], *, saturate: int = 1,
+              round_mode: str = "up") -> Value:
+    return _cast_to(ctx, inputs[0], inputs[1].type.dtype)

@@ -113,6 +113,68 @@ converter("GlobalAveragePool", since=1)(_global_pool("reduce_mean"))
 converter("GlobalMaxPool", since=1)(_global_pool("reduce_max"))
 
 
+@converter("LpPool", since=1)
+def lp_pool(ctx: ImportContext, inputs: list[Value], *, auto_pad: str = "NOTSET",
+            ceil_mode: int = 0, dilations: Sequence[int] | None = None,
+            kernel_shape: Sequence[int], p: float = 2, pads: Sequence[int] | None = None,
+            strides: Sequence[int] | None = None) -> Value:
+    x = inputs[0]
+    strides, pads, dilations = spatial_attrs(x, kernel_shape, strides, dilations, pads,
+                                              auto_pad)
+    return ctx.emit("lp_pool", [x], kernel_shape=tuple(kernel_shape), strides=strides,
+                    pads=pads, dilations=dilations, ceil_mode=bool(ceil_mode), p=float(p))
+
+
+@converter("GlobalLpPool", since=1)
+def global_lp_pool(ctx: ImportContext, inputs: list[Value], *, p: float = 2) -> Value:
+    x = inputs[0]
+    spatial = x.type.ndim - 2
+    return ctx.emit("lp_pool", [x], kernel_shape=x.type.shape[2:], strides=(1,) * spatial,
+                    pads=(0,) * (2 * spatial), dilations=(1,) * spatial, ceil_mode=False,
+                    p=float(p))
+
+
+@converter("ConvTranspose", since=1)
+def conv_transpose(ctx: ImportContext, inputs: list[Value], *, auto_pad: str = "NOTSET",
+                   dilations: Sequence[int] | None = None, group: int = 1,
+                   kernel_shape: Sequence[int] | None = None,
+                   output_padding: Sequence[int] | None = None,
+                   output_shape: Sequence[int] | None = None,
+                   pads: Sequence[int] | None = None, strides: Sequence[int] | None = None
+                   ) -> Value:
+    x, w = inputs[:2]
+    bias = inputs[2] if len(inputs) > 2 else None
+    spatial = x.type.ndim - 2
+    kernel = tuple(kernel_shape or w.type.shape[2:])
+    strides = tuple(strides or (1,) * spatial)
+    dilations = tuple(dilations or (1,) * spatial)
+    extra = list(output_padding or (0,) * spatial)
+    sizes = x.type.shape[2:]
+    if output_shape or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        # pad (crop) the full output down to the wanted size; SAME wants input * stride
+        want = (tuple(output_shape)[-spatial:] if output_shape
+                else tuple(s * n for s, n in zip(strides, sizes)))
+        begins, ends = [], []
+        for d in range(spatial):
+            full = strides[d] * (sizes[d] - 1) + extra[d] + (kernel[d] - 1) * dilations[d] + 1
+            total = full - want[d]
+            if total < 0:  # a larger output: the extra elements come at the end
+                extra[d] -= total
+                total = 0
+            small, large = total // 2, total - total // 2
+            begins.append(small if auto_pad == "SAME_UPPER" else large)
+            ends.append(large if auto_pad == "SAME_UPPER" else small)
+        pads = tuple(begins + ends)
+    elif auto_pad == "VALID" or not pads:
+        pads = (0,) * (2 * spatial)
+    y = ctx.emit("conv_transpose", [x, w], strides=strides, pads=tuple(pads),
+                 dilations=dilations, groups=int(group), output_padding=tuple(extra))
+    if bias is not None:
+        shape = (1, bias.type.size) + (1,) * spatial
+        y = ctx.emit("add", [y, reshape(ctx, bias, shape)])
+    return y
+
+
 @converter("BatchNormalization", since=6)
 def batch_norm(ctx: ImportContext, inputs: list[Value], *, epsilon: float = 1e-5,
                momentum: float = 0.9, spatial: int = 1, is_test: int = 0,
@@ -127,19 +189,27 @@ def batch_norm(ctx: ImportContext, inputs: list[Value], *, epsilon: float = 1e-5
 # reductions and softmax -----------------------------------------------------------------------
 
 
-@converter("Softmax", since=1, until=12)
-def softmax_2d(ctx: ImportContext, inputs: list[Value], *, axis: int = 1) -> Value:
-    x = inputs[0]
-    shape = x.type.shape
-    axis = normalize_axis(axis, x.type.ndim)
-    if axis == x.type.ndim - 1:  # flattening at the last axis is a plain last-axis softmax
-        return ctx.emit("softmax", [x], axis=axis)
-    # Before opset 13, softmax normalizes over all dims from `axis` on, as one flat row.
-    flat = reshape(ctx, x, (math.prod(shape[:axis]), math.prod(shape[axis:])))
-    return reshape(ctx, ctx.emit("softmax", [flat], axis=1), shape)
+def _softmax_2d(op: str) -> Callable:
+    def convert(ctx: ImportContext, inputs: list[Value], *, axis: int = 1) -> Value:
+        x = inputs[0]
+        shape = x.type.shape
+        axis = normalize_axis(axis, x.type.ndim)
+        if axis == x.type.ndim - 1:  # flattening at the last axis changes nothing
+            return ctx.emit(op, [x], axis=axis)
+        # Before opset 13, the op normalizes over all dims from `axis` on, as one flat row.
+        flat = reshape(ctx, x, (math.prod(shape[:axis]), math.prod(shape[axis:])))
+        return reshape(ctx, ctx.emit(op, [flat], axis=1), shape)
+    return convert
 
 
-@converter("Softmax", since=13)
-def softmax(ctx: ImportContext, inputs: list[Value], *, axis: int = -1) -> Value:
-    x = inputs[0]
-    return ctx.emit("softmax", [x], axis=normalize_axis(axis, x.type.ndim))
+def _softmax(op: str) -> Callable:
+    def convert(ctx: ImportContext, inputs: list[Value], *, axis: int = -1) -> Value:
+        x = inputs[0]
+        return ctx.emit(op, [x], axis=normalize_axis(axis, x.type.ndim))
+    return convert
+
+
+for _onnx_op, _core_op in (("Softmax", "softmax"), ("LogSoftmax", "log_softmax"),
+                           ("Hardmax", "hardmax")):
+    converter(_onnx_op, since=1, until=12)(_softmax_2d(_core_op))
+    converter(_onnx_op, since=13)(_softmax(_core_op))

@@ -127,20 +127,6 @@ def shape(ctx: ImportContext, inputs: list[Value], *, start: int = 0, end: int |
     return ctx.const(np.array(dims[slice(start, end)], dtype=np.int64))
 
 
-@converter("Gather", since=1)
-def gather(ctx: ImportContext, inputs: list[Value], *, axis: int = 0) -> Value:
-    data, indices = ctx.constant(inputs[0]), ctx.constant(inputs[1])
-    if data is None or indices is None:
-        raise UnsupportedOpError("Gather is supported on constant data and indices only (shape "
-                                 "arithmetic), not on tensors computed at run time")
-    axis = normalize_axis(axis, data.ndim)
-    size = data.shape[axis]
-    if indices.size and (indices.min() < -size or indices.max() >= size):
-        raise ShapeError(f"Gather indices {indices.tolist()} are out of range for axis {axis} "
-                         f"of size {size}")
-    return ctx.const(np.take(data, np.where(indices < 0, indices + size, indices), axis=axis))
-
-
 def _unsqueeze(ctx: ImportContext, x: Value, axes: Sequence[int]) -> Value:
     ndim = x.type.ndim + len(axes)
     axes = sorted(normalize_axis(a, ndim) for a in axes)
@@ -187,21 +173,166 @@ def squeeze_input(ctx: ImportContext, inputs: list[Value]) -> Value:
                     None if axes is None else ctx.require_constant(axes, "axes").tolist())
 
 
+@converter("Size", since=1)
+def size(ctx: ImportContext, inputs: list[Value]) -> Value:
+    return ctx.const(np.array(inputs[0].type.size, dtype=np.int64))
+
+
+@converter("Range", since=11)
+def range_(ctx: ImportContext, inputs: list[Value], *, stash_type: int | None = None) -> Value:
+    # The output length depends on the values, so they must be known: Range always folds.
+    start, limit, delta = (ctx.require_constant(v, name)
+                           for v, name in zip(inputs, ("start", "limit", "delta")))
+    if delta.item() == 0:
+        raise ShapeError("Range delta is 0")
+    dtype = start.dtype
+    if stash_type is not None and dtype.name in ("float16", "bfloat16"):
+        # low-precision ranges may be counted in float32 or float64 (opset 27)
+        wide = ctx.dtype_name(stash_type)
+        start, limit, delta = (a.astype(wide) for a in (start, limit, delta))
+    return ctx.const(np.arange(start.item(), limit.item(), delta.item()).astype(dtype))
+
+
+@converter("EyeLike", since=9)
+def eye_like(ctx: ImportContext, inputs: list[Value], *, dtype: int | None = None, k: int = 0
+             ) -> Value:
+    x = inputs[0]
+    if x.type.ndim != 2:
+        raise ShapeError(f"EyeLike needs a 2-D input, got {x.type}")
+    name = x.type.dtype if dtype is None else ctx.dtype_name(dtype)
+    # Only the input's shape matters, and shapes are static: the result is a constant.
+    return ctx.const(np.eye(*x.type.shape, k=k, dtype=name))
+
+
+@converter("Expand", since=8)
+def expand(ctx: ImportContext, inputs: list[Value]) -> Value:
+    x = inputs[0]
+    target = [int(d) for d in ctx.require_constant(inputs[1], "shape").tolist()]
+    # ONNX Expand broadcasts both ways: a target dim of 1 keeps the input's dim.
+    ndim = max(len(target), x.type.ndim)
+    ours = (1,) * (ndim - x.type.ndim) + x.type.shape
+    theirs = (1,) * (ndim - len(target)) + tuple(target)
+    shape = []
+    for a, b in zip(ours, theirs):
+        if a != b and 1 not in (a, b):
+            raise ShapeError(f"Expand cannot broadcast {x.type} to {tuple(target)}")
+        shape.append(a if b == 1 else b)
+    if tuple(shape) == x.type.shape:
+        return x
+    return ctx.emit("broadcast_to", [x], shape=tuple(shape))
+
+
+@converter("Tile", since=6)
+def tile(ctx: ImportContext, inputs: list[Value]) -> Value:
+    x = inputs[0]
+    repeats = tuple(int(r) for r in ctx.require_constant(inputs[1], "repeats").reshape(-1))
+    if len(repeats) != x.type.ndim:
+        raise ShapeError(f"Tile repeats {repeats} must have one entry per axis of {x.type}")
+    return x if all(r == 1 for r in repeats) else ctx.emit("tile", [x], repeats=repeats)
+
+
+def slice_axes(ctx: ImportContext, x: Value, starts: Sequence[int], ends: Sequence[int],
+               axes: Sequence[int] | None = None, steps: Sequence[int] | None = None
+               ) -> Value:
+    """ONNX slicing: negative bounds count from the end, out-of-range bounds clamp."""
+    shape = x.type.shape
+    axes = range(len(starts)) if axes is None else [normalize_axis(a, x.type.ndim)
+                                                    for a in axes]
+    steps = [1] * len(starts) if steps is None else steps
+    if not len(starts) == len(ends) == len(axes) == len(steps) or len(set(axes)) != len(axes):
+        raise ShapeError(f"Slice starts {list(starts)}, ends {list(ends)}, axes {list(axes)} "
+                         f"and steps {list(steps)} must match in length, axes distinct")
+    begin, stride, size = [0] * len(shape), [1] * len(shape), list(shape)
+    for axis, start, end, step in zip(axes, starts, ends, steps):
+        if step == 0:
+            raise ShapeError("Slice step is 0")
+        # Python's slice clamps exactly as ONNX does (INT_MAX ends included)
+        picked = range(*slice(int(start), int(end), int(step)).indices(shape[axis]))
+        begin[axis], stride[axis], size[axis] = picked.start, picked.step, len(picked)
+        if not picked:
+            begin[axis] = 0
+    if tuple(size) == shape and all(s == 1 for s in stride):
+        return x
+    return ctx.emit("slice", [x], starts=tuple(begin), steps=tuple(stride), shape=tuple(size))
+
+
+@converter("Slice", since=1, until=9)
+def slice_attribute(ctx: ImportContext, inputs: list[Value], *, starts: Sequence[int],
+                    ends: Sequence[int], axes: Sequence[int] | None = None) -> Value:
+    return slice_axes(ctx, inputs[0], starts, ends, axes)
+
+
+@converter("Slice", since=10)
+def slice_input(ctx: ImportContext, inputs: list[Value]) -> Value:
+    names = ("starts", "ends", "axes", "steps")
+    given = [None if v is None else ctx.require_constant(v, name).reshape(-1).tolist()
+             for v, name in zip(inputs[1:], names)]
+    given += [None] * (4 - len(given))
+    return slice_axes(ctx, inputs[0], *given)
+
+
+def _split(ctx: ImportContext, x: Value, axis: int, sizes: Sequence[int] | None,
+           count: int) -> tuple[Value, ...]:
+    """One slice per output: fusion wants single-output nodes, and each part is a view."""
+    axis = normalize_axis(axis, x.type.ndim)
+    n = x.type.shape[axis]
+    if sizes is None:
+        if count < 1:
+            raise ShapeError("Split has no outputs")
+        part = -(-n // count)  # ONNX: equal parts, the last one smaller when n % count
+        sizes = [part] * (count - 1) + [n - part * (count - 1)]
+        if sizes[-1] < 0:
+            raise ShapeError(f"Split cannot cut an axis of {n} into {count} parts")
+    sizes = [int(s) for s in sizes]
+    if sum(sizes) != n or min(sizes, default=0) < 0:
+        raise ShapeError(f"Split sizes {sizes} do not add up to axis {axis} of {x.type}")
+    offsets = np.cumsum([0] + sizes)
+    return tuple(slice_axes(ctx, x, [int(offsets[k])], [int(offsets[k + 1])], [axis])
+                 for k in range(len(sizes)))
+
+
+@converter("Split", since=1, until=12)
+def split_attribute(ctx: ImportContext, inputs: list[Value], *, axis: int = 0,
+                    split: Sequence[int] | None = None) -> tuple[Value, ...]:
+    if split is None and len(inputs) > 1 and inputs[1] is not None:  # opset 1's split input
+        split = ctx.require_constant(inputs[1], "split").tolist()
+    return _split(ctx, inputs[0], axis, split, ctx.num_outputs)
+
+
+@converter("Split", since=13)
+def split_input(ctx: ImportContext, inputs: list[Value], *, axis: int = 0,
+                num_outputs: int | None = None) -> tuple[Value, ...]:
+    sizes = inputs[1] if len(inputs) > 1 else None
+    sizes = None if sizes is None else ctx.require_constant(sizes, "split").tolist()
+    return _split(ctx, inputs[0], axis, sizes, num_outputs or ctx.num_outputs)
+
+
 def _pad(ctx: ImportContext, x: Value, mode: str, pads: Sequence[int], value: float,
          axes: Sequence[int] | None = None) -> Value:
-    if mode != "constant":
-        raise UnsupportedOpError(f"Pad mode {mode!r} is not supported (only 'constant')")
     ndim = x.type.ndim
+    if mode not in ("constant", "reflect", "edge", "wrap"):
+        raise UnsupportedOpError(f"Pad mode {mode!r} is not supported")
+    if len(pads) != 2 * (ndim if axes is None else len(axes)):
+        raise ShapeError(f"Pad pads {tuple(pads)} must hold a begin and an end per axis")
     if axes is not None:  # pads given for some axes only (opset 18)
         full = [0] * (2 * ndim)
         axes = [normalize_axis(a, ndim) for a in axes]
         for i, axis in enumerate(axes):
             full[axis], full[axis + ndim] = pads[i], pads[i + len(axes)]
         pads = full
-    pads = tuple(int(p) for p in pads)
+    pads = [int(p) for p in pads]
+    # Negative pads crop: pad by the positive parts, then slice the negative ones off.
+    grow = tuple(max(p, 0) for p in pads)
+    if any(grow):
+        x = ctx.emit("pad", [x], pads=grow, value=float(value), mode=mode)
     if any(p < 0 for p in pads):
-        raise UnsupportedOpError(f"Pad with negative pads {pads} is not supported")
-    return x if not any(pads) else ctx.emit("pad", [x], pads=pads, value=float(value))
+        shape = x.type.shape
+        starts = [max(-pads[d], 0) for d in range(ndim)]
+        ends = [shape[d] - max(-pads[d + ndim], 0) for d in range(ndim)]
+        if any(e < s for s, e in zip(starts, ends)):
+            raise ShapeError(f"Pad pads {tuple(pads)} crop more than {x.type} holds")
+        x = slice_axes(ctx, x, starts, ends)
+    return x
 
 
 @converter("Pad", since=2, until=10)
@@ -216,5 +347,45 @@ def pad_input(ctx: ImportContext, inputs: list[Value], *, mode: str = "constant"
     fill = inputs[2] if len(inputs) > 2 else None
     axes = inputs[3] if len(inputs) > 3 else None
     value = 0.0 if fill is None else ctx.require_constant(fill, "constant_value").item()
-    return _pad(ctx, x, mode, ctx.require_constant(pads, "pads").tolist(), value,
+    return _pad(ctx, x, mode, ctx.require_constant(pads, "pads").reshape(-1).tolist(), value,
                 None if axes is None else ctx.require_constant(axes, "axes").tolist())
+
+
+def _permute_blocks(ctx: ImportContext, x: Value, split: Sequence[int], perm: Sequence[int],
+                    out: Sequence[int]) -> Value:
+    """Reshape to ``split``, transpose by ``perm``, reshape to ``out``: a block shuffle."""
+    return reshape(ctx, ctx.emit("transpose", [reshape(ctx, x, split)], perm=tuple(perm)), out)
+
+
+@converter("DepthToSpace", since=1)
+def depth_to_space(ctx: ImportContext, inputs: list[Value], *, blocksize: int,
+                   mode: str = "DCR") -> Value:
+    x = inputs[0]
+    if x.type.ndim != 4 or x.type.shape[1] % (blocksize * blocksize):
+        raise ShapeError(f"DepthToSpace needs [N, C, H, W] with C divisible by "
+                         f"{blocksize}^2, got {x.type}")
+    n, c, h, w = x.type.shape
+    b, depth = blocksize, c // (blocksize * blocksize)
+    out = (n, depth, h * b, w * b)
+    if mode == "DCR":  # channels ordered (row offset, column offset, depth)
+        return _permute_blocks(ctx, x, (n, b, b, depth, h, w), (0, 3, 4, 1, 5, 2), out)
+    if mode == "CRD":  # channels ordered (depth, row offset, column offset)
+        return _permute_blocks(ctx, x, (n, depth, b, b, h, w), (0, 1, 4, 2, 5, 3), out)
+    raise UnsupportedOpError(f"DepthToSpace mode {mode!r} is not DCR or CRD")
+
+
+@converter("SpaceToDepth", since=1)
+def space_to_depth(ctx: ImportContext, inputs: list[Value], *, blocksize: int,
+                   mode: str = "DCR") -> Value:
+    x = inputs[0]
+    n, c, h, w = x.type.shape if x.type.ndim == 4 else (0, 0, -1, -1)
+    b = blocksize
+    if x.type.ndim != 4 or h % b or w % b:
+        raise ShapeError(f"SpaceToDepth needs [N, C, H, W] with H and W divisible by {b}, "
+                         f"got {x.type}")
+    # DCR: channels ordered (row offset, column offset, depth); CRD: (depth, row, column)
+    perm = {"DCR": (0, 3, 5, 1, 2, 4), "CRD": (0, 1, 3, 5, 2, 4)}.get(mode)
+    if perm is None:
+        raise UnsupportedOpError(f"SpaceToDepth mode {mode!r} is not DCR or CRD")
+    return _permute_blocks(ctx, x, (n, c, h // b, b, w // b, b), perm,
+                           (n, c * b * b, h // b, w // b))

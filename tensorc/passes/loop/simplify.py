@@ -13,7 +13,9 @@ def simplify(func: PrimFunc) -> PrimFunc:
 
     >>> simplify(func)   # for (i, 0, 1) A[i*4 + j // 4 * 4 + j % 4] ... -> A[j] ...
     """
-    return PrimFunc(func.name, func.params, _simplify(func.body, {}), dict(func.attrs))
+    body = _simplify(func.body, {})
+    return PrimFunc(func.name, func.params, body if body is not None else Seq([]),
+                    dict(func.attrs))
 
 
 def _simplify(s: Stmt, ranges: dict) -> Stmt | None:

@@ -1,0 +1,238 @@
+"""Converters of ONNX Resize and Upsample.
+
+Resize is separable: each resized axis becomes one core op over a constant table computed
+here from the ONNX attributes (coordinate transformation, interpolation mode, antialias,
+exclude_outside): ``gather`` along the axis for nearest, ``resize_axis`` (indices and weights
+per output position) for linear and cubic. The tables follow the ONNX reference in float64.
+"""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from tensorc.errors import ShapeError, UnsupportedOpError
+from tensorc.frontend.converters import converter, normalize_axis
+from tensorc.ir.graph import Value
+
+if TYPE_CHECKING:
+    from tensorc.frontend.onnx import ImportContext
+
+COORDINATE_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel",
+                    "align_corners", "asymmetric", "tf_crop_and_resize")
+
+
+def source_coordinates(mode: str, out_size: int, in_size: int, scale: float,
+                       roi: tuple[float, float]) -> tuple[np.ndarray, np.ndarray | None]:
+    """The input coordinate of every output position; and, for tf_crop_and_resize, which
+    positions fall outside the input (they take the extrapolation value)."""
+    y = np.arange(out_size, dtype=np.float64)
+    length = scale * in_size  # ONNX uses the unrounded output length
+    if mode == "align_corners":
+        x = np.zeros(out_size) if length == 1 else y * (in_size - 1) / (length - 1)
+    elif mode == "asymmetric":
+        x = y / scale
+    elif mode == "pytorch_half_pixel":
+        x = np.full(out_size, -0.5) if length == 1 else (y + 0.5) / scale - 0.5
+    elif mode == "half_pixel":
+        x = (y + 0.5) / scale - 0.5
+    elif mode == "half_pixel_symmetric":
+        offset = in_size / 2 * (1 - out_size / length)
+        x = offset + (y + 0.5) / scale - 0.5
+    elif mode == "tf_crop_and_resize":
+        span = (roi[1] - roi[0]) * (in_size - 1)
+        x = np.full(out_size, span / 2) if length == 1 else y * span / (length - 1)
+        x = x + roi[0] * (in_size - 1)
+        return x, (x < 0) | (x > in_size - 1)
+    else:
+        raise UnsupportedOpError(f"Resize coordinate_transformation_mode {mode!r} is not "
+                                 f"supported")
+    return x, None
+
+
+def _ratio(x: np.ndarray) -> np.ndarray:
+    """Where ``x`` lies between its two nearest input positions, in (0, 1]: ONNX takes the
+    taps left of an exact input position (ratio 1, not 0)."""
+    ratio = x - np.floor(x)
+    return np.where(ratio == 0, 1.0, ratio)
+
+
+def _window(x: np.ndarray, taps: int) -> np.ndarray:
+    """[out, taps] input positions around ``x`` (an even number of taps, half on each side).
+
+    ONNX finds the window on coordinates shifted by half of it; where that shift rounds a
+    coordinate onto an integer, the window starts one tap further left (while the weights
+    keep the unshifted ratio). The same is done here, so that the tables match its reference.
+    """
+    shift = (taps + 1) // 2
+    shifted = x + shift
+    left = np.floor(shifted)
+    start = left - taps // 2 + np.where(shifted == left, 0, 1) - shift
+    return start[:, None].astype(np.int64) + np.arange(taps)[None, :]
+
+
+def nearest_indices(x: np.ndarray, rule: str, scale: float, in_size: int) -> np.ndarray:
+    """Round coordinates to input positions by ONNX nearest_mode ("simple": Upsample and
+    Resize-10, floor when enlarging and ceil when shrinking, as onnxruntime)."""
+    if rule == "simple":
+        rule = "floor" if scale >= 1 else "ceil"
+    ratio = _ratio(x)
+    up = {"round_prefer_floor": ratio > 0.5, "round_prefer_ceil": ratio >= 0.5,
+          "floor": ratio == 1.0, "ceil": np.ones(x.shape, bool)}.get(rule)
+    if up is None:
+        raise UnsupportedOpError(f"Resize nearest_mode {rule!r} is not supported")
+    # the left or the right one of the two positions around x (x itself when exact)
+    pair = _window(x, 2)
+    return np.clip(np.where(up, pair[:, 1], pair[:, 0]), 0, in_size - 1)
+
+
+def _cubic_kernel(d: np.ndarray, a: float) -> np.ndarray:
+    d = np.abs(d)
+    near = ((a + 2) * d - (a + 3)) * d * d + 1
+    far = ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+    return np.where(d <= 1, near, np.where(d < 2, far, 0.0))
+
+
+def interpolation_table(x: np.ndarray, mode: str, scale: float, in_size: int,
+                        cubic_coeff_a: float, antialias: bool, exclude_outside: bool
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """[out, taps] input positions and weights of linear or cubic interpolation at ``x``."""
+    ratio = _ratio(x)
+    reach = 1 if mode == "linear" else 2
+    shrink = min(scale, 1.0) if antialias else 1.0
+    first = math.floor(-reach / shrink) + 1   # the leftmost tap, relative to floor(x)
+    offsets = np.arange(first, 1 - first + 1)
+    distance = (offsets[None, :] - ratio[:, None]) * shrink
+    if mode == "linear":
+        weights = np.clip(1 - np.abs(distance), 0, 1)
+    else:
+        weights = _cubic_kernel(distance, cubic_coeff_a)
+    if antialias:
+        weights = weights / weights.sum(axis=1, keepdims=True)
+    positions = _window(x, len(offsets))
+    if exclude_outside:
+        weights = np.where((positions < 0) | (positions >= in_size), 0.0, weights)
+        total = weights.sum(axis=1, keepdims=True)
+        weights = weights / np.where(total == 0, 1.0, total)
+    return np.clip(positions, 0, in_size - 1), weights
+
+
+def resize_axis(ctx: ImportContext, x: Value, axis: int, out_size: int, scale: float,
+                roi: tuple[float, float], *, mode: str, coordinates: str, nearest_mode: str,
+                cubic_coeff_a: float = -0.75, antialias: bool = False,
+                exclude_outside: bool = False, extrapolation_value: float = 0.0) -> Value:
+    in_size = x.type.shape[axis]
+    source, outside = source_coordinates(coordinates, out_size, in_size, scale, roi)
+    fill = float(extrapolation_value) if outside is not None and outside.any() else None
+    wtype = np.float64 if x.type.dtype == "float64" else np.float32
+    if mode == "nearest":
+        index = nearest_indices(source, nearest_mode, scale, in_size)
+        if fill is None:
+            return ctx.emit("gather", [x, ctx.const(index)], axis=axis)
+        positions, weights = index[:, None], np.ones((out_size, 1))
+    elif mode in ("linear", "cubic"):
+        positions, weights = interpolation_table(source, mode, scale, in_size, cubic_coeff_a,
+                                                 antialias, exclude_outside)
+    else:
+        raise UnsupportedOpError(f"Resize mode {mode!r} is not supported")
+    if fill is not None:
+        positions = positions.copy()
+        positions[outside, 0] = -1
+    return ctx.emit("resize_axis", [x, ctx.const(positions), ctx.const(weights.astype(wtype))],
+                    axis=axis, fill=fill)
+
+
+def resize(ctx: ImportContext, x: Value, scales: Sequence[float] | None,
+           sizes: Sequence[int] | None, roi: Sequence[float] | None,
+           axes: Sequence[int] | None = None, keep_aspect_ratio_policy: str = "stretch",
+           **options) -> Value:
+    """Resize ``x`` along ``axes`` (all by default) to ``sizes`` or by ``scales``."""
+    shape, ndim = x.type.shape, x.type.ndim
+    axes = list(range(ndim)) if axes is None else [normalize_axis(a, ndim) for a in axes]
+    given = sizes if sizes is not None else scales
+    if given is None or len(given) != len(axes):
+        raise ShapeError(f"Resize needs one scale or size per resized axis ({len(axes)}), got "
+                         f"{None if given is None else list(given)}")
+    roi = list(roi) if roi is not None and len(roi) else None
+    if roi is not None and len(roi) != 2 * len(axes):
+        raise ShapeError(f"Resize roi {roi} must hold a start and an end per resized axis")
+    if sizes is not None:
+        factors = [int(n) / shape[a] for n, a in zip(sizes, axes)]
+        out = [int(n) for n in sizes]
+        if keep_aspect_ratio_policy != "stretch":
+            pick = {"not_larger": min, "not_smaller": max}.get(keep_aspect_ratio_policy)
+            if pick is None:
+                raise ShapeError(f"Resize keep_aspect_ratio_policy "
+                                 f"{keep_aspect_ratio_policy!r} is unknown")
+            factor = pick(factors)
+            factors = [factor] * len(axes)
+            out = [int(factor * shape[a] + 0.5) for a in axes]
+    else:
+        factors = [float(s) for s in scales]
+        if min(factors, default=1) <= 0:
+            raise ShapeError(f"Resize scales {factors} must be positive")
+        out = [int(f * shape[a]) for f, a in zip(factors, axes)]
+    for k, (axis, size, factor) in enumerate(zip(axes, out, factors)):
+        window = (0.0, 1.0) if roi is None else (float(roi[k]), float(roi[k + len(axes)]))
+        if size == shape[axis] and math.isclose(factor, 1.0) and window == (0.0, 1.0):
+            continue
+        x = resize_axis(ctx, x, axis, size, factor, window, **options)
+    return x
+
+
+def _optional(ctx: ImportContext, inputs: list[Value], k: int, what: str) -> np.ndarray | None:
+    value = inputs[k] if len(inputs) > k else None
+    if value is None:
+        return None
+    array = ctx.require_constant(value, what).reshape(-1)
+    return array if array.size else None
+
+
+@converter("Resize", since=11)
+def resize_11(ctx: ImportContext, inputs: list[Value], *, antialias: int = 0,
+              axes: Sequence[int] | None = None,
+              coordinate_transformation_mode: str = "half_pixel",
+              cubic_coeff_a: float = -0.75, exclude_outside: int = 0,
+              extrapolation_value: float = 0.0, keep_aspect_ratio_policy: str = "stretch",
+              mode: str = "nearest", nearest_mode: str = "round_prefer_floor") -> Value:
+    roi = _optional(ctx, inputs, 1, "roi")
+    scales = _optional(ctx, inputs, 2, "scales")
+    sizes = _optional(ctx, inputs, 3, "sizes")
+    if coordinate_transformation_mode != "tf_crop_and_resize":
+        roi = None
+    return resize(ctx, inputs[0], None if sizes is not None else scales,
+                  None if sizes is None else sizes.astype(np.int64).tolist(), roi, axes,
+                  keep_aspect_ratio_policy, mode=mode,
+                  coordinates=coordinate_transformation_mode, nearest_mode=nearest_mode,
+                  cubic_coeff_a=cubic_coeff_a, antialias=bool(antialias),
+                  exclude_outside=bool(exclude_outside),
+                  extrapolation_value=extrapolation_value)
+
+
+def _resize_asymmetric(ctx: ImportContext, x: Value, scales: Sequence[float], mode: str
+                       ) -> Value:
+    """Resize-10 and Upsample: scales only, asymmetric coordinates."""
+    if mode not in ("nearest", "linear", "bilinear"):
+        raise UnsupportedOpError(f"mode {mode!r} is not supported (nearest or linear)")
+    return resize(ctx, x, list(scales), None, None, mode="nearest" if mode == "nearest"
+                  else "linear", coordinates="asymmetric", nearest_mode="simple")
+
+
+@converter("Resize", since=10, until=10)
+def resize_10(ctx: ImportContext, inputs: list[Value], *, mode: str = "nearest") -> Value:
+    scales = ctx.require_constant(inputs[1], "scales").reshape(-1).tolist()
+    return _resize_asymmetric(ctx, inputs[0], scales, mode)
+
+
+@converter("Upsample", since=7, until=8)
+def upsample_attribute(ctx: ImportContext, inputs: list[Value], *, scales: Sequence[float],
+                       mode: str = "nearest") -> Value:
+    return _resize_asymmetric(ctx, inputs[0], scales, mode)
+
+
+@converter("Upsample", since=9, until=9)
+def upsample_input(ctx: ImportContext, inputs: list[Value], *, mode: str = "nearest"
+                   ) -> Value:
+    scales = ctx.require_constant(inputs[1], "scales").reshape(-1).tolist()
+    return _resize_asymmetric(ctx, inputs[0], scales, mode)

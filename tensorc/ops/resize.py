@@ -1,0 +1,94 @@
+"""Resampling along one axis: resize_axis, the building block of ONNX Resize and Upsample.
+
+resize_axis{axis, fill}(x, indices, weights): with ``indices`` an int64 [out, taps] table and
+``weights`` a float [out, taps] table (constants the frontend computes from the coordinate
+mode, interpolation mode and scale),
+
+    out[..., j, ...] = sum over t of weights[j, t] * x[..., indices[j, t], ...]
+
+along ``axis``, or ``fill`` where ``indices[j, 0]`` is negative (tf_crop_and_resize's
+extrapolation). Resize is separable, so an N-D resize is one resize_axis per resized axis;
+the chain fuses into one kernel. The taps are unrolled (1 for nearest, 2 linear, 4 cubic,
+more with antialias). Integer data is interpolated in float, rounded and saturated.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tensorc.errors import ShapeError
+from tensorc.ir import expr as E
+from tensorc.ir import te
+from tensorc.ir.types import TensorType
+from tensorc.ops.registry import Pattern, define
+from tensorc.ops.schedules import clamp
+from tensorc.ops.shape_rules import expect_arity, expect_axis, expect_float
+
+resize_axis = define("resize_axis", Pattern.INJECTIVE)
+
+
+@resize_axis.infer
+def _resize_axis_infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
+    expect_arity("resize_axis", input_types, 3)
+    x, indices, weights = input_types
+    axis = attrs["axis"]
+    expect_axis("resize_axis", axis, x.ndim)
+    expect_float("resize_axis", weights, "weights")
+    if (indices.dtype != "int64" or indices.ndim != 2 or weights.shape != indices.shape
+            or indices.shape[1] < 1):
+        raise ShapeError(f"resize_axis: indices {indices} and weights {weights} must be "
+                         f"[out, taps] tables, int64 and float")
+    shape = x.shape[:axis] + (indices.shape[0],) + x.shape[axis + 1:]
+    return [TensorType(shape, x.dtype)]
+
+
+def _saturate(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        return np.clip(np.round(values), info.min, info.max).astype(dtype)
+    return values.astype(dtype)
+
+
+@resize_axis.reference
+def _resize_axis_reference(attrs: dict, x: np.ndarray, indices: np.ndarray,
+                           weights: np.ndarray) -> list[np.ndarray]:
+    axis = attrs["axis"]
+    n = x.shape[axis]
+    if indices.max(initial=0) >= n:
+        raise ShapeError(f"resize_axis: indices reach {indices.max()} on an axis of size {n}")
+    taken = np.take(x.astype(weights.dtype), np.clip(indices, 0, n - 1), axis=axis)
+    shape = (1,) * axis + weights.shape + (1,) * (x.ndim - axis - 1)
+    out = (taken * weights.reshape(shape)).sum(axis=axis + 1)
+    fill = attrs.get("fill")
+    if fill is not None:
+        outside = (indices[:, 0] < 0).reshape((1,) * axis + (-1,) + (1,) * (x.ndim - axis - 1))
+        out = np.where(outside, fill, out)
+    return [_saturate(out, x.dtype)]
+
+
+@resize_axis.compute
+def _resize_axis_compute(attrs: dict, x: te.Tensor, indices: te.Tensor, weights: te.Tensor
+                         ) -> te.Tensor:
+    axis, fill = attrs["axis"], attrs.get("fill")
+    n, (out, taps) = x.shape[axis], indices.shape
+    shape = x.shape[:axis] + (out,) + x.shape[axis + 1:]
+    wtype = weights.dtype
+
+    def body(*o):
+        j = o[axis]
+        total = None
+        for t in range(taps):
+            source = clamp(indices[j, t], n)
+            value = E.cast(wtype, x[tuple(source if d == axis else o[d]
+                                          for d in range(x.ndim))])
+            term = value * weights[j, t]
+            total = term if total is None else total + term
+        if fill is not None:
+            outside = E.Compare("lt", indices[j, 0], E.const(0))
+            total = E.select(outside, E.Const(fill, wtype), total)
+        if E.is_float(x.dtype):
+            return E.cast(x.dtype, total)
+        low, high = te.min_value(x.dtype).value, te.max_value(x.dtype).value
+        rounded = E.call("round", total)
+        rounded = E.minimum(E.maximum(rounded, E.Const(low, wtype)), E.Const(high, wtype))
+        return E.cast(x.dtype, rounded)
+    return te.compute(shape, body, name="resize_axis")
