@@ -10,9 +10,9 @@ from helpers import ort_run
 
 import tensorc
 
-# the models that compile today; each entry is a module of models/ with build(),
+# each entry is a module of models/ with build(),
 # example_inputs() and INPUT_SHAPES
-REAL_MODELS = ["mobilenetv2"]
+REAL_MODELS = ["mobilenetv2", "bert", "gpt2", "detector", "lstm"]
 
 
 @pytest.mark.parametrize("name", REAL_MODELS)
