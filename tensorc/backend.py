@@ -13,7 +13,6 @@ given to ``run``, once per value.
 """
 from __future__ import annotations
 
-import re
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -21,7 +20,7 @@ import onnx
 from onnx import helper, numpy_helper
 from onnx.backend.base import Backend, BackendRep, Device, DeviceType, namedtupledict
 
-from tensorc.errors import InputError, ShapeError, TensorcError
+from tensorc.errors import ConstantRequiredError, InputError, TensorcError
 from tensorc.runtime.module import Module
 
 # Keyword arguments of prepare() that ONNX's test runner passes along with its own
@@ -58,8 +57,8 @@ class TensorcRep(BackendRep):
             # Compile now, so that an unsupported model fails in prepare(), as ONNX expects.
             try:
                 self._modules[()] = self._compile(None, {})
-            except ShapeError as error:
-                if _input_needed_constant(error, self.input_names) is None:
+            except ConstantRequiredError as error:
+                if not set(error.inputs) & set(self.input_names):
                     raise
                 self._lazy = True   # specialize on the values given to run()
 
@@ -97,16 +96,17 @@ class TensorcRep(BackendRep):
             try:
                 module = self._modules[key] = self._compile(shapes, frozen)
                 return module
-            except ShapeError as error:
-                name = _input_needed_constant(error, self.input_names)
-                if name is None or name in self.frozen_inputs:
+            except ConstantRequiredError as error:
+                needed = [n for n in error.inputs
+                          if n in self.input_names and n not in self.frozen_inputs]
+                if not needed:
                     raise
-                self.frozen_inputs.append(name)
+                self.frozen_inputs.extend(needed)
 
     def _frozen_value(self, feeds: dict[str, Any], name: str) -> np.ndarray:
         (value,) = [v for v in self.model.graph.input if v.name == name]
         dtype = helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type)
-        return np.ascontiguousarray(np.asarray(feeds[name]), dtype=dtype)
+        return np.array(feeds[name], dtype=dtype, order="C")    # keeps 0-d arrays 0-d
 
     def _compile(self, shapes: tuple | None, frozen: dict[str, np.ndarray]) -> Module:
         import tensorc
@@ -143,16 +143,6 @@ class TensorcRep(BackendRep):
 
 
 # what ImportContext.require_constant says of an input computed at run time
-_NEEDS_CONSTANT = re.compile(r"input %(\S+) \([^)]*\) is computed at run time; tensorc needs "
-                             r"it to be constant")
-
-
-def _input_needed_constant(error: ShapeError, input_names: list[str]) -> str | None:
-    """The model input that ``error`` says must be a constant, if it is one."""
-    found = _NEEDS_CONSTANT.search(str(error))
-    return found.group(1) if found and found.group(1) in input_names else None
-
-
 def _has_unknown_dims(model: onnx.ModelProto, names: set[str]) -> bool:
     """Whether an input has a symbolic or unknown dim (or an unknown rank). False where an
     input is not a tensor at all: compiling at once reports that, whatever the shapes."""

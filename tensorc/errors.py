@@ -17,6 +17,16 @@ class ShapeError(TensorcError):
     """A shape or dtype cannot be inferred, or does not match what an op requires."""
 
 
+class ConstantRequiredError(ShapeError):
+    """A value that decides a shape (Reshape's shape, a Loop's trip count, ...) is computed
+    at run time. ``inputs`` names the graph inputs it depends on: compiling again with those
+    bound to constants (specializing on their values) removes the problem."""
+
+    def __init__(self, message: str, inputs: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.inputs = tuple(inputs)
+
+
 class InputError(TensorcError):
     """A feed passed to Module.run does not match the model's signature."""
 

@@ -18,7 +18,9 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from tensorc.errors import ModelLoadError, ShapeError, TensorcError, UnsupportedOpError
+from tensorc.errors import (
+    ConstantRequiredError, ModelLoadError, ShapeError, TensorcError, UnsupportedOpError,
+)
 from tensorc.frontend.converters import find_converter, supported_opsets
 from tensorc.ir.graph import Graph, Value, eliminate_dead_code
 from tensorc.ir.types import DTYPES, TensorType, dtype_of
@@ -339,12 +341,29 @@ class ImportContext:
     def require_constant(self, value: Value, what: str) -> np.ndarray:
         array = self.constant(value)
         if array is None:
-            raise ShapeError(f"its {what} input %{value.name} ({value.type}) is computed at run "
-                             f"time; tensorc needs it to be constant (static shapes)")
+            raise ConstantRequiredError(
+                f"its {what} input %{value.name} ({value.type}) is computed at run time; "
+                f"tensorc needs it to be constant (static shapes)", _graph_inputs_of(value))
         return array
 
     def dtype_name(self, elem_type: int) -> str:
         return _dtype_name(elem_type, self.label, "a Cast target")
+
+
+def _graph_inputs_of(value: Value) -> tuple[str, ...]:
+    """The names of the graph inputs ``value`` is computed from."""
+    found: dict[str, None] = {}
+    stack, seen = [value], set()
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        if v.producer is None:
+            found.setdefault(v.name, None)
+        else:
+            stack.extend(v.producer.inputs)
+    return tuple(found)
 
 
 def _attribute_values(node: onnx.NodeProto, label: str) -> dict[str, Any]:
@@ -384,7 +403,9 @@ def _convert_node(context: ImportContext, node: onnx.NodeProto, index: int,
     except TensorcError as error:
         described = ", ".join(f"{n or '<none>'}: {v.type if v else '-'}"
                               for n, v in zip(node.input, inputs))
-        raise type(error)(f"{where}: {error}\n  inputs: {described}") from None
+        # the same error (type and attributes kept), its message placed in the model
+        error.args = (f"{where}: {error}\n  inputs: {described}",)
+        raise error.with_traceback(None) from None
     except (ValueError, TypeError, IndexError, KeyError) as error:
         raise ShapeError(f"{where}: cannot convert: {type(error).__name__}: {error}") from error
     if isinstance(outputs, Value):

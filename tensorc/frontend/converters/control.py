@@ -65,17 +65,12 @@ def loop(ctx: ImportContext, inputs: list[Value | None], *, body: onnx.GraphProt
     trip_count, cond, *carried = inputs
     max_trips = None
     if trip_count is not None:
-        known = ctx.constant(trip_count)
-        if known is None:
-            raise UnsupportedOpError("Loop: the trip count is computed at run time; tensorc "
-                                     "unrolls loops and needs it constant")
-        max_trips = int(np.asarray(known).reshape(-1)[0])
+        # tensorc unrolls loops: the trip count must be known when compiling
+        max_trips = int(np.asarray(ctx.require_constant(trip_count, "trip count"))
+                        .reshape(-1)[0])
     keep_going = True
     if cond is not None:
-        known = ctx.constant(cond)
-        if known is None:
-            raise UnsupportedOpError("Loop: the initial condition is computed at run time")
-        keep_going = bool(np.asarray(known).reshape(-1)[0])
+        keep_going = bool(np.asarray(ctx.require_constant(cond, "condition")).reshape(-1)[0])
     if max_trips is None:
         max_trips = MAX_UNROLLED_ITERATIONS
     n_carried = len(carried)
