@@ -95,10 +95,8 @@ def average_pool(ctx: ImportContext, inputs: list[Value], *, auto_pad: str = "NO
     x = inputs[0]
     strides, pads, dilations = spatial_attrs(x, kernel_shape, strides, dilations, pads,
                                               auto_pad)
-    if any(d != 1 for d in dilations):
-        raise UnsupportedOpError(f"AveragePool with dilations {dilations} is not supported")
     return ctx.emit("avg_pool", [x], kernel_shape=tuple(kernel_shape), strides=strides,
-                    pads=pads, ceil_mode=bool(ceil_mode),
+                    pads=pads, dilations=dilations, ceil_mode=bool(ceil_mode),
                     count_include_pad=bool(count_include_pad))
 
 

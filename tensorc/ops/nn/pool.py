@@ -1,7 +1,7 @@
 """max_pool and avg_pool over 1 to 3 spatial dims, NCHW layout, with ONNX's ceil_mode rule.
 
 max_pool attrs: kernel_shape, strides, pads, dilations, ceil_mode.
-avg_pool attrs: kernel_shape, strides, pads, ceil_mode, count_include_pad.
+avg_pool attrs: kernel_shape, strides, pads, dilations, ceil_mode, count_include_pad.
 """
 from __future__ import annotations
 
@@ -107,12 +107,10 @@ def _avg_pool_reference(attrs: dict, x: np.ndarray) -> list[np.ndarray]:
     counted = pad_spatial(counted, (0,) * spatial + tuple(overhang), 0.0)
     total = np.zeros(x.shape[:2] + out)
     count = np.zeros((1, 1) + out)
-    strides = attrs["strides"]
-    for _, view in window_slices(padded, attrs["kernel_shape"], strides, (1,) * spatial,
-                                      out):
+    strides, dilations = attrs["strides"], _dilations(attrs, spatial)
+    for _, view in window_slices(padded, attrs["kernel_shape"], strides, dilations, out):
         total += view
-    for _, view in window_slices(counted, attrs["kernel_shape"], strides, (1,) * spatial,
-                                      out):
+    for _, view in window_slices(counted, attrs["kernel_shape"], strides, dilations, out):
         count += view
     return [(total / np.maximum(count, 1)).astype(x.dtype)]
 
@@ -152,14 +150,20 @@ def _avg_pool_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
         name="pool_sum", tag="anchor:pool_sum")
     include = bool(attrs["count_include_pad"])
 
+    dilations = _dilations(attrs, spatial)
+
     def divisor(o) -> E.Expr:
-        # window elements inside the input (or inside input + explicit padding)
+        # window elements inside the input (or inside input + explicit padding): the k in
+        # [0, K) with low <= start + k*dilation < high
         count = None
         for d in range(spatial):
             start = o[d] * strides[d] - pads[d]
             low = -pads[d] if include else 0
             high = x.shape[2 + d] + (pads[d + spatial] if include else 0)
-            n = E.minimum(start + kernel[d], high) - E.maximum(start, low)
+            step = dilations[d]
+            first = E.maximum((low - start + step - 1) // step, 0)     # ceil division
+            last = E.minimum((high - 1 - start) // step, kernel[d] - 1)
+            n = E.maximum(last - first + 1, 0)
             count = n if count is None else count * n
         return E.cast(x.dtype, E.maximum(count, 1))
 
