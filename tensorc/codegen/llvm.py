@@ -690,6 +690,8 @@ class LLVMCodegen:
         if len(args) == 2:
             args = list(self._pair(*args))
         x = args[0]
+        if e.name == "bitcast":
+            return self._bitcast(x, e.args[0].dtype, e.dtype)
         if e.name in ("isnan", "isinf"):
             if e.name == "isnan":
                 return self.b.fcmp_unordered("uno", x, x)
@@ -720,6 +722,23 @@ class LLVMCodegen:
             lane = [self.b.extract_element(a, ir.Constant(I32, k)) for a in args]
             out = self.b.insert_element(out, self.b.call(fn, lane), ir.Constant(I32, k))
         return out
+
+    def _bitcast(self, v: ir.Value, src: str, dst: str) -> ir.Value:
+        """The bits of ``v`` (a ``src`` value) as a ``dst`` value of the same width."""
+        b = self.b
+        i16 = ir.IntType(16)
+        if src == "bool":
+            v = b.zext(v, _like(v.type, I8))           # bool values are i1, stored as bytes
+        elif src == "bfloat16":                        # computed in float32, stored as i16
+            bits = b.lshr(b.bitcast(v, _like(v.type, I32)), _splat(v.type, I32, 16))
+            v = b.trunc(bits, _like(v.type, i16))
+        if dst == "bool":
+            return b.icmp_unsigned("!=", v, ir.Constant(v.type, None))
+        if dst == "bfloat16":
+            wide = b.shl(b.zext(v, _like(v.type, I32)), _splat(v.type, I32, 16))
+            return b.bitcast(wide, _like(v.type, ir.FloatType()))
+        target = _like(v.type, value_type(dst))
+        return v if v.type == target else b.bitcast(v, target)
 
     def cast(self, v: ir.Value, src: str, dst: str) -> ir.Value:
         if src == dst:

@@ -199,7 +199,8 @@ class Cast(Expr):
 # Math intrinsics a Call may name; codegen maps each to an LLVM intrinsic or a libm function.
 INTRINSICS = ("exp", "log", "sqrt", "tanh", "fabs", "floor", "ceil", "round", "trunc", "erf",
               "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh",
-              "atanh", "pow", "fmod", "isnan", "isinf")
+              "atanh", "pow", "fmod", "isnan", "isinf",
+              "bitcast")          # the same bits read as the Call's dtype (equal bit widths)
 
 
 class Call(Expr):

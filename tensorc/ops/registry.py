@@ -95,6 +95,7 @@ def _load_families() -> None:
 FAMILY_MODULES = (
     "tensorc.ops.elementwise",   # unary and binary (broadcasting) elementwise ops, cast
     "tensorc.ops.activations",   # elu, gelu, prelu, softplus, ... (elementwise rules)
+    "tensorc.ops.bitcast",       # bitcast (reinterpret bits)
     "tensorc.ops.logic",         # comparisons, and / or / xor / not, isnan, isinf, where
     "tensorc.ops.matmul",        # matmul
     "tensorc.ops.nn.conv",       # conv
