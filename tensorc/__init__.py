@@ -29,6 +29,21 @@ def _import(model, input_shapes):
     return proto, graph
 
 
+def check(model: str | Path | "onnx.ModelProto",  # noqa: F821
+          input_shapes: Mapping[str, Sequence[int]] | None = None
+          ) -> "tensorc.frontend.check.CheckReport":  # noqa: F821
+    """Report which ops of an ONNX model tensorc supports, without compiling it: unsupported
+    ops (with domain, opset and node names), attributes and variants the converters reject,
+    symbolic input dims and whether ``input_shapes`` binds them.
+
+    >>> report = tensorc.check("model.onnx", input_shapes={"x": (1, 3, 224, 224)})
+    >>> report.supported  # str(report) is the text of ``tensorc check``, to_json() its JSON
+    True
+    """
+    from tensorc.frontend.check import check_model
+    return check_model(model, input_shapes)
+
+
 def compile(model: str | Path | "onnx.ModelProto", target: str | Target = "llvm",  # noqa: F821
             input_shapes: Mapping[str, Sequence[int]] | None = None, tuning_log=None,
             num_threads: int | None = None,
@@ -92,6 +107,6 @@ def inspect(model, stage: str = "graph", input_shapes=None, target: str | Target
     return optimized_llvm_ir(compiled, tgt)
 
 
-__all__ = ["compile", "load", "inspect", "Module", "Target", "TensorcError",
+__all__ = ["compile", "check", "load", "inspect", "Module", "Target", "TensorcError",
            "UnsupportedOpError", "ModelLoadError", "ShapeError", "InputError",
            "ArtifactError", "ScheduleError", "STAGES"]

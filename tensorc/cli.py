@@ -295,6 +295,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_check(args: argparse.Namespace) -> int:
+    """Report which ops of a model tensorc supports, without compiling it."""
+    model = _require_file(args.model, "model")
+    report = tensorc.check(str(model), input_shapes=_shape_dict(args.input_shape))
+    print(report.to_json() if args.json else report)
+    return 0 if report.supported else EXIT_CHECK_FAILED
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
     """Print the model's IR after one stage of the pipeline."""
     model = _require_file(args.model, "model")
@@ -509,6 +517,30 @@ Exit status: 0 ok, 1 the outputs disagree with onnxruntime, 2 error.
     p.set_defaults(handler=cmd_run)
 
 
+def _add_check_model_parser(commands: Any) -> None:
+    p = _subcommand(
+        commands,
+        "check",
+        "report which ops of a model tensorc supports, without compiling it",
+        "Report, without compiling, which ops of an ONNX model tensorc supports and which it "
+        "does not (op type, domain, opset, node names, and why for an attribute or variant "
+        "a converter rejects), which input dims are symbolic and whether --input-shape binds "
+        "them, and the model's opsets and IR version. Each supported node is converted on "
+        "trial (dims left unbound are tried as 1), so one run lists every problem.",
+        """\
+examples:
+  tensorc check models/resnet.onnx
+  tensorc check models/bert.onnx --input-shape input_ids=1x128 --json
+
+Exit status: 0 every op is supported, 1 something is not, 2 error (a missing or broken file).
+""",
+    )
+    p.add_argument("model", help="the ONNX model file")
+    _add_input_shape(p)
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.set_defaults(handler=cmd_check)
+
+
 def _add_inspect_parser(commands: Any) -> None:
     p = _subcommand(
         commands,
@@ -589,6 +621,7 @@ def build_parser() -> argparse.ArgumentParser:
 examples:
   tensorc compile models/mlp.onnx -o mlp.tcz
   tensorc run mlp.tcz --check-onnxruntime
+  tensorc check models/mlp.onnx
   tensorc inspect models/mlp.onnx --stage fused
   tensorc bench models/resnet.onnx --vs onnxruntime --threads 1
 
@@ -599,6 +632,7 @@ examples:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_compile_parser(commands)
     _add_run_parser(commands)
+    _add_check_model_parser(commands)
     _add_inspect_parser(commands)
     _add_bench_parser(commands)
     return parser

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from tensorc.codegen import narrow_dtypes
 from tensorc.errors import TensorcError
 from tensorc.ir import expr as E
 from tensorc.ir.loop import (
@@ -28,6 +29,9 @@ _SCALAR = {
     "float64": ir.DoubleType(),
     "int8": I8, "int16": ir.IntType(16), "int32": I32, "int64": I64,
     "uint8": I8, "uint16": ir.IntType(16), "uint32": I32, "uint64": I64, "bool": I1,
+    # float8 / float4 are computed in float32, int4 / int2 in 8 bits (narrow_dtypes.py)
+    **{d: ir.FloatType() for d in narrow_dtypes.FLOAT_FORMATS},
+    **{d: I8 for d in narrow_dtypes.SMALL_INTS},
 }
 # LLVM intrinsics by expression intrinsic name (the rest call libm)
 _LLVM_INTRINSIC = {"exp": "llvm.exp", "log": "llvm.log", "sqrt": "llvm.sqrt",
@@ -59,6 +63,8 @@ def value_type(dtype: str) -> ir.Type:
 
 
 def storage_type(dtype: str) -> ir.Type:
+    if dtype in narrow_dtypes.NARROW_DTYPES:
+        return I8
     if dtype == "bfloat16":
         return ir.IntType(16)
     return I8 if dtype == "bool" else value_type(dtype)
@@ -447,7 +453,7 @@ class LLVMCodegen:
         load idiom): a masked vector load of ``B[i]`` (masked-off lanes never fault)."""
         load: E.Load = e.true_value
         buf = load.source
-        if buf.dtype in ("bool", "bfloat16"):
+        if buf.dtype in ("bool", "bfloat16") or buf.dtype in narrow_dtypes.NARROW_DTYPES:
             return None
         index = _strip_justified_clamps(load.indices[0], e.cond)
         lin = None if index is None else E.linear_coeff(index, self.vec_var)
@@ -523,6 +529,8 @@ class LLVMCodegen:
         return v
 
     def _from_storage(self, v: ir.Value, dtype: str) -> ir.Value:
+        if dtype in narrow_dtypes.NARROW_DTYPES:
+            return narrow_dtypes.decode(self.b, v, dtype)
         if dtype == "bfloat16":  # the 16 bits are the high half of a float32
             wide = self.b.shl(self.b.zext(v, _like(v.type, I32)), _splat(v.type, I32, 16))
             return self.b.bitcast(wide, _like(v.type, ir.FloatType()))
@@ -532,6 +540,8 @@ class LLVMCodegen:
         return v
 
     def _to_storage(self, v: ir.Value, dtype: str) -> ir.Value:
+        if dtype in narrow_dtypes.NARROW_DTYPES:
+            return narrow_dtypes.encode(self.b, v, dtype)
         if dtype == "bfloat16":
             bits = self.b.lshr(self._round_bfloat16_bits(v), _splat(v.type, I32, 16))
             return self.b.trunc(bits, _like(v.type, ir.IntType(16)))
@@ -743,6 +753,16 @@ class LLVMCodegen:
     def cast(self, v: ir.Value, src: str, dst: str) -> ir.Value:
         if src == dst:
             return v
+        if src in narrow_dtypes.NARROW_DTYPES:  # held as float32, int8 or uint8 already
+            return self.cast(v, narrow_dtypes.container(src), dst)
+        if dst in narrow_dtypes.FLOAT_FORMATS:  # round to the format, keep it in float32
+            wide = self._float32_odd(v) if src == "float64" else self.cast(v, src, "float32")
+            return narrow_dtypes.decode(self.b, narrow_dtypes.encode(self.b, wide, dst), dst)
+        if dst in narrow_dtypes.SMALL_INTS:  # through int64: wraps like numpy, never poison
+            wide = self.cast(v, src, "int64" if E.is_float(src) else src)
+            narrow = self.cast(wide, "int64" if E.is_float(src) else src,
+                               narrow_dtypes.container(dst))
+            return narrow_dtypes.wrap_int(self.b, narrow, dst)
         if src == "bfloat16":  # its values are float32 already
             return self.cast(v, "float32", dst)
         if dst == "bfloat16":

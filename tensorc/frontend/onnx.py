@@ -46,20 +46,29 @@ def import_onnx(model: str | Path | onnx.ModelProto,
     opset = default_opset(proto, label)
     _check_supported(proto, opset, label)
     onnx_graph = proto.graph
-    graph = Graph(onnx_graph.name or "main")
-    env: dict[str, Value | None] = {}
-    initializers = {t.name: t for t in onnx_graph.initializer}
-    for name, type in _input_types(proto, input_shapes or {}, label):
-        env[name] = graph.add_input(name, type)
-    for output in onnx_graph.output:  # so that no automatic name takes an output's name
-        graph.reserve(output.name)
-    for name, tensor in initializers.items():
-        env[name] = graph.add_constant(_tensor_to_array(tensor, label), name)
-    context = ImportContext(graph, opset, label, env)
+    context = new_context(proto, opset, input_shapes or {}, label)
+    graph, env = context.graph, context.env
     for index, node in enumerate(onnx_graph.node):
         _convert_node(context, node, index, env)
     graph.outputs = _bind_outputs(graph, onnx_graph, env, label)
     return eliminate_dead_code(graph)
+
+
+def new_context(proto: onnx.ModelProto, opset: int, input_shapes: Mapping[str, Sequence[int]],
+                label: str) -> ImportContext:
+    """A context over a new graph holding the model's inputs (bound to ``input_shapes``) and
+    initializers, its ``env`` mapping their ONNX names to values: where conversion starts."""
+    onnx_graph = proto.graph
+    graph = Graph(onnx_graph.name or "main")
+    env: dict[str, Value | None] = {}
+    for name, type in _input_types(proto, input_shapes, label):
+        env[name] = graph.add_input(name, type)
+    for output in onnx_graph.output:  # so that no automatic name takes an output's name
+        graph.reserve(output.name)
+    initializers = {t.name: t for t in onnx_graph.initializer}
+    for name, tensor in initializers.items():
+        env[name] = graph.add_constant(_tensor_to_array(tensor, label), name)
+    return ImportContext(graph, opset, label, env)
 
 
 # loading --------------------------------------------------------------------------------------
@@ -86,8 +95,8 @@ def _check_structure(proto: onnx.ModelProto, label: str) -> None:
         problem = "it has no graph or no IR version"
     elif not proto.graph.output:
         problem = "its graph has no outputs"
-    elif not any(e.domain in DEFAULT_DOMAINS for e in proto.opset_import):
-        problem = "it imports no opset of the default ONNX domain"
+    elif not proto.opset_import:  # one of the ONNX-ML domain alone is fine
+        problem = "it imports no opset"
     if problem:
         raise ModelLoadError(f"{label}: not a complete ONNX model: {problem} (is the file "
                              f"truncated or not an ONNX model?)")
@@ -107,10 +116,16 @@ def _check_structure(proto: onnx.ModelProto, label: str) -> None:
 
 
 def default_opset(proto: onnx.ModelProto, label: str) -> int:
+    """The model's opset of the default ONNX domain; 0 where it has no node of that domain
+    and imports none (an ONNX-ML model, whose ops the support check then names)."""
     for entry in proto.opset_import:
         if entry.domain in DEFAULT_DOMAINS:
             return int(entry.version)
-    raise ModelLoadError(f"{label}: the model imports no opset of the default ONNX domain")
+    if any(node.domain in DEFAULT_DOMAINS for _, node in _all_nodes(proto.graph)):
+        raise ModelLoadError(f"{label}: not a complete ONNX model: its nodes use the default "
+                             f"ONNX domain, but it imports no opset of it (is the file "
+                             f"truncated or not an ONNX model?)")
+    return 0
 
 
 def _node_label(node: onnx.NodeProto, index: int) -> str:
@@ -134,27 +149,31 @@ def _check_supported(proto: onnx.ModelProto, opset: int, label: str) -> None:
     versions = {e.domain: e.version for e in proto.opset_import}
     problems: dict[str, list[str]] = {}
     for index, node in _all_nodes(proto.graph):
-        name = node.name or f"#{index}"
-        if node.domain not in DEFAULT_DOMAINS:
-            key = (f"{node.domain}::{node.op_type} (domain {node.domain!r} opset "
-                   f"{versions.get(node.domain, '?')}): custom domains are not supported")
-            problems.setdefault(key, []).append(name)
-            continue
-        entry = find_converter(node.op_type, opset)
-        if entry is None:
-            others = supported_opsets(node.op_type)
-            why = f"supported for opsets {others} only" if others else "not supported"
-            problems.setdefault(f"{node.op_type} (opset {opset}): {why}", []).append(name)
-            continue
-        for attribute in node.attribute:
-            if attribute.name not in entry.attributes:
-                key = f"{node.op_type} (opset {opset}): attribute {attribute.name!r} not supported"
-                problems.setdefault(key, []).append(name)
+        for why in unsupported_reasons(node, opset):
+            if node.domain in DEFAULT_DOMAINS:
+                key = f"{node.op_type} (opset {opset}): {why}"
+            else:
+                key = (f"{node.domain}::{node.op_type} (domain {node.domain!r} opset "
+                       f"{versions.get(node.domain, '?')}): {why}")
+            problems.setdefault(key, []).append(node.name or f"#{index}")
     if problems:
         lines = [f"  {key}; node{'s' if len(nodes) > 1 else ''} {', '.join(nodes)}"
                  for key, nodes in problems.items()]
         raise UnsupportedOpError(f"{label} uses {len(problems)} unsupported op(s):\n"
                                  + "\n".join(lines))
+
+
+def unsupported_reasons(node: onnx.NodeProto, opset: int) -> list[str]:
+    """Why the converter table cannot take ``node`` at ``opset`` (of the default domain): the
+    op, its opset, its domain or each unknown attribute; [] where it can."""
+    if node.domain not in DEFAULT_DOMAINS:
+        return ["only the default ONNX domain is supported"]
+    entry = find_converter(node.op_type, opset)
+    if entry is None:
+        others = supported_opsets(node.op_type)
+        return [f"supported for opsets {others} only" if others else "not supported"]
+    return [f"attribute {a.name!r} not supported" for a in node.attribute
+            if a.name not in entry.attributes]
 
 
 # inputs ---------------------------------------------------------------------------------------
@@ -191,6 +210,18 @@ def _input_specs(proto: onnx.ModelProto, label: str) -> list[_InputSpec]:
 
 def _input_types(proto: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int]],
                  label: str) -> list[tuple[str, TensorType]]:
+    specs, shapes, unbound = bind_input_shapes(proto, input_shapes, label)
+    if unbound:
+        raise ShapeError(_unbound_message(unbound, label, proto))
+    return [(s.name, TensorType(shapes[s.name], s.dtype)) for s in specs]
+
+
+def bind_input_shapes(proto: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int]],
+                      label: str
+                      ) -> tuple[list[_InputSpec], dict[str, list[Any] | None], list[_InputSpec]]:
+    """The inputs as declared, their dims once ``input_shapes`` (and the symbols it binds)
+    apply, and those still not fully known. Raises ShapeError where ``input_shapes`` names
+    no input or contradicts a declared shape."""
     specs = _input_specs(proto, label)
     names = [s.name for s in specs]
     unknown = [n for n in input_shapes if n not in names]
@@ -212,9 +243,7 @@ def _input_types(proto: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int
         if dims is None or any(not isinstance(d, int) for d in dims):
             unbound.append(_InputSpec(spec.name, spec.dtype, dims))
         shapes[spec.name] = dims
-    if unbound:
-        raise ShapeError(_unbound_message(unbound, label))
-    return [(s.name, TensorType(shapes[s.name], s.dtype)) for s in specs]
+    return specs, shapes, unbound
 
 
 def _check_given_shape(spec: _InputSpec, given: Sequence[int], symbols: dict[str, int],
@@ -237,15 +266,22 @@ def _check_given_shape(spec: _InputSpec, given: Sequence[int], symbols: dict[str
     return shape
 
 
-def _unbound_message(unbound: list[_InputSpec], label: str) -> str:
+def _unbound_message(unbound: list[_InputSpec], label: str, proto: onnx.ModelProto) -> str:
+    readers: dict[str, list[str]] = {spec.name: [] for spec in unbound}
+    for index, node in _all_nodes(proto.graph):
+        for name in dict.fromkeys(n for n in node.input if n in readers):
+            readers[name].append(f"{_node_label(node, index)} ({node.op_type})")
     lines = []
     for spec in unbound:
         if spec.dims is None:
             lines.append(f"  {spec.name}: {spec.dtype}, rank unknown")
-            continue
-        free = [f"dim {i} ({d!r})" if isinstance(d, str) else f"dim {i} (unnamed)"
-                for i, d in enumerate(spec.dims) if not isinstance(d, int)]
-        lines.append(f"  {spec.name}: {spec.describe()}: {', '.join(free)}")
+        else:
+            free = [f"dim {i} ({d!r})" if isinstance(d, str) else f"dim {i} (unnamed)"
+                    for i, d in enumerate(spec.dims) if not isinstance(d, int)]
+            lines.append(f"  {spec.name}: {spec.describe()}: {', '.join(free)}")
+        if readers[spec.name]:
+            nodes = readers[spec.name]
+            lines.append(f"    read by node{'s' if len(nodes) > 1 else ''} {', '.join(nodes)}")
     example = unbound[0]
     dims = [d if isinstance(d, int) else 1 for d in example.dims or [1]]
     shape_text = "x".join(str(d) for d in dims)
@@ -342,9 +378,19 @@ class ImportContext:
         array = self.constant(value)
         if array is None:
             raise ConstantRequiredError(
-                f"its {what} input %{value.name} ({value.type}) is computed at run time; "
-                f"tensorc needs it to be constant (static shapes)", _graph_inputs_of(value))
+                f"its {what} input %{value.name} ({value.type}{self._origin(value)}) is "
+                f"computed at run time; tensorc needs it to be constant (static shapes)",
+                _graph_inputs_of(value))
         return array
+
+    def _origin(self, value: Value) -> str:
+        """Where a run-time value comes from, in the model's terms (for messages): its ONNX
+        name where the core value's name differs, and the node that computes it."""
+        names = [n for n, v in self.env.items() if v is value and n != value.name]
+        origin = f", ONNX tensor {names[0]!r}" if names else ""
+        if value.producer is None:
+            return origin + ", a model input"
+        return origin + f", computed by node {value.producer.name!r}"
 
     def dtype_name(self, elem_type: int) -> str:
         return _dtype_name(elem_type, self.label, "a Cast target")

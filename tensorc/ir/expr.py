@@ -14,7 +14,10 @@ from typing import Callable, Iterable
 
 INDEX = "int64"
 
-FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64",
+                # minifloats, computed in float32 (codegen/narrow_dtypes.py)
+                "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+                "float4_e2m1fn", "float8_e8m0fnu")
 
 
 def is_float(dtype: str) -> bool:

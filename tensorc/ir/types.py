@@ -8,7 +8,10 @@ import numpy as np
 
 # dtype names are numpy's names; bool is "bool"; bfloat16 arrays are ml_dtypes.bfloat16.
 DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
-          "uint8", "uint16", "uint32", "uint64", "bool")
+          "uint8", "uint16", "uint32", "uint64", "bool",
+          # one byte per element in memory, as ml_dtypes lays them out (codegen/narrow_dtypes.py)
+          "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float4_e2m1fn",
+          "float8_e8m0fnu", "int4", "uint4", "int2", "uint2")
 
 
 def dtype_of(array: np.ndarray) -> str:

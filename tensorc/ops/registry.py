@@ -108,6 +108,7 @@ FAMILY_MODULES = (
     "tensorc.ops.softmax",       # softmax, log_softmax, hardmax
     "tensorc.ops.transform",     # reshape, transpose, concat, pad, slice, broadcast_to, tile
     "tensorc.ops.indexing",      # gather*, scatter_*, one_hot, trilu, reverse_sequence
-    "tensorc.ops.scan",          # cumsum
+    "tensorc.ops.scan",          # cumsum, cumprod
     "tensorc.ops.resize",        # resize_axis
+    "tensorc.ops.image",         # grid_sample, col2im
 )

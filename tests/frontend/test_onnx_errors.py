@@ -216,3 +216,112 @@ def test_range_with_runtime_bounds_names_the_input():
     with pytest.raises(ShapeError, match="node 'steps' \\(Range, opset 17\\): its limit input "
                                          "%n .* is computed at run time"):
         import_onnx(model)
+
+
+# shapes that cannot be inferred ---------------------------------------------------------------
+def test_unknown_rank_input_names_the_nodes_reading_it():
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="first"),
+             helper.make_node("Add", ["a", "x"], ["y"], name="second")]
+    model = make_model(nodes, [tensor_info("x", "float32", None)], ["y"])
+    with pytest.raises(ShapeError) as info:
+        import_onnx(model)
+    message = str(info.value)
+    assert "x: float32, rank unknown\n    read by nodes 'first' (Relu), 'second' (Add)\n" in \
+        message
+    assert "--input-shape x=1" in message
+
+
+def test_reshape_of_a_computed_shape_names_the_tensor_and_its_node():
+    # The target shape is computed from the data (ReduceMax): no static shape exists.
+    nodes = [helper.make_node("ReduceMax", ["x"], ["m"], name="rmax", keepdims=0),
+             helper.make_node("Cast", ["m"], ["mi"], name="cast", to=onnx.TensorProto.INT64),
+             helper.make_node("Unsqueeze", ["mi", "axes"], ["s"], name="unsq"),
+             helper.make_node("Reshape", ["x", "s"], ["y"], name="dyn")]
+    model = make_model(nodes, [tensor_info("x", "float32", [2, 3])], ["y"],
+                       initializers={"axes": np.array([0], np.int64)})
+    with pytest.raises(ShapeError) as info:
+        import_onnx(model)
+    message = str(info.value)
+    assert "node 'dyn' (Reshape, opset 17): its shape input %" in message
+    assert "(int64[1], ONNX tensor 's', computed by node 'unsq') is computed at run time" in \
+        message
+    assert "inputs: x: float32[2,3], s: int64[1]" in message
+
+
+def test_shape_from_a_model_input_says_so():
+    model = make_model([helper.make_node("Expand", ["x", "s"], ["y"], name="grow")],
+                       [tensor_info("x", "float32", [1, 3]), tensor_info("s", "int64", [2])],
+                       ["y"])
+    with pytest.raises(ShapeError, match="node 'grow' \\(Expand, opset 17\\): its shape input "
+                                         "%s \\(int64\\[2\\], a model input\\) is computed at "
+                                         "run time"):
+        import_onnx(model)
+
+
+def test_value_of_data_dependent_shape_is_an_unsupported_op():
+    # NonZero's output shape depends on the data: the op is named, not its consumer.
+    nodes = [helper.make_node("NonZero", ["x"], ["idx"], name="where"),
+             helper.make_node("Transpose", ["idx"], ["y"], name="t")]
+    model = make_model(nodes, [tensor_info("x", "float32", [4])], ["y"])
+    with pytest.raises(UnsupportedOpError, match="uses 1 unsupported op\\(s\\):\n  NonZero "
+                                                 "\\(opset 17\\): not supported; node where$"):
+        import_onnx(model)
+
+
+def test_topk_with_a_run_time_k_names_node_and_input():
+    model = make_model([helper.make_node("TopK", ["x", "k"], ["v", "i"], name="best")],
+                       [tensor_info("x", "float32", [5]), tensor_info("k", "int64", [1])],
+                       ["v"])
+    with pytest.raises(ShapeError, match="node 'best' \\(TopK, opset 17\\): its k input %k "
+                                         "\\(int64\\[1\\], a model input\\)"):
+        import_onnx(model)
+
+
+# domains other than the default one -----------------------------------------------------------
+def ml_model(opsets: dict[str, int]) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        [helper.make_node("Binarizer", ["x"], ["y"], name="bin", domain="ai.onnx.ml")], "ml",
+        [tensor_info("x", "float32", [3])], [tensor_info("y", "float32", [3])])
+    return helper.make_model(graph, ir_version=8, opset_imports=[
+        helper.make_opsetid(domain, version) for domain, version in opsets.items()])
+
+
+@pytest.mark.parametrize("opsets", [{"ai.onnx.ml": 3}, {"ai.onnx.ml": 3, "": 17}])
+def test_onnx_ml_model_gets_the_unsupported_op_error(opsets):
+    with pytest.raises(UnsupportedOpError) as info:
+        import_onnx(ml_model(opsets))
+    message = str(info.value)
+    assert "uses 1 unsupported op(s)" in message
+    assert "ai.onnx.ml::Binarizer (domain 'ai.onnx.ml' opset 3): only the default ONNX domain " \
+           "is supported; node bin" in message
+    assert "truncated" not in message
+
+
+def test_vendor_domain_only_model_names_the_op():
+    graph = helper.make_graph(
+        [helper.make_node("FusedMatMul", ["x", "x"], ["y"], name="fmm", domain="com.microsoft"),
+         helper.make_node("Gelu", ["y"], ["z"], name="gelu", domain="com.microsoft")], "ms",
+        [tensor_info("x", "float32", [3, 3])], [tensor_info("z", "float32", [3, 3])])
+    model = helper.make_model(graph, ir_version=8,
+                              opset_imports=[helper.make_opsetid("com.microsoft", 1)])
+    with pytest.raises(UnsupportedOpError) as info:
+        import_onnx(model)
+    message = str(info.value)
+    assert "uses 2 unsupported op(s)" in message
+    assert "com.microsoft::FusedMatMul (domain 'com.microsoft' opset 1): only the default " \
+           "ONNX domain is supported; node fmm" in message
+    assert "com.microsoft::Gelu (domain 'com.microsoft' opset 1)" in message
+
+
+def test_default_domain_nodes_without_its_opset_are_a_broken_model():
+    model = ml_model({"ai.onnx.ml": 3})
+    model.graph.node.append(helper.make_node("Relu", ["y"], ["z"], name="r"))
+    model.graph.output[0].name = "z"
+    with pytest.raises(ModelLoadError, match="not a complete ONNX model: its nodes use the "
+                                             "default ONNX domain, but it imports no opset"):
+        import_onnx(model)
+
+
+def test_model_importing_no_opset_is_incomplete():
+    with pytest.raises(ModelLoadError, match="not a complete ONNX model: it imports no opset"):
+        import_onnx(ml_model({}))

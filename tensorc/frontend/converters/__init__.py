@@ -115,4 +115,8 @@ from tensorc.frontend.converters import indexing as _indexing  # noqa: E402,F401
 from tensorc.frontend.converters import resize as _resize  # noqa: E402,F401
 from tensorc.frontend.converters import norm as _norm  # noqa: E402,F401
 from tensorc.frontend.converters import einsum as _einsum  # noqa: E402,F401
+from tensorc.frontend.converters import losses as _losses  # noqa: E402,F401
 from tensorc.frontend.converters import bits as _bits  # noqa: E402,F401
+from tensorc.frontend.converters import attention as _attention  # noqa: E402,F401
+from tensorc.frontend.converters import sampling as _sampling  # noqa: E402,F401
+from tensorc.frontend.converters import quantize as _quantize  # noqa: E402,F401

@@ -193,18 +193,51 @@ def clip_inputs(ctx: ImportContext, inputs: list[Value]) -> Value:
 
 
 # casts ----------------------------------------------------------------------------------------
-def _cast_to(ctx: ImportContext, x: Value, dtype: str) -> Value:
-    return x if x.type.dtype == dtype else ctx.emit("cast", [x], dtype=dtype)
+# float8 formats with infinity or NaN, where ONNX's saturate=1 clips to the largest finite value
+# (the core cast rounds to infinity / NaN like ml_dtypes); float4_e2m1fn always saturates
+SATURATING_FLOAT8 = {"float8_e4m3fn": 448.0, "float8_e4m3fnuz": 240.0,
+                     "float8_e5m2": 57344.0, "float8_e5m2fnuz": 57344.0}
+
+
+def _cast_to(ctx: ImportContext, x: Value, dtype: str, saturate: int = 1) -> Value:
+    if x.type.dtype == dtype:
+        return x
+    if saturate and dtype in SATURATING_FLOAT8:
+        if not x.type.dtype.startswith(("float", "bfloat")):
+            x = ctx.emit("cast", [x], dtype="float32")   # exact for every integer in range
+        limit = SATURATING_FLOAT8[dtype]
+        x = ctx.emit("clip", [x], min=-limit, max=limit)  # NaN stays NaN
+    return ctx.emit("cast", [x], dtype=dtype)
+
+
+def _cast_e8m0(ctx: ImportContext, x: Value, saturate: int, round_mode: str) -> Value:
+    """A cast to float8_e8m0fnu: the compiled conversion rounds up and saturates."""
+    if round_mode != "up" or not saturate:
+        raise ShapeError(f"a cast to FLOAT8E8M0 supports round_mode='up' with saturate=1 "
+                         f"only, got round_mode={round_mode!r}, saturate={saturate}")
+    array = ctx.constant(x)
+    if array is None:
+        return _cast_to(ctx, x, "float8_e8m0fnu")
+    # folded here, as compiled (codegen/narrow_dtypes.py): ml_dtypes rounds to nearest
+    bits = np.abs(array.astype(np.float32)).view(np.uint32)
+    exponent = (bits >> 23) & 0xFF
+    up = ((bits & 0x7FFFFF) != 0) & (exponent < 0xFE) & (bits != 0x400000)
+    return ctx.const((exponent + up).astype(np.uint8).view("float8_e8m0fnu"))
 
 
 @converter("Cast", since=6)
 def cast(ctx: ImportContext, inputs: list[Value], *, to: int, saturate: int = 1,
          round_mode: str = "up") -> Value:
-    # saturate and round_mode concern float8 / float4 targets only, which are unsupported
-    return _cast_to(ctx, inputs[0], ctx.dtype_name(to))
+    dtype = ctx.dtype_name(to)
+    if dtype == "float8_e8m0fnu" and inputs[0].type.dtype != dtype:
+        return _cast_e8m0(ctx, inputs[0], saturate, round_mode)
+    return _cast_to(ctx, inputs[0], dtype, saturate)
 
 
 @converter("CastLike", since=15)
 def cast_like(ctx: ImportContext, inputs: list[Value], *, saturate: int = 1,
               round_mode: str = "up") -> Value:
-    return _cast_to(ctx, inputs[0], inputs[1].type.dtype)
+    dtype = inputs[1].type.dtype
+    if dtype == "float8_e8m0fnu" and inputs[0].type.dtype != dtype:
+        return _cast_e8m0(ctx, inputs[0], saturate, round_mode)
+    return _cast_to(ctx, inputs[0], dtype, saturate)

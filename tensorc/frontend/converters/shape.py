@@ -157,7 +157,7 @@ def unsqueeze_attribute(ctx: ImportContext, inputs: list[Value], *, axes: Sequen
 
 @converter("Unsqueeze", since=13)
 def unsqueeze_input(ctx: ImportContext, inputs: list[Value]) -> Value:
-    return _unsqueeze(ctx, inputs[0], ctx.require_constant(inputs[1], "axes").tolist())
+    return _unsqueeze(ctx, inputs[0], ctx.require_constant(inputs[1], "axes").reshape(-1).tolist())
 
 
 @converter("Squeeze", since=1, until=12)
@@ -169,8 +169,8 @@ def squeeze_attribute(ctx: ImportContext, inputs: list[Value], *,
 @converter("Squeeze", since=13)
 def squeeze_input(ctx: ImportContext, inputs: list[Value]) -> Value:
     axes = inputs[1] if len(inputs) > 1 else None
-    return _squeeze(ctx, inputs[0],
-                    None if axes is None else ctx.require_constant(axes, "axes").tolist())
+    listed = None if axes is None else ctx.require_constant(axes, "axes").reshape(-1).tolist()
+    return _squeeze(ctx, inputs[0], listed)
 
 
 @converter("Size", since=1)
@@ -348,7 +348,7 @@ def pad_input(ctx: ImportContext, inputs: list[Value], *, mode: str = "constant"
     axes = inputs[3] if len(inputs) > 3 else None
     value = 0.0 if fill is None else ctx.require_constant(fill, "constant_value").item()
     return _pad(ctx, x, mode, ctx.require_constant(pads, "pads").reshape(-1).tolist(), value,
-                None if axes is None else ctx.require_constant(axes, "axes").tolist())
+                None if axes is None else ctx.require_constant(axes, "axes").reshape(-1).tolist())
 
 
 def _permute_blocks(ctx: ImportContext, x: Value, split: Sequence[int], perm: Sequence[int],
