@@ -96,3 +96,15 @@ def assert_close(
         assert got.shape == want.shape, f"{name}: shape {got.shape} != {want.shape}"
         assert got.dtype == want.dtype, f"{name}: dtype {got.dtype} != {want.dtype}"
         np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=name)
+
+
+def check_result(got: np.ndarray, want, rtol: float = RTOL, atol: float = ATOL) -> None:
+    """``got`` has ``want``'s shape and dtype, and its values: close for floats, equal for the
+    other dtypes."""
+    want = np.asarray(want)
+    assert got.shape == want.shape, f"shape {got.shape} != {want.shape}"
+    assert got.dtype == want.dtype, f"dtype {got.dtype} != {want.dtype}"
+    if np.issubdtype(want.dtype, np.floating):
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+    else:
+        np.testing.assert_array_equal(got, want)

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 import pytest
-from helpers import make_model, tensor_info
+from helpers import check_result, make_model, tensor_info
 from onnx import helper
 
 import tensorc
@@ -38,15 +38,7 @@ def run_node(node, feeds: dict[str, np.ndarray], initializers=None, opset: int =
     return mod.run(feeds)
 
 
-def check(got: np.ndarray, want: np.ndarray, rtol: float = RTOL, atol: float = ATOL) -> None:
-    want = np.asarray(want)
-    assert got.shape == want.shape, f"shape {got.shape} != {want.shape}"
-    assert got.dtype == want.dtype, f"dtype {got.dtype} != {want.dtype}"
-    if np.issubdtype(want.dtype, np.floating):
-        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
-    else:
-        np.testing.assert_array_equal(got, want)
-
+check = check_result
 
 # ---------------------------------------------------------------------------------------------
 # numpy references

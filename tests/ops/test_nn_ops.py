@@ -10,7 +10,7 @@ import itertools
 
 import numpy as np
 import pytest
-from helpers import make_model, tensor_info
+from helpers import check_result, make_model, tensor_info
 from onnx import helper
 
 import tensorc
@@ -37,15 +37,7 @@ def run(nodes, feeds, initializers=None, opset=17, outputs=("y",)) -> dict[str, 
     return tensorc.compile(model).run(feeds)
 
 
-def check(got: np.ndarray, want, rtol: float = RTOL, atol: float = ATOL) -> None:
-    want = np.asarray(want)
-    assert got.shape == want.shape, f"shape {got.shape} != {want.shape}"
-    assert got.dtype == want.dtype, f"dtype {got.dtype} != {want.dtype}"
-    if np.issubdtype(want.dtype, np.floating):
-        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
-    else:
-        np.testing.assert_array_equal(got, want)
-
+check = check_result
 
 def kernel_count(model) -> int:
     return len(compile_graph(import_onnx(model), Target.host()).kernels)

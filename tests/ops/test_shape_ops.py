@@ -7,9 +7,11 @@ fed at run time, so gathers and scatters run as compiled kernels.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
-from helpers import make_model, tensor_info
+from helpers import check_result, make_model, tensor_info
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
@@ -35,12 +37,8 @@ def run_node(node, feeds, initializers=None, opset=17, outputs=("y",)) -> dict:
     return compile_node(node, feeds, initializers, opset, outputs)[1].run(feeds)
 
 
-def check(got: np.ndarray, want: np.ndarray, rtol=RTOL, atol=ATOL) -> None:
-    want = np.asarray(want)
-    assert got.shape == want.shape, f"shape {got.shape} != {want.shape}"
-    assert got.dtype == want.dtype, f"dtype {got.dtype} != {want.dtype}"
-    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
-
+# the shape ops move values: check them tighter than the default
+check = functools.partial(check_result, rtol=RTOL, atol=ATOL)
 
 # ---------------------------------------------------------------------------------------------
 # gathers

@@ -43,7 +43,7 @@ def output_spatial(attrs: dict, shape: tuple[int, ...]) -> tuple[int, ...]:
                  for i in range(spatial))
 
 
-def _overhang(attrs: dict, shape: tuple[int, ...], out: tuple[int, ...]) -> tuple[int, ...]:
+def overhang(attrs: dict, shape: tuple[int, ...], out: tuple[int, ...]) -> tuple[int, ...]:
     """How far the last ceil-mode window reaches past the end padding, per spatial dim."""
     spatial = len(shape) - 2
     kernel, strides, pads = attrs["kernel_shape"], attrs["strides"], attrs["pads"]
@@ -53,7 +53,7 @@ def _overhang(attrs: dict, shape: tuple[int, ...], out: tuple[int, ...]) -> tupl
                  for i in range(spatial))
 
 
-def _infer_pool(name: str, attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
+def infer_pool(name: str, attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
     expect_arity(name, input_types, 1)
     (x,) = input_types
     spatial = x.ndim - 2
@@ -71,21 +71,21 @@ def _infer_pool(name: str, attrs: dict, input_types: list[TensorType]) -> list[T
 
 @max_pool.infer
 def _max_pool_infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
-    return _infer_pool("max_pool", attrs, input_types)
+    return infer_pool("max_pool", attrs, input_types)
 
 
 @avg_pool.infer
 def _avg_pool_infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
     expect_arity("avg_pool", input_types, 1)
     expect_float("avg_pool", input_types[0])
-    return _infer_pool("avg_pool", attrs, input_types)
+    return infer_pool("avg_pool", attrs, input_types)
 
 
 @max_pool.reference
 def _max_pool_reference(attrs: dict, x: np.ndarray) -> list[np.ndarray]:
     out = output_spatial(attrs, x.shape)
     lowest = -np.inf if np.issubdtype(x.dtype, np.floating) else np.iinfo(x.dtype).min
-    padded = pad_spatial(x, attrs["pads"], lowest, _overhang(attrs, x.shape, out))
+    padded = pad_spatial(x, attrs["pads"], lowest, overhang(attrs, x.shape, out))
     result = np.full(x.shape[:2] + out, lowest, dtype=x.dtype)
     for _, view in window_slices(padded, attrs["kernel_shape"], attrs["strides"],
                                  _dilations(attrs, x.ndim - 2), out):
@@ -97,14 +97,14 @@ def _max_pool_reference(attrs: dict, x: np.ndarray) -> list[np.ndarray]:
 @avg_pool.reference
 def _avg_pool_reference(attrs: dict, x: np.ndarray) -> list[np.ndarray]:
     out = output_spatial(attrs, x.shape)
-    pads, overhang = attrs["pads"], _overhang(attrs, x.shape, out)
+    pads, extra = attrs["pads"], overhang(attrs, x.shape, out)
     spatial = x.ndim - 2
-    padded = pad_spatial(x.astype(np.float64), pads, 0.0, overhang)
+    padded = pad_spatial(x.astype(np.float64), pads, 0.0, extra)
     # The divisor counts the window's input elements, plus its explicit padding with
     # count_include_pad; the ceil-mode overhang never counts.
     ones = np.ones((1, 1) + x.shape[2:])
     counted = pad_spatial(ones, pads, float(bool(attrs["count_include_pad"])))
-    counted = pad_spatial(counted, (0,) * spatial + tuple(overhang), 0.0)
+    counted = pad_spatial(counted, (0,) * spatial + tuple(extra), 0.0)
     total = np.zeros(x.shape[:2] + out)
     count = np.zeros((1, 1) + out)
     strides, dilations = attrs["strides"], _dilations(attrs, spatial)
@@ -129,7 +129,7 @@ def _max_pool_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
     spatial = x.ndim - 2
     out = output_spatial(attrs, x.shape)
     lowest = te.min_value(x.dtype).value
-    padded = padded_input(x, attrs["pads"], _overhang(attrs, x.shape, out), lowest)
+    padded = padded_input(x, attrs["pads"], overhang(attrs, x.shape, out), lowest)
     rk = [te.reduce_axis(k, f"r{d}") for d, k in enumerate(attrs["kernel_shape"])]
 
     def body(n, c, *o):
@@ -143,7 +143,7 @@ def _avg_pool_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
     spatial = x.ndim - 2
     out = output_spatial(attrs, x.shape)
     pads, strides, kernel = attrs["pads"], attrs["strides"], attrs["kernel_shape"]
-    padded = padded_input(x, pads, _overhang(attrs, x.shape, out), 0.0)
+    padded = padded_input(x, pads, overhang(attrs, x.shape, out), 0.0)
     rk = [te.reduce_axis(k, f"r{d}") for d, k in enumerate(kernel)]
     total = te.compute(x.shape[:2] + out, lambda n, c, *o: te.sum_(
         padded[(n, c, *_window_positions(attrs, spatial, o, rk))], axis=rk),
