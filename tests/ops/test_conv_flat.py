@@ -1,0 +1,45 @@
+"""The flattened formulation of narrow stride-1 convs (conv.py, _conv_flat) against numpy."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import check_result, make_model, tensor_info
+from onnx import helper, numpy_helper
+
+import tensorc
+
+
+def conv_ref(x: np.ndarray, w: np.ndarray, pads, dilations) -> np.ndarray:
+    n, c, h, wd = x.shape
+    f, _, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    oh = h + pads[0] + pads[2] - (kh - 1) * dilations[0]
+    ow = wd + pads[1] + pads[3] - (kw - 1) * dilations[1]
+    out = np.zeros((n, f, oh, ow), np.float64)
+    for i in range(kh):
+        for j in range(kw):
+            patch = xp[:, :, i * dilations[0]:i * dilations[0] + oh,
+                       j * dilations[1]:j * dilations[1] + ow]
+            out += np.einsum("nchw,fc->nfhw", patch, w[:, :, i, j])
+    return out.astype(np.float32)
+
+
+@pytest.mark.parametrize("hw, kernel, pads, dilations, filters", [
+    ((7, 7), 3, (1, 1, 1, 1), (1, 1), 16),
+    ((5, 9), 3, (1, 1, 1, 1), (1, 1), 32),
+    ((9, 11), 3, (2, 2, 2, 2), (2, 2), 16),
+    ((6, 13), 5, (2, 1, 2, 3), (1, 1), 8),
+    ((3, 3), 3, (0, 0, 0, 0), (1, 1), 16),
+])
+def test_narrow_conv_is_flattened_and_correct(hw, kernel, pads, dilations, filters) -> None:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 8, *hw)).astype(np.float32)
+    w = (rng.standard_normal((filters, 8, kernel, kernel)) * 0.2).astype(np.float32)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=list(pads),
+                            dilations=list(dilations), kernel_shape=[kernel, kernel])
+    model = make_model([helper.make_node("Relu", ["y"], ["z"]), node][::-1],
+                       [tensor_info("x", "float32", [1, 8, *hw])], ["z"])
+    model.graph.initializer.append(numpy_helper.from_array(w, "w"))
+    assert "conv_flat" in tensorc.inspect(model, stage="loops")
+    got = tensorc.compile(model).run({"x": x})["z"]
+    check_result(got, np.maximum(conv_ref(x, w, pads, dilations), 0), rtol=1e-4, atol=1e-4)
