@@ -181,6 +181,15 @@ def min_(source: Expr, axis) -> Reduce:
     return _reduce("min", source, axis, max_value(source.dtype))
 
 
+# Sums and products of half-precision values accumulate in float32 and round once, as numpy
+# and onnxruntime do: accumulating in float16 loses digits with every term.
+_ACCUMULATOR = {"float16": "float32", "bfloat16": "float32"}
+
+
+def accumulator_dtype(dtype: str) -> str:
+    return _ACCUMULATOR.get(dtype, dtype)
+
+
 def min_value(dtype: str) -> Const:
     if is_float(dtype):
         return Const(float("-inf"), dtype)

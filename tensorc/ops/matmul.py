@@ -53,9 +53,15 @@ def _matmul_compute(attrs: dict, a: te.Tensor, b: te.Tensor) -> te.Tensor:
               for q, d in enumerate(batch_a)]
         bj = [E.const(0) if d == 1 else bi[nb - len(batch_b) + q]
               for q, d in enumerate(batch_b)]
-        return te.sum_(a[(*ai, i, r)] * b[(*bj, r, j)], axis=r)
+        return te.sum_(E.cast(acc, a[(*ai, i, r)]) * E.cast(acc, b[(*bj, r, j)]), axis=r)
     names = [f"b{q}" for q in range(nb)] + ["i", "j"]
-    return te.compute((*batch, m, n), body, name="matmul", axis_names=names)
+    acc = te.accumulator_dtype(a.dtype)
+    if acc == a.dtype:
+        return te.compute((*batch, m, n), body, name="matmul", axis_names=names)
+    # half precision: accumulate in float32, round once
+    total = te.compute((*batch, m, n), body, name="matmul_acc", tag="anchor:matmul_acc",
+                       axis_names=names)
+    return te.compute(total.shape, lambda *o: E.cast(a.dtype, total[o]), name="matmul")
 
 
 MICRO_ROWS = 4          # rows of the output tile (unrolled)
@@ -68,6 +74,8 @@ def _matmul_schedule(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tenso
     """Register-tiled GEMM: each (i.o, j.o) tile of the output is accumulated in a local
     MICRO_ROWS x (MICRO_VECTORS * lanes) block, k outermost inside the tile, the tile's rows
     unrolled and its columns vectorized; tiles run in parallel."""
+    if not mm.op.reduce_axis:      # a rounding stage: tile the accumulation under it
+        mm = mm.op.input_tensors()[0]
     lanes = target.vector_lanes(out.dtype)
     if out is mm:
         compute_tensor = sch.cache_write(mm, "local")

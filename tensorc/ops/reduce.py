@@ -139,9 +139,10 @@ def _combine(combiner: str, source: E.Expr, axes: list[te.IterVar]) -> E.Expr:
 
 def reduce_over(x: te.Tensor, axes: tuple[int, ...], keepdims: bool, combiner: str,
                 map_fn: Callable[[tuple, E.Expr], E.Expr] | None = None, name: str = "reduce",
-                tag: str = "") -> te.Tensor:
+                tag: str = "", dtype: str | None = None) -> te.Tensor:
     """``combiner`` of ``map_fn(index, x[index])`` over ``axes``, for other op families too
-    (softmax, normalization): the output keeps or drops the reduced axes."""
+    (softmax, normalization): the output keeps or drops the reduced axes. With ``dtype`` the
+    elements are cast to it first (and so is the result)."""
     out_shape = reduced_shape(x.shape, axes, keepdims)
     raxes = [te.reduce_axis(x.shape[a], f"r{a}") for a in axes]
 
@@ -155,7 +156,7 @@ def reduce_over(x: te.Tensor, axes: tuple[int, ...], keepdims: bool, combiner: s
                     next(it)
             else:
                 index.append(next(it))
-        value = x[tuple(index)]
+        value = x[tuple(index)] if dtype is None else E.cast(dtype, x[tuple(index)])
         if map_fn is not None:
             value = map_fn(tuple(index), value)
         return _combine(combiner, value, raxes)
@@ -169,11 +170,16 @@ def _reduce_compute(name: str, rule: Reduction):
         if name == "reduce_log_sum_exp":
             return _log_sum_exp_compute(x, axes, keepdims)
         map_fn = (lambda index, v: rule.map(v)) if rule.map else None
-        if rule.finish is None:
+        acc = te.accumulator_dtype(x.dtype) if rule.combiner in ("sum", "prod") else x.dtype
+        if rule.finish is None and acc == x.dtype:
             return reduce_over(x, axes, keepdims, rule.combiner, map_fn, name=name)
         total = reduce_over(x, axes, keepdims, rule.combiner, map_fn, name=f"{name}_acc",
-                            tag=f"anchor:{name}_acc")
-        return te.compute(total.shape, lambda *o: rule.finish(total[o], count), name=name)
+                            tag=f"anchor:{name}_acc", dtype=acc)
+
+        def finish(*o):
+            value = total[o] if rule.finish is None else rule.finish(total[o], count)
+            return E.cast(x.dtype, value)
+        return te.compute(total.shape, finish, name=name)
     return compute
 
 

@@ -85,9 +85,15 @@ def _max_and_sum(x: te.Tensor, axis: int, name: str) -> tuple[te.Tensor, te.Tens
     rsum = te.reduce_axis(shape[axis], "k")
     zero = E.const(0)
     total = te.compute(reduced, lambda *o: te.sum_(
-        E.call("exp", x[along(o, rsum.var)] - peak[along(o, zero)]), axis=rsum),
+        _shifted_exp(x[along(o, rsum.var)], peak[along(o, zero)]), axis=rsum),
         name=f"{name}_sum", tag=f"anchor:{name}_sum")
     return peak, total
+
+
+def _shifted_exp(value: E.Expr, peak: E.Expr) -> E.Expr:
+    """exp(value - peak), in the accumulator dtype (float32 for half-precision inputs)."""
+    acc = te.accumulator_dtype(value.dtype)
+    return E.call("exp", E.cast(acc, value) - E.cast(acc, peak))
 
 
 @softmax.compute
@@ -95,8 +101,8 @@ def _softmax_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
     axis = attrs["axis"]
     peak, total = _max_and_sum(x, axis, "softmax")
     along, zero = _along(axis, x.ndim), E.const(0)
-    return te.compute(x.shape, lambda *o: E.call("exp", x[o] - peak[along(o, zero)])
-                      / total[along(o, zero)], name="softmax")
+    return te.compute(x.shape, lambda *o: E.cast(x.dtype, _shifted_exp(
+        x[o], peak[along(o, zero)]) / total[along(o, zero)]), name="softmax")
 
 
 @log_softmax.compute
@@ -104,8 +110,10 @@ def _log_softmax_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
     axis = attrs["axis"]
     peak, total = _max_and_sum(x, axis, "log_softmax")
     along, zero = _along(axis, x.ndim), E.const(0)
-    return te.compute(x.shape, lambda *o: x[o] - peak[along(o, zero)]
-                      - E.call("log", total[along(o, zero)]), name="log_softmax")
+    acc = te.accumulator_dtype(x.dtype)
+    return te.compute(x.shape, lambda *o: E.cast(x.dtype, E.cast(
+        acc, x[o] - peak[along(o, zero)]) - E.call("log", total[along(o, zero)])),
+        name="log_softmax")
 
 
 @hardmax.compute
