@@ -1,0 +1,53 @@
+"""Half-precision sums accumulate in float32 and round once (as numpy and onnxruntime do):
+a long float16 sum accumulated in float16 would drift far beyond one rounding."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import make_model, tensor_info
+from onnx import helper
+
+import tensorc
+
+
+def run(node, inputs: dict[str, np.ndarray], opset: int = 18) -> np.ndarray:
+    infos = [tensor_info(n, str(a.dtype), list(a.shape)) for n, a in inputs.items()]
+    return tensorc.compile(make_model([node], infos, ["y"], opset=opset)).run(inputs)["y"]
+
+
+def assert_one_rounding(got: np.ndarray, exact: np.ndarray) -> None:
+    """``got`` is ``exact`` (float64) rounded once to float16: within half an ulp, +1 ulp
+    slack for float32 accumulation."""
+    want = exact.astype(np.float16)
+    ulp = np.spacing(np.abs(want).astype(np.float16)).astype(np.float64)
+    assert got.dtype == np.float16
+    assert np.all(np.abs(got.astype(np.float64) - exact) <= 1.5 * ulp + 1e-12)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)
+
+
+def test_matmul(rng) -> None:
+    a = rng.random((4, 2048)).astype(np.float16)
+    b = rng.random((2048, 8)).astype(np.float16)
+    got = run(helper.make_node("MatMul", ["a", "b"], ["y"]), {"a": a, "b": b})
+    assert_one_rounding(got, a.astype(np.float64) @ b.astype(np.float64))
+
+
+def test_reduce_sum(rng) -> None:
+    x = rng.random((3, 4096)).astype(np.float16)
+    axes = helper.make_tensor("axes", 7, [1], [1])
+    node = helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0)
+    model = make_model([node], [tensor_info("x", "float16", [3, 4096])], ["y"], opset=18)
+    model.graph.initializer.append(axes)
+    got = tensorc.compile(model).run({"x": x})["y"]
+    assert_one_rounding(got, x.astype(np.float64).sum(axis=1))
+
+
+def test_softmax(rng) -> None:
+    x = (rng.standard_normal((2, 3000)) * 3).astype(np.float16)
+    got = run(helper.make_node("Softmax", ["x"], ["y"], axis=-1), {"x": x})
+    e = np.exp(x.astype(np.float64) - x.max(axis=-1, keepdims=True))
+    assert_one_rounding(got, e / e.sum(axis=-1, keepdims=True))
