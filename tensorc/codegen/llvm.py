@@ -254,7 +254,7 @@ class LLVMCodegen(ValueOps):
         self.fs, self.in_parallel = state, True
         tid = b.sext(b.call(self._declare("omp_get_thread_num", I32, []), []), I64)
         nth = b.sext(b.call(self._declare("omp_get_num_threads", I32, []), []), I64)
-        extent = self._expr_in(saved, s.extent)
+        extent = self._const_extent(s.extent)
         chunk = b.sdiv(b.sub(b.add(extent, nth), ir.Constant(I64, 1)), nth)
         lo = b.mul(tid, chunk)
         hi = b.add(lo, chunk)
@@ -264,7 +264,7 @@ class LLVMCodegen(ValueOps):
         ir.IRBuilder(state.entry).branch(fn.blocks[1])
         self.fs, self.in_parallel = saved, saved_par
 
-    def _expr_in(self, state: _FuncState, e: E.Expr) -> ir.Value:
+    def _const_extent(self, e: E.Expr) -> ir.Value:
         n = E.as_const_int(e)
         if n is None:
             raise TensorcError("parallel loops need a constant extent")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from tensorc.errors import ScheduleError
-from tensorc.ir.expr import Expr, Load, Reduce, Var, transform
+from tensorc.ir.expr import Expr, Load, Var, transform
 from tensorc.ir.te import ComputeOp, IterVar, Operation, PlaceholderOp, Tensor, post_order
 
 
@@ -311,10 +311,7 @@ class Schedule:
             rop = rs.op
             new_body = transform(rop.body, lambda e: Load(cache, e.indices)
                                  if isinstance(e, Load) and e.source is tensor else None)
-            if isinstance(rop.body, Reduce) and not isinstance(new_body, Reduce):
-                raise ScheduleError("cache_read lost a reduction")
             rs.op = ComputeOp(rop.name, rop.axis, new_body, rop.tag)
-            rs.op.reduce_axis = rop.reduce_axis
         return cache
 
 

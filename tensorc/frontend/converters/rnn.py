@@ -74,7 +74,7 @@ class _Recurrence:
             lens = ctx.constant(seq_lens)
             if lens is not None and np.all(lens == self.steps):
                 self.seq_lens = None       # every sequence is full: nothing to mask
-            elif True in self.directions:
+            elif any(self.directions):     # a reverse direction
                 raise UnsupportedOpError("sequence_lens with the reverse direction: each "
                                          "sequence would run backwards from its own end; "
                                          "not supported")
