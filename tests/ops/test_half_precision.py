@@ -52,3 +52,21 @@ def test_softmax(rng) -> None:
     got = run(helper.make_node("Softmax", ["x"], ["y"], axis=-1), {"x": x})
     e = np.exp(x.astype(np.float64) - x.max(axis=-1, keepdims=True))
     assert_one_rounding(got, e / e.sum(axis=-1, keepdims=True))
+
+
+@pytest.mark.parametrize("stride", [1, 2])    # the flattened and the row-wise conv
+def test_conv(rng, stride: int) -> None:
+    x = rng.random((1, 256, 6, 6)).astype(np.float16)
+    w = rng.random((16, 256, 3, 3)).astype(np.float16)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3],
+                            strides=[stride, stride])
+    got = run(node, {"x": x, "w": w})
+    xd, wd = x.astype(np.float64), w.astype(np.float64)
+    out = (6 - 3) // stride + 1
+    exact = np.zeros((1, 16, out, out))
+    for i in range(3):
+        for j in range(3):
+            span = stride * (out - 1) + 1
+            patch = xd[:, :, i:i + span:stride, j:j + span:stride]
+            exact += np.einsum("nchw,fc->nfhw", patch, wd[:, :, i, j])
+    assert_one_rounding(got, exact)

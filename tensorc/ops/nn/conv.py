@@ -133,14 +133,21 @@ def _conv_compute(attrs: dict, x: te.Tensor, w: te.Tensor) -> te.Tensor:
     rk = [te.reduce_axis(k, "r" + "zyx"[3 - spatial + d]) for d, k in enumerate(kernel)]
     filters_per_group = filters // groups
 
+    acc = te.accumulator_dtype(x.dtype)
+
     def body(n, f, *o):
         c = (f // filters_per_group) * per_group + rc.var if groups > 1 else rc.var
         pos = [o[d] * strides[d] + rk[d].var * dilations[d] for d in range(spatial)]
         kidx = [r.var for r in rk]
         wv = w[(f // block, rc, *kidx, f % block)] if block else w[(f, rc, *kidx)]
-        return te.sum_(padded[(n, c, *pos)] * wv, axis=[rc, *rk])
+        return te.sum_(E.cast(acc, padded[(n, c, *pos)]) * E.cast(acc, wv), axis=[rc, *rk])
     names = ["n", "f"] + ["zyx"[3 - spatial + d] for d in range(spatial)]
-    return te.compute((x.shape[0], filters, *out), body, name="conv", axis_names=names)
+    shape = (x.shape[0], filters, *out)
+    if acc == x.dtype:
+        return te.compute(shape, body, name="conv", axis_names=names)
+    # half precision: accumulate in float32, round once
+    total = te.compute(shape, body, name="conv_acc", tag="anchor:conv_acc", axis_names=names)
+    return te.compute(shape, lambda *o: E.cast(x.dtype, total[o]), name="conv")
 
 
 # The flattened formulation of stride-1 2-D convs: with the padded input's rows laid end to
@@ -177,13 +184,16 @@ def _conv_flat(attrs: dict, x: te.Tensor, w: te.Tensor, kernel, out) -> te.Tenso
     def tap(n, c, k):
         return padded[n, c, k // pitch, k % pitch]
 
+    acc = te.accumulator_dtype(x.dtype)
+
     def body(n, f, q):
         k = q + ry.var * (dh * pitch) + rx.var * dw
-        return te.sum_(tap(n, rc.var, k) * w[f // block, rc, ry, rx, f % block],
-                       axis=[rc, ry, rx])
+        return te.sum_(E.cast(acc, tap(n, rc.var, k))
+                       * E.cast(acc, w[f // block, rc, ry, rx, f % block]), axis=[rc, ry, rx])
     flat = te.compute((n_batch, filters, steps), body, name="conv_flat",
                       tag="anchor:conv_flat", axis_names=["n", "f", "q"])
-    return te.compute((n_batch, filters, *out), lambda n, f, y, xx: flat[n, f, y * pitch + xx],
+    return te.compute((n_batch, filters, *out),
+                      lambda n, f, y, xx: E.cast(x.dtype, flat[n, f, y * pitch + xx]),
                       name="conv")
 
 
@@ -201,10 +211,12 @@ def _conv_schedule(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.Ten
     its share of the input, which the padding copy also splits by row, so the rows a thread
     pads are the rows it reads). Other convs use the generic schedule."""
     spatial = len(out.shape) - 2
-    flat = next((t for t in conv_t.op.input_tensors() if t.op.name == "conv_flat"), None)
-    if flat is not None:
-        _schedule_flat(target, sch, out, flat)
-        return
+    if not conv_t.op.reduce_axis:    # a final stage over the flattened or float32 result
+        inner = conv_t.op.input_tensors()[0]
+        if inner.op.name == "conv_flat":
+            _schedule_flat(target, sch, out, inner)
+            return
+        conv_t = inner
     inputs = conv_t.op.input_tensors()
     pad_stage = next((sch[t] for t in inputs if t.op.name == "pad"), None)
     if spatial != 2:
