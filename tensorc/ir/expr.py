@@ -362,7 +362,7 @@ def walk(expr: Expr):
     while stack:
         e = stack.pop()
         yield e
-        stack.extend(e.children())
+        stack.extend(reversed(e.children()))    # operands in source order
 
 
 def free_vars(expr: Expr) -> set[Var]:
