@@ -16,12 +16,12 @@ all: test
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(INSTALLED): pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e '.[test]'
+$(INSTALLED): pyproject.toml constraints.txt | $(PY)
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[test]'
 	@touch $@
 
-$(DEV_INSTALLED): pyproject.toml $(INSTALLED)
-	$(PY) -m pip install --quiet -e '.[dev]'
+$(DEV_INSTALLED): pyproject.toml constraints.txt $(INSTALLED)
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
 	@touch $@
 
 ## demo: compile a bundled model (MODEL=resnet), run it, check it against onnxruntime, time both
