@@ -17,9 +17,10 @@ from tensorc.ir.loop import (
     Allocate, Barrier, Buffer, For, IfThenElse, KernelCall, PrimFunc, Seq, Stmt, Store,
     walk_stmts, stmt_exprs,
 )
+from tensorc.codegen.llvm_types import I1, I8, I32, I64, PTR, VOID
 from tensorc.codegen.llvm_values import (
-    _ICMP, I1, I8, I32, I64, PTR, VOID, ValueOps, _is_signed, _itemsize, _pow2_at_least,
-    _type_suffix, storage_type, value_type,
+    _ICMP, ValueOps, _is_signed, _itemsize, _pow2_at_least, _type_suffix, storage_type,
+    value_type,
 )
 from tensorc.target import Target, _init_llvm
 

@@ -11,12 +11,9 @@ from __future__ import annotations
 from llvmlite import ir
 
 from tensorc.codegen import narrow_dtypes
+from tensorc.codegen.llvm_types import I1, I8, I32, I64, like, splat
 from tensorc.errors import TensorcError
 from tensorc.ir import expr as E
-
-I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
-PTR = ir.PointerType()
-VOID = ir.VoidType()
 
 _SCALAR = {
     "float16": ir.HalfType(), "bfloat16": ir.FloatType(), "float32": ir.FloatType(),
@@ -66,8 +63,8 @@ class ValueOps:
         if dtype in narrow_dtypes.NARROW_DTYPES:
             return narrow_dtypes.decode(self.b, v, dtype)
         if dtype == "bfloat16":  # the 16 bits are the high half of a float32
-            wide = self.b.shl(self.b.zext(v, _like(v.type, I32)), _splat(v.type, I32, 16))
-            return self.b.bitcast(wide, _like(v.type, ir.FloatType()))
+            wide = self.b.shl(self.b.zext(v, like(v.type, I32)), splat(v.type, I32, 16))
+            return self.b.bitcast(wide, like(v.type, ir.FloatType()))
         if dtype == "bool":
             zero = ir.Constant(v.type, None)
             return self.b.icmp_unsigned("!=", v, zero)
@@ -77,8 +74,8 @@ class ValueOps:
         if dtype in narrow_dtypes.NARROW_DTYPES:
             return narrow_dtypes.encode(self.b, v, dtype)
         if dtype == "bfloat16":
-            bits = self.b.lshr(self._round_bfloat16_bits(v), _splat(v.type, I32, 16))
-            return self.b.trunc(bits, _like(v.type, ir.IntType(16)))
+            bits = self.b.lshr(self._round_bfloat16_bits(v), splat(v.type, I32, 16))
+            return self.b.trunc(bits, like(v.type, ir.IntType(16)))
         if dtype == "bool":
             ty = ir.VectorType(I8, v.type.count) if isinstance(v.type, ir.VectorType) else I8
             return self.b.zext(v, ty)
@@ -198,7 +195,7 @@ class ValueOps:
             return self.b.call(self._intrinsic(_LLVM_INTRINSIC[e.name], x.type, len(args)),
                                args)
         # libm has no half functions: call the float ones
-        if _like(x.type, ir.HalfType()) == x.type:
+        if like(x.type, ir.HalfType()) == x.type:
             wide = [self.cast(a, "float16", "float32") for a in args]
             return self.cast(self._libm(e.name, wide), "float32", "float16")
         return self._libm(e.name, args)
@@ -222,16 +219,16 @@ class ValueOps:
         b = self.b
         i16 = ir.IntType(16)
         if src == "bool":
-            v = b.zext(v, _like(v.type, I8))           # bool values are i1, stored as bytes
+            v = b.zext(v, like(v.type, I8))           # bool values are i1, stored as bytes
         elif src == "bfloat16":                        # computed in float32, stored as i16
-            bits = b.lshr(b.bitcast(v, _like(v.type, I32)), _splat(v.type, I32, 16))
-            v = b.trunc(bits, _like(v.type, i16))
+            bits = b.lshr(b.bitcast(v, like(v.type, I32)), splat(v.type, I32, 16))
+            v = b.trunc(bits, like(v.type, i16))
         if dst == "bool":
             return b.icmp_unsigned("!=", v, ir.Constant(v.type, None))
         if dst == "bfloat16":
-            wide = b.shl(b.zext(v, _like(v.type, I32)), _splat(v.type, I32, 16))
-            return b.bitcast(wide, _like(v.type, ir.FloatType()))
-        target = _like(v.type, value_type(dst))
+            wide = b.shl(b.zext(v, like(v.type, I32)), splat(v.type, I32, 16))
+            return b.bitcast(wide, like(v.type, ir.FloatType()))
+        target = like(v.type, value_type(dst))
         return v if v.type == target else b.bitcast(v, target)
 
     def cast(self, v: ir.Value, src: str, dst: str) -> ir.Value:
@@ -279,11 +276,11 @@ class ValueOps:
         """double -> float rounded to odd (an inexact result gets an odd last bit): rounding
         that again to a narrower float (half, bfloat16) is exactly one correct rounding."""
         b = self.b
-        t = b.fptrunc(v, _like(v.type, ir.FloatType()))
+        t = b.fptrunc(v, like(v.type, ir.FloatType()))
         back = b.fpext(t, v.type)
-        bits = b.bitcast(t, _like(v.type, I32))
-        one = _splat(v.type, I32, 1)
-        even = b.icmp_unsigned("==", b.and_(bits, one), _splat(v.type, I32, 0))
+        bits = b.bitcast(t, like(v.type, I32))
+        one = splat(v.type, I32, 1)
+        even = b.icmp_unsigned("==", b.and_(bits, one), splat(v.type, I32, 0))
         fix = b.and_(b.fcmp_ordered("!=", back, v), even)
         # step the magnitude one ulp toward v
         away = b.fcmp_ordered(">", self._intr1("llvm.fabs", back), self._intr1("llvm.fabs", v))
@@ -294,24 +291,12 @@ class ValueOps:
         """The float32 bits of ``f`` rounded to bfloat16 (nearest, ties to even; NaN stays a
         quiet NaN), low 16 bits zero."""
         b = self.b
-        bits = b.bitcast(f, _like(f.type, I32))
-        lsb = b.and_(b.lshr(bits, _splat(f.type, I32, 16)), _splat(f.type, I32, 1))
-        rounded = b.add(b.add(bits, _splat(f.type, I32, 0x7FFF)), lsb)
-        high = _splat(f.type, I32, -0x10000)
-        quiet = b.or_(bits, _splat(f.type, I32, 0x400000))
+        bits = b.bitcast(f, like(f.type, I32))
+        lsb = b.and_(b.lshr(bits, splat(f.type, I32, 16)), splat(f.type, I32, 1))
+        rounded = b.add(b.add(bits, splat(f.type, I32, 0x7FFF)), lsb)
+        high = splat(f.type, I32, -0x10000)
+        quiet = b.or_(bits, splat(f.type, I32, 0x400000))
         return b.and_(b.select(b.fcmp_unordered("uno", f, f), quiet, rounded), high)
-
-
-def _like(ty: ir.Type, element: ir.Type) -> ir.Type:
-    """``element``, as a vector of as many lanes as ``ty`` has when ``ty`` is a vector."""
-    return ir.VectorType(element, ty.count) if isinstance(ty, ir.VectorType) else element
-
-
-def _splat(ty: ir.Type, element: ir.Type, value: int) -> ir.Constant:
-    """The constant ``value`` of type ``_like(ty, element)``."""
-    like = _like(ty, element)
-    return ir.Constant(like, [value] * ty.count) if isinstance(ty, ir.VectorType) else \
-        ir.Constant(element, value)
 
 
 def _pow2_at_least(n: int) -> int:

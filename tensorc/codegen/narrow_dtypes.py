@@ -15,8 +15,7 @@ import struct
 
 from llvmlite import ir
 
-I8, I32 = ir.IntType(8), ir.IntType(32)
-F32 = ir.FloatType()
+from tensorc.codegen.llvm_types import F32, I8, I32, like, splat
 
 # dtype -> (exponent bits, mantissa bits, exponent bias, special values), special values:
 #   "ieee":   all-ones exponent is infinity (mantissa 0) or NaN
@@ -42,17 +41,6 @@ _NAN32 = 0x7FC00000
 _INF32 = 0x7F800000
 
 
-def _like(ty: ir.Type, element: ir.Type) -> ir.Type:
-    return ir.VectorType(element, ty.count) if isinstance(ty, ir.VectorType) else element
-
-
-def _const(ty: ir.Type, element: ir.Type, value) -> ir.Constant:
-    like = _like(ty, element)
-    if isinstance(like, ir.VectorType):
-        return ir.Constant(like, [value] * like.count)
-    return ir.Constant(like, value)
-
-
 def container(dtype: str) -> str:
     """The dtype whose register holds ``dtype``'s values: float32, int8 or uint8."""
     if dtype in FLOAT_FORMATS:
@@ -70,16 +58,16 @@ def decode(b: ir.IRBuilder, bits: ir.Value, dtype: str) -> ir.Value:
     t = bits.type
 
     def c(value: int) -> ir.Constant:
-        return _const(t, I32, value)
-    u = b.zext(bits, _like(t, I32))
+        return splat(t, I32, value)
+    u = b.zext(bits, like(t, I32))
     magnitude_bits = exp_bits + man_bits
     magnitude = b.and_(u, c((1 << magnitude_bits) - 1))
     # a normal number: move exponent and mantissa into float32's fields, rebias the exponent
     normal = b.add(b.shl(magnitude, c(23 - man_bits)), c((127 - bias) << 23))
     # a subnormal number is its mantissa times the smallest subnormal (exact in float32)
-    tiny = b.fmul(b.uitofp(magnitude, _like(t, F32)), _const(t, F32, 2.0 ** (1 - bias - man_bits)))
+    tiny = b.fmul(b.uitofp(magnitude, like(t, F32)), splat(t, F32, 2.0 ** (1 - bias - man_bits)))
     result = b.select(b.icmp_unsigned("<", magnitude, c(1 << man_bits)),
-                      b.bitcast(tiny, _like(t, I32)), normal)
+                      b.bitcast(tiny, like(t, I32)), normal)
     if special == "ieee":
         inf_code = ((1 << exp_bits) - 1) << man_bits
         result = b.select(b.icmp_unsigned("==", magnitude, c(inf_code)), c(_INF32), result)
@@ -91,22 +79,22 @@ def decode(b: ir.IRBuilder, bits: ir.Value, dtype: str) -> ir.Value:
     result = b.or_(result, sign)
     if special == "fnuz":
         result = b.select(b.icmp_unsigned("==", u, c(0x80)), c(_NAN32), result)
-    return b.bitcast(result, _like(t, F32))
+    return b.bitcast(result, like(t, F32))
 
 
 def encode(b: ir.IRBuilder, value: ir.Value, dtype: str) -> ir.Value:
     """The stored bits (i8) of a float32 value (minifloat) or an 8-bit integer (sub-byte)."""
     if dtype in SMALL_INTS:
         bits, _ = SMALL_INTS[dtype]
-        return b.and_(value, _const(value.type, I8, (1 << bits) - 1))
+        return b.and_(value, splat(value.type, I8, (1 << bits) - 1))
     if dtype == E8M0:
         return _encode_e8m0(b, value)
     exp_bits, man_bits, bias, special = MINIFLOATS[dtype]
     t = value.type
 
     def c(v: int) -> ir.Constant:
-        return _const(t, I32, v)
-    u = b.bitcast(value, _like(t, I32))
+        return splat(t, I32, v)
+    u = b.bitcast(value, like(t, I32))
     sign = b.lshr(u, c(31))
     a = b.and_(u, c(0x7FFFFFFF))
     # normal results: round float32's mantissa to man_bits (nearest, ties to even) in the
@@ -117,8 +105,8 @@ def encode(b: ir.IRBuilder, value: ir.Value, dtype: str) -> ir.Value:
     # subnormal results: adding 2^(emin - man_bits + 23) makes the FPU round |x| at the
     # subnormal step, leaving the code in the sum's low mantissa bits
     magic = 2.0 ** (1 - bias - man_bits + 23)
-    absolute = b.bitcast(a, _like(t, F32))
-    summed = b.bitcast(b.fadd(absolute, _const(t, F32, magic)), _like(t, I32))
+    absolute = b.bitcast(a, like(t, F32))
+    summed = b.bitcast(b.fadd(absolute, splat(t, F32, magic)), like(t, I32))
     tiny = b.sub(summed, c(_f32_bits(magic)))
     min_normal = _f32_bits(2.0 ** (1 - bias))
     code = b.select(b.icmp_unsigned("<", a, c(min_normal)), tiny, normal)
@@ -144,33 +132,33 @@ def encode(b: ir.IRBuilder, value: ir.Value, dtype: str) -> ir.Value:
         # no negative zero, and the NaN code already has the sign bit
         keep = b.and_(b.icmp_unsigned("!=", code, c(0)), b.icmp_unsigned("!=", code, c(0x80)))
         signed = b.select(keep, signed, code)
-    return b.trunc(signed, _like(t, I8))
+    return b.trunc(signed, like(t, I8))
 
 
 def _decode_e8m0(b: ir.IRBuilder, bits: ir.Value) -> ir.Value:
     t = bits.type
-    u = b.zext(bits, _like(t, I32))
-    result = b.shl(u, _const(t, I32, 23))
+    u = b.zext(bits, like(t, I32))
+    result = b.shl(u, splat(t, I32, 23))
     # 2^-127 is a float32 subnormal; 0xFF would read as infinity
-    result = b.select(b.icmp_unsigned("==", u, _const(t, I32, 0)),
-                      _const(t, I32, 0x00400000), result)
-    result = b.select(b.icmp_unsigned("==", u, _const(t, I32, 0xFF)),
-                      _const(t, I32, _NAN32), result)
-    return b.bitcast(result, _like(t, F32))
+    result = b.select(b.icmp_unsigned("==", u, splat(t, I32, 0)),
+                      splat(t, I32, 0x00400000), result)
+    result = b.select(b.icmp_unsigned("==", u, splat(t, I32, 0xFF)),
+                      splat(t, I32, _NAN32), result)
+    return b.bitcast(result, like(t, F32))
 
 
 def _encode_e8m0(b: ir.IRBuilder, value: ir.Value) -> ir.Value:
     t = value.type
-    u = b.bitcast(value, _like(t, I32))
-    exponent = b.and_(b.lshr(u, _const(t, I32, 23)), _const(t, I32, 0xFF))
-    fraction = b.and_(u, _const(t, I32, 0x7FFFFF))
+    u = b.bitcast(value, like(t, I32))
+    exponent = b.and_(b.lshr(u, splat(t, I32, 23)), splat(t, I32, 0xFF))
+    fraction = b.and_(u, splat(t, I32, 0x7FFFFF))
     # round up: any fraction takes the next power of two, except past the largest (0xFE);
     # infinity and NaN (exponent 0xFF) stay 0xFF; 2^-127 (a float32 subnormal) is exact
-    up = b.and_(b.icmp_unsigned("!=", fraction, _const(t, I32, 0)),
-                b.icmp_unsigned("<", exponent, _const(t, I32, 0xFE)))
-    magnitude = b.and_(u, _const(t, I32, 0x7FFFFFFF))
-    up = b.and_(up, b.icmp_unsigned("!=", magnitude, _const(t, I32, 0x400000)))
-    return b.trunc(b.add(exponent, b.zext(up, _like(t, I32))), _like(t, I8))
+    up = b.and_(b.icmp_unsigned("!=", fraction, splat(t, I32, 0)),
+                b.icmp_unsigned("<", exponent, splat(t, I32, 0xFE)))
+    magnitude = b.and_(u, splat(t, I32, 0x7FFFFFFF))
+    up = b.and_(up, b.icmp_unsigned("!=", magnitude, splat(t, I32, 0x400000)))
+    return b.trunc(b.add(exponent, b.zext(up, like(t, I32))), like(t, I8))
 
 
 def wrap_int(b: ir.IRBuilder, value: ir.Value, dtype: str) -> ir.Value:
@@ -178,8 +166,8 @@ def wrap_int(b: ir.IRBuilder, value: ir.Value, dtype: str) -> ir.Value:
     the dtype is signed (the wrap-around of a narrowing integer cast)."""
     bits, signed = SMALL_INTS[dtype]
     if not signed:
-        return b.and_(value, _const(value.type, I8, (1 << bits) - 1))
-    up = _const(value.type, I8, 8 - bits)
+        return b.and_(value, splat(value.type, I8, (1 << bits) - 1))
+    up = splat(value.type, I8, 8 - bits)
     return b.ashr(b.shl(value, up), up)
 
 
