@@ -84,18 +84,19 @@ def compile(model: str | Path | "onnx.ModelProto", target: str | Target = "llvm"
 def inspect(model, stage: str = "graph", input_shapes=None, target: str | Target = "llvm"
             ) -> str:
     """The model's IR after a pipeline stage: graph, fused, loops or llvm."""
-    from tensorc.compiler import compile_graph, optimized_llvm_ir
+    from tensorc.compiler import compile_graph, optimize_graph, optimized_llvm_ir
     from tensorc.ir.loop import format_func
-    from tensorc.passes.graph.fuse import format_groups
+    from tensorc.passes.graph.fuse import format_groups, fuse
     if stage not in STAGES:
         raise TensorcError(f"unknown stage {stage!r}: choose one of {', '.join(STAGES)}")
     tgt = Target.from_string(target)
     _, graph = _import(model, input_shapes)
-    compiled = compile_graph(graph, tgt)
+    # run the pipeline only as far as the stage asked for
     if stage == "graph":
-        return str(compiled.graph)
+        return str(optimize_graph(graph, tgt))
     if stage == "fused":
-        return format_groups(compiled.groups)
+        return format_groups(fuse(optimize_graph(graph, tgt)))
+    compiled = compile_graph(graph, tgt)
     if stage == "loops":
         seen, parts = set(), []
         for k in compiled.kernels:
