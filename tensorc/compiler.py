@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Mapping
 
 from tensorc.codegen.llvm import LLVMCodegen, emit_object, optimize_module
 from tensorc.errors import TensorcError
@@ -18,8 +18,8 @@ from tensorc.ir.graph import Graph, Value
 from tensorc.ir.loop import Buffer, KernelCall, PrimFunc, seq
 from tensorc.ir.lower import lower
 from tensorc.ir.schedule import create_schedule
-from tensorc.ops.registry import get_op
-from tensorc.ops.schedules import schedule_injective
+from tensorc.ops.registry import Template, get_op
+from tensorc.ops.schedules import INJECTIVE
 from tensorc.passes import loop as loop_passes
 from tensorc.passes.graph import GRAPH_PIPELINE
 from tensorc.passes.graph.fuse import FusedGroup, fuse
@@ -90,7 +90,23 @@ def group_to_te(group: FusedGroup, graph: Graph):
     return params, tensors[group.output], anchor
 
 
-def schedule_group(group: FusedGroup, graph: Graph, target: Target, name: str) -> PrimFunc:
+def group_template(group: FusedGroup, target: Target) -> Template:
+    """The schedule template of a group: its anchor op's for this target kind, or the
+    injective one."""
+    if group.anchor is None:
+        template = INJECTIVE.get(target.kind)
+    else:
+        template = get_op(group.anchor.op).template(target.kind)
+    if template is None:
+        what = group.anchor.op if group.anchor is not None else "elementwise"
+        raise TensorcError(f"no {target.kind} schedule for {what} kernels ({group.name})")
+    return template
+
+
+def schedule_group(group: FusedGroup, graph: Graph, target: Target, name: str,
+                   config: Mapping | None = None) -> PrimFunc:
+    """One group's kernel, scheduled by its template with ``config`` (by default the
+    template's heuristic choice). The PrimFunc's attrs record the config and the trace."""
     params, out, anchor = group_to_te(group, graph)
     sch = create_schedule(out)
     # everything but the anchor and the output is computed inline
@@ -99,13 +115,15 @@ def schedule_group(group: FusedGroup, graph: Graph, target: Target, name: str) -
         if stage.is_output or stage in anchor_stages or stage.op.reduce_axis:
             continue
         stage.compute_inline()
-    if anchor is not None:
-        opdef = get_op(group.anchor.op)
-        opdef.schedule_fn(target, sch, out, anchor, group.anchor.attrs)
-    else:
-        schedule_injective(target, sch, out)
+    template = group_template(group, target)
+    attrs = group.anchor.attrs if group.anchor is not None else {}
+    space = template.search_space(target, out, anchor, attrs)
+    config = space.default() if config is None else space.validate(config)
+    template.apply(target, sch, out, anchor, attrs, config)
     func = lower(sch, [*params, out], name)
-    return loop_passes.optimize(func)
+    func = loop_passes.optimize(func)
+    func.attrs.update(config=config, trace=list(sch.trace))
+    return func
 
 
 def _anchor_stages(sch, anchor) -> set:

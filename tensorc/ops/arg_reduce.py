@@ -150,7 +150,7 @@ argmax.compute(_arg_compute(True, "argmax"))
 argmin.compute(_arg_compute(False, "argmin"))
 
 
-def _arg_schedule(target, sch, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None:
+def _arg_schedule(target, sch, out: te.Tensor, anchor: te.Tensor, attrs: dict, config) -> None:
     if not anchor.op.reduce_axis:  # the squeeze: schedule the index reduction under it
         anchor = anchor.op.input_tensors()[0]
     schedule_reduction(target, sch, out, anchor)

@@ -283,7 +283,7 @@ def _grid_sample_compute(attrs: dict, x: te.Tensor, grid: te.Tensor) -> te.Tenso
 
 @grid_sample.schedule
 def _grid_sample_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
-                          attrs: dict) -> None:
+                          attrs: dict, config) -> None:
     # the tables stay whole-tensor stages before the kernel (they are C times smaller)
     schedule_injective(target, sch, out)
 
@@ -365,6 +365,6 @@ def _col2im_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
 
 @col2im.schedule
 def _col2im_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
-                     attrs: dict) -> None:
+                     attrs: dict, config) -> None:
     schedule_reduction(target, sch, out, anchor)
 

@@ -398,7 +398,7 @@ def _scatter_nd_compute(attrs: dict, data: te.Tensor, indices: te.Tensor,
 
 
 def _scatter_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
-                      attrs: dict) -> None:
+                      attrs: dict, config) -> None:
     # the anchor combines the data with a reduction stage; that stage is the one to place
     (reduced,) = [t for t in anchor.op.input_tensors() if isinstance(t.op, te.ComputeOp)
                   and t.op.tag.startswith("anchor:")]

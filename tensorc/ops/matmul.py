@@ -70,7 +70,7 @@ MICRO_VECTORS = 2       # vectors across the tile's columns: 4 x 2 accumulators 
 
 @matmul.schedule
 def _matmul_schedule(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tensor,
-                     attrs: dict) -> None:
+                     attrs: dict, config) -> None:
     """Register-tiled GEMM: each (i.o, j.o) tile of the output is accumulated in a local
     MICRO_ROWS x (MICRO_VECTORS * lanes) block, k outermost inside the tile, the tile's rows
     unrolled and its columns vectorized; tiles run in parallel."""

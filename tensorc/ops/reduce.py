@@ -210,7 +210,7 @@ def _log_sum_exp_compute(x: te.Tensor, axes: tuple[int, ...], keepdims: bool) ->
 
 
 def _reduce_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
-                     attrs: dict) -> None:
+                     attrs: dict, config) -> None:
     if not anchor.op.reduce_axis:  # a finish stage: schedule the accumulation under it
         anchor = next(t for t in anchor.op.input_tensors() if t.op.name.endswith("_acc"))
     schedule_reduction(target, sch, out, anchor)

@@ -5,8 +5,9 @@ An entry holds
 - ``pattern``: the fusion class;
 - ``reference(attrs, *arrays) -> list[np.ndarray]``: numpy semantics (constant folding, tests);
 - ``compute(attrs, *te_tensors) -> list[te.Tensor]``: the tensor-expression definition;
-- ``schedule(target, sch, outputs, anchor)``: the default schedule of a fused group whose
-  anchor (most complex op) is this op.
+- ``schedule``: per target kind ("llvm", "cuda"), a :class:`Template`: the schedule of a
+  fused group whose anchor (most complex op) is this op, as a function of a config, and the
+  search space that config comes from (see ``ops/space.py``).
 
 Families fill the registry from their own modules (``ops/elementwise.py``, ``ops/nn/conv.py``, …)
 with :func:`define`, then set the pieces they own with the decorators on :class:`OpDef`.
@@ -16,6 +17,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from typing import Any, Callable
+
+from tensorc.ops.space import EMPTY, SearchSpace
 
 
 class Pattern(enum.IntEnum):
@@ -30,13 +33,29 @@ class Pattern(enum.IntEnum):
 
 
 @dataclass
+class Template:
+    """A schedule as a function of named choices.
+
+    ``apply(target, sch, out, anchor, attrs, config)`` schedules a fused group whose output is
+    ``out`` and whose anchor tensor is ``anchor``; ``space(target, out, anchor, attrs)``
+    declares the knobs ``config`` takes values for (none when ``space`` is None).
+    """
+
+    apply: Callable
+    space: Callable | None = None
+
+    def search_space(self, target, out, anchor, attrs: dict) -> SearchSpace:
+        return EMPTY if self.space is None else self.space(target, out, anchor, attrs)
+
+
+@dataclass
 class OpDef:
     name: str
     pattern: Pattern
     infer_fn: Callable | None = None
     reference_fn: Callable | None = None
     compute_fn: Callable | None = None
-    schedule_fn: Callable | None = None
+    templates: dict[str, Template] = field(default_factory=dict)   # by target kind
     extra: dict[str, Any] = field(default_factory=dict)
 
     # decorators -------------------------------------------------------------------------------
@@ -52,9 +71,17 @@ class OpDef:
         self.compute_fn = fn
         return fn
 
-    def schedule(self, fn: Callable) -> Callable:
-        self.schedule_fn = fn
-        return fn
+    def schedule(self, fn: Callable | None = None, *, target: str = "llvm",
+                 space: Callable | None = None):
+        """Register the schedule template for ``target`` kind: ``op.schedule(fn)``,
+        ``@op.schedule`` or ``@op.schedule(target="cuda", space=gpu_space)``."""
+        def register(f: Callable) -> Callable:
+            self.templates[target] = Template(f, space)
+            return f
+        return register(fn) if fn is not None else register
+
+    def template(self, target_kind: str) -> Template | None:
+        return self.templates.get(target_kind)
 
 
 REGISTRY: dict[str, OpDef] = {}

@@ -69,7 +69,7 @@ def _compute(name: str):
 
 
 def _schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
-              attrs: dict) -> None:
+              attrs: dict, config) -> None:
     schedule_reduction(target, sch, out, anchor)
 
 

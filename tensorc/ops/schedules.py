@@ -9,6 +9,7 @@ from __future__ import annotations
 from tensorc.ir import expr as E
 from tensorc.ir.schedule import Schedule, Stage
 from tensorc.ir.te import Tensor
+from tensorc.ops.registry import Template
 from tensorc.target import Target
 
 # below this many output elements a kernel runs on one thread: waking the pool costs more
@@ -74,7 +75,8 @@ def parallel_outer(stage: Stage, loops: list, size: int):
     return fused
 
 
-def schedule_injective(target: Target, sch: Schedule, out: Tensor) -> None:
+def schedule_injective(target: Target, sch: Schedule, out: Tensor, anchor: Tensor | None = None,
+                       attrs: dict | None = None, config=None) -> None:
     """Elementwise, broadcast and injective groups: vectorize the inner loop, parallel outer
     (in the stage's current loop order)."""
     stage = sch[out]
@@ -83,7 +85,7 @@ def schedule_injective(target: Target, sch: Schedule, out: Tensor) -> None:
 
 
 def schedule_reduction(target: Target, sch: Schedule, out: Tensor, anchor: Tensor,
-                       attrs: dict | None = None) -> None:
+                       attrs: dict | None = None, config=None) -> None:
     """Any reduction anchor (pooling, reduce_*, depthwise or N-d conv): vectorize the
     innermost output axis, run the reduction loops just outside it, parallel the rest.
 
@@ -123,3 +125,7 @@ def vectorize_inner_reduction(target: Target, stage: Stage, t: Tensor) -> list:
         stage.vectorize(axes[-1])
         return list(axes[:-1])
     return list(axes)
+
+
+# The template of groups without an anchor (elementwise, broadcast, injective), by target kind.
+INJECTIVE: dict[str, Template] = {"llvm": Template(schedule_injective)}

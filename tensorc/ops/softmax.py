@@ -128,7 +128,7 @@ def _hardmax_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
 
 
 def _row_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
-                  attrs: dict) -> None:
+                  attrs: dict, config) -> None:
     """Along the last axis: each row's reductions (max, sum, index) are computed inside the
     row loop, rows run in parallel, the finish is vectorized. Other axes keep whole-tensor
     stages."""

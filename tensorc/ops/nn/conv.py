@@ -202,7 +202,7 @@ FILTER_TILE = 16    # filters accumulated per input vector (unrolled, broadcast 
 
 @conv.schedule
 def _conv_schedule(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.Tensor,
-                   attrs: dict) -> None:
+                   attrs: dict, config) -> None:
     """2-D direct convolution, vectorized along the output row: an output tile of
     FILTER_TILE filters x one vector of columns is accumulated in registers over
     (channel, kernel row, kernel column); the padded input is materialized once per call;

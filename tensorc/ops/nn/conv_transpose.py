@@ -127,7 +127,7 @@ def _compute(attrs: dict, x: te.Tensor, w: te.Tensor) -> te.Tensor:
 
 @conv_transpose.schedule
 def _schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
-              attrs: dict) -> None:
+              attrs: dict, config) -> None:
     """The spread input is materialized once (vectorized copy); the reduction runs under
     the generic reduction schedule."""
     spread = next(t for t in anchor.op.input_tensors() if t.op.name == "spread")

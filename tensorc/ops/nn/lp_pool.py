@@ -78,5 +78,5 @@ def _compute(attrs: dict, x: te.Tensor) -> te.Tensor:
 
 @lp_pool.schedule
 def _schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
-              attrs: dict) -> None:
+              attrs: dict, config) -> None:
     schedule_reduction(target, sch, out, anchor.op.input_tensors()[0])

@@ -171,7 +171,7 @@ def _normalize_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
 
 @normalize.schedule
 def _normalize_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
-                        attrs: dict) -> None:
+                        attrs: dict, config) -> None:
     """Over trailing axes (layer, instance, group norm): one row per leading index, rows in
     parallel, each row's statistics computed inside the row loop, the output vectorized.
     Other axes (MVN's N, H, W) keep whole-tensor statistics."""
@@ -248,6 +248,6 @@ def _lrn_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
 
 @lrn.schedule
 def _lrn_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
-                  attrs: dict) -> None:
+                  attrs: dict, config) -> None:
     total = next(t for t in anchor.op.input_tensors() if t.op.name == "lrn_sum")
     schedule_reduction(target, sch, out, total)

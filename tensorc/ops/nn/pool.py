@@ -176,6 +176,6 @@ max_pool.schedule(schedule_reduction)
 
 @avg_pool.schedule
 def _avg_pool_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
-                       attrs: dict) -> None:
+                       attrs: dict, config) -> None:
     total = anchor.op.input_tensors()[0]
     schedule_reduction(target, sch, out, total)
