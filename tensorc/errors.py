@@ -37,3 +37,7 @@ class ArtifactError(TensorcError):
 
 class ScheduleError(TensorcError):
     """A schedule primitive was applied where it is not legal."""
+
+
+class KernelRuntimeError(TensorcError):
+    """Compiled code stopped a run: a runtime check failed (an index out of range, ...)."""

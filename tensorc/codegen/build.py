@@ -10,7 +10,7 @@ import ctypes
 import numpy as np
 
 from tensorc.codegen.llvm import LLVMCodegen, emit_object
-from tensorc.errors import InputError
+from tensorc.errors import InputError, KernelRuntimeError
 from tensorc.ir.loop import KernelCall, PrimFunc
 from tensorc.runtime.cpu import NativeLibrary
 from tensorc.target import Target
@@ -40,7 +40,10 @@ class Kernel:
                                  f"{buf.dtype}{list(buf.shape)} array, got {layout}"
                                  f"{arr.dtype}{list(arr.shape)}")
         ptrs = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
-        self._entry(ptrs, num_threads)
+        status = self._entry(ptrs, num_threads, None)
+        if status:
+            raise KernelRuntimeError(f"{self.func.name} failed a runtime check (status "
+                                     f"{status})")
 
 
 def build_kernel(func: PrimFunc, target: Target | str | None = None) -> Kernel:

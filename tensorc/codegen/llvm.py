@@ -3,8 +3,11 @@
 Vectorized loops become LLVM vector instructions (contiguous accesses are vector loads and
 stores; others gather lane by lane). Parallel loops are outlined into a function that
 libgomp's ``GOMP_parallel`` runs on its thread pool. Kernels are internal functions of one
-module; the entry function takes ``(void **args, int num_threads)`` and calls them in turn,
-so an inference is one call into native code.
+module; the entry function ``int32 entry(void **args, int32 num_threads, int64 *timings)``
+calls them in turn, so an inference is one call into native code. With ``timings`` not null,
+the entry adds each kernel call's wall time in nanoseconds to ``timings[k]`` (the profiler
+times kernels inside the same entry a normal run uses). It returns the run's status: 0, or
+the code a kernel stored in ``tensorc_status`` (a runtime check that failed).
 """
 from __future__ import annotations
 
@@ -55,13 +58,18 @@ class LLVMCodegen(ValueOps):
         self.target = target
         self.module = ir.Module(name)
         self.module.triple = target.triple
-        self.num_threads = _opaque(ir.GlobalVariable(self.module, I32, "tensorc_num_threads"))
-        self.num_threads.initializer = ir.Constant(I32, 0)
-        self.num_threads.linkage = "internal"
+        self.num_threads = self._global_i32("tensorc_num_threads")
+        self.status = self._global_i32("tensorc_status")
         self.functions: dict[str, ir.Function] = {}
         self._outlined = 0
         self.fs: _FuncState | None = None
         self.in_parallel = False
+
+    def _global_i32(self, name: str) -> ir.GlobalVariable:
+        var = _opaque(ir.GlobalVariable(self.module, I32, name))
+        var.initializer = ir.Constant(I32, 0)
+        var.linkage = "internal"
+        return var
 
     # declarations ------------------------------------------------------------------------
     def _declare(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
@@ -90,19 +98,52 @@ class LLVMCodegen(ValueOps):
         return fn
 
     def add_entry(self, func: PrimFunc) -> ir.Function:
-        """The exported entry ``void name(void **args, int num_threads)``: args[i] is the
-        pointer for ``func.params[i]``."""
-        fn = ir.Function(self.module, ir.FunctionType(VOID, [PTR, I32]), func.name)
+        """The exported entry ``int32 name(void **args, int32 num_threads, int64 *timings)``:
+        args[i] is the pointer for ``func.params[i]``; ``func.body`` is a sequence of kernel
+        calls, timed into ``timings`` (one slot per call) when it is not null."""
+        fn = ir.Function(self.module, ir.FunctionType(I32, [PTR, I32, PTR]), func.name)
         fn.attributes.add("nounwind")
         state = _FuncState(fn, {}, {})
         b = state.builder
         b.store(fn.args[1], self.num_threads)
+        b.store(ir.Constant(I32, 0), self.status)
         for k, buf in enumerate(func.params):
             slot = b.gep(fn.args[0], [ir.Constant(I64, k)], source_etype=PTR)
             state.buffers[buf] = b.load(slot, typ=PTR)
-        self._run(state, func.body)
+        calls = list(func.body.stmts) if isinstance(func.body, Seq) else [func.body]
+        saved = self.fs
+        self.fs = state
+        timings = fn.args[2]
+        with b.if_else(b.icmp_unsigned("==", timings, ir.Constant(PTR, None))) as (plain,
+                                                                                    timed):
+            with plain:
+                for call in calls:
+                    self.stmt(call)
+            with timed:
+                for k, call in enumerate(calls):
+                    start = self._now_ns()
+                    self.stmt(call)
+                    elapsed = b.sub(self._now_ns(), start)
+                    slot = b.gep(timings, [ir.Constant(I64, k)], source_etype=I64)
+                    b.store(b.add(b.load(slot, typ=I64), elapsed), slot)
+        b.ret(b.load(self.status, typ=I32))
+        ir.IRBuilder(state.entry).branch(fn.blocks[1])
+        self.fs = saved
         self.functions[func.name] = fn
         return fn
+
+    def _now_ns(self) -> ir.Value:
+        """CLOCK_MONOTONIC in nanoseconds (clock_gettime goes through the vDSO: ~20 ns)."""
+        timespec = ir.LiteralStructType([I64, I64])
+        slot = _opaque(ir.IRBuilder(self.fs.entry).alloca(timespec, name="now"))
+        clock_gettime = self._declare("clock_gettime", I32, [I32, PTR])
+        b = self.b
+        b.call(clock_gettime, [ir.Constant(I32, 1), slot])     # CLOCK_MONOTONIC = 1
+        sec = b.load(b.gep(slot, [ir.Constant(I32, 0), ir.Constant(I32, 0)],
+                           source_etype=timespec), typ=I64)
+        nsec = b.load(b.gep(slot, [ir.Constant(I32, 0), ir.Constant(I32, 1)],
+                            source_etype=timespec), typ=I64)
+        return b.add(b.mul(sec, ir.Constant(I64, 1_000_000_000)), nsec)
 
     def _emit_function(self, fn, body: Stmt, env, buffers) -> None:
         self._run(_FuncState(fn, env, buffers), body)

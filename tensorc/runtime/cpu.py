@@ -54,6 +54,8 @@ class NativeLibrary:
         return addr
 
     def entry(self, name: str):
-        """The function ``void name(void **args, int num_threads)`` as a ctypes callable."""
-        proto = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int)
+        """The function ``int32 name(void **args, int32 num_threads, int64 *timings)`` as a
+        ctypes callable (see codegen/llvm.py's ``add_entry``)."""
+        proto = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(ctypes.c_void_p),
+                                 ctypes.c_int32, ctypes.c_void_p)
         return proto(self.address(name))

@@ -13,7 +13,7 @@ from typing import Mapping
 import ml_dtypes  # noqa: F401  (registers bfloat16 with numpy for signatures that use it)
 import numpy as np
 
-from tensorc.errors import ArtifactError, InputError
+from tensorc.errors import ArtifactError, InputError, KernelRuntimeError
 from tensorc.runtime import artifact
 from tensorc.runtime.cpu import NativeLibrary
 
@@ -74,7 +74,10 @@ class Module:
             args[k] = out.ctypes.data
             k += 1
             result[name] = out
-        self._entry(args, int(self.num_threads))
+        status = self._entry(args, int(self.num_threads), None)
+        if status:
+            raise KernelRuntimeError(f"the run stopped: a runtime check failed (status "
+                                     f"{status})")
         return result
 
     def _check_feeds(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
