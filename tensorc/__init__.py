@@ -56,7 +56,7 @@ def compile(model: str | Path | "onnx.ModelProto", target: str | Target = "llvm"
     """
     import time
 
-    from tensorc.compiler import compile_graph, signature, to_object
+    from tensorc.compiler import compile_graph, kernel_infos, signature, to_object
     if tuning_log is not None:
         raise TensorcError("tuning logs are not supported yet: compile without tuning_log=")
     tgt = Target.from_string(target)
@@ -75,7 +75,7 @@ def compile(model: str | Path | "onnx.ModelProto", target: str | Target = "llvm"
             round(time.perf_counter() - start, 3)}
     mod = Module(obj, "tensorc_entry", signature(compiled.graph.inputs), outputs,
                  compiled.plan.const_pool, compiled.plan.arena_size, str(tgt),
-                 proto.SerializeToString(), info)
+                 proto.SerializeToString(), info, kernel_infos(compiled))
     if num_threads is not None:
         mod.num_threads = num_threads
     return mod

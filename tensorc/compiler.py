@@ -18,12 +18,14 @@ from tensorc.ir.graph import Graph, Value
 from tensorc.ir.loop import Buffer, KernelCall, PrimFunc, seq
 from tensorc.ir.lower import lower
 from tensorc.ir.schedule import create_schedule
+from tensorc.ops.cost import bytes_moved, node_flops
 from tensorc.ops.registry import Template, get_op
 from tensorc.ops.schedules import INJECTIVE
 from tensorc.passes import loop as loop_passes
 from tensorc.passes.graph import GRAPH_PIPELINE
 from tensorc.passes.graph.fuse import FusedGroup, fuse
 from tensorc.passes.graph.plan_memory import MemoryPlan, plan_memory
+from tensorc.profile import KernelInfo
 from tensorc.target import Target
 
 Progress = Callable[[str], None]
@@ -251,6 +253,21 @@ def to_object(compiled: Compiled, target: Target) -> bytes:
 def optimized_llvm_ir(compiled: Compiled, target: Target) -> str:
     mod, _ = optimize_module(compiled.llvm_ir, target)
     return str(mod)
+
+
+def kernel_infos(compiled: Compiled) -> list[KernelInfo]:
+    """One record per kernel call of the entry function: what the profiler reports."""
+    graph = compiled.graph
+    infos = []
+    for kernel in compiled.kernels:
+        group = kernel.group
+        inputs = [v for v in group.inputs if not inlined_scalar(v, graph)]
+        out = group.output
+        infos.append(KernelInfo(kernel.func.name, tuple(n.op for n in group.nodes),
+                                tuple(out.type.shape), out.type.dtype,
+                                sum(node_flops(n) for n in group.nodes),
+                                bytes_moved(inputs, out)))
+    return infos
 
 
 def signature(values: list[Value]) -> list[tuple[str, tuple[int, ...], str]]:

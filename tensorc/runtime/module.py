@@ -7,14 +7,17 @@
 from __future__ import annotations
 
 import ctypes
+import os
+from dataclasses import asdict
 from pathlib import Path
 from typing import Mapping
 
 import ml_dtypes  # noqa: F401  (registers bfloat16 with numpy for signatures that use it)
 import numpy as np
 
-from tensorc.errors import ArtifactError, InputError, KernelRuntimeError
+from tensorc.errors import ArtifactError, InputError, KernelRuntimeError, TensorcError
 from tensorc.runtime import artifact
+from tensorc.profile import KernelInfo, Profile, build_profile
 from tensorc.runtime.cpu import NativeLibrary
 
 Signature = list[tuple[str, tuple[int, ...], str]]
@@ -29,7 +32,8 @@ class Module:
 
     def __init__(self, object_code: bytes, entry: str, inputs: Signature, outputs: Signature,
                  const_pool: np.ndarray, arena_size: int, target: str,
-                 source_onnx: bytes | None = None, info: dict | None = None):
+                 source_onnx: bytes | None = None, info: dict | None = None,
+                 kernels: list | None = None):
         self.object_code = object_code
         self.entry_name = entry
         self.inputs: Signature = [(n, tuple(s), d) for n, s, d in inputs]
@@ -39,6 +43,9 @@ class Module:
         self.target = target
         self.source_onnx = source_onnx
         self.info = info or {}
+        # one entry per kernel call of the entry function, for the profiler (KernelInfo)
+        self.kernels = [k if isinstance(k, KernelInfo) else KernelInfo.from_json(k)
+                        for k in (kernels or [])]
         self.num_threads = 0          # 0: all cores (OMP_NUM_THREADS when set)
         self._library = NativeLibrary(object_code)
         self._entry = self._library.entry(entry)
@@ -128,6 +135,55 @@ class Module:
             arrays.append(np.ascontiguousarray(arr))
         return arrays
 
+    def profile(self, feeds: Mapping[str, np.ndarray] | None = None, seconds: float = 1.0,
+                min_runs: int = 10, roofline=None, model: str = "") -> Profile:
+        """Time every kernel inside the entry function that ``run`` calls: the median over
+        repeated runs (at least ``min_runs`` and ``seconds``, after a warm-up) of each kernel,
+        beside the median end-to-end latency of uninstrumented runs. ``feeds`` default to
+        seeded random inputs; ``roofline`` (a ``runtime.machine.Roofline``) defaults to this
+        machine's, measured once and cached.
+
+        >>> print(mod.profile().table(top=10))
+        """
+        import time
+
+        from tensorc.reference import random_inputs
+        from tensorc.runtime.machine import machine_roofline
+        if feeds is None:
+            feeds = random_inputs(self.inputs, seed=0)
+        arrays = self._check_feeds(feeds)
+        if not self.kernels:
+            raise TensorcError("this module has no kernel table to profile (it was saved by "
+                               "an older tensorc): compile the model again")
+        threads = self.num_threads or _default_threads()
+        if roofline is None:
+            roofline = machine_roofline(threads=threads)
+        timings = np.zeros(len(self.kernels), dtype=np.int64)
+        outputs = [np.empty(s, d) for _, s, d in self._out_specs]
+        args = self._args
+        for k, a in enumerate([*arrays, *outputs]):
+            args[k] = a.ctypes.data
+
+        def call(buffer) -> float:
+            start = time.perf_counter()
+            status = self._entry(args, int(self.num_threads), buffer)
+            elapsed = time.perf_counter() - start
+            if status:
+                raise KernelRuntimeError(f"the run stopped: a runtime check failed (status "
+                                         f"{status})")
+            return elapsed
+        for _ in range(3):
+            call(None)
+        samples, plain = [], []
+        spent = 0.0
+        while len(samples) < min_runs or spent < seconds:
+            timings[:] = 0
+            spent += call(timings.ctypes.data)
+            samples.append(timings.tolist())
+            plain.append(call(None))
+            spent += plain[-1]
+        return build_profile(self.kernels, samples, plain, roofline, model)
+
     @staticmethod
     def _describe(sig: Signature) -> str:
         return ", ".join(f"{n}: {d}{list(s)}" for n, s, d in sig)
@@ -136,7 +192,8 @@ class Module:
     def save(self, path: str | Path) -> None:
         """Write the module to ``path`` (object code, constants, signature; atomic)."""
         header = {"entry": self.entry_name, "inputs": self.inputs, "outputs": self.outputs,
-                  "arena_size": self.arena_size, "target": self.target, "info": self.info}
+                  "arena_size": self.arena_size, "target": self.target, "info": self.info,
+                  "kernels": [asdict(k) for k in self.kernels]}
         sections = {"object": self.object_code, "constants": self.const_pool.tobytes()}
         if self.source_onnx is not None:
             sections["onnx"] = self.source_onnx
@@ -162,7 +219,15 @@ def load(path: str | Path) -> Module:
     pool = np.frombuffer(sections["constants"], dtype=np.uint8)
     return Module(sections["object"], header["entry"], header["inputs"], header["outputs"],
                   pool, header["arena_size"], header["target"], sections.get("onnx"),
-                  header.get("info"))
+                  header.get("info"), header.get("kernels"))
+
+
+def _default_threads() -> int:
+    """What num_threads = 0 means: OMP_NUM_THREADS when set, else every core."""
+    try:
+        return max(1, int(os.environ.get("OMP_NUM_THREADS", "")))
+    except ValueError:
+        return os.cpu_count() or 1
 
 
 def _aligned_empty(nbytes: int, align: int = 64) -> np.ndarray:

@@ -1,0 +1,89 @@
+"""What a kernel must do at least: its arithmetic (FLOPs) and the bytes it must move.
+
+These are the numerators of the roofline: a kernel's bound is
+``max(flops / peak_flops, bytes / bandwidth)``, and the profiler reports how close each kernel
+comes to it. FLOPs count a multiply-add as 2; an elementwise or reduction op counts one
+operation per element it touches; data movement (transpose, concat, pad) counts none.
+
+>>> node_flops(conv_node)      # 2 * N * F * OH * OW * C/groups * KH * KW
+"""
+from __future__ import annotations
+
+import math
+
+from tensorc.ir.graph import Node
+from tensorc.ops.registry import Pattern, get_op
+
+
+def _conv(node: Node) -> int:
+    out = node.outputs[0].type.shape
+    w = node.inputs[1].type.shape
+    if node.attrs.get("kernel_block"):      # packed [F/b, C/g, *K, b]
+        per_filter = math.prod(w[1:-1])
+    else:                                    # [F, C/g, *K]
+        per_filter = math.prod(w[1:])
+    return 2 * math.prod(out) * per_filter
+
+
+def _conv_transpose(node: Node) -> int:
+    # every input element meets every weight of its group: [C, F/g, *K]
+    x, w = node.inputs[0].type.shape, node.inputs[1].type.shape
+    return 2 * math.prod(x) * math.prod(w[1:])
+
+
+def _matmul(node: Node) -> int:
+    k = node.inputs[0].type.shape[-1]
+    return 2 * math.prod(node.outputs[0].type.shape) * k
+
+
+def _input_elements(node: Node) -> int:
+    return math.prod(node.inputs[0].type.shape)
+
+
+def _window(node: Node) -> int:
+    return math.prod(node.outputs[0].type.shape) * math.prod(node.attrs["kernel_shape"])
+
+
+def _normalize(node: Node) -> int:
+    # mean, variance, then scale and shift: about 5 operations per element
+    return 5 * _input_elements(node)
+
+
+def _softmax(node: Node) -> int:
+    # max, exp, sum, divide
+    return 4 * _input_elements(node)
+
+
+# Ops whose arithmetic is not one operation per output element.
+FLOPS = {
+    "conv": _conv,
+    "conv_transpose": _conv_transpose,
+    "matmul": _matmul,
+    "max_pool": _window,
+    "avg_pool": _window,
+    "lp_pool": _window,
+    "normalize": _normalize,
+    "softmax": _softmax,
+    "log_softmax": _softmax,
+}
+
+_MOVES_DATA_ONLY = {"reshape", "transpose", "concat", "pad", "slice", "broadcast_to", "tile",
+                    "gather", "gather_elements", "gather_nd", "reverse_sequence", "resize_axis",
+                    "cast", "bitcast"}
+
+
+def node_flops(node: Node) -> int:
+    """Floating-point (or integer) operations of one node."""
+    rule = FLOPS.get(node.op)
+    if rule is not None:
+        return int(rule(node))
+    if node.op in _MOVES_DATA_ONLY:
+        return 0
+    if get_op(node.op).pattern == Pattern.REDUCTION:
+        return _input_elements(node)
+    return math.prod(node.outputs[0].type.shape)
+
+
+def bytes_moved(inputs, output) -> int:
+    """The bytes a kernel must read and write at least: each input and the output once."""
+    return sum(v.type.nbytes for v in inputs) + output.type.nbytes

@@ -1,0 +1,230 @@
+"""Per-kernel profiles of a compiled model: time, share, FLOP/s, bytes/s and percent of the
+roofline bound of each kernel.
+
+The times come from the model's own entry function, which adds each kernel call's wall time
+to a buffer when it is given one (``codegen/llvm.py``, ``add_entry``): the kernels run as in a
+normal inference, in order, on the same arena, with no rebuild. A kernel's roofline bound is
+``max(flops / peak, bytes / bandwidth)``; a kernel far below its bound is a schedule to fix,
+whatever the model's total says.
+
+>>> profile = module.profile(feeds)
+>>> print(profile.table())          # sorted by time
+>>> profile.write_trace("trace.json")   # chrome://tracing or ui.perfetto.dev
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from tensorc.errors import TensorcError
+from tensorc.runtime.machine import Roofline
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """What one kernel call of the entry function does (recorded at compile time)."""
+
+    name: str                   # the kernel function (shared by identical workloads)
+    ops: tuple[str, ...]        # the graph ops fused into it, in order
+    shape: tuple[int, ...]      # its output's shape
+    dtype: str
+    flops: int
+    bytes: int
+
+    @staticmethod
+    def from_json(data: dict) -> KernelInfo:
+        return KernelInfo(str(data["name"]), tuple(data["ops"]), tuple(data["shape"]),
+                          str(data["dtype"]), int(data["flops"]), int(data["bytes"]))
+
+
+@dataclass(frozen=True)
+class KernelTiming:
+    """One kernel call's median time beside what it does and its roofline figures."""
+
+    index: int                  # position in the entry function's calls
+    info: KernelInfo
+    seconds: float              # median over the profiled runs
+    bound_seconds: float        # the roofline's least time for its FLOPs and bytes
+
+    @property
+    def gflops(self) -> float:
+        return self.info.flops / self.seconds / 1e9 if self.seconds > 0 else 0.0
+
+    @property
+    def gbs(self) -> float:
+        return self.info.bytes / self.seconds / 1e9 if self.seconds > 0 else 0.0
+
+    @property
+    def intensity(self) -> float:
+        """FLOPs per byte moved."""
+        return self.info.flops / self.info.bytes if self.info.bytes else 0.0
+
+    @property
+    def roofline_fraction(self) -> float:
+        """bound time / measured time: 1.0 means the kernel runs at the machine's limit."""
+        return min(1.0, self.bound_seconds / self.seconds) if self.seconds > 0 else 0.0
+
+
+@dataclass
+class Profile:
+    """The kernels of one model at one thread count, in execution order."""
+
+    kernels: list[KernelTiming]
+    end_to_end_seconds: float   # median latency of uninstrumented runs
+    threads: int
+    roofline: Roofline
+    runs: int
+    model: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def kernel_seconds(self) -> float:
+        return sum(k.seconds for k in self.kernels)
+
+    def by_time(self) -> list[KernelTiming]:
+        return sorted(self.kernels, key=lambda k: -k.seconds)
+
+    def table(self, top: int | None = None) -> str:
+        """A readable table, slowest kernel first."""
+        total = self.kernel_seconds or 1.0
+        header = ["#", "kernel", "ops", "shape", "ms", "share", "MFLOP", "KB", "GFLOP/s", "GB/s",
+                  "roofline"]
+        rows = []
+        shown = self.by_time()[:top] if top else self.by_time()
+        for k in shown:
+            rows.append([str(k.index), k.info.name, _ops_text(k.info.ops),
+                         "x".join(map(str, k.info.shape)) or "scalar",
+                         f"{k.seconds * 1e3:.4f}", f"{k.seconds / total:.1%}",
+                         f"{k.info.flops / 1e6:.2f}", f"{k.info.bytes / 1e3:.1f}",
+                         f"{k.gflops:.1f}", f"{k.gbs:.1f}", f"{k.roofline_fraction:.0%}"])
+        lines = [_format_table(header, rows)]
+        if top and len(self.kernels) > top:
+            lines.append(f"... {len(self.kernels) - top} more kernels")
+        gap = self.kernel_seconds / self.end_to_end_seconds - 1 if self.end_to_end_seconds else 0
+        lines.append(
+            f"{len(self.kernels)} kernel calls: {self.kernel_seconds * 1e3:.3f} ms summed; "
+            f"end to end {self.end_to_end_seconds * 1e3:.3f} ms ({gap:+.1%}); "
+            f"{self.threads} thread{'s' if self.threads != 1 else ''}; median of {self.runs} runs")
+        lines.append(f"roofline: {self.roofline.peak_gflops:.1f} GFLOP/s peak, "
+                     f"{self.roofline.bandwidth_gbs:.1f} GB/s memory ({self.roofline.source}); "
+                     f"roofline = bound time / measured time")
+        lines.extend(self.notes)
+        return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        return {
+            "model": self.model,
+            "threads": self.threads,
+            "runs": self.runs,
+            "end_to_end_ms": self.end_to_end_seconds * 1e3,
+            "kernel_sum_ms": self.kernel_seconds * 1e3,
+            "roofline": asdict(self.roofline),
+            "kernels": [
+                {"index": k.index, "name": k.info.name, "ops": list(k.info.ops),
+                 "shape": list(k.info.shape), "dtype": k.info.dtype, "ms": k.seconds * 1e3,
+                 "share": k.seconds / (self.kernel_seconds or 1.0), "flops": k.info.flops,
+                 "bytes": k.info.bytes, "gflops": k.gflops, "gbs": k.gbs,
+                 "intensity": k.intensity, "bound_ms": k.bound_seconds * 1e3,
+                 "roofline": k.roofline_fraction}
+                for k in self.by_time()],
+        }
+
+    def chrome_trace(self) -> dict:
+        """A Chrome/Perfetto trace of one run laid out with the median times (``X`` events,
+        microseconds)."""
+        events, now = [], 0.0
+        for k in self.kernels:
+            dur = k.seconds * 1e6
+            events.append({"name": k.info.name, "cat": "kernel", "ph": "X", "ts": now,
+                           "dur": dur, "pid": 1, "tid": 1,
+                           "args": {"ops": " ".join(k.info.ops),
+                                    "shape": "x".join(map(str, k.info.shape)),
+                                    "GFLOP/s": round(k.gflops, 2), "GB/s": round(k.gbs, 2),
+                                    "roofline": round(k.roofline_fraction, 3)}})
+            now += dur
+        meta = {"name": "process_name", "ph": "M", "pid": 1,
+                "args": {"name": f"tensorc {self.model}".strip()}}
+        return {"traceEvents": [meta, *events], "displayTimeUnit": "ms"}
+
+    def write_trace(self, path: str | Path) -> None:
+        _write_text(path, json.dumps(self.chrome_trace()))
+
+    def plot(self, path: str | Path) -> None:
+        """A roofline chart (arithmetic intensity vs GFLOP/s, a dot per kernel) as an image;
+        needs matplotlib (``pip install tensorc[plot]``)."""
+        try:
+            import matplotlib
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError:
+            raise TensorcError("--plot needs matplotlib: pip install 'tensorc[plot]' (or "
+                               "pip install matplotlib)") from None
+        r = self.roofline
+        points = [k for k in self.kernels if k.info.flops > 0 and k.info.bytes > 0]
+        fig, ax = plt.subplots(figsize=(8, 5.5))
+        lo = min([k.intensity for k in points] + [r.ridge / 100]) / 2
+        hi = max([k.intensity for k in points] + [r.ridge * 100]) * 2
+        xs = [lo, r.ridge, hi]
+        ax.plot(xs, [min(r.peak_gflops, x * r.bandwidth_gbs) for x in xs], color="black",
+                label=f"roofline ({r.peak_gflops:.0f} GFLOP/s, {r.bandwidth_gbs:.0f} GB/s)")
+        total = self.kernel_seconds or 1.0
+        sizes = [20 + 400 * k.seconds / total for k in points]
+        colors = [k.roofline_fraction for k in points]
+        dots = ax.scatter([k.intensity for k in points], [k.gflops for k in points], s=sizes,
+                          c=colors, cmap="RdYlGn", vmin=0, vmax=1, edgecolors="black",
+                          linewidths=0.5)
+        for k in sorted(points, key=lambda k: -k.seconds)[:8]:
+            ax.annotate(k.info.name, (k.intensity, k.gflops), fontsize=7,
+                        xytext=(4, 4), textcoords="offset points")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+        ax.set_ylabel("GFLOP/s")
+        ax.set_title(f"{self.model or 'model'}: kernels on the roofline, {self.threads} "
+                     f"thread{'s' if self.threads != 1 else ''} (dot area = share of time)")
+        fig.colorbar(dots, ax=ax, label="fraction of roofline bound")
+        ax.legend(loc="lower right")
+        ax.grid(True, which="both", alpha=0.3)
+        fig.tight_layout()
+        try:
+            fig.savefig(str(path), dpi=120)
+        except OSError as exc:
+            raise TensorcError(f"cannot write the plot {path}: {exc.strerror or exc}") from None
+        finally:
+            plt.close(fig)
+
+
+def build_profile(infos: list[KernelInfo], samples_ns: list[list[int]],
+                  end_to_end_s: list[float], roofline: Roofline, model: str = "") -> Profile:
+    """Reduce per-run kernel times (``samples_ns[run][kernel]``) to medians."""
+    kernels = []
+    for index, info in enumerate(infos):
+        seconds = statistics.median(run[index] for run in samples_ns) / 1e9
+        kernels.append(KernelTiming(index, info, seconds,
+                                    roofline.bound_seconds(info.flops, info.bytes)))
+    return Profile(kernels, statistics.median(end_to_end_s), roofline.threads, roofline,
+                   len(samples_ns), model)
+
+
+def _ops_text(ops: tuple[str, ...], limit: int = 40) -> str:
+    text = "+".join(ops)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _format_table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+    left = {1, 2, 3}
+
+    def line(cells):
+        return "  ".join(str(c).ljust(w) if i in left else str(c).rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths)))
+    return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)])
+
+
+def _write_text(path: str | Path, text: str) -> None:
+    try:
+        Path(path).write_text(text)
+    except OSError as exc:
+        raise TensorcError(f"cannot write {path}: {exc.strerror or exc}") from None
