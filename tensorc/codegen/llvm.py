@@ -114,18 +114,18 @@ class LLVMCodegen(ValueOps):
         saved = self.fs
         self.fs = state
         timings = fn.args[2]
-        with b.if_else(b.icmp_unsigned("==", timings, ir.Constant(PTR, None))) as (plain,
-                                                                                    timed):
-            with plain:
-                for call in calls:
-                    self.stmt(call)
-            with timed:
-                for k, call in enumerate(calls):
-                    start = self._now_ns()
-                    self.stmt(call)
-                    elapsed = b.sub(self._now_ns(), start)
-                    slot = b.gep(timings, [ir.Constant(I64, k)], source_etype=I64)
-                    b.store(b.add(b.load(slot, typ=I64), elapsed), slot)
+        profiling = b.icmp_unsigned("!=", timings, ir.Constant(PTR, None))
+        start = _opaque(ir.IRBuilder(state.entry).alloca(I64, name="start"))
+        # one copy of each call, with the timing around it in branches (duplicating the
+        # calls into a timed and an untimed sequence tripped an LLVM code generator assert)
+        for k, call in enumerate(calls):
+            with b.if_then(profiling):
+                b.store(self._now_ns(), start)
+            self.stmt(call)
+            with b.if_then(profiling):
+                slot = b.gep(timings, [ir.Constant(I64, k)], source_etype=I64)
+                elapsed = b.sub(self._now_ns(), b.load(start, typ=I64))
+                b.store(b.add(b.load(slot, typ=I64), elapsed), slot)
         b.ret(b.load(self.status, typ=I32))
         ir.IRBuilder(state.entry).branch(fn.blocks[1])
         self.fs = saved
@@ -135,7 +135,8 @@ class LLVMCodegen(ValueOps):
     def _now_ns(self) -> ir.Value:
         """CLOCK_MONOTONIC in nanoseconds (clock_gettime goes through the vDSO: ~20 ns)."""
         timespec = ir.LiteralStructType([I64, I64])
-        slot = _opaque(ir.IRBuilder(self.fs.entry).alloca(timespec, name="now"))
+        slot = self._timespec = getattr(self, "_timespec", None) or _opaque(
+            ir.IRBuilder(self.fs.entry).alloca(timespec, name="now"))
         clock_gettime = self._declare("clock_gettime", I32, [I32, PTR])
         b = self.b
         b.call(clock_gettime, [ir.Constant(I32, 1), slot])     # CLOCK_MONOTONIC = 1
@@ -661,7 +662,7 @@ def target_machine(target: Target):
                                      reloc="pic", codemodel="default")
 
 
-def optimize_module(llvm_ir: str, target: Target):
+def optimize_module(llvm_ir: str, target: Target, slp: bool = True):
     """Parse, verify and run LLVM's O3 pipeline; returns (llvm module, target machine)."""
     import llvmlite.binding as llvm
     tm = target_machine(target)
@@ -671,17 +672,82 @@ def optimize_module(llvm_ir: str, target: Target):
     mod.verify()
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
     pto.loop_vectorization = True
-    pto.slp_vectorization = True
+    pto.slp_vectorization = slp
     pb = llvm.create_pass_builder(tm, pto)
     pb.getModulePassManager().run(mod, pb)
     return mod, tm
 
 
 def emit_object(llvm_ir: str, target: Target) -> bytes:
-    mod, tm = optimize_module(llvm_ir, target)
-    return tm.emit_object(mod)
+    """Optimize and compile to object code.
+
+    LLVM stops the process when one of its internal assertions fails, and the SLP vectorizer
+    of the LLVM that llvmlite ships can produce IR its own code generator asserts on (seen on a
+    normalization kernel's scalar loops). So the compilation runs in a forked child: if the
+    child dies, it is compiled again without the SLP vectorizer (our loops are vectorized
+    explicitly; SLP only packs leftover scalar code), and if that dies too the error names
+    the crash instead of taking the user's process down."""
+    def emit(slp: bool) -> bytes:
+        mod, tm = optimize_module(llvm_ir, target, slp)
+        return tm.emit_object(mod)
+    try:
+        return _in_child(emit, True)
+    except _ChildCrashed:
+        pass
+    try:
+        return _in_child(emit, False)
+    except _ChildCrashed as crash:
+        raise TensorcError(f"LLVM crashed while compiling the generated code ({crash}); this "
+                           f"is a bug in tensorc or LLVM: please report it with the model") \
+            from None
 
 
 def emit_assembly(llvm_ir: str, target: Target) -> str:
     mod, tm = optimize_module(llvm_ir, target)
     return tm.emit_assembly(mod)
+
+
+class _ChildCrashed(Exception):
+    pass
+
+
+def _in_child(fn, *args) -> bytes:
+    """``fn(*args)`` (returning bytes) run in a forked child process, so that an abort inside
+    native code kills only the child. A Python exception in the child is raised here."""
+    import faulthandler
+    import os
+    import pickle
+    import signal
+    import tempfile
+
+    with tempfile.TemporaryFile() as result, tempfile.TemporaryFile() as errors:
+        pid = os.fork()
+        if pid == 0:         # the child: never returns into the caller's code
+            status = 0
+            try:
+                faulthandler.disable()          # a crash here is expected and handled
+                os.dup2(errors.fileno(), 2)     # LLVM's assertion text, kept for the error
+                try:
+                    payload = pickle.dumps((True, fn(*args)))
+                except BaseException as exc:   # noqa: BLE001 (carried to the parent)
+                    payload = pickle.dumps((False, exc))
+                result.write(payload)
+                result.flush()
+            except BaseException:   # noqa: BLE001
+                status = 1
+            finally:
+                os._exit(status)
+        _, wait_status = os.waitpid(pid, 0)
+        errors.seek(0)
+        said = errors.read().decode(errors="replace").strip().splitlines()
+        said = f": {said[-1][-300:]}" if said else ""
+        if os.WIFSIGNALED(wait_status):
+            name = signal.Signals(os.WTERMSIG(wait_status)).name
+            raise _ChildCrashed(f"signal {name}{said}")
+        if os.WEXITSTATUS(wait_status) != 0:
+            raise _ChildCrashed(f"exit status {os.WEXITSTATUS(wait_status)}{said}")
+        result.seek(0)
+        ok, value = pickle.loads(result.read())
+    if not ok:
+        raise value
+    return value

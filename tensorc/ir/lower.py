@@ -8,6 +8,8 @@ region its consumer needs inside that loop (bounds inference on affine indices).
 """
 from __future__ import annotations
 
+import math
+import warnings
 from typing import Sequence
 
 from tensorc.errors import ScheduleError
@@ -16,6 +18,11 @@ from tensorc.ir.expr import Const, Expr, Load, Reduce, Var, all_of, substitute, 
 from tensorc.ir.loop import Allocate, Buffer, For, IfThenElse, PrimFunc, Stmt, Store, seq
 from tensorc.ir.schedule import Schedule, Split, Stage, SVar
 from tensorc.ir.te import ComputeOp, PlaceholderOp, Tensor
+
+
+class RedundantComputeWarning(UserWarning):
+    """A stage computed at a loop needs its whole tensor in every iteration of that loop:
+    the schedule recomputes the same values over and over (tests turn this into an error)."""
 
 
 def loop_extents(stage: Stage, root_extents: dict[SVar, int] | None = None
@@ -294,6 +301,14 @@ class _Lowering:
             extents.append(hi - lo + 1)
         self.region_min[id(t)] = mins
         self.region_extent[id(t)] = extents
+        repeats = math.prod(info.extent[sv] for sv in parent.leaf_vars[:pos + 1])
+        if repeats > 1 and tuple(extents) == t.shape and math.prod(t.shape) > 1:
+            warnings.warn(RedundantComputeWarning(
+                f"{child.name} is computed at {parent.name}.{at.name}, but each of its "
+                f"{repeats} iterations needs all of {child.name} {list(t.shape)}: the whole "
+                f"tensor is recomputed {repeats} times (bounds inference cannot narrow the "
+                f"region through {at.name}); compute it at an outer loop or at the root, or "
+                f"split so that the loop indexes it affinely"), stacklevel=2)
         # a stage computed inside another's loop is a temporary of that loop: local unless
         # the schedule chose another scope (shared memory on GPUs)
         scope = "local" if child.scope == "global" else child.scope

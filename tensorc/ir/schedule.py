@@ -2,7 +2,7 @@
 
 A :class:`Schedule` holds one :class:`Stage` per computed tensor. Primitives (split, fuse,
 reorder, tile, vectorize, parallel, unroll, bind, compute_inline, compute_at, cache_read,
-cache_write) rewrite the stages; every call is appended to ``schedule.trace``, a list of
+cache_write, rfactor) rewrite the stages; every call is appended to ``schedule.trace``, a list of
 plain records that :func:`replay` applies to a fresh schedule of the same program.
 :func:`tensorc.ir.lower.lower` turns a schedule into a loop-IR PrimFunc.
 
@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from tensorc.errors import ScheduleError
-from tensorc.ir.expr import Expr, Load, Var, transform
+from tensorc.ir import expr as E
+from tensorc.ir.expr import Expr, Load, Reduce, Var, transform
 from tensorc.ir.te import ComputeOp, IterVar, Operation, PlaceholderOp, Tensor, post_order
 
 
@@ -315,6 +316,62 @@ class Schedule:
         return cache
 
 
+    def rfactor(self, tensor: Tensor, factor: int) -> Tensor:
+        """Split ``tensor``'s reduction into ``factor`` interleaved partial reductions.
+
+        With the reduction axes flattened to ``k`` (extent K), a new stage
+        ``RF[..., j] = reduce(x[k = ko * factor + j] for ko)`` holds ``factor`` independent
+        partials and ``tensor`` becomes ``reduce(RF[..., j] for j)``. RF's ``j`` loop is a
+        spatial loop, so it can be vectorized: a row reduction in vector registers. Where
+        ``factor`` does not divide K, the overhanging ``k`` contribute the reduction's initial
+        value (their loads are clamped in bounds). Returns RF (schedule it with compute_at).
+
+        >>> rf = s.rfactor(row_sum, 16)     # row_sum[i] = sum(rf[i, j] for j in range(16))
+        """
+        stage = self[tensor]
+        op = stage.op
+        if not isinstance(op, ComputeOp) or not isinstance(op.body, Reduce):
+            raise ScheduleError(f"rfactor needs a reduction, and {stage.name} is none")
+        if stage.relations or stage.loop_kind:
+            raise ScheduleError(f"rfactor on {stage.name} must come before its loops are "
+                                f"split, fused or annotated")
+        if factor < 2:
+            raise ScheduleError(f"rfactor factor must be >= 2, got {factor}")
+        self.trace.append({"prim": "rfactor", "stage": stage.name, "factor": factor})
+        body: Reduce = op.body
+        extents = [iv.extent for iv in op.reduce_axis]
+        total = 1
+        for n in extents:
+            total *= n
+        outer_extent = -(-total // factor)
+        axis = [IterVar(Var(iv.var.name), iv.extent) for iv in op.axis]
+        lane = IterVar(Var("rf.j"), factor)
+        outer = IterVar(Var("rf.k"), outer_extent, "reduce")
+        k = outer.var * factor + lane.var
+        exact = outer_extent * factor == total
+        flat = k if exact else E.minimum(k, total - 1)
+        mapping: dict[Var, Expr] = {iv.var: nv.var for iv, nv in zip(op.axis, axis)}
+        # k row-major over the reduction axes: r_i = (k // stride_i) % n_i
+        stride = total
+        for iv, n in zip(op.reduce_axis, extents):
+            stride //= n
+            index = flat // stride if stride > 1 else flat
+            mapping[iv.var] = index % n if n * stride < total else index
+        source = E.substitute(body.source, mapping)
+        if not exact:
+            source = E.select(E.Compare("lt", k, E.const(total)), source, body.init)
+        rf_op = ComputeOp(self._unique(f"{op.name}.rf"), [*axis, lane],
+                          Reduce(body.combiner, source, [outer], body.init), op.tag)
+        rf = Tensor(rf_op, (*tensor.shape, factor), body.dtype)
+        self._add_stage(rf, rf_op, before=stage)
+        final = IterVar(Var("rf.j"), factor, "reduce")
+        stage.op = ComputeOp(op.name, op.axis, Reduce(
+            body.combiner, Load(rf, [*(iv.var for iv in op.axis), final.var]), [final],
+            body.init), op.tag)
+        stage._init_vars()
+        return rf
+
+
 def _subst_body(body: Expr, mapping: dict[Var, Var]) -> Expr:
     return transform(body, lambda e: mapping.get(e) if isinstance(e, Var) else None)
 
@@ -334,6 +391,9 @@ def replay(schedule: Schedule, trace: Sequence[dict]) -> Schedule:
         prim = rec["prim"]
         if prim == "cache_write":
             schedule.cache_write(schedule[rec["stage"]].tensor, rec["scope"])
+            continue
+        if prim == "rfactor":
+            schedule.rfactor(schedule[rec["stage"]].tensor, rec["factor"])
             continue
         if prim == "cache_read":
             schedule.cache_read(schedule[rec["stage"]].tensor, rec["scope"],

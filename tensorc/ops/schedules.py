@@ -86,24 +86,96 @@ def schedule_injective(target: Target, sch: Schedule, out: Tensor, anchor: Tenso
 
 def schedule_reduction(target: Target, sch: Schedule, out: Tensor, anchor: Tensor,
                        attrs: dict | None = None, config=None) -> None:
-    """Any reduction anchor (pooling, reduce_*, depthwise or N-d conv): vectorize the
-    innermost output axis, run the reduction loops just outside it, parallel the rest.
+    """Any reduction anchor (reduce_*, arg reductions, scans, N-d convs, ...).
 
-        for (n.c.y.f: parallel)  for (x.o)  [for (k...)  for (x.i: vectorized)]
+    A row reduction (its innermost reduction axis walks contiguous memory and the output has
+    no long contiguous axis, as reduce_mean over H, W of NCHW) keeps ``lanes`` partial results
+    in a vector (rfactor) and runs output elements in parallel:
+
+        for (n.c: parallel)  [for (k.o)  for (j: vectorized)  rf[j] += x[k.o*lanes + j]]
+                             out = sum(rf[j])
+
+    Otherwise the innermost output axis is vectorized (masked when it is short) with the
+    reduction loops just outside it, and the other output axes run in parallel:
+
+        for (n.c.y: parallel)  for (x.o)  [for (k...)  for (x.i: vectorized)]
     """
+    lanes = target.vector_lanes(out.dtype)
+    if _row_reduction(anchor, lanes):
+        _schedule_row_reduction(target, sch, out, anchor, lanes)
+        return
     if out is anchor:
         # accumulate in a local (register) block, copied out once
         anchor = sch.cache_write(anchor, "local")
-    # compute the anchor in vector-sized blocks at the output's loop (the copy-out, or the
-    # fused epilogue)
     stage = sch[out]
-    outer = vectorize_inner(target, stage, out.shape[-1] if out.shape else 1, out.dtype)
-    attach = parallel_outer(stage, outer, _size(out))
-    anchor_stage = sch[anchor]
+    axes = stage.op_axis
+    if not axes:
+        return
+    last = out.shape[-1]
+    if last > lanes:
+        outer, inner = stage.split(axes[-1], vector_block(last, lanes))
+        stage.vectorize(inner)
+        loops = [*axes[:-1], outer]
+    else:
+        # a short row is one (masked) vector: never fuse it with the axes outside, whose
+        # fused index the anchor's region could not be inferred through
+        stage.vectorize(axes[-1])
+        loops = list(axes[:-1])
+    attach = parallel_outer(stage, loops, _size(out))
     if attach is None:
         return
-    anchor_stage.compute_at(stage, attach)
-    vectorize_inner_reduction(target, anchor_stage, anchor)
+    sch[anchor].compute_at(stage, attach)
+    vectorize_inner_reduction(target, sch[anchor], anchor)
+
+
+_ROW_COMBINERS = ("sum", "max", "min", "prod")
+
+
+def _row_reduction(t: Tensor, lanes: int) -> bool:
+    """A reduction whose innermost reduction axis walks the last (contiguous) dim of a tensor
+    it reads, with no output axis in that dim, over at least a vector of elements, and an
+    output whose own last axis is too short to vectorize."""
+    op = t.op
+    if not op.reduce_axis or not isinstance(op.body, E.Reduce) or \
+            op.body.combiner not in _ROW_COMBINERS:
+        return False
+    if t.shape and t.shape[-1] >= lanes:
+        return False
+    total = 1
+    for iv in op.reduce_axis:
+        total *= iv.extent
+    if total < lanes:
+        return False
+    inner = op.reduce_axis[-1].var
+    spatial = {iv.var for iv in op.axis}
+    for load in E.walk(op.body.source):
+        if isinstance(load, E.Load) and load.indices:
+            last = load.indices[-1]
+            lin = E.linear_coeff(last, inner)
+            if lin is not None and lin[1] == 1 and not (E.free_vars(last) & spatial):
+                return True
+    return False
+
+
+def _schedule_row_reduction(target: Target, sch: Schedule, out: Tensor, anchor: Tensor,
+                            lanes: int) -> None:
+    rf = sch.rfactor(anchor, lanes)
+    stage = sch[out]
+    axes = stage.op_axis
+    row = parallel_outer(stage, axes, _size(anchor) * lanes * 4) if axes else None
+    if row is None:         # a 0-d output: the whole reduction in one row
+        rf_stage = sch[rf]
+        *_, j = rf_stage.op_axis
+        rf_stage.reorder(*rf_stage.reduce_axis, j)
+        rf_stage.vectorize(j)
+        return
+    if anchor is not out:
+        sch[anchor].compute_at(stage, row)
+    rf_stage = sch[rf]
+    rf_stage.compute_at(stage, row)
+    *_, j = rf_stage.op_axis
+    rf_stage.reorder(*rf_stage.reduce_axis, j)
+    rf_stage.vectorize(j)
 
 
 def vectorize_inner_reduction(target: Target, stage: Stage, t: Tensor) -> list:

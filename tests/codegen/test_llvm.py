@@ -500,3 +500,44 @@ def test_kernel_rejects_a_non_array(add_kernel):
                                          "array, got list"):
         add_kernel(a, [0.0, 1.0, 2.0], c)
 
+
+
+# --- an LLVM crash never takes the process down --------------------------------------------
+
+def test_llvm_abort_in_the_slp_vectorizer_path_falls_back(monkeypatch) -> None:
+    """The object is compiled in a forked child: if LLVM aborts (one of its assertions) with
+    the SLP vectorizer on, it is compiled again without it."""
+    import tensorc.codegen.llvm as llvm_codegen
+    real = llvm_codegen.optimize_module
+    tried = []
+
+    def abort_with_slp(llvm_ir, target, slp=True):
+        tried.append(slp)        # recorded in the child only
+        if slp:
+            os.abort()
+        return real(llvm_ir, target, slp)
+    monkeypatch.setattr(llvm_codegen, "optimize_module", abort_with_slp)
+    func = optimize(elementwise_func(["float32"], lambda x: x + 1))
+    kernel = build_kernel(func)
+    x = np.arange(37, dtype=np.float32)
+    out = np.empty_like(x)
+    kernel(x, out)
+    np.testing.assert_array_equal(out, x + 1)
+    assert tried == []           # the parent never ran LLVM itself
+
+
+def test_llvm_crash_both_ways_is_a_tensorc_error(monkeypatch) -> None:
+    import tensorc.codegen.llvm as llvm_codegen
+    monkeypatch.setattr(llvm_codegen, "optimize_module", lambda *a, **k: os.abort())
+    with pytest.raises(TensorcError, match="LLVM crashed .*SIGABRT"):
+        llvm_codegen.emit_object("", Target.host())
+
+
+def test_python_errors_in_the_child_come_back(monkeypatch) -> None:
+    import tensorc.codegen.llvm as llvm_codegen
+
+    def fail(*args, **kwargs):
+        raise ValueError("bad IR")
+    monkeypatch.setattr(llvm_codegen, "optimize_module", fail)
+    with pytest.raises(ValueError, match="bad IR"):
+        llvm_codegen.emit_object("", Target.host())

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
@@ -28,6 +29,9 @@ from tensorc.ir.schedule import (
     Schedule, Stage, create_schedule, replay, trace_from_json, trace_to_json,
 )
 from tensorc.ir.te import Tensor, compute, max_, placeholder, reduce_axis, sum_
+
+# random legal schedules may recompute a whole stage per loop iteration: slow, never wrong
+pytestmark = pytest.mark.filterwarnings("ignore::tensorc.ir.lower.RedundantComputeWarning")
 
 SETTINGS = settings(max_examples=100, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
