@@ -28,6 +28,7 @@ from tensorc.codegen.llvm_values import (
 from tensorc.target import Target, _init_llvm
 
 UNROLL_LIMIT = 64
+TIMESPEC = ir.LiteralStructType([I64, I64])      # struct timespec {tv_sec; tv_nsec} on x86-64
 MAX_SHUFFLE_STRIDE = 4   # strided vector loads up to this stride: masked load + shuffle
 
 
@@ -116,15 +117,16 @@ class LLVMCodegen(ValueOps):
         timings = fn.args[2]
         profiling = b.icmp_unsigned("!=", timings, ir.Constant(PTR, None))
         start = _opaque(ir.IRBuilder(state.entry).alloca(I64, name="start"))
+        now = _opaque(ir.IRBuilder(state.entry).alloca(TIMESPEC, name="now"))
         # one copy of each call, with the timing around it in branches (duplicating the
         # calls into a timed and an untimed sequence tripped an LLVM code generator assert)
         for k, call in enumerate(calls):
             with b.if_then(profiling):
-                b.store(self._now_ns(), start)
+                b.store(self._now_ns(now), start)
             self.stmt(call)
             with b.if_then(profiling):
                 slot = b.gep(timings, [ir.Constant(I64, k)], source_etype=I64)
-                elapsed = b.sub(self._now_ns(), b.load(start, typ=I64))
+                elapsed = b.sub(self._now_ns(now), b.load(start, typ=I64))
                 b.store(b.add(b.load(slot, typ=I64), elapsed), slot)
         b.ret(b.load(self.status, typ=I32))
         ir.IRBuilder(state.entry).branch(fn.blocks[1])
@@ -132,11 +134,10 @@ class LLVMCodegen(ValueOps):
         self.functions[func.name] = fn
         return fn
 
-    def _now_ns(self) -> ir.Value:
-        """CLOCK_MONOTONIC in nanoseconds (clock_gettime goes through the vDSO: ~20 ns)."""
-        timespec = ir.LiteralStructType([I64, I64])
-        slot = self._timespec = getattr(self, "_timespec", None) or _opaque(
-            ir.IRBuilder(self.fs.entry).alloca(timespec, name="now"))
+    def _now_ns(self, slot: ir.Value) -> ir.Value:
+        """CLOCK_MONOTONIC in nanoseconds (clock_gettime goes through the vDSO: ~20 ns);
+        ``slot`` is a ``struct timespec`` alloca."""
+        timespec = TIMESPEC
         clock_gettime = self._declare("clock_gettime", I32, [I32, PTR])
         b = self.b
         b.call(clock_gettime, [ir.Constant(I32, 1), slot])     # CLOCK_MONOTONIC = 1
