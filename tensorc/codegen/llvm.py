@@ -28,6 +28,7 @@ from tensorc.codegen.llvm_values import (
 from tensorc.target import Target, _init_llvm
 
 UNROLL_LIMIT = 64
+LANE_PADDING = 64        # elements past a local block's end, for masked-off vector lanes
 TIMESPEC = ir.LiteralStructType([I64, I64])      # struct timespec {tv_sec; tv_nsec} on x86-64
 MAX_SHUFFLE_STRIDE = 4   # strided vector loads up to this stride: masked load + shuffle
 
@@ -49,6 +50,8 @@ class _FuncState:
         self.builder = ir.IRBuilder(body)
         self.env = env          # Var -> ir.Value (scalar or vector)
         self.buffers = buffers  # Buffer -> ptr
+        self.ranges: dict = {}  # Var -> (lo, hi) of the loops being emitted
+        self.allocated: dict = {}   # local Buffer -> elements allocated (with lane padding)
 
 
 class LLVMCodegen(ValueOps):
@@ -65,6 +68,10 @@ class LLVMCodegen(ValueOps):
         self._outlined = 0
         self.fs: _FuncState | None = None
         self.in_parallel = False
+        # inside a vector loop: which lanes run (a vector of i1), or None for all; whether
+        # that mask only drops the padding lanes of an odd-width loop
+        self.lane_mask: ir.Value | None = None
+        self.tail_mask_only = True
 
     def _global_i32(self, name: str) -> ir.GlobalVariable:
         var = _opaque(ir.GlobalVariable(self.module, I32, name))
@@ -195,9 +202,13 @@ class LLVMCodegen(ValueOps):
         buf = s.buffer
         ty = storage_type(buf.dtype)
         if buf.scope == "local" or buf.nbytes <= 64 * 1024:
-            # allocas live in the entry block so that loops do not grow the stack
+            # allocas live in the entry block so that loops do not grow the stack; a local
+            # block has room for the masked-off lanes of a padded vector, so its accesses
+            # need no mask and LLVM keeps it in registers
+            size = buf.size + (LANE_PADDING if buf.scope == "local" else 0)
+            self.fs.allocated[buf] = size
             entry = ir.IRBuilder(self.fs.entry)
-            ptr = _opaque(entry.alloca(ty, size=ir.Constant(I64, buf.size), name=buf.name))
+            ptr = _opaque(entry.alloca(ty, size=ir.Constant(I64, size), name=buf.name))
             ptr.align = 64
             self.fs.buffers[buf] = ptr
             self.stmt(s.body)
@@ -222,6 +233,8 @@ class LLVMCodegen(ValueOps):
 
     def for_loop(self, s: For) -> None:
         n = E.as_const_int(s.extent)
+        if n is not None:
+            self.fs.ranges[s.var] = (0, n - 1)
         if s.kind == "vectorized" and n is not None and n > 1 and self.vector_loop(s, n):
             return
         if s.kind == "unrolled" and n is not None and n <= UNROLL_LIMIT:
@@ -288,6 +301,7 @@ class LLVMCodegen(ValueOps):
 
         # callee: unpack, take this thread's chunk, run the body
         state = _FuncState(fn, {}, {})
+        state.ranges = dict(self.fs.ranges)
         b = state.builder
         for k, key in enumerate([*captured_vars, *captured_bufs]):
             slot = b.gep(fn.args[0], [ir.Constant(I32, 0), ir.Constant(I32, k)],
@@ -320,9 +334,19 @@ class LLVMCodegen(ValueOps):
         (then the caller emits a scalar loop)."""
         if not _vectorizable(s.body, s.var):
             return False
-        self.vec_var, self.lanes = s.var, lanes
-        self._set_lanes(list(range(lanes)))
+        # an odd extent (13, 7) runs on the next power of two with the extra lanes masked:
+        # LLVM legalizes odd-width vectors into scalar shuffles, power-of-two ones into
+        # whole registers
+        width = _pow2_at_least(lanes) if _predicable(s.body) else lanes
+        self.vec_var, self.lanes, self.active_lanes = s.var, width, lanes
+        self._set_lanes(list(range(width)))
+        self.fs.ranges[s.var] = (0, width - 1)
+        saved_mask = self.lane_mask
+        self.lane_mask = None if width == lanes else ir.Constant(
+            ir.VectorType(I1, width), [int(k < lanes) for k in range(width)])
+        self.tail_mask_only = True
         self.vector_stmt(s.body, s)
+        self.lane_mask = saved_mask
         del self.fs.env[s.var]
         return True
 
@@ -342,12 +366,15 @@ class LLVMCodegen(ValueOps):
                 with self.b.if_then(self.expr(st.cond)):
                     self.vector_stmt(st.then_case, loop)
                 return
-            # An affine condition holds on all lanes iff it holds on the first and last.
+            # An affine condition holds on all lanes iff it holds on the first and last:
+            # then the body runs as plain vector code. Otherwise (a row's tail) it runs
+            # predicated: global loads and stores masked to the lanes where the condition
+            # holds, so masked-off lanes never touch memory.
             env = self.fs.env
             vec = env[loop.var]
             env[loop.var] = ir.Constant(I64, 0)
             first = self.expr(st.cond)
-            env[loop.var] = ir.Constant(I64, self.lanes - 1)
+            env[loop.var] = ir.Constant(I64, self.active_lanes - 1)
             last = self.expr(st.cond)
             env[loop.var] = vec
             all_lanes = self.b.and_(first, last)
@@ -355,10 +382,42 @@ class LLVMCodegen(ValueOps):
                 with then:
                     self.vector_stmt(st.then_case, loop)
                 with otherwise:
-                    del env[loop.var]
-                    self.serial_loop(loop.var, ir.Constant(I64, self.lanes),
-                                     lambda: self.stmt(st))
-                    env[loop.var] = vec
+                    if _predicable(st.then_case):
+                        self._predicated(st, loop)
+                    else:
+                        del env[loop.var]
+                        self.serial_loop(loop.var, ir.Constant(I64, self.active_lanes),
+                                         lambda: self.stmt(st))
+                        env[loop.var] = vec
+
+    def _predicated(self, st: IfThenElse, loop: For) -> None:
+        mask = self._broadcast(self.expr(st.cond, self.lanes), self.lanes)
+        if self.lane_mask is not None:
+            mask = self.b.and_(mask, self.lane_mask)
+        any_lane = self.b.call(self._declare(f"llvm.vector.reduce.or.v{self.lanes}i1", I1,
+                                             [mask.type]), [mask])
+        with self.b.if_then(any_lane):
+            saved, self.lane_mask = self.lane_mask, mask
+            saved_tail, self.tail_mask_only = self.tail_mask_only, False
+            self.vector_stmt(st.then_case, loop)
+            self.lane_mask, self.tail_mask_only = saved, saved_tail
+
+    def _masked(self, buf: Buffer, index: E.Expr | None = None) -> ir.Value | None:
+        """The lane mask that an access of ``buf`` at ``index`` needs. A local block read
+        and written at ``base + lane`` where the padded lanes of an odd-width vector land past
+        its end (in the allocation's padding, never on another element) needs none, so that
+        LLVM keeps the block (an accumulator) in registers."""
+        if self.lane_mask is None:
+            return None
+        if buf.scope == "local" and index is not None and self.tail_mask_only:
+            lin = E.linear_coeff(index, self.vec_var)
+            if lin is not None and lin[1] == 1:
+                lo, hi = E.const_bounds(lin[0], self.fs.ranges)
+                if lo is not None and hi is not None and lo >= 0 and \
+                        lo + self.active_lanes >= buf.size and \
+                        hi + self.lanes <= self.fs.allocated.get(buf, buf.size):
+                    return None
+        return self.lane_mask
 
     # memory -----------------------------------------------------------------------------
     def _pointer(self, buf: Buffer, index: ir.Value) -> ir.Value:
@@ -371,66 +430,137 @@ class LLVMCodegen(ValueOps):
             lin = E.linear_coeff(index, self.vec_var)
             if lin is not None and lin[1] == 1:
                 ptr = self._pointer(buf, self._scalar_index(lin[0]))
-                return self._from_storage(self._contiguous_load(ptr, buf, lanes), buf.dtype)
+                return self._from_storage(self._contiguous_load(ptr, buf, lanes, index),
+                                          buf.dtype)
             if lin is not None and 2 <= lin[1] <= MAX_SHUFFLE_STRIDE:
-                return self._strided_load(buf, lin[0], lin[1], lanes)
-            return self._gather(buf, self.expr(index, lanes), lanes)
+                return self._strided_load(buf, lin[0], lin[1], lanes, index)
+            return self._gather(buf, self.expr(index, lanes), lanes, self._masked(buf, index))
         ptr = self._pointer(buf, self._scalar_index(index))
         return self._from_storage(self.b.load(ptr, typ=storage_type(buf.dtype)), buf.dtype)
 
-    def _strided_load(self, buf: Buffer, base: E.Expr, stride: int, lanes: int) -> ir.Value:
+    def _strided_load(self, buf: Buffer, base: E.Expr, stride: int, lanes: int,
+                      index: E.Expr) -> ir.Value:
         """Elements base, base+stride, ...: one masked load of the covering span (masked-off
         lanes never fault), then a shuffle picks every stride-th element."""
         ety = storage_type(buf.dtype)
-        span = stride * (lanes - 1) + 1
+        used = stride * (lanes - 1) + 1
+        span = _pow2_at_least(used)
         wide = ir.VectorType(ety, span)
-        mask = ir.Constant(ir.VectorType(I1, span), [int(j % stride == 0) for j in range(span)])
-        fn = self._declare(f"llvm.masked.load.v{span}{_type_suffix(ety)}.p0", wide,
-                           [PTR, I32, ir.VectorType(I1, span), wide])
+        mask = ir.Constant(ir.VectorType(I1, span), [int(j % stride == 0 and j < used)
+                                                     for j in range(span)])
+        lane_mask = self._masked(buf, index)
+        if lane_mask is not None:
+            mask = self.b.and_(mask, self._spread(lane_mask, stride, span))
         ptr = self._pointer(buf, self._scalar_index(base))
-        v = self.b.call(fn, [ptr, ir.Constant(I32, _itemsize(buf.dtype)), mask,
-                             ir.Constant(wide, ir.Undefined)])
+        v = self._masked_load(ptr, mask, buf.dtype)
         picks = ir.Constant(ir.VectorType(I32, lanes), [k * stride for k in range(lanes)])
         return self._from_storage(self.b.shuffle_vector(v, ir.Constant(wide, ir.Undefined),
                                                         picks), buf.dtype)
 
-    def _contiguous_load(self, ptr: ir.Value, buf: Buffer, lanes: int) -> ir.Value:
+    def _contiguous_load(self, ptr: ir.Value, buf: Buffer, lanes: int,
+                         index: E.Expr | None = None) -> ir.Value:
         """A vector load; an odd width (14, 7 lanes) from memory loads the next power of two
         with the extra lanes masked off, which legalizes into one masked instruction. Local
-        buffers keep plain accesses, which LLVM promotes to registers."""
+        buffers keep plain accesses, which LLVM promotes to registers. In a predicated region
+        only the running lanes are loaded."""
         dtype = buf.dtype
         ety = storage_type(dtype)
         full = _pow2_at_least(lanes)
-        if full == lanes or buf.scope == "local":
+        lane_mask = self._masked(buf, index)
+        if lane_mask is None and (full == lanes or buf.scope == "local"):
             v = self.b.load(ptr, typ=ir.VectorType(ety, lanes))
             v.align = _itemsize(dtype)
             return v
         wide = ir.VectorType(ety, full)
-        fn = self._declare(f"llvm.masked.load.v{full}{_type_suffix(ety)}.p0", wide,
-                           [PTR, I32, ir.VectorType(I1, full), wide])
-        mask = ir.Constant(ir.VectorType(I1, full), [int(k < lanes) for k in range(full)])
-        v = self.b.call(fn, [ptr, ir.Constant(I32, _itemsize(dtype)), mask,
-                             ir.Constant(wide, ir.Undefined)])
+        v = self._masked_load(ptr, self._widened_mask(lane_mask, lanes, full), dtype)
+        if full == lanes:
+            return v
         return self.b.shuffle_vector(v, ir.Constant(wide, ir.Undefined),
                                      ir.Constant(ir.VectorType(I32, lanes), list(range(lanes))))
 
-    def _contiguous_store(self, ptr: ir.Value, value: ir.Value, buf: Buffer, lanes: int
-                          ) -> None:
+    def _contiguous_store(self, ptr: ir.Value, value: ir.Value, buf: Buffer, lanes: int,
+                          index: E.Expr | None = None) -> None:
         dtype = buf.dtype
-        ety = storage_type(dtype)
         full = _pow2_at_least(lanes)
-        if full == lanes or buf.scope == "local":
+        lane_mask = self._masked(buf, index)
+        if lane_mask is None and (full == lanes or buf.scope == "local"):
             st = self.b.store(value, ptr)
             st.align = _itemsize(dtype)
             return
-        wide = ir.VectorType(ety, full)
-        widened = self.b.shuffle_vector(
-            value, ir.Constant(value.type, ir.Undefined),
-            ir.Constant(ir.VectorType(I32, full), [min(k, lanes - 1) for k in range(full)]))
-        fn = self._declare(f"llvm.masked.store.v{full}{_type_suffix(ety)}.p0", VOID,
-                           [wide, PTR, I32, ir.VectorType(I1, full)])
-        mask = ir.Constant(ir.VectorType(I1, full), [int(k < lanes) for k in range(full)])
-        self.b.call(fn, [widened, ptr, ir.Constant(I32, _itemsize(dtype)), mask])
+        if full != lanes:
+            value = self.b.shuffle_vector(
+                value, ir.Constant(value.type, ir.Undefined),
+                ir.Constant(ir.VectorType(I32, full), [min(k, lanes - 1) for k in range(full)]))
+        self._masked_store(value, ptr, self._widened_mask(lane_mask, lanes, full), dtype)
+
+    def _masked_load(self, ptr: ir.Value, mask: ir.Value, dtype: str) -> ir.Value:
+        """``llvm.masked.load`` of ``mask``'s width, issued in pieces of at most one register
+        (LLVM splitting a wider masked load itself miscompiled the upper half on AVX2)."""
+        ety = storage_type(dtype)
+        width = mask.type.count
+        piece = min(width, self._register_lanes(dtype))
+        parts = []
+        for start in range(0, width, piece):
+            vty = ir.VectorType(ety, piece)
+            fn = self._declare(f"llvm.masked.load.v{piece}{_type_suffix(ety)}.p0", vty,
+                               [PTR, I32, ir.VectorType(I1, piece), vty])
+            part_ptr = ptr if start == 0 else self.b.gep(ptr, [ir.Constant(I64, start)],
+                                                         source_etype=ety)
+            parts.append(self.b.call(fn, [part_ptr, ir.Constant(I32, _itemsize(dtype)),
+                                          self._slice(mask, start, piece),
+                                          ir.Constant(vty, ir.Undefined)]))
+        return self._concat(parts)
+
+    def _masked_store(self, value: ir.Value, ptr: ir.Value, mask: ir.Value, dtype: str) -> None:
+        ety = storage_type(dtype)
+        width = mask.type.count
+        piece = min(width, self._register_lanes(dtype))
+        for start in range(0, width, piece):
+            vty = ir.VectorType(ety, piece)
+            fn = self._declare(f"llvm.masked.store.v{piece}{_type_suffix(ety)}.p0", VOID,
+                               [vty, PTR, I32, ir.VectorType(I1, piece)])
+            part_ptr = ptr if start == 0 else self.b.gep(ptr, [ir.Constant(I64, start)],
+                                                         source_etype=ety)
+            self.b.call(fn, [self._slice(value, start, piece), part_ptr,
+                             ir.Constant(I32, _itemsize(dtype)), self._slice(mask, start, piece)])
+
+    def _register_lanes(self, dtype: str) -> int:
+        return max(1, self.target.vector_bits // (8 * _itemsize(dtype)))
+
+    def _slice(self, v: ir.Value, start: int, count: int) -> ir.Value:
+        if start == 0 and count == v.type.count:
+            return v
+        return self.b.shuffle_vector(v, ir.Constant(v.type, ir.Undefined), ir.Constant(
+            ir.VectorType(I32, count), list(range(start, start + count))))
+
+    def _concat(self, parts: list[ir.Value]) -> ir.Value:
+        while len(parts) > 1:
+            merged = []
+            for a, b in zip(parts[0::2], parts[1::2]):
+                n = a.type.count
+                merged.append(self.b.shuffle_vector(a, b, ir.Constant(
+                    ir.VectorType(I32, 2 * n), list(range(2 * n)))))
+            parts = merged
+        return parts[0]
+
+    def _widened_mask(self, lane_mask: ir.Value | None, lanes: int, full: int) -> ir.Value:
+        """A ``full``-lane mask: ``lane_mask`` (or all lanes) for the first ``lanes``."""
+        if lane_mask is None:
+            return ir.Constant(ir.VectorType(I1, full), [int(k < lanes) for k in range(full)])
+        if full == lanes:
+            return lane_mask
+        return self.b.shuffle_vector(
+            lane_mask, ir.Constant(lane_mask.type, None),
+            ir.Constant(ir.VectorType(I32, full), [k if k < lanes else lanes
+                                                   for k in range(full)]))
+
+    def _spread(self, lane_mask: ir.Value, stride: int, span: int) -> ir.Value:
+        """Element j of a ``span``-wide strided access belongs to lane j // stride."""
+        last = lane_mask.type.count - 1
+        return self.b.shuffle_vector(
+            lane_mask, ir.Constant(lane_mask.type, ir.Undefined),
+            ir.Constant(ir.VectorType(I32, span), [min(j // stride, last)
+                                                   for j in range(span)]))
 
     def _lane_compare(self, e: E.Compare, lanes: int) -> ir.Value | None:
         """An integer comparison affine in the vector variable, ``base + s*k OP 0`` for lanes
@@ -467,39 +597,43 @@ class LLVMCodegen(ValueOps):
         mask = self._broadcast(self.expr(e.cond, lanes), lanes)
         other = self._broadcast(self.expr(e.false_value, lanes), lanes)
         ety = storage_type(buf.dtype)
-        span = stride * (lanes - 1) + 1
+        used = stride * (lanes - 1) + 1
+        span = _pow2_at_least(used) if stride > 1 else lanes
         wide = ir.VectorType(ety, span)
         if stride > 1:
             # the condition of element j of the span is the condition of lane j // stride,
             # and only every stride-th element is loaded
             lane_ids = self.lane_ids
-            self._set_lanes([j // stride for j in range(span)])
+            self._set_lanes([min(j // stride, lanes - 1) for j in range(span)])
             spread = self._broadcast(self.expr(e.cond, span), span)
             self._set_lanes(lane_ids)
-            pattern = ir.Constant(ir.VectorType(I1, span), [int(j % stride == 0)
+            pattern = ir.Constant(ir.VectorType(I1, span), [int(j % stride == 0 and j < used)
                                                              for j in range(span)])
             wide_mask = self.b.and_(spread, pattern)
         else:
             wide_mask = mask
-        fn = self._declare(f"llvm.masked.load.v{span}{_type_suffix(ety)}.p0", wide,
-                           [PTR, I32, ir.VectorType(I1, span), wide])
+        lane_mask = self._masked(buf, index)
+        if lane_mask is not None:
+            wide_mask = self.b.and_(wide_mask, lane_mask if stride == 1 else
+                                    self._spread(lane_mask, stride, span))
         ptr = self._pointer(buf, self._scalar_index(base))
-        v = self.b.call(fn, [ptr, ir.Constant(I32, _itemsize(buf.dtype)), wide_mask,
-                             ir.Constant(wide, ir.Undefined)])
+        v = self._masked_load(ptr, wide_mask, buf.dtype)
         if stride > 1:
             picks = ir.Constant(ir.VectorType(I32, lanes), [k * stride for k in range(lanes)])
             v = self.b.shuffle_vector(v, ir.Constant(wide, ir.Undefined), picks)
         return self.b.select(mask, v, other)
 
-    def _gather(self, buf: Buffer, idx: ir.Value, lanes: int) -> ir.Value:
+    def _gather(self, buf: Buffer, idx: ir.Value, lanes: int,
+                mask: ir.Value | None = None) -> ir.Value:
         ety = storage_type(buf.dtype)
         vty = ir.VectorType(ety, lanes)
         ptrs = self.b.gep(self.fs.buffers[buf], [idx], source_etype=ety)
         ptrs.type = ir.VectorType(PTR, lanes)     # llvmlite types a vector GEP as scalar
         fn = self._declare(f"llvm.masked.gather.v{lanes}{_type_suffix(ety)}.v{lanes}p0", vty,
                            [ir.VectorType(PTR, lanes), I32, ir.VectorType(I1, lanes), vty])
-        all_lanes = ir.Constant(ir.VectorType(I1, lanes), [1] * lanes)
-        v = self.b.call(fn, [ptrs, ir.Constant(I32, _itemsize(buf.dtype)), all_lanes,
+        if mask is None:
+            mask = ir.Constant(ir.VectorType(I1, lanes), [1] * lanes)
+        v = self.b.call(fn, [ptrs, ir.Constant(I32, _itemsize(buf.dtype)), mask,
                              ir.Constant(vty, ir.Undefined)])
         return self._from_storage(v, buf.dtype)
 
@@ -512,13 +646,19 @@ class LLVMCodegen(ValueOps):
             lin = E.linear_coeff(index, self.vec_var)
             if lin is not None and lin[1] == 1:
                 ptr = self._pointer(buf, self._scalar_index(lin[0]))
-                self._contiguous_store(ptr, self._to_storage(value, buf.dtype), buf, lanes)
+                self._contiguous_store(ptr, self._to_storage(value, buf.dtype), buf, lanes,
+                                       index)
                 return
             idx = self.expr(index, lanes)
+            mask = self._masked(buf, index)
             for k in range(lanes):
                 lane = self.b.extract_element(idx, ir.Constant(I32, k))
                 x = self.b.extract_element(value, ir.Constant(I32, k))
-                self.b.store(self._to_storage(x, buf.dtype), self._pointer(buf, lane))
+                if mask is None:
+                    self.b.store(self._to_storage(x, buf.dtype), self._pointer(buf, lane))
+                    continue
+                with self.b.if_then(self.b.extract_element(mask, ir.Constant(I32, k))):
+                    self.b.store(self._to_storage(x, buf.dtype), self._pointer(buf, lane))
             return
         if isinstance(value.type, ir.VectorType):
             # a lane-invariant store in a vector loop: every lane writes the same element
@@ -640,6 +780,21 @@ def _vectorizable(s: Stmt, var: E.Var) -> bool:
         return s.else_case is None and _affine_condition(s.cond, var) and \
             _vectorizable(s.then_case, var)
     return False
+
+
+def _predicable(s: Stmt) -> bool:
+    """Whether ``s`` can run with some vector lanes masked off: its memory accesses are
+    masked, but arithmetic runs on every lane, so it must not trap (integer division)."""
+    for st in walk_stmts(s):
+        for e in stmt_exprs(st):
+            for x in E.walk(e):
+                if isinstance(x, E.Binary) and x.op in _TRAPPING and E.is_int(x.dtype) and \
+                        not isinstance(x.b, E.Const):
+                    return False
+    return True
+
+
+_TRAPPING = ("div", "truncdiv", "floordiv", "truncmod", "floormod")
 
 
 def _affine_condition(c: E.Expr, var: E.Var) -> bool:

@@ -35,9 +35,10 @@ def _size(t: Tensor) -> int:
 
 
 def vector_block(extent: int, lanes: int) -> int:
-    """Elements per vector along an axis: at most ``lanes``, preferably a divisor of the
-    extent (a tail block needs a guard, and inside a reduction a scalar fallback)."""
-    if extent <= lanes:
+    """Elements per vector along an axis. Up to two registers' worth, the whole axis is one
+    vector (LLVM splits it; an odd width is masked). Longer axes take a divisor of the extent
+    between half a register and a register, or a register with a masked tail block."""
+    if extent <= 2 * lanes:
         return extent
     fits = [d for d in range(lanes // 2, lanes + 1) if extent % d == 0]
     return max(fits) if fits else lanes
@@ -112,7 +113,7 @@ def schedule_reduction(target: Target, sch: Schedule, out: Tensor, anchor: Tenso
     if not axes:
         return
     last = out.shape[-1]
-    if last > lanes:
+    if last > 2 * lanes:
         outer, inner = stage.split(axes[-1], vector_block(last, lanes))
         stage.vectorize(inner)
         loops = [*axes[:-1], outer]
@@ -188,7 +189,7 @@ def vectorize_inner_reduction(target: Target, stage: Stage, t: Tensor) -> list:
     lanes = target.vector_lanes(t.dtype)
     last = t.shape[-1]
     if last > 1:
-        if last > lanes:
+        if last > 2 * lanes:
             outer, inner = stage.split(axes[-1], vector_block(last, lanes))
             stage.reorder(*axes[:-1], outer, *reduce_axes, inner)
             stage.vectorize(inner)
