@@ -402,22 +402,41 @@ class LLVMCodegen(ValueOps):
             self.vector_stmt(st.then_case, loop)
             self.lane_mask, self.tail_mask_only = saved, saved_tail
 
-    def _masked(self, buf: Buffer, index: E.Expr | None = None) -> ir.Value | None:
-        """The lane mask that an access of ``buf`` at ``index`` needs. A local block read
-        and written at ``base + lane`` where the padded lanes of an odd-width vector land past
-        its end (in the allocation's padding, never on another element) needs none, so that
-        LLVM keeps the block (an accumulator) in registers."""
+    def _masked(self, buf: Buffer, index: E.Expr | None = None, store: bool = False
+                ) -> ir.Value | None:
+        """The lane mask that an access of ``buf`` at ``index`` needs. Local blocks need
+        none where every lane stays inside the allocation (they are padded for this): a load
+        in masked-off lanes then reads harmless garbage, and a store at ``base + lane`` of an
+        odd-width vector puts its padded lanes past the block's end, never on another
+        element. So LLVM keeps accumulators in registers."""
+        if buf.scope != "local" or index is None:
+            return self.lane_mask
+        stride = 0
+        if self.lane_mask is not None or not store:
+            lin = E.linear_coeff(index, self.vec_var)
+            if lin is None:
+                return self.lane_mask
+            base, stride = lin
         if self.lane_mask is None:
             return None
-        if buf.scope == "local" and index is not None and self.tail_mask_only:
-            lin = E.linear_coeff(index, self.vec_var)
-            if lin is not None and lin[1] == 1:
-                lo, hi = E.const_bounds(lin[0], self.fs.ranges)
-                if lo is not None and hi is not None and lo >= 0 and \
-                        lo + self.active_lanes >= buf.size and \
-                        hi + self.lanes <= self.fs.allocated.get(buf, buf.size):
-                    return None
+        lo, hi = E.const_bounds(base, self.fs.ranges)
+        if lo is None or hi is None or lo < 0 or stride < 0 or \
+                hi + stride * (self.lanes - 1) >= self.fs.allocated.get(buf, buf.size):
+            return self.lane_mask
+        if not store:
+            return None
+        if self.tail_mask_only and stride == 1 and lo + self.active_lanes >= buf.size:
+            return None
         return self.lane_mask
+
+    def _in_allocation(self, buf: Buffer, base: E.Expr, span: int) -> bool:
+        """Whether ``buf[base : base + span]`` lies inside ``buf``'s allocation (local
+        buffers only: parameters' extents are not known to be padded)."""
+        if buf.scope != "local":
+            return False
+        lo, hi = E.const_bounds(base, self.fs.ranges)
+        return lo is not None and hi is not None and lo >= 0 and \
+            hi + span <= self.fs.allocated.get(buf, buf.size)
 
     # memory -----------------------------------------------------------------------------
     def _pointer(self, buf: Buffer, index: ir.Value) -> ir.Value:
@@ -449,10 +468,15 @@ class LLVMCodegen(ValueOps):
         mask = ir.Constant(ir.VectorType(I1, span), [int(j % stride == 0 and j < used)
                                                      for j in range(span)])
         lane_mask = self._masked(buf, index)
-        if lane_mask is not None:
-            mask = self.b.and_(mask, self._spread(lane_mask, stride, span))
         ptr = self._pointer(buf, self._scalar_index(base))
-        v = self._masked_load(ptr, mask, buf.dtype)
+        if lane_mask is None and self._in_allocation(buf, base, span):
+            # a local buffer with room past the span: one plain load, then the shuffle
+            v = self.b.load(ptr, typ=wide)
+            v.align = _itemsize(buf.dtype)
+        else:
+            if lane_mask is not None:
+                mask = self.b.and_(mask, self._spread(lane_mask, stride, span))
+            v = self._masked_load(ptr, mask, buf.dtype)
         picks = ir.Constant(ir.VectorType(I32, lanes), [k * stride for k in range(lanes)])
         return self._from_storage(self.b.shuffle_vector(v, ir.Constant(wide, ir.Undefined),
                                                         picks), buf.dtype)
@@ -482,7 +506,7 @@ class LLVMCodegen(ValueOps):
                           index: E.Expr | None = None) -> None:
         dtype = buf.dtype
         full = _pow2_at_least(lanes)
-        lane_mask = self._masked(buf, index)
+        lane_mask = self._masked(buf, index, store=True)
         if lane_mask is None and (full == lanes or buf.scope == "local"):
             st = self.b.store(value, ptr)
             st.align = _itemsize(dtype)
@@ -650,7 +674,7 @@ class LLVMCodegen(ValueOps):
                                        index)
                 return
             idx = self.expr(index, lanes)
-            mask = self._masked(buf, index)
+            mask = self._masked(buf, index, store=True)
             for k in range(lanes):
                 lane = self.b.extract_element(idx, ir.Constant(I32, k))
                 x = self.b.extract_element(value, ir.Constant(I32, k))

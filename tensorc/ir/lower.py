@@ -159,13 +159,16 @@ class _Lowering:
 
         # regions of the stages computed inside this one, before its loads are rewritten
         children: dict[SVar, list[Stage]] = {}
-        for sv in st.leaf_vars:
+        inner: list[Stage] = []       # the stages computed at loops inside the current one
+        for sv in reversed(st.leaf_vars):
             kids = self.attached.get((id(st), sv), [])
             children[sv] = kids
-            # consumers come after their producers: infer the last sibling first, so that
-            # a producer read by a sibling sees that sibling's region
+            # consumers come after their producers, and inner loops run inside outer ones:
+            # infer the last sibling and the innermost loop's stages first, so that a
+            # producer sees the regions of all the stages that read it
             for k in range(len(kids) - 1, -1, -1):
-                self.infer_region(kids[k], st, sv, info, body, kids[k + 1:])
+                self.infer_region(kids[k], st, sv, info, body, kids[k + 1:] + inner)
+            inner = kids + inner
 
         buf = self.buffers[id(st.tensor)]
         mins = self.region_min[id(st.tensor)]

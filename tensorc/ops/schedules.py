@@ -36,12 +36,17 @@ def _size(t: Tensor) -> int:
 
 def vector_block(extent: int, lanes: int) -> int:
     """Elements per vector along an axis. Up to two registers' worth, the whole axis is one
-    vector (LLVM splits it; an odd width is masked). Longer axes take a divisor of the extent
-    between half a register and a register, or a register with a masked tail block."""
+    vector (an odd width runs on the next power of two, the extra lanes masked). Longer axes
+    take a divisor of the extent, preferably between half a register and a register, else up
+    to two registers, so that every block is whole; only an extent with no such divisor gets
+    register-sized blocks and a guarded (masked) tail block."""
     if extent <= 2 * lanes:
         return extent
-    fits = [d for d in range(lanes // 2, lanes + 1) if extent % d == 0]
-    return max(fits) if fits else lanes
+    for low, high in ((lanes // 2, lanes), (lanes + 1, 2 * lanes)):
+        fits = [d for d in range(max(1, low), high + 1) if extent % d == 0]
+        if fits:
+            return max(fits)
+    return lanes
 
 
 def vectorize_inner(target: Target, stage: Stage, extent: int, dtype: str):

@@ -16,7 +16,7 @@ from tensorc.ops.nn.conv import padded_input
 from tensorc.ops.nn.pool import infer_pool, output_spatial, overhang
 from tensorc.ops.nn.windows import pad_spatial, window_slices
 from tensorc.ops.registry import Pattern, define
-from tensorc.ops.schedules import schedule_reduction
+from tensorc.ops.nn.pool import schedule_window
 from tensorc.ops.shape_rules import expect_arity, expect_float
 from tensorc.target import Target
 
@@ -79,4 +79,4 @@ def _compute(attrs: dict, x: te.Tensor) -> te.Tensor:
 @lp_pool.schedule
 def _schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
               attrs: dict, config) -> None:
-    schedule_reduction(target, sch, out, anchor.op.input_tensors()[0])
+    schedule_window(target, sch, out, anchor.op.input_tensors()[0])

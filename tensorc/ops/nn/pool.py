@@ -15,9 +15,7 @@ from tensorc.ir.types import TensorType
 from tensorc.ops.nn.conv import padded_input
 from tensorc.ops.nn.windows import pad_spatial, window_slices
 from tensorc.ops.registry import Pattern, define
-from tensorc.ops.schedules import (
-    schedule_reduction,
-)
+from tensorc.ops.schedules import parallel_outer, vector_block
 from tensorc.ops.shape_rules import (
     check_window_attrs,
     expect_arity,
@@ -171,11 +169,52 @@ def _avg_pool_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
                       name="avg_pool")
 
 
-max_pool.schedule(schedule_reduction)
+def schedule_window(target: Target, sch: Schedule, out: te.Tensor, window: te.Tensor) -> None:
+    """Pooling (a reduction over a window of a padded input, ``window``) on any shape.
+
+    Output rows (n, c, leading spatial dims) run in parallel; each row's padded input rows are
+    copied into a local buffer once (the padding decided there, not at every tap); the output
+    row is split into whole vector blocks (see ``vector_block``), each accumulated in
+    registers over the window with unconditional loads from that buffer:
+
+        for (n.c.y: parallel)
+          pad_rows[K, Wp] = padded input rows y*s .. y*s+K-1      (masked loads at the edges)
+          for (x.o)  [for (ry, rx)  for (x.i: vectorized)  acc = max(acc, pad_rows[ry, ...])]
+    """
+    if out is window:
+        window = sch.cache_write(window, "local")
+    lanes = target.vector_lanes(out.dtype)
+    stage = sch[out]
+    *rows, x = stage.op_axis
+    width = out.shape[-1]
+    block = vector_block(width, lanes)
+    if block < width:
+        x_outer, x_inner = stage.split(x, block)
+    else:
+        x_outer, x_inner = None, x
+    stage.vectorize(x_inner)
+    row = parallel_outer(stage, rows, int(np.prod(out.shape)))
+    pad = next((t for t in window.op.input_tensors() if getattr(t.op, "tag", "") == "pad"),
+               None)
+    if pad is not None:
+        pad_stage = sch[pad]
+        pad_stage.compute_at(stage, row)
+        # (the copy runs once per row; a register-wide block with a masked tail is fine)
+        pad_stage.vectorize(pad_stage.split(pad_stage.op_axis[-1], lanes)[1])
+    acc = sch[window]
+    acc.compute_at(stage, x_outer if x_outer is not None else row)
+    *acc_rows, acc_x = acc.op_axis
+    acc.reorder(*acc_rows, *acc.reduce_axis, acc_x)
+    acc.vectorize(acc_x)
+
+
+@max_pool.schedule
+def _max_pool_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
+                       attrs: dict, config) -> None:
+    schedule_window(target, sch, out, anchor)
 
 
 @avg_pool.schedule
 def _avg_pool_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
                        attrs: dict, config) -> None:
-    total = anchor.op.input_tensors()[0]
-    schedule_reduction(target, sch, out, total)
+    schedule_window(target, sch, out, anchor.op.input_tensors()[0])
