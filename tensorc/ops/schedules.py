@@ -163,6 +163,24 @@ def _row_reduction(t: Tensor, lanes: int) -> bool:
     return False
 
 
+def reduce_in_row(target: Target, sch: Schedule, reduction: Tensor, parent: Stage, row
+                  ) -> None:
+    """Compute ``reduction`` (one value per row, reducing contiguous elements) inside
+    ``parent``'s ``row`` loop, with ``lanes`` partial results in a vector (rfactor) when the
+    row is long enough and the combiner allows it."""
+    lanes = target.vector_lanes(reduction.dtype)
+    stage = sch[reduction]
+    stage.compute_at(parent, row)
+    if not _row_reduction(reduction, lanes):
+        return
+    rf = sch.rfactor(reduction, lanes)
+    rf_stage = sch[rf]
+    rf_stage.compute_at(parent, row)
+    *_, j = rf_stage.op_axis
+    rf_stage.reorder(*rf_stage.reduce_axis, j)
+    rf_stage.vectorize(j)
+
+
 def _schedule_row_reduction(target: Target, sch: Schedule, out: Tensor, anchor: Tensor,
                             lanes: int) -> None:
     rf = sch.rfactor(anchor, lanes)

@@ -13,9 +13,7 @@ from tensorc.ir.schedule import Schedule
 from tensorc.ir.types import TensorType
 from tensorc.ops.arg_reduce import arg_index
 from tensorc.ops.registry import Pattern, define
-from tensorc.ops.schedules import (
-    PARALLEL_MIN_ELEMENTS,
-)
+from tensorc.ops.schedules import PARALLEL_MIN_ELEMENTS, reduce_in_row
 from tensorc.ops.shape_rules import expect_arity, expect_axis, expect_float
 from tensorc.target import Target
 
@@ -143,10 +141,10 @@ def _row_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tens
     if np.prod(out.shape) >= PARALLEL_MIN_ELEMENTS:
         st.parallel(row)
     # producers before consumers, so that each is attached inside its reader's row
-    for stage in sch.stages:
+    for stage in list(sch.stages):
         if stage is not st and getattr(stage.op, "reduce_axis", None) and \
                 stage.attach == "root":
-            stage.compute_at(st, row)
+            reduce_in_row(target, sch, stage.tensor, st, row)
 
 
 for _op in (softmax, log_softmax, hardmax):

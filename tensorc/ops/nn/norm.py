@@ -22,6 +22,7 @@ from tensorc.ops.schedules import (
     PARALLEL_MIN_ELEMENTS,
     clamp,
     in_range,
+    reduce_in_row,
     schedule_injective,
     schedule_reduction,
     vector_block,
@@ -190,10 +191,10 @@ def _normalize_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: t
         st.vectorize(st.split(col, vector_block(width, lanes))[1])
     if np.prod(out.shape) >= PARALLEL_MIN_ELEMENTS:
         st.parallel(row)
-    for stage in sch.stages:  # producers first: each lands inside its reader's row
+    for stage in list(sch.stages):  # producers first: each lands inside its reader's row
         tag = getattr(stage.op, "tag", "")
-        if stage is not st and tag.startswith("anchor:norm"):
-            stage.compute_at(st, row)
+        if stage is not st and tag.startswith("anchor:norm") and stage.attach == "root":
+            reduce_in_row(target, sch, stage.tensor, st, row)
 
 
 # ---------------------------------------------------------------------------------------------
