@@ -628,3 +628,72 @@ def test_replay_on_another_program_fails_with_a_schedule_error():
     A, B, C = chain()
     with pytest.raises(ScheduleError, match="no stage named"):
         replay(create_schedule(C), s.trace)
+
+
+# ---------------------------------------------------------------------------------------------
+# rfactor: partial reductions in a vector
+
+@pytest.mark.parametrize("extents, factor", [((13, 13), 8), ((8, 16), 8), ((1, 100), 16),
+                                             ((37,), 4)])
+def test_rfactor_vectorizes_a_row_reduction(extents, factor):
+    A = placeholder((5, *extents), name="A")
+    axes = [reduce_axis(n, f"r{d}") for d, n in enumerate(extents)]
+    B = compute((5,), lambda i: sum_(A[(i, *axes)], axis=axes), name="B")
+    s = create_schedule(B)
+    rf = s.rfactor(B, factor)
+    (i,) = s[B].op_axis
+    s[rf].compute_at(s[B], i)
+    *_, j = s[rf].op_axis
+    s[rf].reorder(*s[rf].reduce_axis, j)
+    s[rf].vectorize(j)
+    func = optimize(lower(s, [A, B], "rowsum"))
+    # the partials accumulate along the contiguous row: one load per lane, no div/mod
+    assert f"B.rf: float32[1, {factor}] (local)" in str(func)
+    assert "//" not in str(func) and "%" not in str(func)
+    check_numbers(s, [A, B], lambda a: a.reshape(5, -1).sum(axis=1))
+    again = replay(create_schedule(compute((5,), lambda i: sum_(A[(i, *axes)], axis=axes),
+                                           name="B")), trace_from_json(trace_to_json(s.trace)))
+    assert "rfactor" in trace_to_json(s.trace)
+    assert len(again.stages) == len(s.stages)
+
+
+def test_rfactor_keeps_max_semantics_with_an_overhang():
+    from tensorc.ir.te import max_
+    A = placeholder((3, 21), name="A")
+    k = reduce_axis(21, "k")
+    B = compute((3,), lambda i: max_(A[i, k] - 100.0, axis=k), name="B")
+    s = create_schedule(B)
+    s.rfactor(B, 8)     # 24 slots for 21 elements: the 3 extra contribute -inf, not 0
+    check_numbers(s, [A, B], lambda a: (a - 100).max(axis=1))
+
+
+def test_rfactor_refuses_what_it_cannot_do():
+    A, B = scale()
+    s = create_schedule(B)
+    with pytest.raises(ScheduleError, match="needs a reduction"):
+        s.rfactor(B, 8)
+    A, B, M = matmul()
+    s = create_schedule(M)
+    s[M].split(s[M].op_axis[0], 2)
+    with pytest.raises(ScheduleError, match="before its loops are split"):
+        s.rfactor(M, 4)
+
+
+def test_a_stage_recomputed_whole_in_every_iteration_is_reported():
+    import warnings
+
+    from tensorc.ir.lower import RedundantComputeWarning
+    # the max-pool: 3 axes fused and split by 16 (13 is no multiple): the region of
+    # one outer iteration cannot be narrowed through the fused index
+    A = placeholder((4, 13, 13), name="A")
+    B = compute((4, 13, 13), lambda c, i, j: A[c, i, j] * 2.0, name="B")
+    C = compute((4, 13, 13), lambda c, i, j: B[c, i, j] + 1.0, name="C")
+    s = create_schedule(C)
+    outer, _ = s[C].split(s[C].fuse(*s[C].op_axis), 16)
+    s[B].compute_at(s[C], outer)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        func = lower(s, [A, C], "redundant")
+    assert any(issubclass(w.category, RedundantComputeWarning) and
+               "recomputed 43 times" in str(w.message) for w in caught)
+    assert "B: float32[4, 13, 13] (local)" in str(func)

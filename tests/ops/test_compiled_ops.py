@@ -98,6 +98,9 @@ def pool_ref(x, kind: str, kernel, strides=None, pads=None, ceil_mode=False,
     rounding = math.ceil if ceil_mode else math.floor
     out = [int(rounding((sizes[i] + pads[i] + pads[i + spatial] - span[i]) / strides[i])) + 1
            for i in range(spatial)]
+    if ceil_mode:   # the last window must start inside the input or its begin padding
+        out = [o - 1 if (o - 1) * s >= n + p else o
+               for o, s, n, p in zip(out, strides, sizes, pads)]
     # extent covered by the windows, beyond the explicit end pads
     extra = [max(0, (out[i] - 1) * strides[i] + span[i] - (sizes[i] + pads[i] + pads[i + spatial]))
              for i in range(spatial)]
@@ -501,6 +504,36 @@ def test_clip_integers() -> None:
 @pytest.mark.parametrize("kind", ["MaxPool", "AveragePool"])
 def test_pool(kind, x_shape, attrs) -> None:
     x = rand(x_shape, 60, -3, 3)
+    got = run_node(helper.make_node(kind, ["x"], ["y"], **attrs), {"x": x})["y"]
+    want = pool_ref(x, "max" if kind == "MaxPool" else "avg", attrs["kernel_shape"],
+                    attrs.get("strides"), attrs.get("pads"), bool(attrs.get("ceil_mode")))
+    check(got, want)
+
+
+# the shapes real models pool (SqueezeNet, YOLO's SPP, Inception, ResNet stems): odd sizes,
+# long windows, 'same' padding, ceil mode
+REAL_POOLS = [
+    ((1, 5, 27, 27), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),
+    ((1, 3, 55, 55), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),
+    ((1, 2, 111, 111), {"kernel_shape": [3, 3], "strides": [2, 2]}),
+    ((1, 4, 13, 13), {"kernel_shape": [5, 5], "pads": [2, 2, 2, 2]}),
+    ((1, 4, 13, 13), {"kernel_shape": [9, 9], "pads": [4, 4, 4, 4]}),
+    ((1, 4, 13, 13), {"kernel_shape": [13, 13], "pads": [6, 6, 6, 6]}),
+    ((1, 3, 20, 20), {"kernel_shape": [13, 13], "pads": [6, 6, 6, 6]}),
+    ((1, 6, 14, 14), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
+    ((1, 3, 28, 28), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 3, 56, 56), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 2, 7, 7), {"kernel_shape": [7, 7]}),
+    ((1, 2, 26, 26), {"kernel_shape": [1, 1], "strides": [2, 2]}),
+    ((1, 2, 34, 34), {"kernel_shape": [3, 3], "strides": [4, 4], "pads": [1, 1, 1, 1],
+                      "ceil_mode": 1}),
+]
+
+
+@pytest.mark.parametrize("x_shape,attrs", REAL_POOLS)
+@pytest.mark.parametrize("kind", ["MaxPool", "AveragePool"])
+def test_pool_real_shapes(kind, x_shape, attrs) -> None:
+    x = rand(x_shape, 63, -3, 3)
     got = run_node(helper.make_node(kind, ["x"], ["y"], **attrs), {"x": x})["y"]
     want = pool_ref(x, "max" if kind == "MaxPool" else "avg", attrs["kernel_shape"],
                     attrs.get("strides"), attrs.get("pads"), bool(attrs.get("ceil_mode")))

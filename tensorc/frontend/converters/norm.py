@@ -91,19 +91,22 @@ def group_norm(ctx: ImportContext, inputs: list[Value], *, num_groups: int,
     if len(shape) < 3 or shape[1] % num_groups:
         raise ShapeError(f"GroupNormalization: num_groups={num_groups} must divide the "
                          f"channels of x {x.type} ([N, C, spatial...])")
-    n, channels, groups = shape[0], shape[1], num_groups
-    grouped = reshape(ctx, _widen(ctx, x, stash_type), (n, groups, x.type.size // (n * groups)))
-    y = ctx.emit("normalize", [grouped], axes=(2,), mode="layer", epsilon=float(epsilon))
-    if scale.type.size == channels:   # opset 21: a scale and bias per channel
-        y = reshape(ctx, y, shape)
-        return _affine(ctx, y, _per_channel(ctx, scale, len(shape)),
-                       _per_channel(ctx, bias, len(shape)), x.type.dtype)
-    # opset 18: one scale and bias per group
-    y = reshape(ctx, y, (n, groups, channels // groups) + shape[2:])
-    per_group = (groups,) + (1,) * (len(shape) - 1)
-    y = _affine(ctx, y, reshape(ctx, scale, per_group), reshape(ctx, bias, per_group),
-                x.type.dtype)
-    return reshape(ctx, y, shape)
+    channels, groups = shape[1], num_groups
+    # statistics per (sample, group); the scale and bias then apply per channel, in the same
+    # kernel (opset 18 gives one per group: repeated per channel)
+    y = ctx.emit("normalize", [_widen(ctx, x, stash_type)], axes=tuple(range(1, len(shape))),
+                 mode="layer", epsilon=float(epsilon), groups=groups)
+    if scale.type.size != channels:
+        scale, bias = (_repeat_per_channel(ctx, v, channels // groups) for v in (scale, bias))
+    return _affine(ctx, y, _per_channel(ctx, scale, len(shape)),
+                   _per_channel(ctx, bias, len(shape)), x.type.dtype)
+
+
+def _repeat_per_channel(ctx: ImportContext, v: Value, per_group: int) -> Value:
+    """A [G] vector as [G * per_group], each value repeated for its group's channels."""
+    groups = v.type.size
+    wide = ctx.emit("broadcast_to", [reshape(ctx, v, (groups, 1))], shape=(groups, per_group))
+    return reshape(ctx, wide, (groups * per_group,))
 
 
 @converter("MeanVarianceNormalization", since=9)

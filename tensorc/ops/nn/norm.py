@@ -102,12 +102,22 @@ def _normalize_infer(attrs: dict, input_types: list[TensorType]) -> list[TensorT
     if attrs["mode"] not in NORMALIZE_MODES:
         raise ShapeError(f"normalize: mode {attrs['mode']!r} is not one of "
                          f"{', '.join(NORMALIZE_MODES)}")
+    groups = attrs.get("groups", 1)
+    if groups != 1 and (axes != tuple(range(1, x.ndim)) or x.ndim < 2 or groups < 1
+                        or x.shape[1] % groups):
+        raise ShapeError(f"normalize: groups={groups} needs axes 1.. of x {x} and must divide "
+                         f"its {x.shape[1] if x.ndim > 1 else 0} channels")
     return [x]
 
 
 @normalize.reference
 def _normalize_reference(attrs: dict, x: np.ndarray) -> list[np.ndarray]:
     axes, eps, mode = tuple(attrs["axes"]), attrs["epsilon"], attrs["mode"]
+    groups = attrs.get("groups", 1)
+    if groups != 1:     # statistics per channel group: normalize [N, G, rest] over rest
+        grouped = x.reshape(x.shape[0], groups, -1)
+        flat = _normalize_reference(dict(attrs, axes=(2,), groups=1), grouped)[0]
+        return [flat.reshape(x.shape)]
     v = x.astype(np.float64)
     mean = np.mean(v, axis=axes, keepdims=True)
     var = np.mean((v - mean) ** 2, axis=axes, keepdims=True)
@@ -128,20 +138,32 @@ def _normalize_reference(attrs: dict, x: np.ndarray) -> list[np.ndarray]:
 @normalize.compute
 def _normalize_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
     axes, mode = tuple(attrs["axes"]), attrs["mode"]
-    count = int(np.prod([x.shape[a] for a in axes]))
+    groups = attrs.get("groups", 1)
+    count = int(np.prod([x.shape[a] for a in axes])) // groups
     eps = E.Const(attrs["epsilon"], x.dtype)
     one, zero = E.Const(1, x.dtype), E.Const(0, x.dtype)
+    source, out_shape = x, x.shape
+    if groups != 1:
+        # statistics over [N, G, C/G * spatial], a view of x that is contiguous per group
+        source = _grouped_view(x, groups)
+        axes = (2,)
+    per_group = x.shape[1] // groups if groups != 1 else 0
 
     def stat(t: te.Tensor, index: tuple) -> E.Expr:
         """t (axes kept, extent 1) at the row of x's element ``index``."""
+        if per_group:
+            return t[index[0], index[1] // per_group, E.const(0)]
         return t[tuple(E.const(0) if d in axes else i for d, i in enumerate(index))]
 
     if mode in ("layer", "std"):
-        total = reduce_over(x, axes, True, "sum", name="norm_sum", tag="anchor:norm_sum")
+        total = reduce_over(source, axes, True, "sum", name="norm_sum", tag="anchor:norm_sum")
 
         def mean(index):
-            return stat(total, index) * E.Const(1.0 / count, x.dtype)
-        dev = reduce_over(x, axes, True, "sum",
+            return t_at(total, index) * E.Const(1.0 / count, x.dtype)
+
+        def t_at(t: te.Tensor, index: tuple) -> E.Expr:      # a row statistic, by source index
+            return t[tuple(E.const(0) if d in axes else i for d, i in enumerate(index))]
+        dev = reduce_over(source, axes, True, "sum",
                           lambda index, v: (v - mean(index)) * (v - mean(index)),
                           name="norm_var", tag="anchor:norm_var")
         if mode == "layer":
@@ -152,10 +174,10 @@ def _normalize_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
             inv = te.compute(dev.shape, lambda *o: one / (E.call(
                 "sqrt", dev[o] * E.Const(1.0 / count, x.dtype)) + eps),
                 name="norm_inv", tag="anchor:norm_inv")
-        return te.compute(x.shape, lambda *i: (x[i] - mean(i)) * stat(inv, i),
-                          name="normalize")
+        return te.compute(out_shape, lambda *i: (x[i] - stat(total, i) * E.Const(
+            1.0 / count, x.dtype)) * stat(inv, i), name="normalize")
     squares = mode != "l1"
-    total = reduce_over(x, axes, True, "sum",
+    total = reduce_over(source, axes, True, "sum",
                         lambda index, v: v * v if squares else E.call("fabs", v),
                         name="norm_sum", tag="anchor:norm_sum")
     if mode == "rms":
@@ -183,9 +205,13 @@ def _normalize_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: t
         schedule_injective(target, sch, out)
         return
     leading, trailing = st.op_axis[:axes[0]], st.op_axis[axes[0]:]
+    groups = attrs.get("groups", 1)
+    if groups != 1:       # rows are (n, channel group): split the channel axis
+        group, channel = st.split(trailing[0], out.shape[1] // groups)
+        leading, trailing = [*leading, group], [channel, *trailing[1:]]
     row = st.fuse(*leading) if len(leading) > 1 else leading[0]
     col = st.fuse(*trailing) if len(trailing) > 1 else trailing[0]
-    width = int(np.prod(out.shape[axes[0]:]))
+    width = int(np.prod(out.shape[axes[0]:])) // groups
     lanes = target.vector_lanes(out.dtype)
     if width >= lanes:
         st.vectorize(st.split(col, vector_block(width, lanes))[1])
@@ -195,6 +221,22 @@ def _normalize_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: t
         tag = getattr(stage.op, "tag", "")
         if stage is not st and tag.startswith("anchor:norm") and stage.attach == "root":
             reduce_in_row(target, sch, stage.tensor, st, row)
+
+
+def _grouped_view(x: te.Tensor, groups: int) -> te.Tensor:
+    """x [N, C, *S] seen as [N, G, C/G * prod(S)] (inlined: the loads stay contiguous)."""
+    n, channels, *spatial = x.shape
+    per_group = channels // groups
+    inner = int(np.prod(spatial)) if spatial else 1
+
+    def body(b, g, k):
+        index = [b, g * per_group + k // inner]
+        rest = k % inner
+        for d, size in enumerate(spatial):
+            stride = int(np.prod(spatial[d + 1:])) if d + 1 < len(spatial) else 1
+            index.append((rest // stride) % size if stride > 1 else rest % size)
+        return x[tuple(index)]
+    return te.compute((n, groups, per_group * inner), body, name="norm_groups")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from tensorc.passes.graph.alter_layout import alter_layout
 from tensorc.passes.graph.fold_constants import fold_constants
+from tensorc.passes.graph.normalizations import fuse_normalizations
 from tensorc.passes.graph.simplify import eliminate_dead_code, simplify
 
 # The graph pipeline, read top to bottom (`tensorc inspect --stage graph` prints its result).
@@ -10,9 +11,10 @@ GRAPH_PIPELINE = (
     fold_constants,        # nodes whose inputs are all constants become constants
     simplify,              # fold BatchNorm into conv weights / mul+add, drop no-op nodes
     fold_constants,        # what simplify exposed
+    fuse_normalizations,   # LayerNorm / RMSNorm spelled out in elementwise ops -> normalize
     alter_layout,          # repack constant conv weights into the blocked layout kernels want
     eliminate_dead_code,
 )
 
 __all__ = ["GRAPH_PIPELINE", "alter_layout", "eliminate_dead_code", "fold_constants",
-           "simplify"]
+           "fuse_normalizations", "simplify"]
