@@ -37,20 +37,23 @@ def _scalar(value: float) -> np.ndarray:
     return np.array(value, dtype=np.float32)
 
 
+def _n(op: str, inputs: list[str], output: str, **attrs):
+    return helper.make_node(op, inputs, [output], **attrs)
+
+
 EPILOGUES = {
-    "silu": [helper.make_node("Sigmoid", ["c"], ["s"]), helper.make_node("Mul", ["c", "s"], ["y"])],
-    "gelu_erf": [helper.make_node("Div", ["c", "sqrt2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
-                 helper.make_node("Add", ["e", "one"], ["e1"]), helper.make_node("Mul", ["c", "e1"], ["m"]),
-                 helper.make_node("Mul", ["m", "half"], ["y"])],
-    "gelu_tanh": [helper.make_node("Pow", ["c", "three"], ["p"]), helper.make_node("Mul", ["p", "k"], ["pk"]),
-                  helper.make_node("Add", ["c", "pk"], ["inner"]), helper.make_node("Mul", ["inner", "r2pi"], ["a"]),
-                  helper.make_node("Tanh", ["a"], ["t"]), helper.make_node("Add", ["t", "one"], ["t1"]),
-                  helper.make_node("Mul", ["c", "t1"], ["m"]), helper.make_node("Mul", ["m", "half"], ["y"])],
-    "hardswish": [helper.make_node("HardSigmoid", ["c"], ["h"], alpha=1 / 6, beta=0.5),
-                  helper.make_node("Mul", ["c", "h"], ["y"])],
-    "mish": [helper.make_node("Softplus", ["c"], ["sp"]), helper.make_node("Tanh", ["sp"], ["t"]),
-             helper.make_node("Mul", ["c", "t"], ["y"])],
-    "residual_relu": [helper.make_node("Add", ["c", "x8"], ["r"]), helper.make_node("Relu", ["r"], ["y"])],
+    "silu": [_n("Sigmoid", ["c"], "s"), _n("Mul", ["c", "s"], "y")],
+    "gelu_erf": [_n("Div", ["c", "sqrt2"], "d"), _n("Erf", ["d"], "e"),
+                 _n("Add", ["e", "one"], "e1"), _n("Mul", ["c", "e1"], "m"),
+                 _n("Mul", ["m", "half"], "y")],
+    "gelu_tanh": [_n("Pow", ["c", "three"], "p"), _n("Mul", ["p", "k"], "pk"),
+                  _n("Add", ["c", "pk"], "inner"), _n("Mul", ["inner", "r2pi"], "a"),
+                  _n("Tanh", ["a"], "t"), _n("Add", ["t", "one"], "t1"),
+                  _n("Mul", ["c", "t1"], "m"), _n("Mul", ["m", "half"], "y")],
+    "hardswish": [_n("HardSigmoid", ["c"], "h", alpha=1 / 6, beta=0.5),
+                  _n("Mul", ["c", "h"], "y")],
+    "mish": [_n("Softplus", ["c"], "sp"), _n("Tanh", ["sp"], "t"), _n("Mul", ["c", "t"], "y")],
+    "residual_relu": [_n("Add", ["c", "x8"], "r"), _n("Relu", ["r"], "y")],
 }
 CONSTANTS = {"sqrt2": _scalar(2 ** 0.5), "one": _scalar(1.0), "half": _scalar(0.5),
              "three": _scalar(3.0), "k": _scalar(0.044715), "r2pi": _scalar((2 / np.pi) ** 0.5)}
