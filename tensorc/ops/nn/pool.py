@@ -152,10 +152,12 @@ def _avg_pool_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
 
     def divisor(o) -> E.Expr:
         # window elements inside the input (or inside input + explicit padding): the k in
-        # [0, K) with low <= start + k*dilation < high
+        # [0, K) with low <= start + k*dilation < high; in 32-bit integers, which vector
+        # units have min, max and conversion to float for (64-bit ones are scalarized on
+        # AVX2, which made this divisor cost more than the window sum)
         count = None
         for d in range(spatial):
-            start = o[d] * strides[d] - pads[d]
+            start = E.cast("int32", o[d]) * strides[d] - pads[d]
             low = -pads[d] if include else 0
             high = x.shape[2 + d] + (pads[d + spatial] if include else 0)
             step = dilations[d]

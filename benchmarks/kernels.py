@@ -1,0 +1,372 @@
+"""A sweep that finds performance cliffs: single-op models (and op + epilogue models) over the
+shapes real models use, tensorc beside onnxruntime, side by side in one run.
+
+Each case is one small ONNX model. tensorc compiles it, its output is checked against
+onnxruntime's, then both are timed alternating (medians after a warm-up). The table gives
+both times, the ratio tensorc / onnxruntime (above 1: tensorc is slower) and tensorc's
+percent of its roofline bound (the least time the kernels' FLOPs and bytes can take on this
+machine: see ``tensorc profile``); then the ten worst cases and a summary.
+
+    python -m benchmarks.kernels                     # every family, 1 thread
+    python -m benchmarks.kernels --family pool softmax --threads 1
+    python -m benchmarks.kernels --match "13x13" --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import tensorc  # noqa: E402
+from benchmarks.common import format_table  # noqa: E402
+from tensorc.benchmark import time_alternating  # noqa: E402
+from tensorc.reference import compare_outputs, onnxruntime_session, run_session  # noqa: E402
+from tensorc.runtime.machine import machine_roofline  # noqa: E402
+
+OPSET = 17
+RNG = np.random.default_rng(0)
+
+
+@dataclass
+class Case:
+    """One single-op (or op + epilogue) model."""
+
+    family: str
+    name: str
+    model: onnx.ModelProto
+    feeds: dict[str, np.ndarray]
+
+
+@dataclass
+class Row:
+    family: str
+    name: str
+    tensorc_ms: float | None = None
+    onnxruntime_ms: float | None = None
+    roofline: float | None = None          # tensorc's bound time / its measured time
+    kernels: int = 0
+    error: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ratio(self) -> float | None:
+        """tensorc / onnxruntime: above 1, tensorc is slower."""
+        if self.tensorc_ms and self.onnxruntime_ms:
+            return self.tensorc_ms / self.onnxruntime_ms
+        return None
+
+
+# --- building the models ----------------------------------------------------------------------
+
+def _model(nodes, x_shape, inits=None, extra_inputs=()) -> tuple[onnx.ModelProto, dict]:
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))]
+    feeds = {"x": RNG.standard_normal(x_shape).astype(np.float32)}
+    for name, shape in extra_inputs:
+        inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape)))
+        feeds[name] = RNG.standard_normal(shape).astype(np.float32)
+    graph = helper.make_graph(
+        nodes, "case", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in (inits or {}).items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              ir_version=8)
+    return model, feeds
+
+
+def _node(op: str, inputs: list[str], output: str = "y", **attrs):
+    return helper.make_node(op, inputs, [output], **attrs)
+
+
+def _scalar(v: float) -> np.ndarray:
+    return np.array(v, np.float32)
+
+
+def _shape(*dims) -> str:
+    return "x".join(str(d) for d in dims)
+
+
+# (channels, size) pairs as real networks have them
+FEATURE_MAPS = [(64, 112), (64, 111), (96, 55), (64, 56), (128, 52), (128, 56), (192, 28),
+                (256, 27), (192, 27), (320, 28), (576, 14), (512, 14), (256, 13), (1000, 13),
+                (48, 104), (32, 208), (24, 224), (16, 224), (1000, 7), (144, 7)]
+
+
+def pool_cases() -> list[Case]:
+    cases = []
+    windows = [  # (label, attrs)
+        ("2s2", dict(kernel_shape=[2, 2], strides=[2, 2])),
+        ("3s2", dict(kernel_shape=[3, 3], strides=[2, 2])),
+        ("3s2p1", dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+        ("3s2ceil", dict(kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)),
+        ("3s1same", dict(kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])),
+        ("3s1same_upper", dict(kernel_shape=[3, 3], auto_pad="SAME_UPPER")),
+        ("5s1same", dict(kernel_shape=[5, 5], pads=[2, 2, 2, 2])),
+        ("9s1same", dict(kernel_shape=[9, 9], pads=[4, 4, 4, 4])),
+        ("13s1same", dict(kernel_shape=[13, 13], pads=[6, 6, 6, 6])),
+        ("2s1", dict(kernel_shape=[2, 2], strides=[1, 1])),
+    ]
+    shapes = [(64, 112), (64, 111), (96, 55), (64, 56), (128, 52), (192, 28), (256, 27),
+              (576, 14), (256, 13), (192, 13), (512, 7)]
+    for c, s in shapes:
+        for label, attrs in windows:
+            big = label.startswith(("5", "9", "13"))
+            if big and s > 28:
+                continue       # SPP-style windows live on small maps
+            for op in ("MaxPool", "AveragePool"):
+                if op == "AveragePool" and (big or label == "2s1"):
+                    continue
+                model, feeds = _model([_node(op, ["x"], **attrs)], (1, c, s, s))
+                cases.append(Case("pool", f"{op} {label} {_shape(1, c, s, s)}", model, feeds))
+    for c, s in [(1000, 13), (1280, 7), (576, 14), (144, 56)]:
+        model, feeds = _model([_node("GlobalAveragePool", ["x"])], (1, c, s, s))
+        cases.append(Case("pool", f"GlobalAveragePool {_shape(1, c, s, s)}", model, feeds))
+    return cases
+
+
+def _reduce(op: str, axes: list[int], shape) -> tuple:
+    if op == "ReduceSum":      # axes is an input since opset 13
+        return _model([_node(op, ["x", "axes"], keepdims=1)], shape,
+                      {"axes": np.array(axes, np.int64)})
+    return _model([_node(op, ["x"], axes=axes, keepdims=1)], shape)
+
+
+def reduce_cases() -> list[Case]:
+    cases = []
+    for c, s in [(1000, 13), (256, 27), (64, 56), (96, 55), (1280, 7), (24, 112)]:
+        for op in ("ReduceMean", "ReduceMax", "ReduceSum"):
+            model, feeds = _reduce(op, [2, 3], (1, c, s, s))
+            cases.append(Case("reduce", f"{op} HW {_shape(1, c, s, s)}", model, feeds))
+    for shape, axes in [((1, 64, 56, 56), [1]), ((8, 128, 768), [-1]), ((8, 128, 768), [1]),
+                        ((1, 1000, 13, 13), [1]), ((32, 4096), [0])]:
+        for op in ("ReduceMean", "ReduceSum", "ReduceMax"):
+            model, feeds = _reduce(op, axes, shape)
+            cases.append(Case("reduce", f"{op} axes={axes} {_shape(*shape)}", model, feeds))
+    return cases
+
+
+def row_cases() -> list[Case]:
+    cases = []
+    for width in (64, 128, 256, 384, 512, 768, 1000, 1024, 2048, 4096):
+        rows = max(8, (1 << 18) // width)
+        for op in ("Softmax", "LogSoftmax"):
+            model, feeds = _model([_node(op, ["x"], axis=-1)], (rows, width))
+            cases.append(Case("softmax", f"{op} {_shape(rows, width)}", model, feeds))
+        g = RNG.standard_normal(width).astype(np.float32)
+        b = RNG.standard_normal(width).astype(np.float32)
+        model, feeds = _model([_node("LayerNormalization", ["x", "g", "b"], axis=-1)],
+                              (rows, width), {"g": g, "b": b})
+        cases.append(Case("layernorm", f"LayerNormalization {_shape(rows, width)}", model,
+                          feeds))
+    model, feeds = _model([_node("Softmax", ["x"], axis=-1)], (1, 12, 128, 128))
+    cases.append(Case("softmax", f"Softmax attention {_shape(1, 12, 128, 128)}", model, feeds))
+    return cases
+
+
+UNARY = ["Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Erf", "Abs", "Neg", "Softplus",
+         "HardSigmoid", "HardSwish", "Elu", "Selu", "LeakyRelu", "Softsign", "Floor", "Ceil",
+         "Round", "Sin", "Cos", "Reciprocal", "Sign", "Mish", "Celu"]
+BINARY = ["Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"]
+
+
+def elementwise_cases() -> list[Case]:
+    cases = []
+    shape = (1, 144, 56, 56)
+    for op in UNARY:
+        nodes = [_node(op, ["x"])]
+        if op in ("Log", "Sqrt"):       # positive inputs
+            nodes = [_node("Abs", ["x"], "a"), _node(op, ["a"])]
+        model, feeds = _model(nodes, shape)
+        cases.append(Case("elementwise", f"{op} {_shape(*shape)}", model, feeds))
+    model, feeds = _model([_node("Gelu", ["x"])] if OPSET >= 20 else
+                          _gelu_nodes("x", "y"), (1, 128, 3072), CONSTANTS)
+    cases.append(Case("elementwise", f"GELU(erf) {_shape(1, 128, 3072)}", model, feeds))
+    model, feeds = _model(_gelu_tanh_nodes("x", "y"), (1, 128, 1024), CONSTANTS)
+    cases.append(Case("elementwise", f"GELU(tanh, pow 3) {_shape(1, 128, 1024)}", model, feeds))
+    model, feeds = _model([_node("Sigmoid", ["x"], "s"), _node("Mul", ["x", "s"])], shape)
+    cases.append(Case("elementwise", f"SiLU {_shape(*shape)}", model, feeds))
+    for op in BINARY:
+        for other, label in (((1, 144, 56, 56), "same"), ((1, 144, 1, 1), "per-channel"),
+                             ((56,), "last axis")):
+            if op == "Pow":
+                model, feeds = _model([_node("Abs", ["x"], "a"), _node("Pow", ["a", "e"])],
+                                      shape, {"e": _scalar(1.7)})
+                cases.append(Case("elementwise", f"Pow x^1.7 {_shape(*shape)}", model, feeds))
+                for e in (2.0, 3.0, 0.5):
+                    model, feeds = _model([_node("Abs", ["x"], "a"),
+                                           _node("Pow", ["a", "e"])], shape, {"e": _scalar(e)})
+                    cases.append(Case("elementwise", f"Pow x^{e:g} {_shape(*shape)}", model,
+                                      feeds))
+                break
+            model, feeds = _model([_node(op, ["x", "z"])], shape, extra_inputs=[("z", other)])
+            cases.append(Case("elementwise", f"{op} {label} {_shape(*shape)}", model, feeds))
+    return cases
+
+
+CONSTANTS = {"sqrt2": _scalar(math.sqrt(2)), "one": _scalar(1.0), "half": _scalar(0.5),
+             "three": _scalar(3.0), "k": _scalar(0.044715),
+             "r2pi": _scalar(math.sqrt(2 / math.pi))}
+
+
+def _gelu_nodes(x: str, y: str) -> list:
+    return [_node("Div", [x, "sqrt2"], "g_d"), _node("Erf", ["g_d"], "g_e"),
+            _node("Add", ["g_e", "one"], "g_e1"), _node("Mul", [x, "g_e1"], "g_m"),
+            _node("Mul", ["g_m", "half"], y)]
+
+
+def _gelu_tanh_nodes(x: str, y: str) -> list:
+    return [_node("Pow", [x, "three"], "t_p"), _node("Mul", ["t_p", "k"], "t_pk"),
+            _node("Add", [x, "t_pk"], "t_in"), _node("Mul", ["t_in", "r2pi"], "t_a"),
+            _node("Tanh", ["t_a"], "t_t"), _node("Add", ["t_t", "one"], "t_t1"),
+            _node("Mul", [x, "t_t1"], "t_m"), _node("Mul", ["t_m", "half"], y)]
+
+
+def _conv(x_shape, filters, kernel, stride=1, pads=None, group=1, tail=()) -> tuple:
+    c = x_shape[1]
+    spatial = len(x_shape) - 2
+    k = [kernel] * spatial if isinstance(kernel, int) else list(kernel)
+    w = (RNG.standard_normal((filters, c // group, *k)) / math.sqrt(c // group * math.prod(k))
+         ).astype(np.float32)
+    b = RNG.standard_normal(filters).astype(np.float32) * 0.1
+    pads = pads if pads is not None else [kk // 2 for kk in k] * 2
+    out = "c" if tail else "y"
+    nodes = [_node("Conv", ["x", "w", "b"], out, kernel_shape=k, strides=[stride] * spatial,
+                   pads=pads, group=group), *tail]
+    return _model(nodes, x_shape, {"w": w, "b": b, **CONSTANTS})
+
+
+def conv_cases() -> list[Case]:
+    cases = []
+    # 1-D front ends: long kernels, large strides
+    for c, length, filters, kernel, stride in [(1, 16000, 64, 400, 160), (1, 16000, 512, 10, 5),
+                                               (1, 640, 258, 256, 128), (64, 100, 128, 3, 1),
+                                               (80, 3000, 384, 3, 1), (1, 32000, 32, 80, 4)]:
+        model, feeds = _conv((1, c, length), filters, kernel, stride, pads=[0, 0])
+        cases.append(Case("conv1d", f"Conv1d {c}->{filters} k{kernel} s{stride} L{length}",
+                          model, feeds))
+    # stems and few-channel convs
+    for c, size, filters, kernel, stride in [(3, 224, 64, 3, 2), (3, 224, 32, 3, 2),
+                                             (3, 224, 64, 7, 2), (3, 416, 16, 3, 2),
+                                             (1, 112, 32, 3, 2), (4, 224, 32, 3, 4),
+                                             (3, 299, 32, 3, 2), (2, 128, 16, 5, 2),
+                                             (3, 224, 96, 4, 4)]:
+        model, feeds = _conv((1, c, size, size), filters, kernel, stride)
+        cases.append(Case("small_c", f"Conv {c}->{filters} {kernel}x{kernel} s{stride} "
+                          f"{size}x{size}", model, feeds))
+    # conv + activation epilogues (op + epilogue models)
+    silu = [_node("Sigmoid", ["c"], "s"), _node("Mul", ["c", "s"])]
+    hardswish = [_node("HardSigmoid", ["c"], "h", alpha=1 / 6, beta=0.5),
+                 _node("Mul", ["c", "h"])]
+    for label, tail in (("SiLU", silu), ("GELU", _gelu_nodes("c", "y")),
+                        ("HardSwish", hardswish), ("ReLU", [_node("Relu", ["c"])])):
+        for c, size, filters in [(144, 56, 24), (32, 112, 16), (96, 27, 96)]:
+            model, feeds = _conv((1, c, size, size), filters, 1, tail=tail)
+            cases.append(Case("epilogue", f"Conv1x1 {c}->{filters} {size}x{size} + {label}",
+                              model, feeds))
+    return cases
+
+
+FAMILIES = {
+    "pool": pool_cases,
+    "reduce": reduce_cases,
+    "softmax": row_cases,   # softmax, log-softmax and layernorm rows
+    "elementwise": elementwise_cases,
+    "conv": conv_cases,     # 1-D convs, few-channel convs, conv + epilogue
+}
+
+
+# --- measuring ------------------------------------------------------------------------------
+
+def measure(case: Case, threads: int, seconds: float) -> Row:
+    row = Row(case.family, case.name)
+    try:
+        module = tensorc.compile(case.model, num_threads=threads)
+    except tensorc.TensorcError as error:
+        row.error = f"compile: {error}"
+        return row
+    row.kernels = len(module.kernels)
+    session = onnxruntime_session(case.model, threads)
+    comparison = compare_outputs(module.run(case.feeds), run_session(session, case.feeds))
+    if not comparison.passed:
+        row.error = f"outputs disagree with onnxruntime (max abs err {comparison.max_abs:.3g})"
+        return row
+    feeds = case.feeds
+    timings = time_alternating({"tensorc": lambda: module.run(feeds),
+                                "onnxruntime": lambda: session.run(None, feeds)},
+                               seconds=seconds, samples=7, warmup=2)
+    row.tensorc_ms = timings["tensorc"].median_ms
+    row.onnxruntime_ms = timings["onnxruntime"].median_ms
+    roofline = machine_roofline(threads=threads)
+    bound = sum(roofline.bound_seconds(k.flops, k.bytes) for k in module.kernels)
+    row.roofline = min(1.0, bound * 1e3 / row.tensorc_ms) if row.tensorc_ms else None
+    return row
+
+
+def render(rows: list[Row], worst: int = 10) -> str:
+    header = ["family", "case", "tensorc ms", "onnxruntime ms", "tc/ort", "roofline"]
+
+    def line(r: Row) -> list[str]:
+        return [r.family, r.name, f"{r.tensorc_ms:.4f}" if r.tensorc_ms else "-",
+                f"{r.onnxruntime_ms:.4f}" if r.onnxruntime_ms else "-",
+                f"{r.ratio:.2f}" if r.ratio else "-",
+                f"{r.roofline:.0%}" if r.roofline is not None else "-"]
+    measured = [r for r in rows if r.ratio]
+    parts = [format_table(header, [line(r) for r in rows])]
+    ranked = sorted(measured, key=lambda r: -r.ratio)[:worst]
+    parts.append(f"\nthe {len(ranked)} worst cases (tensorc / onnxruntime):")
+    parts.append(format_table(header, [line(r) for r in ranked]))
+    if measured:
+        ratios = [r.ratio for r in measured]
+        geomean = math.exp(statistics.fmean(math.log(x) for x in ratios))
+        slow = sum(1 for x in ratios if x > 2)
+        parts.append(f"\n{len(measured)} cases: geomean tensorc/onnxruntime {geomean:.2f}, "
+                     f"median {statistics.median(ratios):.2f}, worst {max(ratios):.2f}, "
+                     f"{slow} slower than 2x; tensorc under 30% of its roofline in "
+                     f"{sum(1 for r in measured if (r.roofline or 0) < 0.3)} cases")
+    errors = [r for r in rows if r.error]
+    for r in errors:
+        parts.append(f"ERROR {r.family} {r.name}: {r.error}")
+    parts.append("tc/ort above 1: tensorc is slower; roofline: tensorc's bound time / its time "
+                 "(memory bound by DRAM bandwidth, so cache-resident cases can reach 100%)")
+    return "\n".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--family", nargs="+", choices=sorted(FAMILIES),
+                        default=sorted(FAMILIES), help="case families (default: all)")
+    parser.add_argument("--match", help="only cases whose name contains this text")
+    parser.add_argument("--threads", type=int, default=1, help="threads (default: 1)")
+    parser.add_argument("--seconds", type=float, default=0.3,
+                        help="time per side per case (default: %(default)s)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    args = parser.parse_args(argv)
+    cases = [c for f in args.family for c in FAMILIES[f]()
+             if not args.match or args.match in c.name]
+    rows = []
+    start = time.perf_counter()
+    for k, case in enumerate(cases, 1):
+        print(f"[{k}/{len(cases)}] {case.family}: {case.name}", file=sys.stderr, flush=True)
+        rows.append(measure(case, args.threads, args.seconds))
+    print(f"measured {len(cases)} cases in {time.perf_counter() - start:.0f} s",
+          file=sys.stderr)
+    if args.json:
+        print(json.dumps([asdict(r) | {"ratio": r.ratio} for r in rows], indent=1))
+    else:
+        print(render(rows))
+    return 1 if any(r.error for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
