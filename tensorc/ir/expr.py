@@ -596,7 +596,7 @@ def _affine_divmod(op: str, a: Affine, b: Affine, bounds: Bounds) -> Affine:
     return Affine.of_atom(Binary(op, r.to_expr(), const(c, a.dtype)))
 
 
-def _merge_div_mod(aff: Affine) -> Affine:
+def merge_div_mod(aff: Affine) -> Affine:
     """Rewrite ``k*c*(x // c) + k*(x % c)`` into ``k*x``."""
     changed = True
     while changed:
@@ -608,6 +608,12 @@ def _merge_div_mod(aff: Affine) -> Affine:
             c = atom.b.value
             div_key = expr_key(Binary("floordiv", atom.a, atom.b))
             div = aff.terms.get(div_key)
+            if div is None and isinstance(atom.a, Binary) and atom.a.op == "floordiv" and \
+                    isinstance(atom.a.b, Const):
+                # (x // a) % c beside x // (a*c): the same pair, with the division nested
+                div_key = expr_key(Binary("floordiv", atom.a.a, const(atom.a.b.value * c,
+                                                                      atom.a.b.dtype)))
+                div = aff.terms.get(div_key)
             if div is None or div[1] != coeff * c:
                 continue
             terms = dict(aff.terms)
@@ -637,7 +643,7 @@ def simplify(e: Expr, bounds: Bounds | None = None) -> Expr:
         return e
     if is_int(e.dtype) and isinstance(e, Binary) and e.op in (
             "add", "sub", "mul", "floordiv", "floormod", "min", "max"):
-        return _merge_div_mod(to_affine(e, bounds)).to_expr()
+        return merge_div_mod(to_affine(e, bounds)).to_expr()
     kids = tuple(simplify(k, bounds) for k in e.children())
     if isinstance(e, Compare):
         a, b = kids
@@ -712,7 +718,7 @@ def linear_coeff(e: Expr, var: Var, bounds: Bounds | None = None) -> tuple[Expr,
 
     Returns (base, stride), or None when ``e`` is not affine in ``var``.
     """
-    aff = _merge_div_mod(to_affine(e, bounds or {}))
+    aff = merge_div_mod(to_affine(e, bounds or {}))
     stride = 0
     rest = {}
     for k, (atom, c) in aff.terms.items():

@@ -326,7 +326,7 @@ def _loads_of(body: Expr, t: Tensor) -> list[Load]:
 def _relaxed_interval(index: Expr, relaxed: dict[Var, tuple[int, int]],
                       known: dict[Var, tuple[int, int]]) -> tuple[Expr, int, int] | None:
     """``index`` = base + [lo, hi] where base is free of the relaxed variables."""
-    aff = E.to_affine(index, known)
+    aff = E.merge_div_mod(E.to_affine(index, known))
     lo = hi = aff.const
     base_terms = {}
     for key, (atom, c) in aff.terms.items():

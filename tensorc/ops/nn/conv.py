@@ -128,6 +128,8 @@ def _conv_compute(attrs: dict, x: te.Tensor, w: te.Tensor) -> te.Tensor:
     out = output_spatial(attrs, TensorType(x.shape, x.dtype), TensorType(wshape, w.dtype))
     if _flattens(attrs, spatial, groups, block, kernel, out):
         return _conv_flat(attrs, x, w, kernel, out)
+    if not block and conv_as_gemm(attrs, x.shape, w.shape):
+        return _conv_gemm(attrs, x, w, kernel, out)
     padded = padded_input(x, attrs["pads"])
     rc = te.reduce_axis(per_group, "rc")
     rk = [te.reduce_axis(k, "r" + "zyx"[3 - spatial + d]) for d, k in enumerate(kernel)]
@@ -197,6 +199,96 @@ def _conv_flat(attrs: dict, x: te.Tensor, w: te.Tensor, kernel, out) -> te.Tenso
                       name="conv")
 
 
+# The GEMM formulation: out[n, f, q] = sum_k W[f, k] * P[n, k, q] over output positions q
+# and k = (channel, kernel offsets), P the input patches (im2col). Built for the convs whose
+# direct form vectorizes badly along the output row: 1-D front ends with long kernels and
+# large strides (gathers), stems with 1 to 4 input channels (a reduction too short to hide
+# anything), strided patch convs (stride >= 3), and pointwise convs (a plain matrix
+# product). Output rows are padded to whole blocks of GEMM_COLUMNS (the epilogue drops the
+# padding), so the register tile never needs a guard and a block never straddles two rows:
+# its patches are strided loads, not gathers. A pointwise conv's positions are one flat row.
+GEMM_COLUMNS = 16
+
+
+def conv_as_gemm(attrs: dict, x_shape, w_shape) -> bool:
+    """Whether a conv (OIHW weight shape) takes the GEMM formulation (it then wants its
+    weights unpacked: a tile's weights are W[f, k], contiguous in k)."""
+    spatial = len(x_shape) - 2
+    if attrs["groups"] != 1 or spatial > 2:
+        return False
+    if spatial == 1:
+        return True
+    return w_shape[1] <= 4 or min(attrs["strides"]) >= 3 or _pointwise(attrs, w_shape)
+
+
+def _pointwise(attrs: dict, w_shape) -> bool:
+    return tuple(w_shape[2:]) == (1, 1) and tuple(attrs["strides"]) == (1, 1) and \
+        not any(attrs["pads"])
+
+
+def _conv_gemm(attrs: dict, x: te.Tensor, w: te.Tensor, kernel, out) -> te.Tensor:
+    n_batch, channels = x.shape[:2]
+    spatial = x.ndim - 2
+    filters = w.shape[0]
+    strides, dilations = attrs["strides"], attrs["dilations"]
+    depth = channels * int(np.prod(kernel))
+    pointwise = _pointwise(attrs, w.shape)
+    # the GEMM's output grid: rows of output positions, each padded to whole blocks
+    grid = (int(np.prod(out)),) if pointwise or spatial == 1 else tuple(out)
+    grid = (*grid[:-1], -(-grid[-1] // GEMM_COLUMNS) * GEMM_COLUMNS)
+    padded = padded_input(x, attrs["pads"])
+
+    def unflatten(index, extents):
+        """Row-major coordinates of a flat index (the last one fastest)."""
+        coords = []
+        for d in range(len(extents)):
+            stride = int(np.prod(extents[d + 1:]))
+            v = index // stride if stride > 1 else index
+            coords.append(v % extents[d] if d > 0 else v)
+        return coords
+
+    def patch(n, k, *g):
+        if pointwise:       # P is x itself, one flat row per channel
+            q = E.minimum(g[0], int(np.prod(out)) - 1)
+            return x[(n, k, *unflatten(q, tuple(out)))]
+        c, *offset = unflatten(k, (channels, *kernel))
+        # padding columns read the row's last real position
+        o = [*g[:-1], E.minimum(g[-1], out[-1] - 1)]
+        pos = [o[d] * strides[d] + offset[d] * dilations[d] for d in range(spatial)]
+        return padded[(n, c, *pos)]
+    grid_names = ["q"] if len(grid) == 1 else ["y", "q"]
+    patches = te.compute((n_batch, depth, *grid), patch, name="im2col", tag="anchor:im2col",
+                         axis_names=["n", "k", *grid_names])
+    rk = te.reduce_axis(depth, "rk")
+    acc = te.accumulator_dtype(x.dtype)
+
+    def weight(f, k):
+        return w[(f, *unflatten(k, (channels, *kernel)))]
+    gemm = te.compute((n_batch, filters, *grid), lambda n, f, *g: te.sum_(
+        E.cast(acc, weight(f, rk.var)) * E.cast(acc, patches[(n, rk, *g)]), axis=rk),
+        name="conv_gemm", tag="anchor:conv_gemm", axis_names=["n", "f", *grid_names])
+
+    def result(n, f, *o):
+        if len(grid) == len(o):
+            return E.cast(x.dtype, gemm[(n, f, *o)])
+        q = o[0]
+        for d in range(1, spatial):
+            q = q * out[d] + o[d]
+        return E.cast(x.dtype, gemm[n, f, q])
+    return te.compute((n_batch, filters, *out), result, name="conv")
+
+
+def gemm_tile(target: Target, rows: int, columns: int) -> tuple[int, int]:
+    """The register tile of a GEMM micro-kernel: (rows, vectors across ``columns``). The
+    accumulators, one row of column vectors and a broadcast value must fit the vector
+    registers (16 with AVX2, 32 with AVX-512): 6 x 2 vectors of 8, or 28 x 1 of 16. ``rows``
+    is the extent to tile: a divisor of it is taken, so that no tile needs a guard."""
+    registers = 32 if target.vector_bits >= 512 else 16
+    vectors = max(1, columns // target.vector_lanes("float32"))
+    most = (registers - vectors - 1) // vectors
+    return _divisor_at_most(rows, most), vectors
+
+
 FILTER_TILE = 16    # filters accumulated per input vector (unrolled, broadcast weights)
 
 
@@ -214,6 +306,9 @@ def _conv_schedule(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.Ten
         inner = conv_t.op.input_tensors()[0]
         if inner.op.name == "conv_flat":
             _schedule_flat(target, sch, out, inner)
+            return
+        if inner.op.name == "conv_gemm":
+            _schedule_gemm(target, sch, out, inner)
             return
         conv_t = inner
     inputs = conv_t.op.input_tensors()
@@ -272,6 +367,46 @@ def _schedule_flat(target: Target, sch: Schedule, out: te.Tensor, flat: te.Tenso
     ls.unroll(lf)
     ls.vectorize(lq)
     schedule_injective(target, sch, out)
+
+
+def _schedule_gemm(target: Target, sch: Schedule, out: te.Tensor, gemm: te.Tensor) -> None:
+    """The GEMM formulation, tiled for registers: for each block of GEMM_COLUMNS output
+    positions of a row (blocks in parallel) the block's patches are gathered once (im2col,
+    K x columns), then every tile of ``rows`` filters x the block accumulates over K in
+    registers (the filters unrolled, their weights broadcast) and the epilogue writes it:
+
+        for (n.y.q.o: parallel)
+          P[k, q.i] = patches                                   (once per block)
+          for (f.o)  [for (k)  for (f.i: unrolled)  for (q.i: vectorized)  acc += W * P]
+                     out[f, y, q] = epilogue(acc)
+    """
+    patches = next(t for t in gemm.op.input_tensors() if t.op.name == "im2col")
+    rows, _ = gemm_tile(target, gemm.shape[1], GEMM_COLUMNS)
+    local = sch.cache_write(gemm, "local")
+    sch[gemm].compute_inline()       # the epilogue reads the register tile itself
+    st = sch[out]
+    n, f, *spatial = st.op_axis
+    flat = len(gemm.shape) == 3 and len(spatial) > 1       # a pointwise conv's flat rows
+    if flat:
+        lines, q = [], st.fuse(*spatial)
+    else:
+        *lines, q = spatial
+    fo, fi = st.split(f, rows)
+    qo, qi = st.split(q, GEMM_COLUMNS)
+    st.reorder(n, *lines, qo, fo, fi, qi)
+    st.vectorize(qi)
+    block = st.fuse(n, *lines, qo)
+    if np.prod(out.shape) >= PARALLEL_MIN_ELEMENTS:
+        st.parallel(block)
+    ls = sch[local]
+    ls.compute_at(st, fo)
+    ln, lf, *l_lines, lq = ls.op_axis
+    ls.reorder(ln, *l_lines, *ls.reduce_axis, lf, lq)
+    ls.unroll(lf)
+    ls.vectorize(lq)
+    ps = sch[patches]
+    ps.compute_at(st, block)
+    ps.vectorize(ps.op_axis[-1])
 
 
 def _divisor_at_most(n: int, limit: int) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from tensorc.ir.graph import Graph, Value
+from tensorc.ops.nn.conv import conv_as_gemm
 
 KERNEL_BLOCKS = (16, 8)     # filters per block, the first that divides the filter count
 
@@ -33,8 +34,9 @@ def alter_layout(graph: Graph) -> Graph:
             continue
         filters, per_group = w.type.shape[:2]
         block = next((b for b in KERNEL_BLOCKS if filters % b == 0), None)
-        if per_group == 1 or block is None:
-            continue        # depthwise convs, and odd filter counts, keep OIHW
+        if per_group == 1 or block is None or \
+                conv_as_gemm(node.attrs, node.inputs[0].type.shape, w.type.shape):
+            continue        # depthwise convs, odd filter counts and GEMM convs keep OIHW
         if w not in packed:
             array = pack_conv_weight(graph.constants[w], block)
             packed[w] = graph.add_constant(array, f"{w.name}_packed")
