@@ -19,7 +19,7 @@ from tensorc.target import Target
 
 __version__ = "0.1.0"
 
-STAGES = ("graph", "fused", "loops", "llvm")
+STAGES = ("graph", "fused", "loops", "llvm", "cuda")
 
 
 def _import(model, input_shapes):
@@ -60,12 +60,12 @@ def compile(model: str | Path | "onnx.ModelProto", target: str | Target = "llvm"
     if tuning_log is not None:
         raise TensorcError("tuning logs are not supported yet: compile without tuning_log=")
     tgt = Target.from_string(target)
-    if tgt.kind != "llvm":
-        raise TensorcError(f"target {tgt} is not supported yet: use target='llvm'")
     start = time.perf_counter()
     proto, graph = _import(model, input_shapes)
     if progress:
         progress(f"imported {graph.name}: {len(graph.nodes)} nodes")
+    if tgt.kind == "cuda":
+        return _compile_cuda(proto, graph, tgt, progress, start)
     compiled = compile_graph(graph, tgt, progress)
     obj = to_object(compiled, tgt)
     outputs = [(name, sig[1], sig[2]) for name, sig in
@@ -81,9 +81,41 @@ def compile(model: str | Path | "onnx.ModelProto", target: str | Target = "llvm"
     return mod
 
 
+def _compile_cuda(proto, graph, tgt: Target, progress, start: float):
+    """A CudaModule: CUDA C for every kernel, nvcc-built for the target's architectures."""
+    import time
+
+    from tensorc.compiler_cuda import compile_graph_cuda, cuda_module
+    compiled = compile_graph_cuda(graph, tgt, progress)
+    if progress:
+        progress(f"running nvcc for {', '.join(tgt.archs)}")
+    mod = cuda_module(compiled, tgt, proto.SerializeToString())
+    mod.info["compile_seconds"] = round(time.perf_counter() - start, 3)
+    return mod
+
+
+def _inspect_cuda(graph, tgt: Target, stage: str) -> str:
+    from tensorc.codegen.nvcc import build_fatbin, find_nvcc, format_resources
+    from tensorc.compiler_cuda import compile_graph_cuda, format_device_kernels
+    compiled = compile_graph_cuda(graph, tgt)
+    if stage == "loops":
+        return format_device_kernels(compiled) + "\n// launch plan: " + \
+            compiled.launches.describe() + "\n"
+    if stage == "llvm":
+        raise TensorcError(f"stage llvm is the CPU's; for target {tgt} inspect stage cuda")
+    if find_nvcc() is None:
+        note = "// ptxas resources: not measured (nvcc not found; set CUDA_HOME)"
+    else:
+        build = build_fatbin(compiled.source, tgt.archs)
+        note = "// ptxas resources per kernel\n" + "\n".join(
+            "// " + line for line in format_resources(build.resources).splitlines())
+    return f"{compiled.source}\n{note}\n// launch plan: {compiled.launches.describe()}\n"
+
+
 def inspect(model, stage: str = "graph", input_shapes=None, target: str | Target = "llvm"
             ) -> str:
-    """The model's IR after a pipeline stage: graph, fused, loops or llvm."""
+    """The model's IR after a pipeline stage: graph, fused, loops, llvm (CPU targets) or
+    cuda (CUDA C, with ptxas's resources per kernel when nvcc is there)."""
     from tensorc.compiler import compile_graph, optimize_graph, optimized_llvm_ir
     from tensorc.ir.loop import format_func
     from tensorc.passes.graph.fuse import format_groups, fuse
@@ -96,6 +128,10 @@ def inspect(model, stage: str = "graph", input_shapes=None, target: str | Target
         return str(optimize_graph(graph, tgt))
     if stage == "fused":
         return format_groups(fuse(optimize_graph(graph, tgt)))
+    if tgt.kind == "cuda":
+        return _inspect_cuda(graph, tgt, stage)
+    if stage == "cuda":
+        raise TensorcError("stage cuda needs a CUDA target: --target cuda")
     compiled = compile_graph(graph, tgt)
     if stage == "loops":
         seen, parts = set(), []

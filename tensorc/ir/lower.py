@@ -5,6 +5,10 @@ leaves through the split/fuse relations; a split whose factor does not divide it
 leaves a guard. A reduction gets an init nest over the spatial loops that follow its first
 reduction loop, then the update nest. A stage computed at a loop of another stage gets the
 region its consumer needs inside that loop (bounds inference on affine indices).
+
+GPU schedules bind loops to thread axes. A shared-memory stage serves every thread of a block,
+so its region also spans the thread loops around it; a reduction loop bound to a thread axis
+becomes a per-thread partial result combined across the threads (a ThreadReduce).
 """
 from __future__ import annotations
 
@@ -13,7 +17,9 @@ from typing import Sequence
 from tensorc.errors import ScheduleError
 from tensorc.ir import expr as E
 from tensorc.ir.expr import Const, Expr, Load, Reduce, Var, all_of, substitute, transform
-from tensorc.ir.loop import Allocate, Buffer, For, IfThenElse, PrimFunc, Stmt, Store, seq
+from tensorc.ir.loop import (
+    Allocate, Buffer, For, IfThenElse, PrimFunc, Stmt, Store, ThreadReduce, seq,
+)
 from tensorc.ir.schedule import Schedule, Split, Stage, SVar
 from tensorc.ir.te import ComputeOp, PlaceholderOp, Tensor
 
@@ -72,6 +78,8 @@ class _Lowering:
         self.buffers: dict[int, Buffer] = {}
         self.region_min: dict[int, list[Expr]] = {}
         self.var_ranges: dict[Var, tuple[int, int]] = {}
+        # loops bound to a GPU thread axis (threadIdx.*), with their ranges
+        self.thread_ranges: dict[Var, tuple[int, int]] = {}
         self.params: list[Buffer] = []
         for t in args:
             b = Buffer(t.name, t.shape, t.dtype)
@@ -144,6 +152,8 @@ class _Lowering:
         info = _NestInfo(st, root_ranges)
         for sv in st.leaf_vars:
             self.var_ranges[sv.var] = (0, info.extent[sv] - 1)
+            if st.loop_kind.get(sv, "").startswith("threadIdx"):
+                self.thread_ranges[sv.var] = (0, info.extent[sv] - 1)
         op: ComputeOp = st.op
         subst = {sv.var: info.root_index[sv] for sv in st.root_vars}
         body = self.expand(op.body)
@@ -184,6 +194,10 @@ class _Lowering:
         leaves = st.leaf_vars
         first_reduce = next((k for k, sv in enumerate(leaves) if sv.kind == "reduce"),
                             len(leaves))
+        if isinstance(body, Reduce) and any(sv.kind == "reduce" and _thread_bound(st, sv)
+                                            for sv in leaves):
+            return self.lower_cross_thread(st, info, body, buf, store_idx, spatial_guards,
+                                           reduce_guards, first_reduce, children)
         # update nest: the loops from the first reduction loop inward
         inner = update
         for sv in reversed(leaves[first_reduce:]):
@@ -203,6 +217,47 @@ class _Lowering:
                                 init_nest)
             init_nest = _subst_stmt(init_nest, copies)
             inner = seq(init_nest, inner)
+        for sv in reversed(leaves[:first_reduce]):
+            inner = self.wrap_loop(st, sv, info, inner, children)
+        return inner
+
+    def lower_cross_thread(self, st: Stage, info: _NestInfo, body: Reduce, buf: Buffer,
+                           store_idx: tuple, spatial_guards: list, reduce_guards: list,
+                           first_reduce: int, children: dict) -> Stmt:
+        """A reduction whose outermost reduction loop is bound to a thread axis: each thread
+        accumulates its share in a local partial, a ThreadReduce combines the partials, and
+        the result is stored (by the first thread, unless the buffer is per-thread)."""
+        leaves = st.leaf_vars
+        bound = [sv for sv in leaves if sv.kind == "reduce" and _thread_bound(st, sv)]
+        where = f"stage {st.name}"
+        if len(bound) != 1 or leaves.index(bound[0]) != first_reduce:
+            raise ScheduleError(f"{where}: a cross-thread reduction binds exactly one "
+                                f"reduction loop, its outermost one, to a thread axis; got "
+                                f"{[sv.name for sv in bound]} of loops {leaves}")
+        if any(sv.kind == "spatial" for sv in leaves[first_reduce:]):
+            raise ScheduleError(f"{where}: a cross-thread reduction needs every spatial loop "
+                                f"outside its reduction loops (reorder {leaves})")
+        if any(_thread_bound(st, sv) for sv in leaves[first_reduce + 1:]) or any(
+                st.loop_kind.get(sv) == "vectorized" for sv in leaves[first_reduce:]):
+            raise ScheduleError(f"{where}: inside the thread-bound reduction loop the "
+                                f"reduction loops must be serial or unrolled")
+        tloop = bound[0]
+        partial = Buffer(f"{st.name}.partial", (1,), buf.dtype, "local")
+        current = Load(partial, [E.const(0)])
+        source = self.to_buffer_loads(body.source)
+        update = _guarded(all_of(*spatial_guards, *reduce_guards),
+                          Store(partial, (E.const(0),), _combine(body.combiner, current, source)))
+        inner = update
+        for sv in reversed(leaves[first_reduce + 1:]):
+            inner = self.wrap_loop(st, sv, info, inner, children)
+        first_thread = None
+        if buf.scope != "local":     # a per-thread buffer: every thread keeps its result
+            first_thread = E.Compare("eq", tloop.var, E.const(0))
+        result = _guarded(all_of(*spatial_guards, first_thread), Store(buf, store_idx, current))
+        combine = ThreadReduce(partial, body.combiner, st.loop_kind[tloop], info.extent[tloop])
+        inner = Allocate(partial, seq(Store(partial, (E.const(0),), body.init), inner,
+                                      combine, result))
+        inner = self.wrap_loop(st, tloop, info, inner, children)
         for sv in reversed(leaves[:first_reduce]):
             inner = self.wrap_loop(st, sv, info, inner, children)
         return inner
@@ -254,6 +309,9 @@ class _Lowering:
         t = child.tensor
         pos = parent.leaf_vars.index(at)
         relaxed = {sv.var: (0, info.extent[sv] - 1) for sv in parent.leaf_vars[pos + 1:]}
+        if child.scope == "shared":
+            # one copy serves every thread of the block: span the thread loops around it
+            relaxed.update(self.thread_ranges)
         loads = _loads_of(parent_body, t)
         for sib in later_siblings:
             sib_body = self.expand(sib.op.body)
@@ -298,6 +356,10 @@ class _Lowering:
         # the schedule chose another scope (shared memory on GPUs)
         scope = "local" if child.scope == "global" else child.scope
         self.buffers[id(t)] = Buffer(child.name, tuple(extents), t.dtype, scope)
+
+
+def _thread_bound(st: Stage, sv: SVar) -> bool:
+    return st.loop_kind.get(sv, "").startswith("threadIdx")
 
 
 def _loads_of(body: Expr, t: Tensor) -> list[Load]:
