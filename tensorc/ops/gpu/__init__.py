@@ -6,4 +6,4 @@ work is worth more get their own: injective groups (coalesced, vectorized), row 
 softmax and normalizations (a block per row, warp shuffles), matmul and conv (shared-memory
 tiles, register tiles).
 """
-from tensorc.ops.gpu import generic, injective, rows  # noqa: F401
+from tensorc.ops.gpu import conv, generic, injective, matmul, rows  # noqa: F401

@@ -33,7 +33,9 @@ class _Pending:
     writes: set = field(default_factory=set)
 
     def conflicts(self, reads: set, writes: set) -> bool:
-        return bool(writes & (self.reads | self.writes) or reads & self.writes)
+        # read after write, write after read; two writes with no read between them need no
+        # order (threads writing one element race with or without a barrier)
+        return bool(writes & self.reads or reads & self.writes)
 
     def clear(self) -> None:
         self.reads.clear()
@@ -63,6 +65,10 @@ def _visit(s: Stmt, pending: _Pending) -> Stmt:
     if isinstance(s, Seq):
         out: list[Stmt] = []
         for child in s.stmts:
+            if isinstance(child, Allocate):
+                # an allocation only scopes what follows it: look at its statements
+                out.append(_visit(child, pending))
+                continue
             reads, writes = shared_accesses(child)
             if (reads or writes) and pending.conflicts(reads, writes) and \
                     not isinstance(child, Barrier):
@@ -71,7 +77,7 @@ def _visit(s: Stmt, pending: _Pending) -> Stmt:
             out.append(_visit(child, pending))
         return seq(*out)
     if isinstance(s, Allocate):
-        return Allocate(s.buffer, _visit(s.body, pending))
+        return Allocate(s.buffer, _visit(_seq_of(s.body), pending))
     if isinstance(s, IfThenElse):
         before = _Pending(set(pending.reads), set(pending.writes))
         then_case = _visit(s.then_case, pending)
