@@ -48,7 +48,9 @@ def compile(model: str | Path | "onnx.ModelProto", target: str | Target = "llvm"
             input_shapes: Mapping[str, Sequence[int]] | None = None, tuning_log=None,
             num_threads: int | None = None,
             progress: Callable[[str], None] | None = None) -> Module:
-    """Compile an ONNX model (path or ModelProto) for ``target``.
+    """Compile an ONNX model (path or ModelProto) for ``target``: "llvm" (this CPU; a
+    :class:`Module`) or "cuda" / "cuda -arch=sm_90" (NVIDIA GPUs, built with nvcc; a
+    :class:`tensorc.runtime.cuda.CudaModule`, which runs where pycuda finds a GPU).
 
     ``input_shapes`` binds symbolic input dimensions, e.g. ``{"x": (1, 3, 224, 224)}``.
 

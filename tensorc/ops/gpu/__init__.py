@@ -6,4 +6,8 @@ work is worth more get their own: injective groups (coalesced, vectorized), row 
 softmax and normalizations (a block per row, warp shuffles), matmul and conv (shared-memory
 tiles, register tiles).
 """
-from tensorc.ops.gpu import conv, generic, injective, matmul, rows  # noqa: F401
+from tensorc.ops.registry import get_op
+
+get_op("matmul")    # the op families register first (this package is imported after them)
+
+from tensorc.ops.gpu import conv, generic, injective, matmul, rows  # noqa: E402, F401

@@ -1,0 +1,71 @@
+"""The ``tensorc`` command with CUDA targets: inspect the CUDA C and its ptxas resources,
+compile an artifact with nvcc, and the errors (an unknown architecture, running without a
+GPU, a CPU-only stage)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from helpers_cuda import needs_nvcc
+
+import models
+import tensorc
+from tensorc.cli import main
+from tensorc.codegen.nvcc import find_nvcc
+
+MLP = str(models.path("mlp"))
+
+
+def _error(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    assert err.startswith("error: "), err
+    assert "Traceback" not in err
+    return err
+
+
+def test_inspect_prints_the_cuda_source(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect", MLP, "--target", "cuda", "--stage", "cuda"]) == 0
+    out = capsys.readouterr().out
+    assert 'extern "C" __global__ void __launch_bounds__(' in out
+    assert "#include <cuda_fp16.h>" in out
+    assert "// launch plan: " in out and "<<<" in out
+    if find_nvcc() is not None:
+        assert "// ptxas resources per kernel" in out and "regs" in out and "sm_80" in out
+    else:
+        assert "not measured (nvcc not found" in out
+
+
+def test_inspect_loops_shows_device_kernels(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect", MLP, "--target", "cuda -arch=sm_90", "--stage", "loops"]) == 0
+    out = capsys.readouterr().out
+    assert "blockIdx.x" in out and "threadIdx.x" in out and "// grid " in out
+
+
+def test_stages_that_belong_to_the_other_target(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect", MLP, "--target", "cuda", "--stage", "llvm"]) == 2
+    assert "stage llvm is the CPU's; for target cuda -arch=sm_80 inspect stage cuda" in \
+        _error(capsys)
+    assert main(["inspect", MLP, "--stage", "cuda"]) == 2
+    assert "stage cuda needs a CUDA target: --target cuda" in _error(capsys)
+
+
+def test_unknown_architecture(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compile", MLP, "--target", "cuda -arch=sm_70", "-o",
+                 str(tmp_path / "m.tcz")]) == 2
+    assert "unknown CUDA architecture sm_70 in 'cuda -arch=sm_70': use one of sm_80, sm_89, " \
+           "sm_90" in _error(capsys)
+
+
+@needs_nvcc
+def test_compile_for_a_gpu_then_run_without_one(tmp_path: Path, monkeypatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "mlp.tcz"
+    assert main(["compile", MLP, "--target", "cuda -arch=sm_90", "-o", str(out)]) == 0
+    assert "running nvcc for sm_90" in capsys.readouterr().out
+    module = tensorc.load(out)
+    assert module.target == "cuda -arch=sm_90" and module.fatbin
+    monkeypatch.setitem(sys.modules, "pycuda", None)       # no pycuda, as on this machine
+    monkeypatch.setitem(sys.modules, "pycuda.driver", None)
+    assert main(["run", str(out)]) == 2
+    assert "running a CUDA module needs pycuda and an NVIDIA GPU" in _error(capsys)
