@@ -117,7 +117,8 @@ def _inspect_cuda(graph, tgt: Target, stage: str) -> str:
 def inspect(model, stage: str = "graph", input_shapes=None, target: str | Target = "llvm"
             ) -> str:
     """The model's IR after a pipeline stage: graph, fused, loops, llvm (CPU targets) or
-    cuda (CUDA C, with ptxas's resources per kernel when nvcc is there)."""
+    cuda (CUDA C, with ptxas's resources per kernel when nvcc is there; for a CPU target,
+    that of the default CUDA architecture)."""
     from tensorc.compiler import compile_graph, optimize_graph, optimized_llvm_ir
     from tensorc.ir.loop import format_func
     from tensorc.passes.graph.fuse import format_groups, fuse
@@ -130,10 +131,10 @@ def inspect(model, stage: str = "graph", input_shapes=None, target: str | Target
         return str(optimize_graph(graph, tgt))
     if stage == "fused":
         return format_groups(fuse(optimize_graph(graph, tgt)))
+    if stage == "cuda" and tgt.kind != "cuda":
+        tgt = Target.from_string("cuda")       # the CUDA C of the default architecture
     if tgt.kind == "cuda":
         return _inspect_cuda(graph, tgt, stage)
-    if stage == "cuda":
-        raise TensorcError("stage cuda needs a CUDA target: --target cuda")
     compiled = compile_graph(graph, tgt)
     if stage == "loops":
         seen, parts = set(), []

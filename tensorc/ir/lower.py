@@ -12,6 +12,7 @@ becomes a per-thread partial result combined across the threads (a ThreadReduce)
 """
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 from tensorc.errors import ScheduleError
@@ -50,7 +51,8 @@ def loop_extents(stage: Stage, root_extents: dict[SVar, int] | None = None
 class _NestInfo:
     """Extents of a stage's loops and its root indices in terms of the leaf loop variables."""
 
-    def __init__(self, stage: Stage, root_ranges: dict[SVar, tuple[Expr, int]]):
+    def __init__(self, stage: Stage, root_ranges: dict[SVar, tuple]):
+        """``root_ranges``: per root loop (min, extent) or (min, extent, step)."""
         ext = loop_extents(stage, {sv: r[1] for sv, r in root_ranges.items()})
         value: dict[SVar, Expr] = {sv: sv.var for sv in stage.leaf_vars}
         guards: list[tuple[SVar, Expr]] = []
@@ -67,8 +69,9 @@ class _NestInfo:
                 value[rel.inner] = value[rel.fused] % n if n != 1 else E.const(0)
         self.extent = ext
         self.guards = guards
-        self.root_index = {sv: E.simplify(root_ranges[sv][0] + value[sv]) for sv in
-                           stage.root_vars}
+        self.root_index = {sv: E.simplify(root_ranges[sv][0] + _scaled(value[sv],
+                                                                        _step(root_ranges[sv])))
+                           for sv in stage.root_vars}
 
 
 class _Lowering:
@@ -77,6 +80,12 @@ class _Lowering:
         self.region_extent: dict[int, list[int]] = {}
         self.buffers: dict[int, Buffer] = {}
         self.region_min: dict[int, list[Expr]] = {}
+        # a region may be a lattice: min + step * k (absent: step 1 in every dim)
+        self.region_step: dict[int, list[int]] = {}
+        # GPU schedules (loops bound to thread axes) compact strided regions: a thread's
+        # register tile strided over the block keeps only its own elements
+        self.compact_strides = any(k.startswith(("blockIdx", "threadIdx"))
+                                   for st in sch.stages for k in st.loop_kind.values())
         self.var_ranges: dict[Var, tuple[int, int]] = {}
         # loops bound to a GPU thread axis (threadIdx.*), with their ranges
         self.thread_ranges: dict[Var, tuple[int, int]] = {}
@@ -141,14 +150,24 @@ class _Lowering:
                     kind = "input" if isinstance(x.source.op, PlaceholderOp) else "stage"
                     raise ScheduleError(f"{kind} {x.source.name} is read but is neither an "
                                         f"argument nor realized before its reader")
-                mins = self.region_min[key]
-                idx = [E.simplify(i - m, self.var_ranges) for i, m in zip(x.indices, mins)]
-                return Load(self.buffers[key], idx)
+                return Load(self.buffers[key], self.region_offsets(key, x.indices))
             return None
         return transform(e, fn)
 
+    def region_offsets(self, key: int, indices) -> list[Expr]:
+        """Indices of a tensor's elements in its buffer (its region: min + step * offset)."""
+        mins = self.region_min[key]
+        steps = self.region_step.get(key) or [1] * len(mins)
+        out = []
+        for i, m, step in zip(indices, mins, steps):
+            offset = i - m
+            if step != 1:
+                offset = E.Binary("floordiv", offset, E.const(step, offset.dtype))
+            out.append(E.simplify(offset, self.var_ranges))
+        return out
+
     # ----------------------------------------------------------------------------------------
-    def lower_stage(self, st: Stage, root_ranges: dict[SVar, tuple[Expr, int]]) -> Stmt:
+    def lower_stage(self, st: Stage, root_ranges: dict[SVar, tuple]) -> Stmt:
         info = _NestInfo(st, root_ranges)
         for sv in st.leaf_vars:
             self.var_ranges[sv.var] = (0, info.extent[sv] - 1)
@@ -171,10 +190,9 @@ class _Lowering:
                 self.infer_region(kids[k], st, sv, info, body, kids[k + 1:])
 
         buf = self.buffers[id(st.tensor)]
-        mins = self.region_min[id(st.tensor)]
         spatial = [sv for sv in st.root_vars if sv.kind == "spatial"]
-        store_idx = tuple(E.simplify(info.root_index[sv] - m, self.var_ranges)
-                          for sv, m in zip(spatial, mins))
+        store_idx = tuple(self.region_offsets(id(st.tensor),
+                                              [info.root_index[sv] for sv in spatial]))
         spatial_guards = [g for sv, g in info.guards if sv.kind == "spatial"]
         reduce_guards = [g for sv, g in info.guards if sv.kind == "reduce"]
         spatial_guards += self.domain_guards(st, info)
@@ -278,8 +296,9 @@ class _Lowering:
         b = self.buffers[id(t)]
         ranges = {}
         spatial = [sv for sv in child.root_vars if sv.kind == "spatial"]
-        for sv, m, n in zip(spatial, self.region_min[id(t)], extents):
-            ranges[sv] = (m, n)
+        steps = self.region_step.get(id(t)) or [1] * len(extents)
+        for sv, m, n, step in zip(spatial, self.region_min[id(t)], extents, steps):
+            ranges[sv] = (m, n, step)
         for sv in child.root_vars:
             if sv.kind == "reduce":
                 ranges[sv] = (E.const(0), sv.root_extent)
@@ -321,11 +340,12 @@ class _Lowering:
             # the sibling's root loops run over its whole region inside this loop
             mapping = {}
             spatial = [sv for sv in sib.root_vars if sv.kind == "spatial"]
-            for sv, m, n in zip(spatial, self.region_min[id(sib.tensor)],
-                                self.region_extent[id(sib.tensor)]):
+            steps = self.region_step.get(id(sib.tensor)) or [1] * len(spatial)
+            for sv, m, n, step in zip(spatial, self.region_min[id(sib.tensor)],
+                                      self.region_extent[id(sib.tensor)], steps):
                 v = Var(sv.name + ".r")
                 relaxed[v] = (0, n - 1)
-                mapping[sv.var] = m + v
+                mapping[sv.var] = m + _scaled(v, step)
             for sv in sib.root_vars:
                 if sv.kind == "reduce":
                     relaxed[sv.var] = (0, sv.root_extent - 1)
@@ -334,28 +354,64 @@ class _Lowering:
         if not loads:
             raise ScheduleError(f"{child.name} is computed at {parent.name}.{at.name} but "
                                 f"neither {parent.name} nor a stage computed there reads it")
-        mins, extents = [], []
+        mins, extents, steps = [], [], []
         for d, n in enumerate(t.shape):
             box = [_relaxed_interval(ld.indices[d], relaxed, self.var_ranges) for ld in loads]
             base_key = {E.expr_key(b[0]) for b in box if b is not None}
             if any(b is None for b in box) or len(base_key) != 1:
                 mins.append(E.const(0))
                 extents.append(n)
+                steps.append(1)
                 continue
             lo = min(b[1] for b in box)
             hi = max(b[2] for b in box)
             if hi - lo + 1 >= n:
                 mins.append(E.const(0))
                 extents.append(n)
+                steps.append(1)
                 continue
+            step = 1
+            if self.compact_strides:
+                step = _lattice_step([ld.indices[d] for ld in loads], [b[1] for b in box],
+                                     relaxed, self.var_ranges)
             mins.append(E.simplify(box[0][0] + lo, self.var_ranges))
-            extents.append(hi - lo + 1)
+            extents.append((hi - lo) // step + 1)
+            steps.append(step)
         self.region_min[id(t)] = mins
         self.region_extent[id(t)] = extents
+        self.region_step[id(t)] = steps
         # a stage computed inside another's loop is a temporary of that loop: local unless
         # the schedule chose another scope (shared memory on GPUs)
         scope = "local" if child.scope == "global" else child.scope
         self.buffers[id(t)] = Buffer(child.name, tuple(extents), t.dtype, scope)
+
+
+def _step(rng: tuple) -> int:
+    return rng[2] if len(rng) > 2 else 1
+
+
+def _scaled(e: Expr, step: int) -> Expr:
+    return e if step == 1 else e * step
+
+
+def _lattice_step(indices: list[Expr], los: list[int], relaxed: dict[Var, tuple[int, int]],
+                  known: dict[Var, tuple[int, int]]) -> int:
+    """The largest step g such that every element the loads read is at lo + g * k: the gcd
+    of the relaxed variables' coefficients and of the loads' offsets from each other (1
+    when a relaxed variable appears inside a non-affine term)."""
+    g = 0
+    for index in indices:
+        aff = E.to_affine(index, known)
+        for atom, c in aff.terms.values():
+            if isinstance(atom, Var) and atom in relaxed:
+                a, b = relaxed[atom]
+                if b > a:
+                    g = math.gcd(g, abs(c))
+            elif E.free_vars(atom) & relaxed.keys():
+                return 1
+    for lo in los:
+        g = math.gcd(g, abs(lo - los[0]))
+    return g or 1
 
 
 def _thread_bound(st: Stage, sv: SVar) -> bool:

@@ -79,7 +79,11 @@ def conv_space(target: Target, out: Tensor, conv_t: Tensor, attrs: dict) -> Sear
             return f"shared tiles over {smem * 4} bytes"
         return None
 
+    # 16 columns (2 per thread), or 8 where that divides the rows and 16 does not (no
+    # partial tiles); 4 to 8 for narrow images
     tile_x = min(16, max(4, pow2_at_least(wo)))
+    if tile_x == 16 and wo % 16 and wo % 8 == 0:
+        tile_x = 8
     thread_x = 2 if tile_x >= 16 else 1
     tile_y = min(max(1, pow2_at_least(ho)), max(1, 64 // tile_x), 16)
     tile_f = min(32, max(8, pow2_at_least(f)))
@@ -141,6 +145,9 @@ def schedule_conv(target: Target, sch: Schedule, out: Tensor, conv_t: Tensor, at
     rc, ry, rx = acc_stage.reduce_axis
     rco, rci = acc_stage.split(rc, config["tile_c"])
     acc_stage.reorder(cn, rco, rci, ry, rx, cf, cy, cx)
+    if config["tile_c"] * acc.op.reduce_axis[1].extent * acc.op.reduce_axis[2].extent <= 64:
+        acc_stage.unroll(ry)
+        acc_stage.unroll(rx)
     acc_stage.unroll(cf)
     acc_stage.unroll(cx)
     for t in shared:

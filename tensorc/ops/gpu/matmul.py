@@ -114,6 +114,7 @@ def schedule_matmul(target: Target, sch: Schedule, out: Tensor, mm: Tensor, attr
     (k,) = acc_stage.reduce_axis
     ko, ki = acc_stage.split(k, config["tile_k"])
     acc_stage.reorder(*cb, ko, ki, ci, cj)
+    acc_stage.unroll(ki)
     acc_stage.unroll(ci)
     acc_stage.unroll(cj)
     for t in shared:
