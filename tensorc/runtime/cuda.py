@@ -14,6 +14,7 @@ tested without a GPU.
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 import re
 import time
@@ -73,32 +74,36 @@ class CudaModule:
 
     # devices --------------------------------------------------------------------------------
     def use_device(self, device) -> CudaModule:
-        """Run on ``device`` (a PyCudaDevice, an EmulatedDevice); returns self."""
+        """Run on ``device`` (a PyCudaDevice, an EmulatedDevice); returns self. The weights
+        are uploaded here, once; the arena and the input and output buffers are allocated
+        once and reused by every run."""
         self._device = device
         self._kernels = device.load(self)
         self._pool_ptr = device.alloc(max(1, self.const_pool.nbytes))
-        device.upload(self._pool_ptr, self.const_pool)       # weights go over once
+        device.upload(self._pool_ptr, self.const_pool)
         self._arena_ptr = device.alloc(max(1, self.plan.arena_size))
+        self._in_ptrs = [device.alloc(max(1, _nbytes(s, d))) for _, s, d in self.inputs]
+        self._out_ptrs = [device.alloc(max(1, _nbytes(s, d))) for _, s, d in self.outputs]
+        self._args: dict[tuple, list[list[int]]] = {}
         return self
 
     @property
     def device(self):
         if self._device is None:
-            self.use_device(PyCudaDevice())
+            self.use_device(PyCudaDevice.shared())
         return self._device
 
     # running --------------------------------------------------------------------------------
     def run(self, feeds: Mapping[str, Any], device_outputs: bool = False) -> dict[str, Any]:
-        """Run one inference; returns a dict output name -> numpy array (or device array
-        with ``device_outputs``)."""
+        """Run one inference; returns a dict output name -> numpy array (or, with
+        ``device_outputs``, a device array the caller owns)."""
         device = self.device
-        in_ptrs, keep = self._inputs_on_device(feeds)
-        out_ptrs = [device.alloc(max(1, _nbytes(s, d))) for _, s, d in self.outputs]
-        regions = {"input": in_ptrs, "output": out_ptrs, "const": [self._pool_ptr],
-                   "arena": [self._arena_ptr]}
-        for launch in self.plan.launches:
-            device.launch(self._kernels[launch.kernel], launch.grid, launch.block,
-                          resolve_args(launch, regions))
+        in_ptrs = self._inputs_on_device(feeds)
+        out_ptrs = self._out_ptrs
+        if device_outputs:
+            out_ptrs = [device.alloc(max(1, _nbytes(s, d))) for _, s, d in self.outputs]
+        for launch, args in zip(self.plan.launches, self._launch_args(in_ptrs, out_ptrs)):
+            device.launch(self._kernels[launch.kernel], launch.grid, launch.block, args)
         device.synchronize()
         result = {}
         for (name, shape, dtype), ptr in zip(self.outputs, out_ptrs):
@@ -107,10 +112,7 @@ class CudaModule:
             else:
                 array = np.empty(shape, dtype)
                 device.download(array, ptr)
-                device.free(ptr)
                 result[name] = array
-        for ptr in keep:
-            device.free(ptr)
         return result
 
     def profile(self, feeds: Mapping[str, Any] | None = None, repeat: int = 10
@@ -121,25 +123,33 @@ class CudaModule:
             feeds = {n: np.zeros(s, d) for n, s, d in self.inputs}
         device = self.device
         self.run(feeds)
-        in_ptrs, keep = self._inputs_on_device(feeds)
-        out_ptrs = [device.alloc(max(1, _nbytes(s, d))) for _, s, d in self.outputs]
-        regions = {"input": in_ptrs, "output": out_ptrs, "const": [self._pool_ptr],
-                   "arena": [self._arena_ptr]}
+        all_args = self._launch_args(self._inputs_on_device(feeds), self._out_ptrs)
         samples: list[list[float]] = [[] for _ in self.plan.launches]
         for _ in range(max(1, repeat)):
-            for k, launch in enumerate(self.plan.launches):
-                samples[k].append(device.timed_launch(
-                    self._kernels[launch.kernel], launch.grid, launch.block,
-                    resolve_args(launch, regions)))
-        for ptr in [*keep, *out_ptrs]:
-            device.free(ptr)
+            for k, (launch, args) in enumerate(zip(self.plan.launches, all_args)):
+                samples[k].append(device.timed_launch(self._kernels[launch.kernel],
+                                                      launch.grid, launch.block, args))
         return [{"kernel": launch.kernel, "group": launch.group, "grid": launch.grid,
                  "block": launch.block, "ms": float(np.median(times))}
                 for launch, times in zip(self.plan.launches, samples)]
 
-    def _inputs_on_device(self, feeds: Mapping[str, Any]) -> tuple[list[int], list[int]]:
-        """Device pointers of the inputs (host arrays copied over, device arrays passed
-        through) and the pointers this call allocated."""
+    def _launch_args(self, in_ptrs: list[int], out_ptrs: list[int]) -> list[list[int]]:
+        """Every launch's argument pointers, resolved once per set of input and output
+        buffers."""
+        key = (tuple(in_ptrs), tuple(out_ptrs))
+        args = self._args.get(key)
+        if args is None:
+            regions = {"input": in_ptrs, "output": out_ptrs, "const": [self._pool_ptr],
+                       "arena": [self._arena_ptr]}
+            args = [resolve_args(launch, regions) for launch in self.plan.launches]
+            if len(self._args) >= 16:
+                self._args.clear()
+            self._args[key] = args
+        return args
+
+    def _inputs_on_device(self, feeds: Mapping[str, Any]) -> list[int]:
+        """Device pointers of the inputs: host arrays are copied into the module's input
+        buffers, device arrays are passed through."""
         from tensorc.runtime.module import Module
         device = self.device
         if not isinstance(feeds, Mapping):
@@ -157,16 +167,14 @@ class CudaModule:
             self._check_device_array(name, interface)
         stand_in = {n: np.empty(s, d) for n, s, d in self.inputs if n in passed}
         arrays = Module._check_feeds_slowly(self, {**host, **stand_in})
-        pointers, keep = [], []
-        for (name, _, _), array in zip(self.inputs, arrays):
+        pointers = []
+        for (name, _, _), array, buffer in zip(self.inputs, arrays, self._in_ptrs):
             if name in passed:
                 pointers.append(int(passed[name]["data"][0]))
-                continue
-            ptr = device.alloc(max(1, array.nbytes))
-            device.upload(ptr, array)
-            pointers.append(ptr)
-            keep.append(ptr)
-        return pointers, keep
+            else:
+                device.upload(buffer, array)
+                pointers.append(buffer)
+        return pointers
 
     def _check_device_array(self, name: str, interface: dict) -> None:
         spec = {n: (s, d) for n, s, d in self.inputs}
@@ -248,7 +256,16 @@ def _contiguous_strides(shape, dtype: np.dtype) -> tuple[int, ...]:
 # devices
 
 class PyCudaDevice:
-    """The first NVIDIA GPU, through pycuda (its primary context)."""
+    """An NVIDIA GPU through pycuda, in its primary context (made current on this thread and
+    popped at exit). ``PyCudaDevice.shared()`` is the first GPU, one per process."""
+
+    _shared: PyCudaDevice | None = None
+
+    @classmethod
+    def shared(cls) -> PyCudaDevice:
+        if cls._shared is None:
+            cls._shared = cls()
+        return cls._shared
 
     def __init__(self, ordinal: int = 0):
         try:
@@ -275,7 +292,15 @@ class PyCudaDevice:
         self.name = self.gpu.name()
         self.context = self.gpu.retain_primary_context()
         self.context.push()
+        atexit.register(self._release)
         self._allocations: dict[int, Any] = {}
+
+    def _release(self) -> None:
+        self._allocations.clear()
+        try:
+            self.context.pop()
+        except Exception:  # noqa: BLE001 - the context may be gone at interpreter exit
+            pass
 
     def load(self, module: CudaModule) -> dict[str, Any]:
         if module.fatbin is None:

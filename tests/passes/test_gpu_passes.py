@@ -259,3 +259,24 @@ def test_device_loops_read_the_thread_index() -> None:
     assert {"blockIdx.x", "blockIdx.y", "threadIdx.x", "threadIdx.y"} <= kinds
     assert all(E.as_const_int(s.extent) for s in walk_stmts(kernel.body)
                if isinstance(s, For))
+
+
+def test_compile_rejects_an_illegal_schedule_before_nvcc_runs(monkeypatch) -> None:
+    import models
+    import tensorc
+    import tensorc.codegen.nvcc as nvcc
+    from tensorc.ops.registry import Template, get_op
+
+    def too_many_threads(target, sch, out, anchor, attrs, config):
+        st = sch[out]
+        outer, inner = st.split(st.fuse(*st.op_axis), 2048)
+        st.bind(outer, "blockIdx.x")
+        st.bind(inner, "threadIdx.x")
+        sch[anchor].compute_at(st, inner)
+
+    monkeypatch.setitem(get_op("matmul").templates, "cuda", Template(too_many_threads))
+    monkeypatch.setattr(nvcc, "build_fatbin", lambda *a, **k: pytest.fail("nvcc ran"))
+    with pytest.raises(ScheduleError, match=r"k0_fused_matmul_add_relu \(fused_matmul_add_relu"
+                                            r"\): kernel k0_fused_matmul_add_relu: .* more "
+                                            r"than the 1024 CUDA allows"):
+        tensorc.compile(str(models.path("mlp")), target="cuda")

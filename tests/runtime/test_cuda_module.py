@@ -105,6 +105,12 @@ def test_profile_times_every_launch(mlp) -> None:
     assert all(p["ms"] >= 0 and p["group"] for p in profile)
 
 
+@pytest.fixture(autouse=True)
+def no_shared_gpu(monkeypatch) -> None:
+    """Each test finds its own (fake or missing) GPU."""
+    monkeypatch.setattr(PyCudaDevice, "_shared", None)
+
+
 def test_without_a_gpu_running_says_so(monkeypatch, mlp) -> None:
     mod = mlp_module()
     monkeypatch.setitem(sys.modules, "pycuda", None)         # pycuda not installed
@@ -268,5 +274,7 @@ def test_pycuda_device_runs_the_plan_through_the_driver_api(monkeypatch, mlp) ->
     assert fake.calls[-1] == "sync"
     profile = gpu_mod.profile(feeds, repeat=3)
     assert [p["ms"] for p in profile] == [0.5] * len(mod.plan.launches)
-    # the constant pool and the arena stay allocated; per-run buffers are freed
-    assert len(fake.allocations) == 2
+    # constants, arena, input and output buffers: allocated once, reused by every run
+    assert len(fake.allocations) == 4
+    gpu_mod.run(feeds)
+    assert len(fake.allocations) == 4
