@@ -267,16 +267,16 @@ def test_compile_rejects_an_illegal_schedule_before_nvcc_runs(monkeypatch) -> No
     import tensorc.codegen.nvcc as nvcc
     from tensorc.ops.registry import Template, get_op
 
-    def too_many_threads(target, sch, out, anchor, attrs, config):
+    def blocks_inside_a_loop(target, sch, out, anchor, attrs, config):
         st = sch[out]
-        outer, inner = st.split(st.fuse(*st.op_axis), 2048)
-        st.bind(outer, "blockIdx.x")
-        st.bind(inner, "threadIdx.x")
+        outer, inner = st.split(st.fuse(*st.op_axis), 16)
+        st.bind(inner, "blockIdx.x")
         sch[anchor].compute_at(st, inner)
 
-    monkeypatch.setitem(get_op("matmul").templates, "cuda", Template(too_many_threads))
+    monkeypatch.setitem(get_op("matmul").templates, "cuda", Template(blocks_inside_a_loop))
     monkeypatch.setattr(nvcc, "build_fatbin", lambda *a, **k: pytest.fail("nvcc ran"))
     with pytest.raises(ScheduleError, match=r"k0_fused_matmul_add_relu \(fused_matmul_add_relu"
-                                            r"\): kernel k0_fused_matmul_add_relu: .* more "
-                                            r"than the 1024 CUDA allows"):
+                                            r"\): kernel k0_fused_matmul_add_relu: loop .* is "
+                                            r"bound to blockIdx.x inside loop .*block loops "
+                                            r"must be outermost"):
         tensorc.compile(str(models.path("mlp")), target="cuda")
