@@ -121,6 +121,20 @@ def kernel_source(kernel: PrimFunc, target: Target | None = None) -> str:
     return cg.source()
 
 
+# registers per thread a kernel may use: __launch_bounds__ asks for as many blocks per
+# multiprocessor as leave each thread this many of the 64K registers. Without a minimum,
+# ptxas trades registers for occupancy on its own and sometimes spills a register tile; with
+# too high a budget, simple kernels unroll into registers and lose occupancy.
+REGISTER_BUDGET = 64
+TILED_REGISTER_BUDGET = 128       # kernels with shared tiles or register tiles
+MAX_BLOCKS_PER_SM = 16
+
+
+def min_blocks(threads: int, tiled: bool = False) -> int:
+    budget = TILED_REGISTER_BUDGET if tiled else REGISTER_BUDGET
+    return max(1, min(MAX_BLOCKS_PER_SM, 65536 // (threads * budget)))
+
+
 def c_identifier(name: str) -> str:
     ident = re.sub(r"[^0-9A-Za-z_]", "_", name)
     return ident if ident and not ident[0].isdigit() else f"_{ident}"
@@ -174,8 +188,11 @@ class _KernelWriter:
             params.append(f"{const}{storage_type(b.dtype)}* __restrict__ "
                           f"{self.name_of(b, b.name)}")
         threads = self.block[0] * self.block[1] * self.block[2]
-        head = (f'extern "C" __global__ void __launch_bounds__({threads}) '
-                f'{c_identifier(k.name)}({", ".join(params)}) {{')
+        tiled = any(isinstance(s, Allocate) and (s.buffer.scope == "shared" or
+                                                 s.buffer.size >= 8)
+                    for s in walk_stmts(k.body))
+        head = (f'extern "C" __global__ void __launch_bounds__({threads}, '
+                f'{min_blocks(threads, tiled)}) {c_identifier(k.name)}({", ".join(params)}) {{')
         for s in walk_stmts(k.body):
             if isinstance(s, Allocate) and s.buffer.scope == "shared":
                 b = s.buffer
@@ -417,6 +434,8 @@ class _KernelWriter:
                 raise TensorcError(f"CUDA codegen: float op {op} is not supported")
             return f"tc_h({text})" if dtype == "float16" else text
         ctype = value_type(dtype)
+        if dtype == "int64" and self.is_index(e):
+            ctype = self.index_type        # loop-index arithmetic: 32-bit where it fits
         if op in _INFIX:
             text = f"({a} {_INFIX[op]} {b})"
         elif op in ("div", "truncdiv"):
@@ -435,6 +454,18 @@ class _KernelWriter:
         if dtype in ("int8", "int16", "uint8", "uint16"):   # C computes these in int: wrap
             text = f"(({ctype}){text})"
         return text
+
+    def is_index(self, e: E.Expr) -> bool:
+        """Index arithmetic: loop variables and constants that fit the index type, no loads
+        (whose int64 values may not fit)."""
+        for x in E.walk(e):
+            if isinstance(x, (E.Load, E.Call, E.Cast)):
+                return False
+            if isinstance(x, E.Var) and x not in self.ranges and x not in self.lane:
+                return False
+            if isinstance(x, E.Const) and not -INT32_LIMIT <= x.value <= INT32_LIMIT:
+                return False
+        return True
 
     def non_negative(self, a: E.Expr, b: E.Expr) -> bool:
         lo, _ = E.const_bounds(a, self.ranges)

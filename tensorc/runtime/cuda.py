@@ -407,7 +407,7 @@ class EmulatedDevice:
         return raw[start:start + _nbytes(shape, dtype)].view(dtype).reshape(shape)
 
 
-_KERNEL_HEAD = re.compile(r'extern "C" __global__ void __launch_bounds__\(\d+\) (\w+)\(')
+_KERNEL_HEAD = re.compile(r'extern "C" __global__ void __launch_bounds__\([\d, ]+\) (\w+)\(')
 
 
 def kernel_sync_flags(source: str) -> dict[str, bool]:
