@@ -12,14 +12,17 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
+import ml_dtypes
 import numpy as np
 import pytest
 from helpers import check_result, make_model, ort_run, tensor_info
+from helpers_cuda import needs_nvcc
 from onnx import helper
 
+from tensorc.codegen.nvcc import build_fatbin
 from tensorc.compiler_cuda import compile_graph_cuda, cuda_module
 from tensorc.frontend.onnx import import_onnx
-from tensorc.runtime.cuda import EmulatedDevice
+from tensorc.runtime.cuda import EmulatedDevice, kernel_sync_flags
 from tensorc.target import Target
 
 
@@ -243,6 +246,20 @@ def _cases() -> list[Case]:
         {"hs_x": rand((6, 100), 68).astype(np.float16)},
         lambda x: x.astype(np.float32).sum(-1).astype(np.float16),
         {"hs_axes": np.array([-1])}, rtol=2e-3, atol=2e-3)
+    add("bfloat16_cast", [node("Cast", ["bf_x"], "bf0", to=helper.TensorProto.BFLOAT16),
+                          node("Cast", ["bf0"], "bf1", to=helper.TensorProto.FLOAT),
+                          node("Cast", ["bf_x"], "bf2", to=helper.TensorProto.FLOAT16),
+                          node("Cast", ["bf2"], "bf3", to=helper.TensorProto.FLOAT),
+                          node("Add", ["bf1", "bf3"], "bfloat16_cast")],
+        {"bf_x": rand((3, 37), 69, -300, 300)},
+        lambda x: (x.astype(ml_dtypes.bfloat16).astype(np.float32)
+                   + x.astype(np.float16).astype(np.float32)), rtol=0, atol=0)
+    add("split_expand", [helper.make_node("Split", ["se_x"], ["se_a", "se_b"], axis=1),
+                         node("Expand", ["se_b", "se_shape"], "se_c"),
+                         node("Sub", ["se_c", "se_a"], "split_expand")],
+        {"se_x": rand((4, 2), 70)},
+        lambda x: np.broadcast_to(x[:, 1:], (3, 4, 1)) - x[:, :1],
+        {"se_shape": np.array([3, 4, 1])})
     return cases
 
 
@@ -267,7 +284,7 @@ def zoo() -> dict[str, np.ndarray]:
     module = cuda_module(compile_graph_cuda(graph, target), target, build=False)
     got = module.use_device(EmulatedDevice()).run(feeds)
     want = ort_run(model, feeds)
-    return {**got, **{f"ort:{k}": v for k, v in want.items()}}
+    return {**got, **{f"ort:{k}": v for k, v in want.items()}, "source": module.source}
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
@@ -280,3 +297,13 @@ def test_op_family_on_emulated_gpu(zoo: dict[str, np.ndarray], case: Case) -> No
         if want.dtype.kind == "f" and got.dtype.kind == "f":
             want = want.astype(got.dtype)      # references compute in float64
     check_result(got, want, rtol=case.rtol, atol=case.atol)
+
+
+@needs_nvcc
+def test_every_op_family_builds_with_nvcc(zoo: dict) -> None:
+    """nvcc accepts the same source (half, bfloat16, integer and bool kernels included) for
+    sm_80 and sm_90, without spills."""
+    build = build_fatbin(zoo["source"], ("sm_80", "sm_90"))
+    assert set(build.resources) == set(kernel_sync_flags(zoo["source"]))
+    assert all(r.spill_stores == 0 for by_arch in build.resources.values()
+               for r in by_arch.values())
