@@ -6,7 +6,8 @@ and bfloat16 types and conversions, ``float2``/``float4``, the fast-math intrins
 thread of a block is a user-level fiber with its own stack; the fibers of a block take turns
 on one OS thread, switching only where a thread must wait for the others (a barrier, a
 shuffle). Blocks run one after another. A kernel with no barrier runs its threads one by one
-without fibers.
+without fibers. A barrier counts every thread of the block: if one exits without reaching it,
+the launch reports a deadlock (on a GPU: a hang or undefined behaviour).
 
 This is how the tests execute the exact text nvcc would compile without a GPU: wrong
 indexing, a missing barrier (a read that would race), a wrong shuffle all show up as wrong
@@ -121,7 +122,7 @@ static thread_local void* main_sp = nullptr;
 static thread_local const std::function<void()>* body = nullptr;
 static thread_local long long progress = 0;
 static thread_local int bar_arrived = 0, bar_gen = 0;
-static thread_local int warp_arrived[32], warp_gen[32], warp_alive[32];
+static thread_local int warp_arrived[32], warp_gen[32], warp_size[32];
 static thread_local unsigned long long warp_slots[32][32];
 static const size_t STACK_BYTES = 256 * 1024;
 
@@ -193,25 +194,12 @@ static inline void switch_to_main(Fiber& f) { swapcontext(&fiber_ctx[&f - fibers
 
 static inline void yield_now() { switch_to_main(fibers[current]); }
 
-static void release_waiters() {
-  // a finished thread no longer takes part in barriers
-  if (bar_arrived > 0 && bar_arrived == alive) { bar_arrived = 0; ++bar_gen; }
-  for (int w = 0; w < 32; ++w) {
-    if (warp_arrived[w] > 0 && warp_arrived[w] == warp_alive[w]) {
-      warp_arrived[w] = 0;
-      ++warp_gen[w];
-    }
-  }
-}
-
 static void fiber_main() {
   (*body)();
   Fiber& f = fibers[current];
   f.done = true;
   --alive;
-  --warp_alive[f.linear / 32];
   ++progress;
-  release_waiters();
   switch_to_main(f);
   abort();
 }
@@ -220,7 +208,8 @@ inline void syncthreads() {
   if (!use_fibers) return;
   int gen = bar_gen;
   ++progress;
-  if (++bar_arrived == alive) { bar_arrived = 0; ++bar_gen; return; }
+  // every thread of the block must arrive: one that has exited never will (a deadlock)
+  if (++bar_arrived == nfibers) { bar_arrived = 0; ++bar_gen; return; }
   while (bar_gen == gen) yield_now();
 }
 
@@ -228,7 +217,7 @@ inline void syncwarp() {
   if (!use_fibers) return;
   int w = fibers[current].linear / 32, gen = warp_gen[w];
   ++progress;
-  if (++warp_arrived[w] == warp_alive[w]) { warp_arrived[w] = 0; ++warp_gen[w]; return; }
+  if (++warp_arrived[w] == warp_size[w]) { warp_arrived[w] = 0; ++warp_gen[w]; return; }
   while (warp_gen[w] == gen) yield_now();
 }
 
@@ -302,7 +291,7 @@ inline int launch(const unsigned* dims, const std::function<void()>& fn, bool wi
         for (int w = 0; w < 32; ++w) {
           warp_arrived[w] = 0;
           int left = n - 32 * w;
-          warp_alive[w] = left >= 32 ? 32 : (left > 0 ? left : 0);
+          warp_size[w] = left >= 32 ? 32 : (left > 0 ? left : 0);
         }
         for (int k = 0; k < n; ++k) {
           Fiber& f = fibers[k];
