@@ -69,3 +69,47 @@ def test_compile_for_a_gpu_then_run_without_one(tmp_path: Path, monkeypatch,
     monkeypatch.setitem(sys.modules, "pycuda.driver", None)
     assert main(["run", str(out)]) == 2
     assert "running a CUDA module needs pycuda and an NVIDIA GPU" in _error(capsys)
+
+
+def test_compiling_for_cuda_without_nvcc(tmp_path: Path, monkeypatch,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    import tensorc.codegen.nvcc as nvcc
+    monkeypatch.setattr(nvcc, "find_nvcc", lambda: None)
+    assert main(["compile", MLP, "--target", "cuda", "-o", str(tmp_path / "m.tcz")]) == 2
+    assert "nvcc (the CUDA compiler) was not found on PATH, in $CUDA_HOME/bin, $CUDA_PATH/bin " \
+           "or /usr/local/cuda*/bin: install the CUDA toolkit or set CUDA_HOME" in _error(capsys)
+
+
+def test_nvcc_is_found_through_cuda_home(tmp_path: Path, monkeypatch) -> None:
+    import tensorc.codegen.nvcc as nvcc
+    fake = tmp_path / "toolkit" / "bin" / "nvcc"
+    fake.parent.mkdir(parents=True)
+    fake.write_text("#!/bin/sh\n")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "toolkit"))
+    assert nvcc.find_nvcc() == str(fake)
+
+
+@needs_nvcc
+def test_nvcc_errors_are_reported() -> None:
+    from tensorc.codegen.nvcc import build_fatbin
+    with pytest.raises(tensorc.TensorcError, match="(?s)nvcc failed to compile the generated CUDA "
+                                                   "source .*undefined"):
+        build_fatbin('extern "C" __global__ void k() { undefined_name(); }', ("sm_80",))
+
+
+def test_ptxas_resources_are_parsed() -> None:
+    from tensorc.codegen.nvcc import KernelResources, parse_ptxas
+    log = """ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'k0_fused_conv' for 'sm_80'
+ptxas info    : Function properties for k0_fused_conv
+    16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads
+ptxas info    : Used 72 registers, used 1 barriers, 12416 bytes smem, 392 bytes cmem[0]
+ptxas info    : Compiling entry function 'k1_fused_add' for 'sm_90'
+ptxas info    : Function properties for k1_fused_add
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 12 registers, 368 bytes cmem[0]
+"""
+    assert parse_ptxas(log) == {
+        "k0_fused_conv": {"sm_80": KernelResources(72, 12416, 16, 8, 4, 1)},
+        "k1_fused_add": {"sm_90": KernelResources(12, 0, 0, 0, 0, 0)}}
