@@ -87,8 +87,10 @@ def float_literal(value: float, dtype: str) -> str:
 
 
 def int_literal(value: int, dtype: str) -> str:
-    if dtype.startswith("uint"):
-        return f"{value}u" if value <= 0xFFFFFFFF else f"{value}ULL"
+    if dtype.startswith("uint"):       # modulo 2^bits, like LLVM's constants (-1: all ones)
+        bits = 64 if dtype == "uint64" else 32
+        value %= 1 << bits
+        return f"{value}ULL" if bits == 64 else f"{value}u"
     if -INT32_LIMIT <= value <= INT32_LIMIT:
         return str(value)
     if value == -(1 << 63):
@@ -135,9 +137,30 @@ def min_blocks(threads: int, tiled: bool = False) -> int:
     return max(1, min(MAX_BLOCKS_PER_SM, 65536 // (threads * budget)))
 
 
+# names a buffer or loop variable must not take: C++ keywords, CUDA's built-in variables, the
+# math functions and the prelude's helpers
+RESERVED = frozenset({
+    "auto", "bool", "break", "case", "char", "const", "continue", "default", "do", "double",
+    "else", "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long",
+    "register", "return", "short", "signed", "sizeof", "static", "struct", "switch",
+    "typedef", "union", "unsigned", "void", "volatile", "while", "class", "delete", "new",
+    "operator", "private", "public", "template", "this", "throw", "try", "catch", "true",
+    "false", "namespace", "using", "virtual", "friend", "mutable", "explicit", "typename",
+    "asm", "alignas", "alignof", "constexpr", "decltype", "noexcept", "nullptr",
+    "static_assert", "thread_local", "float2", "float4", "dim3", "uint3", "memcpy", "min",
+    "max", "abs", "fabs", "fmin", "fmax", "exp", "log", "sqrt", "pow", "tanh", "erf", "sin",
+    "cos", "tan", "floor", "ceil", "round", "trunc", "fmod", "isnan", "isinf", "rint",
+    "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize",
+    *MATH.values(), *FAST_MATH.values(),
+})
+
+
 def c_identifier(name: str) -> str:
     ident = re.sub(r"[^0-9A-Za-z_]", "_", name)
-    return ident if ident and not ident[0].isdigit() else f"_{ident}"
+    ident = ident if ident and not ident[0].isdigit() else f"_{ident}"
+    if ident in RESERVED or ident.startswith(("tc_", "__")):
+        ident = f"v_{ident}"
+    return ident
 
 
 class _KernelWriter:
@@ -376,6 +399,8 @@ class _KernelWriter:
         value = self.expr(s.value)
         if s.buffer.scope != "local":
             value = self.to_storage(value, s.buffer.dtype)
+        elif s.buffer.dtype == "bfloat16":
+            value = f"tc_bf({value})"      # a bfloat16 buffer holds bfloat16 values
         self.line(f"{self.buffer_ref(s.buffer, s.indices[0])} = {value};")
 
     # expressions ----------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import Callable
 import ml_dtypes
 import numpy as np
 import pytest
-from helpers import check_result, make_model, ort_run, tensor_info
+from helpers import check_result, make_model, ort_run
 from helpers_cuda import needs_nvcc
 from onnx import helper
 
@@ -254,6 +254,19 @@ def _cases() -> list[Case]:
         {"bf_x": rand((3, 37), 69, -300, 300)},
         lambda x: (x.astype(ml_dtypes.bfloat16).astype(np.float32)
                    + x.astype(np.float16).astype(np.float32)), rtol=0, atol=0)
+    # a kernel whose output buffer is named like a C function; unsigned wrap-around
+    add("pow_int", [node("Pow", ["pi_x", "pi_y"], "pow_int")],
+        {"pi_x": np.arange(-4, 8, dtype=np.int64).reshape(3, 4),
+         "pi_y": np.full((3, 4), 3, np.int64)}, lambda x, y: x ** y)
+    add("sub_uint8", [node("Sub", ["su_x", "su_y"], "sub_uint8")],
+        {"su_x": np.arange(10, 22, dtype=np.uint8), "su_y": np.arange(0, 36, 3, dtype=np.uint8)},
+        lambda x, y: x - y)
+    add("sub_uint64", [node("Sub", ["s64_x", "s64_y"], "sub_uint64")],
+        {"s64_x": np.arange(10, 22, dtype=np.uint64), "s64_y": np.arange(12, dtype=np.uint64)},
+        lambda x, y: x - y)
+    add("sum_all", [node("ReduceSum", ["sa_x", "sa_axes"], "sum_all", keepdims=0)],
+        {"sa_x": rand((6, 90), 71)}, lambda x: np.float32(x.sum()),
+        {"sa_axes": np.array([0, 1])}, atol=1e-4)
     add("split_expand", [helper.make_node("Split", ["se_x"], ["se_a", "se_b"], axis=1),
                          node("Expand", ["se_b", "se_shape"], "se_c"),
                          node("Sub", ["se_c", "se_a"], "split_expand")],
@@ -274,7 +287,8 @@ def zoo() -> dict[str, np.ndarray]:
     for case in CASES:
         nodes += case.nodes
         for name, array in case.inputs.items():
-            inputs.append(tensor_info(name, array.dtype.name, array.shape))
+            inputs.append(helper.make_tensor_value_info(
+                name, helper.np_dtype_to_tensor_dtype(array.dtype), array.shape))
             feeds[name] = array
         outputs.append(case.name)
         inits.update(case.initializers)

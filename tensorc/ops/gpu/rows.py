@@ -91,34 +91,42 @@ def schedule_rows(target: Target, sch: Schedule, out: Tensor, anchor: Tensor, at
     threads = config["threads"]
     first = row_split(anchor.op.name, attrs, _input_shape(anchor))
     st = sch[out]
+    if not st.op_axis:
+        # a 0-d result: one block reduces, its first thread stores; a finish stage after the
+        # reduction runs as a launch of its own
+        for s in root_stages(sch):
+            if s.op.reduce_axis:
+                bind_row_reduction(s, threads)
+        return
     stages = [s for s in root_stages(sch) if s is not st]
     if out.op.reduce_axis:                  # the output is itself the reduction
         stages.append(sch[sch.cache_write(out, "local")])
     axes = st.op_axis
     lead, trail = axes[:first], axes[first:]
-    if not lead and not trail:              # a 0-d result: one block
-        row = None
-    else:
-        row = st.fuse(*lead) if len(lead) > 1 else (lead[0] if lead else None)
+    row = (st.fuse(*lead) if len(lead) > 1 else lead[0]) if lead else None
     if trail:
         col = st.fuse(*trail) if len(trail) > 1 else trail[0]
         col_o, col_i = st.split(col, threads)
         if row is None:
             row, col_o = st.split(col_o, nparts=1)
         st.bind(col_i, "threadIdx.x")
-    elif row is not None:
+    else:
         row, only = st.split(row, 1)        # one thread writes the row's result
         st.bind(only, "threadIdx.x")
-    if row is not None:
-        st.bind(row, "blockIdx.x")
+    st.bind(row, "blockIdx.x")
     for s in stages:
-        if row is not None:
-            s.compute_at(st, row)
+        s.compute_at(st, row)
         if s.op.reduce_axis:
-            r = s.fuse(*s.reduce_axis) if len(s.reduce_axis) > 1 else s.reduce_axis[0]
-            r_o, r_i = s.split(r, threads)
-            s.reorder(r_i, r_o)
-            s.bind(r_i, "threadIdx.x")
+            bind_row_reduction(s, threads)
+
+
+def bind_row_reduction(s, threads: int) -> None:
+    """The stage's reduction loops fused and strided over ``threads`` threads: each thread
+    accumulates every threads-th element, then the threads combine (a ThreadReduce)."""
+    r = s.fuse(*s.reduce_axis) if len(s.reduce_axis) > 1 else s.reduce_axis[0]
+    r_o, r_i = s.split(r, threads)
+    s.reorder(r_i, r_o)
+    s.bind(r_i, "threadIdx.x")
 
 
 ROWS = Template(schedule_rows, rows_space)
