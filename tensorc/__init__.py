@@ -67,7 +67,8 @@ def compile(model: str | Path | "onnx.ModelProto", target: str | Target = "llvm"
     if progress:
         progress(f"imported {graph.name}: {len(graph.nodes)} nodes")
     if tgt.kind == "cuda":
-        return _compile_cuda(proto, graph, tgt, progress, start)
+        from tensorc.compiler_cuda import compile_cuda_module
+        return compile_cuda_module(proto, graph, tgt, progress, start)
     compiled = compile_graph(graph, tgt, progress)
     obj = to_object(compiled, tgt)
     outputs = [(name, sig[1], sig[2]) for name, sig in
@@ -81,37 +82,6 @@ def compile(model: str | Path | "onnx.ModelProto", target: str | Target = "llvm"
     if num_threads is not None:
         mod.num_threads = num_threads
     return mod
-
-
-def _compile_cuda(proto, graph, tgt: Target, progress, start: float):
-    """A CudaModule: CUDA C for every kernel, nvcc-built for the target's architectures."""
-    import time
-
-    from tensorc.compiler_cuda import compile_graph_cuda, cuda_module
-    compiled = compile_graph_cuda(graph, tgt, progress)
-    if progress:
-        progress(f"running nvcc for {', '.join(tgt.archs)}")
-    mod = cuda_module(compiled, tgt, proto.SerializeToString())
-    mod.info["compile_seconds"] = round(time.perf_counter() - start, 3)
-    return mod
-
-
-def _inspect_cuda(graph, tgt: Target, stage: str) -> str:
-    from tensorc.codegen.nvcc import build_fatbin, find_nvcc, format_resources
-    from tensorc.compiler_cuda import compile_graph_cuda, format_device_kernels
-    compiled = compile_graph_cuda(graph, tgt)
-    if stage == "loops":
-        return format_device_kernels(compiled) + "\n// launch plan: " + \
-            compiled.launches.describe() + "\n"
-    if stage == "llvm":
-        raise TensorcError(f"stage llvm is the CPU's; for target {tgt} inspect stage cuda")
-    if find_nvcc() is None:
-        note = "// ptxas resources: not measured (nvcc not found; set CUDA_HOME)"
-    else:
-        build = build_fatbin(compiled.source, tgt.archs)
-        note = "// ptxas resources per kernel\n" + "\n".join(
-            "// " + line for line in format_resources(build.resources).splitlines())
-    return f"{compiled.source}\n{note}\n// launch plan: {compiled.launches.describe()}\n"
 
 
 def inspect(model, stage: str = "graph", input_shapes=None, target: str | Target = "llvm"
@@ -134,7 +104,8 @@ def inspect(model, stage: str = "graph", input_shapes=None, target: str | Target
     if stage == "cuda" and tgt.kind != "cuda":
         tgt = Target.from_string("cuda")       # the CUDA C of the default architecture
     if tgt.kind == "cuda":
-        return _inspect_cuda(graph, tgt, stage)
+        from tensorc.compiler_cuda import inspect_cuda
+        return inspect_cuda(graph, tgt, stage)
     compiled = compile_graph(graph, tgt)
     if stage == "loops":
         seen, parts = set(), []

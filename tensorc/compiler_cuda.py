@@ -18,7 +18,7 @@ from tensorc.codegen.cuda import CudaCodegen
 from tensorc.compiler import (
     Kernel, Progress, build_kernels, inlined_scalar, optimize_graph, signature,
 )
-from tensorc.errors import ScheduleError
+from tensorc.errors import ScheduleError, TensorcError
 from tensorc.ir.graph import Graph
 from tensorc.ir.loop import PrimFunc, format_func
 from tensorc.passes.graph.fuse import FusedGroup, fuse
@@ -148,3 +148,35 @@ def cuda_module(compiled: CudaCompiled, target: Target, source_onnx: bytes | Non
     return CudaModule(compiled.source, fatbin, compiled.launches,
                       signature(compiled.graph.inputs), output_signature(compiled),
                       compiled.plan.const_pool, str(target), source_onnx, info, resources)
+
+
+def compile_cuda_module(proto, graph: Graph, target: Target, progress: Progress | None,
+                        start: float):
+    """``tensorc.compile(..., target="cuda")``: CUDA C for every kernel, built by nvcc for the
+    target's architectures, as a CudaModule."""
+    compiled = compile_graph_cuda(graph, target, progress)
+    if progress:
+        progress(f"running nvcc for {', '.join(target.archs)}")
+    mod = cuda_module(compiled, target, proto.SerializeToString())
+    mod.info["compile_seconds"] = round(time.perf_counter() - start, 3)
+    return mod
+
+
+def inspect_cuda(graph: Graph, target: Target, stage: str) -> str:
+    """``tensorc.inspect`` for CUDA targets: stage loops (the device kernels and the launch
+    plan) or cuda (the source, with ptxas's resources per kernel when nvcc is there)."""
+    from tensorc.codegen.nvcc import build_fatbin, find_nvcc, format_resources
+    compiled = compile_graph_cuda(graph, target)
+    plan = f"// launch plan: {compiled.launches.describe()}\n"
+    if stage == "loops":
+        return format_device_kernels(compiled) + "\n" + plan
+    if stage != "cuda":
+        raise TensorcError(f"stage {stage} is the CPU's; for target {target} inspect stage "
+                           f"cuda")
+    if find_nvcc() is None:
+        note = "// ptxas resources: not measured (nvcc not found; set CUDA_HOME)"
+    else:
+        build = build_fatbin(compiled.source, target.archs)
+        note = "// ptxas resources per kernel\n" + "\n".join(
+            "// " + line for line in format_resources(build.resources).splitlines())
+    return f"{compiled.source}\n{note}\n{plan}"
