@@ -326,6 +326,7 @@ template <class... P> inline void call(void (*f)(P...), void** args) {
 
 inline void __syncthreads() { tc_emu::syncthreads(); }
 inline void __syncwarp(unsigned mask = 0xffffffffu) { (void)mask; tc_emu::syncwarp(); }
+inline unsigned __activemask() { return 0xffffffffu; }
 template <class T> inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
   (void)mask; return tc_emu::shuffle(v, tc_emu::lane_xor, lane_mask, width);
 }

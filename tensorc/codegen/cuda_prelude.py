@@ -79,8 +79,7 @@ __device__ __forceinline__ T tc_shfl_xor(unsigned mask, T v, int lanes, int widt
 // shared memory when n > 32.
 template <class T, class Op>
 __device__ __forceinline__ T tc_thread_reduce(T v, Op op, int n, T* scratch) {
-  unsigned threads = blockDim.x * blockDim.y * blockDim.z;
-  unsigned mask = threads >= 32 ? 0xffffffffu : ((1u << threads) - 1u);
+  unsigned mask = __activemask();  // every thread of the block is here: the warp's lanes
   int width = n < 32 ? n : 32;
   for (int lanes = width / 2; lanes > 0; lanes /= 2) {
     v = op(v, tc_shfl_xor(mask, v, lanes, width));
