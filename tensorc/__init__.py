@@ -19,7 +19,7 @@ from tensorc.target import Target
 
 __version__ = "0.1.0"
 
-STAGES = ("graph", "fused", "loops", "llvm")
+STAGES = ("graph", "fused", "loops", "llvm", "cuda")
 
 
 def _import(model, input_shapes):
@@ -48,7 +48,9 @@ def compile(model: str | Path | "onnx.ModelProto", target: str | Target = "llvm"
             input_shapes: Mapping[str, Sequence[int]] | None = None, tuning_log=None,
             num_threads: int | None = None,
             progress: Callable[[str], None] | None = None) -> Module:
-    """Compile an ONNX model (path or ModelProto) for ``target``.
+    """Compile an ONNX model (path or ModelProto) for ``target``: "llvm" (this CPU; a
+    :class:`Module`) or "cuda" / "cuda -arch=sm_90" (NVIDIA GPUs, built with nvcc; a
+    :class:`tensorc.runtime.cuda.CudaModule`, which runs where pycuda finds a GPU).
 
     ``input_shapes`` binds symbolic input dimensions, e.g. ``{"x": (1, 3, 224, 224)}``.
 
@@ -60,12 +62,13 @@ def compile(model: str | Path | "onnx.ModelProto", target: str | Target = "llvm"
     if tuning_log is not None:
         raise TensorcError("tuning logs are not supported yet: compile without tuning_log=")
     tgt = Target.from_string(target)
-    if tgt.kind != "llvm":
-        raise TensorcError(f"target {tgt} is not supported yet: use target='llvm'")
     start = time.perf_counter()
     proto, graph = _import(model, input_shapes)
     if progress:
         progress(f"imported {graph.name}: {len(graph.nodes)} nodes")
+    if tgt.kind == "cuda":
+        from tensorc.compiler_cuda import compile_cuda_module
+        return compile_cuda_module(proto, graph, tgt, progress, start)
     compiled = compile_graph(graph, tgt, progress)
     obj = to_object(compiled, tgt)
     outputs = [(name, sig[1], sig[2]) for name, sig in
@@ -83,7 +86,9 @@ def compile(model: str | Path | "onnx.ModelProto", target: str | Target = "llvm"
 
 def inspect(model, stage: str = "graph", input_shapes=None, target: str | Target = "llvm"
             ) -> str:
-    """The model's IR after a pipeline stage: graph, fused, loops or llvm."""
+    """The model's IR after a pipeline stage: graph, fused, loops, llvm (CPU targets) or
+    cuda (CUDA C, with ptxas's resources per kernel when nvcc is there; for a CPU target,
+    that of the default CUDA architecture)."""
     from tensorc.compiler import compile_graph, optimize_graph, optimized_llvm_ir
     from tensorc.ir.loop import format_func
     from tensorc.passes.graph.fuse import format_groups, fuse
@@ -96,6 +101,11 @@ def inspect(model, stage: str = "graph", input_shapes=None, target: str | Target
         return str(optimize_graph(graph, tgt))
     if stage == "fused":
         return format_groups(fuse(optimize_graph(graph, tgt)))
+    if stage == "cuda" and tgt.kind != "cuda":
+        tgt = Target.from_string("cuda")       # the CUDA C of the default architecture
+    if tgt.kind == "cuda":
+        from tensorc.compiler_cuda import inspect_cuda
+        return inspect_cuda(graph, tgt, stage)
     compiled = compile_graph(graph, tgt)
     if stage == "loops":
         seen, parts = set(), []

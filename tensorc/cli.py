@@ -306,7 +306,9 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_inspect(args: argparse.Namespace) -> int:
     """Print the model's IR after one stage of the pipeline."""
     model = _require_file(args.model, "model")
-    text = tensorc.inspect(str(model), stage=args.stage, input_shapes=_shape_dict(args.input_shape))
+    text = tensorc.inspect(
+        str(model), stage=args.stage, input_shapes=_shape_dict(args.input_shape), target=args.target
+    )
     print(text, end="" if text.endswith("\n") else "\n")
     return 0
 
@@ -488,6 +490,7 @@ def _add_compile_parser(commands: Any) -> None:
 examples:
   tensorc compile models/mlp.onnx -o mlp.tcz
   tensorc compile models/resnet.onnx -o resnet.tcz --input-shape input=1x3x224x224 --threads 2
+  tensorc compile models/mlp.onnx -o mlp-gpu.tcz --target "cuda -arch=sm_90"
 """,
     )
     p.add_argument("model", help="the ONNX model file")
@@ -500,7 +503,8 @@ examples:
     p.add_argument(
         "--target",
         default="llvm",
-        help="what to compile for: llvm (this CPU) or cuda (default: %(default)s)",
+        help="what to compile for: llvm (this CPU), cuda (NVIDIA GPUs, sm_80) or "
+        "'cuda -arch=sm_90' (also sm_89; several: -arch=sm_80,sm_90) (default: %(default)s)",
     )
     _add_input_shape(p)
     p.add_argument(
@@ -590,12 +594,14 @@ def _add_inspect_parser(commands: Any) -> None:
         "inspect",
         "print the IR of a model after a compiler stage",
         "Print the model's intermediate representation after one stage of the pipeline: "
-        "graph (core ops), fused (kernels after fusion), loops (loop IR) or llvm (generated "
-        "code).",
+        "graph (core ops), fused (kernels after fusion), loops (loop IR), llvm (generated "
+        "code) or, for --target cuda, cuda (the CUDA C, with ptxas's registers, shared "
+        "memory and spills per kernel when nvcc is installed).",
         """\
 examples:
   tensorc inspect models/mlp.onnx
   tensorc inspect models/lenet5.onnx --stage loops
+  tensorc inspect models/mlp.onnx --target cuda --stage cuda
 """,
     )
     p.add_argument("model", help="the ONNX model file")
@@ -604,6 +610,11 @@ examples:
         choices=tensorc.STAGES,
         default="graph",
         help="which stage's IR to print (default: %(default)s)",
+    )
+    p.add_argument(
+        "--target",
+        default="llvm",
+        help="what to compile for: llvm or 'cuda -arch=sm_NN' (default: %(default)s)",
     )
     _add_input_shape(p)
     p.set_defaults(handler=cmd_inspect)

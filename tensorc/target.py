@@ -2,6 +2,8 @@
 
 >>> Target.from_string("llvm -mcpu=znver5").vector_bits
 512
+>>> Target.from_string("cuda -arch=sm_90").max_shared_memory_per_block
+49152
 """
 from __future__ import annotations
 
@@ -38,6 +40,30 @@ class Target:
     def num_cores(self) -> int:
         return os.cpu_count() or 1
 
+    # CUDA capabilities (the most restrictive of the requested architectures) ---------------
+    @property
+    def archs(self) -> tuple[str, ...]:
+        """The CUDA architectures the kernels are built for (``-arch=sm_80,sm_90``)."""
+        return tuple(self.mcpu.split(",")) if self.kind == "cuda" else ()
+
+    def _cuda(self, capability: str) -> int:
+        if self.kind != "cuda":
+            raise AttributeError(f"{capability} is a capability of CUDA targets, not {self}")
+        return min(getattr(CUDA_ARCHS[a], capability) for a in self.archs)
+
+    max_threads_per_block = property(lambda self: self._cuda("max_threads_per_block"))
+    warp_size = property(lambda self: self._cuda("warp_size"))
+    # static __shared__ arrays; more than this needs dynamic shared memory and an opt-in
+    max_shared_memory_per_block = property(
+        lambda self: self._cuda("max_shared_memory_per_block"))
+    max_shared_memory_per_block_optin = property(
+        lambda self: self._cuda("max_shared_memory_per_block_optin"))
+    max_shared_memory_per_sm = property(lambda self: self._cuda("max_shared_memory_per_sm"))
+    max_registers_per_thread = property(lambda self: self._cuda("max_registers_per_thread"))
+    max_registers_per_block = property(lambda self: self._cuda("max_registers_per_block"))
+    max_threads_per_sm = property(lambda self: self._cuda("max_threads_per_sm"))
+    sm_count = property(lambda self: self._cuda("sm_count"))
+
     def __str__(self) -> str:
         parts = [self.kind]
         if self.mcpu:
@@ -70,7 +96,41 @@ class Target:
             mcpu = opts.get("mcpu", host.mcpu)
             features = host.features if mcpu == host.mcpu else opts.get("mattr", "")
             return Target("llvm", mcpu, features, host.triple, opts)
-        return Target("cuda", opts.get("arch", "sm_80"), "", "", opts)
+        archs = opts.get("arch", DEFAULT_CUDA_ARCH).split(",")
+        unknown = [a for a in archs if a not in CUDA_ARCHS]
+        if unknown or not all(archs):
+            raise TensorcError(f"unknown CUDA architecture {','.join(unknown) or '(empty)'} in "
+                               f"{text!r}: use one of {', '.join(CUDA_ARCHS)} (several with "
+                               f"commas, -arch=sm_80,sm_90)")
+        return Target("cuda", ",".join(dict.fromkeys(archs)), "", "", opts)
+
+
+@dataclass(frozen=True)
+class CudaArch:
+    """What an NVIDIA architecture's kernels may use (CUDA C Programming Guide, "Technical
+    Specifications per Compute Capability"); ``sm_count`` is that of ``reference_gpu``."""
+
+    max_threads_per_block: int
+    warp_size: int
+    max_shared_memory_per_block: int         # static shared memory
+    max_shared_memory_per_block_optin: int   # dynamic, after cudaFuncSetAttribute
+    max_shared_memory_per_sm: int
+    max_registers_per_thread: int
+    max_registers_per_block: int
+    max_threads_per_sm: int
+    sm_count: int
+    reference_gpu: str
+
+
+CUDA_ARCHS: dict[str, CudaArch] = {
+    "sm_80": CudaArch(1024, 32, 48 * 1024, 163 * 1024, 164 * 1024, 255, 65536, 2048, 108,
+                      "A100"),
+    "sm_89": CudaArch(1024, 32, 48 * 1024, 99 * 1024, 100 * 1024, 255, 65536, 1536, 142,
+                      "L40S"),
+    "sm_90": CudaArch(1024, 32, 48 * 1024, 227 * 1024, 228 * 1024, 255, 65536, 2048, 132,
+                      "H100 SXM"),
+}
+DEFAULT_CUDA_ARCH = "sm_80"
 
 
 _llvm_ready = False

@@ -115,6 +115,19 @@ class Barrier(Stmt):
 
 
 @dataclass(eq=False)
+class ThreadReduce(Stmt):
+    """A reduction across threads (GPU only): the ``extent`` threads along ``thread_axis``
+    each hold a partial value in their ``buffer[0]`` (a local buffer); afterwards every one
+    of them holds the ``combiner`` of all of them there. Lowering emits it for a reduction
+    loop bound to a thread axis; CUDA code does it with warp shuffles and shared memory."""
+
+    buffer: Buffer
+    combiner: str
+    thread_axis: str
+    extent: int
+
+
+@dataclass(eq=False)
 class KernelCall(Stmt):
     """Call another PrimFunc of the same module with ``buffer + byte_offset`` arguments."""
 
@@ -225,6 +238,10 @@ def format_stmt(s: Stmt, indent: int = 0) -> str:
         return "".join(format_stmt(c, indent) for c in s.stmts)
     if isinstance(s, Barrier):
         return f"{pad}barrier()\n"
+    if isinstance(s, ThreadReduce):
+        name = s.buffer.name
+        return (f"{pad}{name}[0] = thread_{s.combiner}({name}[0], {s.thread_axis}, "
+                f"{s.extent})\n")
     if isinstance(s, KernelCall):
         args = ", ".join(f"{b.name}+{off}" if off else b.name for b, off in s.args)
         return f"{pad}call {s.func}({args})\n"

@@ -5,6 +5,10 @@ leaves through the split/fuse relations; a split whose factor does not divide it
 leaves a guard. A reduction gets an init nest over the spatial loops that follow its first
 reduction loop, then the update nest. A stage computed at a loop of another stage gets the
 region its consumer needs inside that loop (bounds inference on affine indices).
+
+GPU schedules bind loops to thread axes. A shared-memory stage serves every thread of a block,
+so its region also spans the thread loops around it; a reduction loop bound to a thread axis
+becomes a per-thread partial result combined across the threads (a ThreadReduce).
 """
 from __future__ import annotations
 
@@ -15,7 +19,9 @@ from typing import Sequence
 from tensorc.errors import ScheduleError
 from tensorc.ir import expr as E
 from tensorc.ir.expr import Const, Expr, Load, Reduce, Var, all_of, substitute, transform
-from tensorc.ir.loop import Allocate, Buffer, For, IfThenElse, PrimFunc, Stmt, Store, seq
+from tensorc.ir.loop import (
+    Allocate, Buffer, For, IfThenElse, PrimFunc, Stmt, Store, ThreadReduce, seq,
+)
 from tensorc.ir.schedule import Schedule, Split, Stage, SVar
 from tensorc.ir.te import ComputeOp, PlaceholderOp, Tensor
 
@@ -51,7 +57,8 @@ def loop_extents(stage: Stage, root_extents: dict[SVar, int] | None = None
 class _NestInfo:
     """Extents of a stage's loops and its root indices in terms of the leaf loop variables."""
 
-    def __init__(self, stage: Stage, root_ranges: dict[SVar, tuple[Expr, int]]):
+    def __init__(self, stage: Stage, root_ranges: dict[SVar, tuple]):
+        """``root_ranges``: per root loop (min, extent) or (min, extent, step)."""
         ext = loop_extents(stage, {sv: r[1] for sv, r in root_ranges.items()})
         value: dict[SVar, Expr] = {sv: sv.var for sv in stage.leaf_vars}
         guards: list[tuple[SVar, Expr]] = []
@@ -68,8 +75,9 @@ class _NestInfo:
                 value[rel.inner] = value[rel.fused] % n if n != 1 else E.const(0)
         self.extent = ext
         self.guards = guards
-        self.root_index = {sv: E.simplify(root_ranges[sv][0] + value[sv]) for sv in
-                           stage.root_vars}
+        self.root_index = {sv: E.simplify(root_ranges[sv][0] + _scaled(value[sv],
+                                                                        _step(root_ranges[sv])))
+                           for sv in stage.root_vars}
 
 
 class _Lowering:
@@ -78,7 +86,15 @@ class _Lowering:
         self.region_extent: dict[int, list[int]] = {}
         self.buffers: dict[int, Buffer] = {}
         self.region_min: dict[int, list[Expr]] = {}
+        # a region may be a lattice: min + step * k (absent: step 1 in every dim)
+        self.region_step: dict[int, list[int]] = {}
+        # GPU schedules (loops bound to thread axes) compact strided regions: a thread's
+        # register tile strided over the block keeps only its own elements
+        self.compact_strides = any(k.startswith(("blockIdx", "threadIdx"))
+                                   for st in sch.stages for k in st.loop_kind.values())
         self.var_ranges: dict[Var, tuple[int, int]] = {}
+        # loops bound to a GPU thread axis (threadIdx.*), with their ranges
+        self.thread_ranges: dict[Var, tuple[int, int]] = {}
         self.params: list[Buffer] = []
         for t in args:
             b = Buffer(t.name, t.shape, t.dtype)
@@ -140,17 +156,29 @@ class _Lowering:
                     kind = "input" if isinstance(x.source.op, PlaceholderOp) else "stage"
                     raise ScheduleError(f"{kind} {x.source.name} is read but is neither an "
                                         f"argument nor realized before its reader")
-                mins = self.region_min[key]
-                idx = [E.simplify(i - m, self.var_ranges) for i, m in zip(x.indices, mins)]
-                return Load(self.buffers[key], idx)
+                return Load(self.buffers[key], self.region_offsets(key, x.indices))
             return None
         return transform(e, fn)
 
+    def region_offsets(self, key: int, indices) -> list[Expr]:
+        """Indices of a tensor's elements in its buffer (its region: min + step * offset)."""
+        mins = self.region_min[key]
+        steps = self.region_step.get(key) or [1] * len(mins)
+        out = []
+        for i, m, step in zip(indices, mins, steps):
+            offset = i - m
+            if step != 1:
+                offset = E.Binary("floordiv", offset, E.const(step, offset.dtype))
+            out.append(E.simplify(offset, self.var_ranges))
+        return out
+
     # ----------------------------------------------------------------------------------------
-    def lower_stage(self, st: Stage, root_ranges: dict[SVar, tuple[Expr, int]]) -> Stmt:
+    def lower_stage(self, st: Stage, root_ranges: dict[SVar, tuple]) -> Stmt:
         info = _NestInfo(st, root_ranges)
         for sv in st.leaf_vars:
             self.var_ranges[sv.var] = (0, info.extent[sv] - 1)
+            if st.loop_kind.get(sv, "").startswith("threadIdx"):
+                self.thread_ranges[sv.var] = (0, info.extent[sv] - 1)
         op: ComputeOp = st.op
         subst = {sv.var: info.root_index[sv] for sv in st.root_vars}
         body = self.expand(op.body)
@@ -171,10 +199,9 @@ class _Lowering:
             inner = kids + inner
 
         buf = self.buffers[id(st.tensor)]
-        mins = self.region_min[id(st.tensor)]
         spatial = [sv for sv in st.root_vars if sv.kind == "spatial"]
-        store_idx = tuple(E.simplify(info.root_index[sv] - m, self.var_ranges)
-                          for sv, m in zip(spatial, mins))
+        store_idx = tuple(self.region_offsets(id(st.tensor),
+                                              [info.root_index[sv] for sv in spatial]))
         spatial_guards = [g for sv, g in info.guards if sv.kind == "spatial"]
         reduce_guards = [g for sv, g in info.guards if sv.kind == "reduce"]
         spatial_guards += self.domain_guards(st, info)
@@ -194,6 +221,10 @@ class _Lowering:
         leaves = st.leaf_vars
         first_reduce = next((k for k, sv in enumerate(leaves) if sv.kind == "reduce"),
                             len(leaves))
+        if isinstance(body, Reduce) and any(sv.kind == "reduce" and _thread_bound(st, sv)
+                                            for sv in leaves):
+            return self.lower_cross_thread(st, info, body, buf, store_idx, spatial_guards,
+                                           reduce_guards, first_reduce, children)
         # update nest: the loops from the first reduction loop inward
         inner = update
         for sv in reversed(leaves[first_reduce:]):
@@ -217,6 +248,47 @@ class _Lowering:
             inner = self.wrap_loop(st, sv, info, inner, children)
         return inner
 
+    def lower_cross_thread(self, st: Stage, info: _NestInfo, body: Reduce, buf: Buffer,
+                           store_idx: tuple, spatial_guards: list, reduce_guards: list,
+                           first_reduce: int, children: dict) -> Stmt:
+        """A reduction whose outermost reduction loop is bound to a thread axis: each thread
+        accumulates its share in a local partial, a ThreadReduce combines the partials, and
+        the result is stored (by the first thread, unless the buffer is per-thread)."""
+        leaves = st.leaf_vars
+        bound = [sv for sv in leaves if sv.kind == "reduce" and _thread_bound(st, sv)]
+        where = f"stage {st.name}"
+        if len(bound) != 1 or leaves.index(bound[0]) != first_reduce:
+            raise ScheduleError(f"{where}: a cross-thread reduction binds exactly one "
+                                f"reduction loop, its outermost one, to a thread axis; got "
+                                f"{[sv.name for sv in bound]} of loops {leaves}")
+        if any(sv.kind == "spatial" for sv in leaves[first_reduce:]):
+            raise ScheduleError(f"{where}: a cross-thread reduction needs every spatial loop "
+                                f"outside its reduction loops (reorder {leaves})")
+        if any(_thread_bound(st, sv) for sv in leaves[first_reduce + 1:]) or any(
+                st.loop_kind.get(sv) == "vectorized" for sv in leaves[first_reduce:]):
+            raise ScheduleError(f"{where}: inside the thread-bound reduction loop the "
+                                f"reduction loops must be serial or unrolled")
+        tloop = bound[0]
+        partial = Buffer(f"{st.name}.partial", (1,), buf.dtype, "local")
+        current = Load(partial, [E.const(0)])
+        source = self.to_buffer_loads(body.source)
+        update = _guarded(all_of(*spatial_guards, *reduce_guards),
+                          Store(partial, (E.const(0),), _combine(body.combiner, current, source)))
+        inner = update
+        for sv in reversed(leaves[first_reduce + 1:]):
+            inner = self.wrap_loop(st, sv, info, inner, children)
+        first_thread = None
+        if buf.scope != "local":     # a per-thread buffer: every thread keeps its result
+            first_thread = E.Compare("eq", tloop.var, E.const(0))
+        result = _guarded(all_of(*spatial_guards, first_thread), Store(buf, store_idx, current))
+        combine = ThreadReduce(partial, body.combiner, st.loop_kind[tloop], info.extent[tloop])
+        inner = Allocate(partial, seq(Store(partial, (E.const(0),), body.init), inner,
+                                      combine, result))
+        inner = self.wrap_loop(st, tloop, info, inner, children)
+        for sv in reversed(leaves[:first_reduce]):
+            inner = self.wrap_loop(st, sv, info, inner, children)
+        return inner
+
     def wrap_loop(self, st: Stage, sv: SVar, info: _NestInfo, body: Stmt,
                   children: dict[SVar, list[Stage]]) -> Stmt:
         for child in reversed(children.get(sv, [])):
@@ -233,8 +305,9 @@ class _Lowering:
         b = self.buffers[id(t)]
         ranges = {}
         spatial = [sv for sv in child.root_vars if sv.kind == "spatial"]
-        for sv, m, n in zip(spatial, self.region_min[id(t)], extents):
-            ranges[sv] = (m, n)
+        steps = self.region_step.get(id(t)) or [1] * len(extents)
+        for sv, m, n, step in zip(spatial, self.region_min[id(t)], extents, steps):
+            ranges[sv] = (m, n, step)
         for sv in child.root_vars:
             if sv.kind == "reduce":
                 ranges[sv] = (E.const(0), sv.root_extent)
@@ -264,6 +337,9 @@ class _Lowering:
         t = child.tensor
         pos = parent.leaf_vars.index(at)
         relaxed = {sv.var: (0, info.extent[sv] - 1) for sv in parent.leaf_vars[pos + 1:]}
+        if child.scope == "shared":
+            # one copy serves every thread of the block: span the thread loops around it
+            relaxed.update(self.thread_ranges)
         loads = _loads_of(parent_body, t)
         for sib in later_siblings:
             sib_body = self.expand(sib.op.body)
@@ -273,11 +349,12 @@ class _Lowering:
             # the sibling's root loops run over its whole region inside this loop
             mapping = {}
             spatial = [sv for sv in sib.root_vars if sv.kind == "spatial"]
-            for sv, m, n in zip(spatial, self.region_min[id(sib.tensor)],
-                                self.region_extent[id(sib.tensor)]):
+            steps = self.region_step.get(id(sib.tensor)) or [1] * len(spatial)
+            for sv, m, n, step in zip(spatial, self.region_min[id(sib.tensor)],
+                                      self.region_extent[id(sib.tensor)], steps):
                 v = Var(sv.name + ".r")
                 relaxed[v] = (0, n - 1)
-                mapping[sv.var] = m + v
+                mapping[sv.var] = m + _scaled(v, step)
             for sv in sib.root_vars:
                 if sv.kind == "reduce":
                     relaxed[sv.var] = (0, sv.root_extent - 1)
@@ -286,25 +363,35 @@ class _Lowering:
         if not loads:
             raise ScheduleError(f"{child.name} is computed at {parent.name}.{at.name} but "
                                 f"neither {parent.name} nor a stage computed there reads it")
-        mins, extents = [], []
+        mins, extents, steps = [], [], []
         for d, n in enumerate(t.shape):
             box = [_relaxed_interval(ld.indices[d], relaxed, self.var_ranges) for ld in loads]
             base_key = {E.expr_key(b[0]) for b in box if b is not None}
             if any(b is None for b in box) or len(base_key) != 1:
                 mins.append(E.const(0))
                 extents.append(n)
+                steps.append(1)
                 continue
             lo = min(b[1] for b in box)
             hi = max(b[2] for b in box)
             if hi - lo + 1 >= n:
                 mins.append(E.const(0))
                 extents.append(n)
+                steps.append(1)
                 continue
+            step = 1
+            if self.compact_strides:
+                step = _lattice_step([ld.indices[d] for ld in loads], [b[1] for b in box],
+                                     relaxed, self.var_ranges)
             mins.append(E.simplify(box[0][0] + lo, self.var_ranges))
-            extents.append(hi - lo + 1)
+            extents.append((hi - lo) // step + 1)
+            steps.append(step)
         self.region_min[id(t)] = mins
         self.region_extent[id(t)] = extents
-        repeats = math.prod(info.extent[sv] for sv in parent.leaf_vars[:pos + 1])
+        self.region_step[id(t)] = steps
+        # threads of a block share a stage's work: only other loops repeat it
+        repeats = math.prod(info.extent[sv] for sv in parent.leaf_vars[:pos + 1]
+                            if not parent.loop_kind.get(sv, "").startswith("threadIdx"))
         if repeats > 1 and tuple(extents) == t.shape and math.prod(t.shape) > 1:
             warnings.warn(RedundantComputeWarning(
                 f"{child.name} is computed at {parent.name}.{at.name}, but each of its "
@@ -316,6 +403,38 @@ class _Lowering:
         # the schedule chose another scope (shared memory on GPUs)
         scope = "local" if child.scope == "global" else child.scope
         self.buffers[id(t)] = Buffer(child.name, tuple(extents), t.dtype, scope)
+
+
+def _step(rng: tuple) -> int:
+    return rng[2] if len(rng) > 2 else 1
+
+
+def _scaled(e: Expr, step: int) -> Expr:
+    return e if step == 1 else e * step
+
+
+def _lattice_step(indices: list[Expr], los: list[int], relaxed: dict[Var, tuple[int, int]],
+                  known: dict[Var, tuple[int, int]]) -> int:
+    """The largest step g such that every element the loads read is at lo + g * k: the gcd
+    of the relaxed variables' coefficients and of the loads' offsets from each other (1
+    when a relaxed variable appears inside a non-affine term)."""
+    g = 0
+    for index in indices:
+        aff = E.to_affine(index, known)
+        for atom, c in aff.terms.values():
+            if isinstance(atom, Var) and atom in relaxed:
+                a, b = relaxed[atom]
+                if b > a:
+                    g = math.gcd(g, abs(c))
+            elif E.free_vars(atom) & relaxed.keys():
+                return 1
+    for lo in los:
+        g = math.gcd(g, abs(lo - los[0]))
+    return g or 1
+
+
+def _thread_bound(st: Stage, sv: SVar) -> bool:
+    return st.loop_kind.get(sv, "").startswith("threadIdx")
 
 
 def _loads_of(body: Expr, t: Tensor) -> list[Load]:

@@ -138,4 +138,5 @@ FAMILY_MODULES = (
     "tensorc.ops.scan",          # cumsum, cumprod
     "tensorc.ops.resize",        # resize_axis
     "tensorc.ops.image",         # grid_sample, col2im
+    "tensorc.ops.gpu",           # the GPU (cuda) schedule templates of all of the above
 )

@@ -211,6 +211,9 @@ _SECTIONS = ("object", "constants")
 def load(path: str | Path) -> Module:
     """Load a module saved with :meth:`Module.save`; nothing is compiled again."""
     header, sections = artifact.read(path)
+    if header.get("kind") == "cuda":     # a CUDA module (runtime/cuda.py)
+        from tensorc.runtime.cuda import load_cuda
+        return load_cuda(path, header, sections)
     missing = [f"header field {key!r}" for key in _HEADER_FIELDS if key not in header]
     missing += [f"section {name!r}" for name in _SECTIONS if name not in sections]
     if missing:

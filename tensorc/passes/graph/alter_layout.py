@@ -23,7 +23,9 @@ def pack_conv_weight(w: np.ndarray, block: int) -> np.ndarray:
     return np.ascontiguousarray(np.moveaxis(packed, 1, -1))
 
 
-def alter_layout(graph: Graph) -> Graph:
+def alter_layout(graph: Graph, target=None) -> Graph:
+    if target is not None and target.kind != "llvm":
+        return graph        # the blocked layout is what the CPU conv schedules want
     consumers = graph.consumers()
     packed: dict[Value, Value] = {}
     for node in graph.nodes:
@@ -47,3 +49,6 @@ def alter_layout(graph: Graph) -> Graph:
                 and w not in graph.outputs:
             del graph.constants[w]
     return graph
+
+
+alter_layout.needs_target = True

@@ -1,0 +1,182 @@
+"""The CUDA pipeline: the CPU pipeline's graph passes, fusion and memory plan, then GPU
+schedules, the host/device split, barriers and the limits check, CUDA C for every kernel, the
+launch plan of the model, and nvcc.
+
+    graph -> fused groups -> GPU schedules -> loop IR -> device kernels (split_kernels,
+    insert_barriers, verify_gpu) -> CUDA C (codegen/cuda.py) -> fatbin (codegen/nvcc.py)
+                                                  \\-> launch plan (runtime/launch_plan.py)
+
+>>> compiled = compile_graph_cuda(graph, Target.from_string("cuda -arch=sm_90"))
+>>> print(compiled.source)                  # what `tensorc inspect --stage cuda` shows
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from tensorc.codegen.cuda import CudaCodegen
+from tensorc.compiler import (
+    Kernel, Progress, build_kernels, inlined_scalar, optimize_graph, signature,
+)
+from tensorc.errors import ScheduleError, TensorcError
+from tensorc.ir.graph import Graph
+from tensorc.ir.loop import PrimFunc, format_func
+from tensorc.passes.graph.fuse import FusedGroup, fuse
+from tensorc.passes.graph.plan_memory import MemoryPlan, plan_memory
+from tensorc.passes.loop.insert_barriers import insert_barriers
+from tensorc.passes.loop.split_kernels import (
+    WORKSPACE_ALIGN, DeviceFunction, split_kernels, workspace_layout,
+)
+from tensorc.passes.loop.verify_gpu import verify_gpu
+from tensorc.runtime.launch_plan import Launch, LaunchPlan
+from tensorc.target import Target
+
+
+@dataclass
+class CudaCompiled:
+    graph: Graph
+    groups: list[FusedGroup]
+    kernels: list[Kernel]                       # one per non-view group, in order
+    plan: MemoryPlan
+    device: dict[str, DeviceFunction]           # by the group kernel's name
+    source: str
+    launches: LaunchPlan
+    output_names: list[str]
+
+    @property
+    def device_kernels(self) -> list[PrimFunc]:
+        return [k for d in self.device.values() for k in d.kernels]
+
+
+def to_device(func: PrimFunc, target: Target, where: str = "") -> DeviceFunction:
+    """A scheduled group kernel as device kernels: split at its root nests, barriers
+    inserted, each checked against the target's limits."""
+    device = split_kernels(func)
+    device.kernels = [insert_barriers(k) for k in device.kernels]
+    for kernel in device.kernels:
+        try:
+            verify_gpu(kernel, target)
+        except ScheduleError as exc:
+            raise ScheduleError(f"{where or func.name}: {exc}") from None
+    return device
+
+
+def compile_graph_cuda(graph: Graph, target: Target, progress: Progress | None = None
+                       ) -> CudaCompiled:
+    """Compile an imported graph to CUDA C and its launch plan (no nvcc yet)."""
+    start = time.perf_counter()
+    output_names = [v.name for v in graph.outputs]
+    graph = optimize_graph(graph, target)
+    groups = fuse(graph)
+    kernels = build_kernels(graph, groups, target, progress)
+    plan = plan_memory(graph, groups)
+    device: dict[str, DeviceFunction] = {}
+    cg = CudaCodegen(target)
+    for kernel in kernels:
+        if kernel.func.name in device:
+            continue
+        dev = to_device(kernel.func, target, f"{kernel.func.name} ({kernel.group.name})")
+        device[kernel.func.name] = dev
+        for k in dev.kernels:
+            cg.add_kernel(k)
+    launches = launch_plan(graph, kernels, plan, device)
+    if progress:
+        progress(f"generated CUDA C for {len(device)} distinct kernels "
+                 f"({len(launches.launches)} launches) in {time.perf_counter() - start:.1f}s")
+    return CudaCompiled(graph, groups, kernels, plan, device, cg.source(), launches,
+                        output_names)
+
+
+def _align(n: int) -> int:
+    return -(-n // WORKSPACE_ALIGN) * WORKSPACE_ALIGN
+
+
+def launch_plan(graph: Graph, kernels: list[Kernel], plan: MemoryPlan,
+                device: dict[str, DeviceFunction]) -> LaunchPlan:
+    """The model's launches: each group's device kernels with their arguments' places; the
+    kernels' workspace shares one region after the memory plan's arena."""
+    workspace_base = _align(plan.arena_size)
+    workspace = max((d.workspace_bytes for d in device.values()), default=0)
+    launches = []
+    for kernel in kernels:
+        dev = device[kernel.func.name]
+        group = kernel.group
+        values = [v for v in group.inputs if not inlined_scalar(v, graph)] + [group.output]
+        places = {}
+        for buf, value in zip(dev.params, values):
+            place = plan.places[value]
+            index = place.index if place.kind in ("input", "output") else 0
+            places[id(buf)] = (place.kind, index, place.offset)
+        for buf, offset in workspace_layout(dev.workspace).items():
+            places[id(buf)] = ("arena", 0, workspace_base + offset)
+        for k in dev.kernels:
+            launches.append(Launch(k.name, k.attrs["grid"], k.attrs["block"],
+                                   [places[id(b)] for b in k.params], group.name))
+    return LaunchPlan(launches, workspace_base + workspace)
+
+
+def format_device_kernels(compiled: CudaCompiled) -> str:
+    """The loop IR of every device kernel, with its launch dimensions."""
+    parts = []
+    for kernel in compiled.device_kernels:
+        grid = "x".join(map(str, kernel.attrs["grid"]))
+        block = "x".join(map(str, kernel.attrs["block"]))
+        parts.append(f"// grid {grid}, block {block}\n{format_func(kernel)}")
+    return "\n".join(parts)
+
+
+def output_signature(compiled: CudaCompiled) -> list[tuple[str, tuple[int, ...], str]]:
+    return [(name, sig[1], sig[2]) for name, sig in
+            zip(compiled.output_names, signature(compiled.graph.outputs))]
+
+
+def cuda_module(compiled: CudaCompiled, target: Target, source_onnx: bytes | None = None,
+                build: bool = True, info: dict | None = None):
+    """A CudaModule of ``compiled``: with ``build``, nvcc compiles its fatbin for the target's
+    architectures (and records ptxas's resources per kernel); without, the module can only
+    run on an EmulatedDevice."""
+    from tensorc.codegen.nvcc import build_fatbin
+    from tensorc.runtime.cuda import CudaModule
+    fatbin, resources = None, {}
+    if build:
+        result = build_fatbin(compiled.source, target.archs)
+        fatbin = result.fatbin
+        resources = {k: {a: r.to_json() for a, r in by_arch.items()}
+                     for k, by_arch in result.resources.items()}
+    info = dict(info or {}, kernels=len(compiled.device),
+                launches=len(compiled.launches.launches), groups=len(compiled.groups))
+    return CudaModule(compiled.source, fatbin, compiled.launches,
+                      signature(compiled.graph.inputs), output_signature(compiled),
+                      compiled.plan.const_pool, str(target), source_onnx, info, resources)
+
+
+def compile_cuda_module(proto, graph: Graph, target: Target, progress: Progress | None,
+                        start: float):
+    """``tensorc.compile(..., target="cuda")``: CUDA C for every kernel, built by nvcc for the
+    target's architectures, as a CudaModule."""
+    compiled = compile_graph_cuda(graph, target, progress)
+    if progress:
+        progress(f"running nvcc for {', '.join(target.archs)}")
+    mod = cuda_module(compiled, target, proto.SerializeToString())
+    mod.info["compile_seconds"] = round(time.perf_counter() - start, 3)
+    return mod
+
+
+def inspect_cuda(graph: Graph, target: Target, stage: str) -> str:
+    """``tensorc.inspect`` for CUDA targets: stage loops (the device kernels and the launch
+    plan) or cuda (the source, with ptxas's resources per kernel when nvcc is there)."""
+    from tensorc.codegen.nvcc import build_fatbin, find_nvcc, format_resources
+    compiled = compile_graph_cuda(graph, target)
+    plan = f"// launch plan: {compiled.launches.describe()}\n"
+    if stage == "loops":
+        return format_device_kernels(compiled) + "\n" + plan
+    if stage != "cuda":
+        raise TensorcError(f"stage {stage} is the CPU's; for target {target} inspect stage "
+                           f"cuda")
+    if find_nvcc() is None:
+        note = "// ptxas resources: not measured (nvcc not found; set CUDA_HOME)"
+    else:
+        build = build_fatbin(compiled.source, target.archs)
+        note = "// ptxas resources per kernel\n" + "\n".join(
+            "// " + line for line in format_resources(build.resources).splitlines())
+    return f"{compiled.source}\n{note}\n{plan}"

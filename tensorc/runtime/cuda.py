@@ -1,0 +1,422 @@
+"""A compiled model for NVIDIA GPUs: the same interface as the CPU Module (run, profile, save,
+inputs, outputs), running a launch plan on a device.
+
+The device is where kernels run and memory lives. :class:`PyCudaDevice` is a real GPU,
+through pycuda (the optional ``cuda`` extra), imported only when a module first runs, so a
+machine without a GPU can compile, save and inspect CUDA modules and gets a clear error only
+when it tries to run one. :class:`EmulatedDevice` runs the module's own CUDA source compiled
+for the CPU (codegen/cuda_emulator.py), which is how the launch plan and every kernel are
+tested without a GPU.
+
+>>> mod = tensorc.compile("model.onnx", target="cuda")
+>>> out = mod.run({"x": x})                         # on the GPU; numpy in, numpy out
+>>> mod.profile({"x": x})[:2]                       # per-launch times, from CUDA events
+"""
+from __future__ import annotations
+
+import atexit
+import ctypes
+import re
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+import ml_dtypes  # noqa: F401  (registers bfloat16 with numpy)
+import numpy as np
+
+from tensorc.errors import ArtifactError, InputError, TensorcError
+from tensorc.runtime import artifact
+from tensorc.runtime.launch_plan import LaunchPlan, resolve_args
+
+Signature = list[tuple[str, tuple[int, ...], str]]
+# device pointers passed through by the caller must allow float4 accesses
+DEVICE_ALIGN = 16
+
+
+class CudaModule:
+    """Kernels (CUDA source and its fatbin), the launch plan, and the constants.
+
+    ``run`` copies numpy inputs to the device and the outputs back; an input that is already
+    a device array (anything with ``__cuda_array_interface__``: pycuda's GPUArray, CuPy,
+    PyTorch) is passed through, and ``run(feeds, device_outputs=True)`` leaves the outputs on
+    the device. Not safe to run from several threads at once (the arena is shared).
+    """
+
+    def __init__(self, source: str, fatbin: bytes | None, plan: LaunchPlan,
+                 inputs: Signature, outputs: Signature, const_pool: np.ndarray, target: str,
+                 source_onnx: bytes | None = None, info: dict | None = None,
+                 resources: dict | None = None):
+        self.source = source
+        self.fatbin = fatbin
+        self.plan = plan
+        self.inputs: Signature = [(n, tuple(s), d) for n, s, d in inputs]
+        self.outputs: Signature = [(n, tuple(s), d) for n, s, d in outputs]
+        self.const_pool = const_pool
+        self.target = target
+        self.source_onnx = source_onnx
+        self.info = info or {}
+        self.resources = resources or {}      # kernel -> arch -> ptxas figures (JSON)
+        self._device = None
+        self._kernels: dict[str, Any] = {}
+        self._pool_ptr = self._arena_ptr = None
+
+    @property
+    def input_names(self) -> list[str]:
+        return [n for n, _, _ in self.inputs]
+
+    @property
+    def output_names(self) -> list[str]:
+        return [n for n, _, _ in self.outputs]
+
+    @property
+    def arena_size(self) -> int:
+        return self.plan.arena_size
+
+    # devices --------------------------------------------------------------------------------
+    def use_device(self, device) -> CudaModule:
+        """Run on ``device`` (a PyCudaDevice, an EmulatedDevice); returns self. The weights
+        are uploaded here, once; the arena and the input and output buffers are allocated
+        once and reused by every run."""
+        self._device = device
+        self._kernels = device.load(self)
+        self._pool_ptr = device.alloc(max(1, self.const_pool.nbytes))
+        device.upload(self._pool_ptr, self.const_pool)
+        self._arena_ptr = device.alloc(max(1, self.plan.arena_size))
+        self._in_ptrs = [device.alloc(max(1, _nbytes(s, d))) for _, s, d in self.inputs]
+        self._out_ptrs = [device.alloc(max(1, _nbytes(s, d))) for _, s, d in self.outputs]
+        self._args: dict[tuple, list[list[int]]] = {}
+        return self
+
+    @property
+    def device(self):
+        if self._device is None:
+            self.use_device(PyCudaDevice.shared())
+        return self._device
+
+    # running --------------------------------------------------------------------------------
+    def run(self, feeds: Mapping[str, Any], device_outputs: bool = False) -> dict[str, Any]:
+        """Run one inference; returns a dict output name -> numpy array (or, with
+        ``device_outputs``, a device array the caller owns)."""
+        device = self.device
+        in_ptrs = self._inputs_on_device(feeds)
+        out_ptrs = self._out_ptrs
+        if device_outputs:
+            out_ptrs = [device.alloc(max(1, _nbytes(s, d))) for _, s, d in self.outputs]
+        for launch, args in zip(self.plan.launches, self._launch_args(in_ptrs, out_ptrs)):
+            device.launch(self._kernels[launch.kernel], launch.grid, launch.block, args)
+        device.synchronize()
+        result = {}
+        for (name, shape, dtype), ptr in zip(self.outputs, out_ptrs):
+            if device_outputs:
+                result[name] = device.wrap(ptr, shape, dtype)
+            else:
+                array = np.empty(shape, dtype)
+                device.download(array, ptr)
+                result[name] = array
+        return result
+
+    def profile(self, feeds: Mapping[str, Any] | None = None, repeat: int = 10
+                ) -> list[dict]:
+        """Time every launch with device events (after a warm-up run): one dict per launch
+        with kernel, group, grid, block and the median milliseconds over ``repeat`` runs."""
+        if feeds is None:
+            feeds = {n: np.zeros(s, d) for n, s, d in self.inputs}
+        device = self.device
+        self.run(feeds)
+        all_args = self._launch_args(self._inputs_on_device(feeds), self._out_ptrs)
+        samples: list[list[float]] = [[] for _ in self.plan.launches]
+        for _ in range(max(1, repeat)):
+            for k, (launch, args) in enumerate(zip(self.plan.launches, all_args)):
+                samples[k].append(device.timed_launch(self._kernels[launch.kernel],
+                                                      launch.grid, launch.block, args))
+        return [{"kernel": launch.kernel, "group": launch.group, "grid": launch.grid,
+                 "block": launch.block, "ms": float(np.median(times))}
+                for launch, times in zip(self.plan.launches, samples)]
+
+    def _launch_args(self, in_ptrs: list[int], out_ptrs: list[int]) -> list[list[int]]:
+        """Every launch's argument pointers, resolved once per set of input and output
+        buffers."""
+        key = (tuple(in_ptrs), tuple(out_ptrs))
+        args = self._args.get(key)
+        if args is None:
+            regions = {"input": in_ptrs, "output": out_ptrs, "const": [self._pool_ptr],
+                       "arena": [self._arena_ptr]}
+            args = [resolve_args(launch, regions) for launch in self.plan.launches]
+            if len(self._args) >= 16:
+                self._args.clear()
+            self._args[key] = args
+        return args
+
+    def _inputs_on_device(self, feeds: Mapping[str, Any]) -> list[int]:
+        """Device pointers of the inputs: host arrays are copied into the module's input
+        buffers, device arrays are passed through."""
+        from tensorc.runtime.module import Module
+        device = self.device
+        if not isinstance(feeds, Mapping):
+            raise InputError(f"run() takes a dict of input name -> array, got "
+                             f"{type(feeds).__name__}; inputs: {self.input_names}")
+        passed = {}
+        host = {}
+        for name, value in feeds.items():
+            interface = getattr(value, "__cuda_array_interface__", None)
+            if interface is not None:
+                passed[name] = interface
+            else:
+                host[name] = value
+        for name, interface in passed.items():
+            self._check_device_array(name, interface)
+        stand_in = {n: np.empty(s, d) for n, s, d in self.inputs if n in passed}
+        arrays = Module._check_feeds_slowly(self, {**host, **stand_in})
+        pointers = []
+        for (name, _, _), array, buffer in zip(self.inputs, arrays, self._in_ptrs):
+            if name in passed:
+                pointers.append(int(passed[name]["data"][0]))
+            else:
+                device.upload(buffer, array)
+                pointers.append(buffer)
+        return pointers
+
+    def _check_device_array(self, name: str, interface: dict) -> None:
+        spec = {n: (s, d) for n, s, d in self.inputs}
+        if name not in spec:
+            raise InputError(f"feeds do not match the model's inputs: unknown [{name!r}]; the "
+                             f"model takes {self._describe(self.inputs)}")
+        shape, dtype = spec[name]
+        got_shape = tuple(interface.get("shape", ()))
+        got_dtype = np.dtype(interface.get("typestr", "|u1"))
+        if got_shape != shape or got_dtype != np.dtype(dtype):
+            raise InputError(f"input {name!r}: expected a {dtype}{list(shape)} device array, "
+                             f"got {got_dtype}{list(got_shape)}")
+        strides = interface.get("strides")
+        if strides is not None and tuple(strides) != _contiguous_strides(shape, got_dtype):
+            raise InputError(f"input {name!r}: the device array is not contiguous; pass a "
+                             f"contiguous copy")
+        if int(interface["data"][0]) % DEVICE_ALIGN:
+            raise InputError(f"input {name!r}: the device array's address is not "
+                             f"{DEVICE_ALIGN}-byte aligned; pass a copy that is")
+
+    @staticmethod
+    def _describe(sig: Signature) -> str:
+        return ", ".join(f"{n}: {d}{list(s)}" for n, s, d in sig)
+
+    # saving ---------------------------------------------------------------------------------
+    def save(self, path: str | Path) -> None:
+        """Write the module (fatbin, CUDA source, launch plan, constants; atomic)."""
+        if self.fatbin is None:
+            raise TensorcError("this CUDA module has no fatbin (it was built for emulation "
+                               "only); compile it with tensorc.compile(..., target='cuda')")
+        header = {"kind": "cuda", "inputs": self.inputs, "outputs": self.outputs,
+                  "target": self.target, "info": self.info, "resources": self.resources,
+                  "plan": self.plan.to_json()}
+        sections = {"fatbin": self.fatbin, "cuda_source": self.source.encode(),
+                    "constants": self.const_pool.tobytes()}
+        if self.source_onnx is not None:
+            sections["onnx"] = self.source_onnx
+        artifact.write(path, header, sections)
+
+    def __repr__(self) -> str:
+        return (f"CudaModule(inputs: {self._describe(self.inputs)}; outputs: "
+                f"{self._describe(self.outputs)}; target {self.target}; "
+                f"{len(self.plan.launches)} launches)")
+
+
+def is_cuda_header(header: dict) -> bool:
+    return header.get("kind") == "cuda"
+
+
+def load_cuda(path: str | Path, header: dict, sections: dict[str, bytes]) -> CudaModule:
+    """A CudaModule from an artifact's parts (see runtime/module.py's ``load``)."""
+    missing = [f"header field {k!r}" for k in ("inputs", "outputs", "target", "plan")
+               if k not in header]
+    missing += [f"section {s!r}" for s in ("fatbin", "cuda_source", "constants")
+                if s not in sections]
+    if missing:
+        raise ArtifactError(f"{path} is corrupt: it has no {', '.join(missing)}; compile the "
+                            f"model again")
+    pool = np.frombuffer(sections["constants"], dtype=np.uint8)
+    return CudaModule(sections["cuda_source"].decode(), sections["fatbin"],
+                      LaunchPlan.from_json(header["plan"]), header["inputs"], header["outputs"],
+                      pool, header["target"], sections.get("onnx"), header.get("info"),
+                      header.get("resources"))
+
+
+def _nbytes(shape, dtype) -> int:
+    return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+
+
+def _contiguous_strides(shape, dtype: np.dtype) -> tuple[int, ...]:
+    out, acc = [], dtype.itemsize
+    for d in reversed(shape):
+        out.append(acc)
+        acc *= d
+    return tuple(reversed(out))
+
+
+# ---------------------------------------------------------------------------------------------
+# devices
+
+class PyCudaDevice:
+    """An NVIDIA GPU through pycuda, in its primary context (made current on this thread and
+    popped at exit). ``PyCudaDevice.shared()`` is the first GPU, one per process."""
+
+    _shared: PyCudaDevice | None = None
+
+    @classmethod
+    def shared(cls) -> PyCudaDevice:
+        if cls._shared is None:
+            cls._shared = cls()
+        return cls._shared
+
+    def __init__(self, ordinal: int = 0):
+        try:
+            import pycuda.driver as driver
+        except ImportError:
+            raise TensorcError(
+                "running a CUDA module needs pycuda and an NVIDIA GPU: install the extra with "
+                "pip install 'tensorc[cuda]' (pycuda builds against the CUDA toolkit: set "
+                "CUDA_ROOT to it, e.g. CUDA_ROOT=/usr/local/cuda), or compile for "
+                "target='llvm' to run on this CPU") from None
+        try:
+            driver.init()
+            count = driver.Device.count()
+        except driver.Error as exc:
+            raise TensorcError(f"no usable CUDA driver ({exc}): running a CUDA module needs "
+                               f"an NVIDIA GPU and its driver; compile for target='llvm' to "
+                               f"run on this CPU") from None
+        if count <= ordinal:
+            raise TensorcError(f"no CUDA GPU found (the driver sees {count}); running a CUDA "
+                               f"module needs one; compile for target='llvm' to run on this "
+                               f"CPU")
+        self.driver = driver
+        self.gpu = driver.Device(ordinal)
+        self.name = self.gpu.name()
+        self.context = self.gpu.retain_primary_context()
+        self.context.push()
+        atexit.register(self._release)
+        self._allocations: dict[int, Any] = {}
+
+    def _release(self) -> None:
+        self._allocations.clear()
+        try:
+            self.context.pop()
+        except Exception:  # noqa: BLE001 - the context may be gone at interpreter exit
+            pass
+
+    def load(self, module: CudaModule) -> dict[str, Any]:
+        if module.fatbin is None:
+            raise TensorcError("this CUDA module has no fatbin to load; compile it with nvcc "
+                               "(tensorc.compile(..., target='cuda'))")
+        major, minor = self.gpu.compute_capability()
+        self.module = self.driver.module_from_buffer(module.fatbin)
+        kernels = {}
+        for name in module.plan.kernel_names:
+            fn = self.module.get_function(name)
+            arity = next(len(launch.args) for launch in module.plan.launches
+                         if launch.kernel == name)
+            fn.prepare("P" * arity)
+            kernels[name] = fn
+        self.arch = f"sm_{major}{minor}"
+        return kernels
+
+    def alloc(self, nbytes: int) -> int:
+        allocation = self.driver.mem_alloc(nbytes)
+        ptr = int(allocation)
+        self._allocations[ptr] = allocation
+        return ptr
+
+    def free(self, ptr: int) -> None:
+        allocation = self._allocations.pop(ptr, None)
+        if allocation is not None:
+            allocation.free()
+
+    def upload(self, ptr: int, array: np.ndarray) -> None:
+        self.driver.memcpy_htod(ptr, np.ascontiguousarray(array))
+
+    def download(self, array: np.ndarray, ptr: int) -> None:
+        self.driver.memcpy_dtoh(array, ptr)
+
+    def launch(self, kernel, grid, block, args: list[int]) -> None:
+        kernel.prepared_call(tuple(grid), tuple(block), *args)
+
+    def timed_launch(self, kernel, grid, block, args: list[int]) -> float:
+        start, end = self.driver.Event(), self.driver.Event()
+        start.record()
+        kernel.prepared_call(tuple(grid), tuple(block), *args)
+        end.record()
+        end.synchronize()
+        return end.time_since(start)
+
+    def synchronize(self) -> None:
+        self.driver.Context.synchronize()
+
+    def wrap(self, ptr: int, shape, dtype):
+        import pycuda.gpuarray as gpuarray
+        allocation = self._allocations.pop(ptr)
+        return gpuarray.GPUArray(shape, np.dtype(dtype), gpudata=allocation)
+
+
+class EmulatedDevice:
+    """A stand-in GPU on the CPU: host memory, and the module's CUDA source compiled by the
+    host C++ compiler against the emulation header. Slow, but it runs exactly the kernels
+    and the launch plan that a GPU would."""
+
+    name = "CPU emulation"
+
+    def __init__(self):
+        self._memory: dict[int, np.ndarray] = {}
+        self.launches = 0
+
+    def load(self, module: CudaModule) -> dict[str, Any]:
+        from tensorc.codegen.cuda_emulator import build_emulator
+        self.kernels = build_emulator(module.source, kernel_sync_flags(module.source))
+        return {name: name for name in module.plan.kernel_names}
+
+    def alloc(self, nbytes: int) -> int:
+        raw = np.zeros(nbytes + 256, np.uint8)
+        start = (-raw.ctypes.data) % 256
+        ptr = raw.ctypes.data + start
+        self._memory[ptr] = raw
+        return ptr
+
+    def free(self, ptr: int) -> None:
+        self._memory.pop(ptr, None)
+
+    def upload(self, ptr: int, array: np.ndarray) -> None:
+        array = np.ascontiguousarray(array)
+        ctypes.memmove(ptr, array.ctypes.data, array.nbytes)
+
+    def download(self, array: np.ndarray, ptr: int) -> None:
+        ctypes.memmove(array.ctypes.data, ptr, array.nbytes)
+
+    def launch(self, kernel: str, grid, block, args: list[int]) -> None:
+        self.launches += 1
+        self.kernels.launch(kernel, tuple(grid), tuple(block), args)
+
+    def timed_launch(self, kernel: str, grid, block, args: list[int]) -> float:
+        start = time.perf_counter()
+        self.launch(kernel, grid, block, args)
+        return (time.perf_counter() - start) * 1e3
+
+    def synchronize(self) -> None:
+        pass
+
+    def wrap(self, ptr: int, shape, dtype) -> np.ndarray:
+        """Emulated device memory is host memory: a numpy view of it."""
+        raw = self._memory[ptr]
+        start = ptr - raw.ctypes.data
+        return raw[start:start + _nbytes(shape, dtype)].view(dtype).reshape(shape)
+
+
+_KERNEL_HEAD = re.compile(r'extern "C" __global__ void __launch_bounds__\([\d, ]+\) (\w+)\(')
+
+
+def kernel_sync_flags(source: str) -> dict[str, bool]:
+    """Each kernel of a generated source, and whether its threads synchronize."""
+    heads = list(_KERNEL_HEAD.finditer(source))
+    flags = {}
+    for k, m in enumerate(heads):
+        end = heads[k + 1].start() if k + 1 < len(heads) else len(source)
+        body = source[m.end():end]
+        flags[m.group(1)] = "__syncthreads" in body or "tc_thread_reduce" in body or \
+            "__shfl" in body
+    return flags
