@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.tensorc-installed
 DEV_INSTALLED := $(VENV)/.tensorc-dev-installed
-# The model `make demo` compiles; any name in models.MODELS (mlp, lenet5, resnet).
+# The model `make demo` compiles; any name in models.MODELS (mlp, lenet5, resnet, yolo, ...).
 MODEL ?= resnet
 
 .PHONY: all demo test bench lint clean distclean
@@ -41,7 +41,8 @@ lint: $(DEV_INSTALLED)
 	$(PY) -m ruff check .
 
 clean:
-	rm -rf build/ dist/ *.egg-info .pytest_cache .ruff_cache models/resnet.onnx
+	rm -rf build/ dist/ *.egg-info .pytest_cache .ruff_cache
+	rm -f $(filter-out models/mlp.onnx models/lenet5.onnx,$(wildcard models/*.onnx))
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -exec rm -rf {} +
 	find . -path ./$(VENV) -prune -o -name '*.tcz' -type f -exec rm -f {} +
 

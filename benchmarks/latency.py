@@ -34,7 +34,7 @@ from tensorc.reference import (  # noqa: E402
     run_session,
 )
 
-DEFAULT_MODELS = ("mlp", "lenet5", "resnet", "mobilenetv2")
+DEFAULT_MODELS = tuple(models.MODELS)  # every bundled model
 
 
 @dataclass
@@ -78,7 +78,7 @@ def bench_model(name: str, threads: list[int], seconds: float) -> list[Result]:
         return [Result(name, t, error=reason) for t in threads]
     compile_s = time.perf_counter() - start
     gflops = count_flops(onnx.load(path), input_shapes) / 1e9
-    feeds = random_inputs(module.inputs, seed=0)
+    feeds = models.example_inputs(name) or random_inputs(module.inputs, seed=0)
 
     results = []
     for count in threads:

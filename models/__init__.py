@@ -4,8 +4,9 @@ Each module has ``build() -> onnx.ModelProto`` and writes models/<name>.onnx whe
 script. The small ones (mlp, lenet5) are checked in; the others are generated on first use.
 
 >>> import models
->>> sorted(models.MODELS)
-['lenet5', 'mlp', 'mobilenetv2', 'resnet']
+>>> sorted(models.MODELS)  # doctest: +NORMALIZE_WHITESPACE
+['audio', 'bert', 'detector', 'efficientnet', 'gpt2', 'inception', 'lenet5', 'lstm', 'mlp',
+ 'mobilenetv2', 'resnet', 'squeezenet', 'yolo']
 >>> model = models.load("mlp")
 """
 
@@ -17,14 +18,17 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 import onnx
 
 MODELS_DIR = Path(__file__).resolve().parent
 # Imported lazily, so that `python -m models.<name>` does not import its own module twice.
-_NAMES = ("mlp", "lenet5", "resnet", "mobilenetv2")
+_NAMES = ("mlp", "lenet5", "resnet", "mobilenetv2", "bert", "gpt2", "detector", "lstm",
+          "squeezenet", "inception", "efficientnet", "yolo", "audio")
 # Models whose .onnx is generated (gitignored) rather than checked in; rebuilt when their
-# script is newer than the file, so a stale copy is never used.
-GENERATED = frozenset({"resnet", "mobilenetv2"})
+# script or a shared builder is newer than the file, so a stale copy is never used.
+GENERATED = frozenset(_NAMES) - {"mlp", "lenet5"}
+_SHARED = ("_builder.py", "transformer.py")
 
 
 def _module(name: str) -> ModuleType:
@@ -55,8 +59,9 @@ def path(name: str) -> Path:
     """
     module = _module(name)
     file = MODELS_DIR / f"{name}.onnx"
-    script = Path(module.__file__)
-    stale = name in GENERATED and file.exists() and file.stat().st_mtime < script.stat().st_mtime
+    sources = [Path(module.__file__)] + [MODELS_DIR / shared for shared in _SHARED]
+    newest = max(source.stat().st_mtime for source in sources)
+    stale = name in GENERATED and file.exists() and file.stat().st_mtime < newest
     if not file.exists() or stale:
         tmp = file.with_name(f"{file.name}.{os.getpid()}.tmp")  # parallel test workers
         onnx.save(module.build(), tmp)
@@ -76,3 +81,16 @@ def input_shapes(name: str) -> dict[str, tuple[int, ...]] | None:
     {'input': (1, 3, 224, 224)}
     """
     return _module(name).INPUT_SHAPES
+
+
+def example_inputs(name: str, seed: int = 0) -> dict[str, np.ndarray] | None:
+    """The model's own example feeds, in the ranges it expects (token ids inside the
+    vocabulary, a 0/1 attention mask, images in [0, 1]), or None if its script has none.
+
+    >>> example_inputs("gpt2")["input_ids"].shape
+    (1, 32)
+    >>> example_inputs("mlp") is None
+    True
+    """
+    make = getattr(_module(name), "example_inputs", None)
+    return make(seed) if make is not None else None

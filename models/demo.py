@@ -57,7 +57,7 @@ def demo(name: str, seconds: float) -> int:
     module = tensorc.load(str(artifact))
     print(f"saved {artifact} and loaded it back in {(time.perf_counter() - start) * 1e3:.0f} ms")
 
-    feeds = random_inputs(module.inputs, seed=0)
+    feeds = models.example_inputs(name) or random_inputs(module.inputs, seed=0)
     session = onnxruntime_session(path, num_threads=1)
     comparison = compare_outputs(module.run(feeds), run_session(session, feeds))
     print(f"check against onnxruntime (rtol {comparison.rtol:g}, atol {comparison.atol:g}):")
