@@ -406,9 +406,10 @@ class LLVMCodegen(ValueOps):
                 ) -> ir.Value | None:
         """The lane mask that an access of ``buf`` at ``index`` needs. Local blocks need
         none where every lane stays inside the allocation (they are padded for this): a load
-        in masked-off lanes then reads harmless garbage, and a store at ``base + lane`` of an
-        odd-width vector puts its padded lanes past the block's end, never on another
-        element. So LLVM keeps accumulators in registers."""
+        in masked-off lanes then reads harmless garbage, and a store of an odd-width vector
+        at the start of a row whose pitch is the vector's width (lowering pads rows so) puts
+        its padding lanes in that row's own padding, never on another element. So LLVM keeps
+        accumulators in registers."""
         if buf.scope != "local" or index is None:
             return self.lane_mask
         stride = 0
@@ -425,8 +426,11 @@ class LLVMCodegen(ValueOps):
             return self.lane_mask
         if not store:
             return None
-        if self.tail_mask_only and stride == 1 and lo + self.active_lanes >= buf.size:
-            return None
+        if self.tail_mask_only and stride == 1:
+            pitch = buf.shape[-1] if buf.shape else 1
+            if (pitch == self.lanes and _multiple_of(base, pitch)) or \
+                    lo + self.active_lanes >= buf.size:
+                return None
         return self.lane_mask
 
     def _in_allocation(self, buf: Buffer, base: E.Expr, span: int) -> bool:
@@ -804,6 +808,13 @@ def _vectorizable(s: Stmt, var: E.Var) -> bool:
         return s.else_case is None and _affine_condition(s.cond, var) and \
             _vectorizable(s.then_case, var)
     return False
+
+
+def _multiple_of(e: E.Expr, n: int) -> bool:
+    """Whether the integer expression ``e`` is a multiple of ``n`` for every value of its
+    variables (every term's coefficient and the constant are)."""
+    aff = E.to_affine(e, {})
+    return aff.const % n == 0 and all(c % n == 0 for _, c in aff.terms.values())
 
 
 def _predicable(s: Stmt) -> bool:

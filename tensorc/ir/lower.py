@@ -402,7 +402,12 @@ class _Lowering:
         # a stage computed inside another's loop is a temporary of that loop: local unless
         # the schedule chose another scope (shared memory on GPUs)
         scope = "local" if child.scope == "global" else child.scope
-        self.buffers[id(t)] = Buffer(child.name, tuple(extents), t.dtype, scope)
+        shape = list(extents)
+        if scope == "local" and shape and "vectorized" in child.loop_kind.values():
+            # rows of a power-of-two pitch: an odd-width vector's padding lanes then fall in
+            # their own row's padding, so the block needs no masked access (codegen/llvm.py)
+            shape[-1] = 1 << (shape[-1] - 1).bit_length()
+        self.buffers[id(t)] = Buffer(child.name, tuple(shape), t.dtype, scope)
 
 
 def _step(rng: tuple) -> int:

@@ -17,7 +17,7 @@ from tensorc.ir import expr as E
 from tensorc.ir import te
 from tensorc.ir.types import TensorType
 from tensorc.ops.registry import Pattern, define
-from tensorc.ops.schedules import schedule_reduction
+from tensorc.ops.schedules import reduction_space, schedule_reduction
 from tensorc.ops.shape_rules import expect_arity, expect_axis
 
 argmax = define("argmax", Pattern.REDUCTION)
@@ -153,11 +153,11 @@ argmin.compute(_arg_compute(False, "argmin"))
 def _arg_schedule(target, sch, out: te.Tensor, anchor: te.Tensor, attrs: dict, config) -> None:
     if not anchor.op.reduce_axis:  # the squeeze: schedule the index reduction under it
         anchor = anchor.op.input_tensors()[0]
-    schedule_reduction(target, sch, out, anchor)
+    schedule_reduction(target, sch, out, anchor, attrs, config)
 
 
-argmax.schedule(_arg_schedule)
-argmin.schedule(_arg_schedule)
+argmax.schedule(_arg_schedule, space=reduction_space)
+argmin.schedule(_arg_schedule, space=reduction_space)
 
 
 @topk.compute
@@ -188,4 +188,4 @@ def _topk_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
     return te.compute(shape, pick, name=f"topk_{attrs['output']}")
 
 
-topk.schedule(schedule_reduction)
+topk.schedule(schedule_reduction, space=reduction_space)

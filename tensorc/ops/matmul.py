@@ -13,6 +13,7 @@ from tensorc.ir.schedule import Schedule
 from tensorc.ir.types import TensorType
 from tensorc.ops.registry import Pattern, define
 from tensorc.ops.shape_rules import broadcast_shapes, expect_arity, expect_same_dtype
+from tensorc.ops.space import Knob, SearchSpace
 from tensorc.target import Target
 
 matmul = define("matmul", Pattern.OUT_ELEMWISE_FUSABLE)
@@ -68,11 +69,22 @@ MICRO_ROWS = 4          # rows of the output tile (unrolled)
 MICRO_VECTORS = 2       # vectors across the tile's columns: 4 x 2 accumulators in registers
 
 
-@matmul.schedule
+def _matmul_space(target: Target, out: te.Tensor, mm: te.Tensor, attrs: dict) -> SearchSpace:
+    """rows x vectors: the register tile; parallel: tiles on threads."""
+    m = out.shape[-2]
+    rows = tuple(r for r in (1, 2, 3, 4, 6, 8) if r <= m) or (1,)
+    return SearchSpace([
+        Knob("rows", rows, min(MICRO_ROWS, max(rows)), "rows of the register tile"),
+        Knob("vectors", (1, 2, 3), MICRO_VECTORS, "column vectors of the register tile"),
+        Knob("parallel", (True, False), True, "tiles on threads (when large enough)"),
+    ], name="matmul")
+
+
+@matmul.schedule(space=_matmul_space)
 def _matmul_schedule(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tensor,
                      attrs: dict, config) -> None:
     """Register-tiled GEMM: each (i.o, j.o) tile of the output is accumulated in a local
-    MICRO_ROWS x (MICRO_VECTORS * lanes) block, k outermost inside the tile, the tile's rows
+    rows x (vectors * lanes) block, k outermost inside the tile, the tile's rows
     unrolled and its columns vectorized; tiles run in parallel."""
     if not mm.op.reduce_axis:      # a rounding stage: tile the accumulation under it
         mm = mm.op.input_tensors()[0]
@@ -84,13 +96,14 @@ def _matmul_schedule(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tenso
     outer = sch[out]
     *batch, i, j = outer.op_axis
     m, n = out.shape[-2:]
-    cols = lanes * MICRO_VECTORS if n >= lanes * MICRO_VECTORS else (lanes if n >= lanes
-                                                                       else n)
-    rows = min(MICRO_ROWS, m)
+    vectors = config["vectors"]
+    cols = lanes * vectors if n >= lanes * vectors else (lanes if n >= lanes else n)
+    rows = min(config["rows"], m)
     io, jo, ii, ji = outer.tile(i, j, rows, cols)
     outer.vectorize(ji)
     fused = outer.fuse(*batch, io, jo)
-    if out.shape and np.prod(out.shape) * mm.op.reduce_axis[0].extent >= 1 << 16:
+    if config["parallel"] and out.shape and \
+            np.prod(out.shape) * mm.op.reduce_axis[0].extent >= 1 << 16:
         outer.parallel(fused)
     inner = sch[compute_tensor]
     inner.compute_at(outer, fused)

@@ -20,7 +20,7 @@ from tensorc.ir import te
 from tensorc.ir.schedule import Schedule
 from tensorc.ir.types import TensorType
 from tensorc.ops.registry import Pattern, define
-from tensorc.ops.schedules import schedule_reduction
+from tensorc.ops.schedules import reduction_space, schedule_reduction
 from tensorc.ops.shape_rules import expect_arity, expect_axis, expect_float
 from tensorc.target import Target
 
@@ -121,7 +121,7 @@ def _register(name: str, rule: Reduction) -> None:
         return [np.asarray(result).astype(x.dtype, copy=False)]
 
     op.compute(_reduce_compute(name, rule))
-    op.schedule(_reduce_schedule)
+    op.schedule(_reduce_schedule, space=reduction_space)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -213,7 +213,7 @@ def _reduce_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.T
                      attrs: dict, config) -> None:
     if not anchor.op.reduce_axis:  # a finish stage: schedule the accumulation under it
         anchor = next(t for t in anchor.op.input_tensors() if t.op.name.endswith("_acc"))
-    schedule_reduction(target, sch, out, anchor)
+    schedule_reduction(target, sch, out, anchor, attrs, config)
 
 
 for _name, _rule in REDUCTIONS.items():

@@ -10,6 +10,7 @@ from tensorc.ir import expr as E
 from tensorc.ir.schedule import Schedule, Stage
 from tensorc.ir.te import Tensor
 from tensorc.ops.registry import Template
+from tensorc.ops.space import Knob, SearchSpace
 from tensorc.target import Target
 
 # below this many output elements a kernel runs on one thread: waking the pool costs more
@@ -49,11 +50,11 @@ def vector_block(extent: int, lanes: int) -> int:
     return lanes
 
 
-def vectorize_inner(target: Target, stage: Stage, extent: int, dtype: str):
-    """Split the stage's innermost loop (of extent ``extent``) by the vector width and
-    vectorize the inner part; return the outer loops (outermost first, in loop order)."""
+def vectorize_inner(target: Target, stage: Stage, extent: int, dtype: str, registers: int = 1):
+    """Split the stage's innermost loop (of extent ``extent``) by the vector width (times
+    ``registers``) and vectorize the inner part; return the outer loops (outermost first)."""
     axes = [sv for sv in stage.leaf_vars if sv.kind == "spatial"]
-    lanes = target.vector_lanes(dtype)
+    lanes = target.vector_lanes(dtype) * registers
     if not axes:
         return []
     if extent >= lanes:
@@ -81,13 +82,31 @@ def parallel_outer(stage: Stage, loops: list, size: int):
     return fused
 
 
+def injective_space(target: Target, out: Tensor, anchor: Tensor | None, attrs: dict | None
+                    ) -> SearchSpace:
+    return SearchSpace([
+        Knob("registers", (1, 2, 4), 1, "vector registers per vectorized block"),
+        Knob("parallel", (True, False), True, "outer loops on threads (when large enough)"),
+    ], name="injective")
+
+
 def schedule_injective(target: Target, sch: Schedule, out: Tensor, anchor: Tensor | None = None,
                        attrs: dict | None = None, config=None) -> None:
     """Elementwise, broadcast and injective groups: vectorize the inner loop, parallel outer
     (in the stage's current loop order)."""
+    config = config or injective_space(target, out, anchor, attrs).default()
     stage = sch[out]
-    outer = vectorize_inner(target, stage, out.shape[-1] if out.shape else 1, out.dtype)
-    parallel_outer(stage, outer, _size(out))
+    outer = vectorize_inner(target, stage, out.shape[-1] if out.shape else 1, out.dtype,
+                            config["registers"])
+    parallel_outer(stage, outer, _size(out) if config["parallel"] else 0)
+
+
+def reduction_space(target: Target, out: Tensor, anchor: Tensor, attrs: dict | None
+                    ) -> SearchSpace:
+    return SearchSpace([
+        Knob("rfactor", (True, False), True, "partial sums in a vector for row reductions"),
+        Knob("parallel", (True, False), True, "output rows on threads (when large enough)"),
+    ], name="reduction")
 
 
 def schedule_reduction(target: Target, sch: Schedule, out: Tensor, anchor: Tensor,
@@ -106,9 +125,10 @@ def schedule_reduction(target: Target, sch: Schedule, out: Tensor, anchor: Tenso
 
         for (n.c.y: parallel)  for (x.o)  [for (k...)  for (x.i: vectorized)]
     """
+    config = config or reduction_space(target, out, anchor, attrs).default()
     lanes = target.vector_lanes(out.dtype)
-    if _row_reduction(anchor, lanes):
-        _schedule_row_reduction(target, sch, out, anchor, lanes)
+    if config["rfactor"] and _row_reduction(anchor, lanes):
+        _schedule_row_reduction(target, sch, out, anchor, lanes, config["parallel"])
         return
     if out is anchor:
         # accumulate in a local (register) block, copied out once
@@ -127,7 +147,7 @@ def schedule_reduction(target: Target, sch: Schedule, out: Tensor, anchor: Tenso
         # fused index the anchor's region could not be inferred through
         stage.vectorize(axes[-1])
         loops = list(axes[:-1])
-    attach = parallel_outer(stage, loops, _size(out))
+    attach = parallel_outer(stage, loops, _size(out) if config["parallel"] else 0)
     if attach is None:
         return
     sch[anchor].compute_at(stage, attach)
@@ -182,11 +202,12 @@ def reduce_in_row(target: Target, sch: Schedule, reduction: Tensor, parent: Stag
 
 
 def _schedule_row_reduction(target: Target, sch: Schedule, out: Tensor, anchor: Tensor,
-                            lanes: int) -> None:
+                            lanes: int, parallel: bool = True) -> None:
     rf = sch.rfactor(anchor, lanes)
     stage = sch[out]
     axes = stage.op_axis
-    row = parallel_outer(stage, axes, _size(anchor) * lanes * 4) if axes else None
+    work = _size(anchor) * lanes * 4 if parallel else 0
+    row = parallel_outer(stage, axes, work) if axes else None
     if row is None:         # a 0-d output: the whole reduction in one row
         rf_stage = sch[rf]
         *_, j = rf_stage.op_axis
@@ -224,4 +245,4 @@ def vectorize_inner_reduction(target: Target, stage: Stage, t: Tensor) -> list:
 
 
 # The template of groups without an anchor (elementwise, broadcast, injective), by target kind.
-INJECTIVE: dict[str, Template] = {"llvm": Template(schedule_injective)}
+INJECTIVE: dict[str, Template] = {"llvm": Template(schedule_injective, injective_space)}

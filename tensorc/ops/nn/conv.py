@@ -6,6 +6,8 @@ Inputs x[N, C, *S] and w[F, C/groups, *K]; the frontend adds the bias with an ``
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tensorc.errors import ShapeError
@@ -23,6 +25,7 @@ from tensorc.ops.schedules import (
     schedule_reduction,
     vector_block,
 )
+from tensorc.ops.space import Knob, SearchSpace
 from tensorc.ops.shape_rules import (
     check_window_attrs,
     expect_arity,
@@ -292,7 +295,38 @@ def gemm_tile(target: Target, rows: int, columns: int) -> tuple[int, int]:
 FILTER_TILE = 16    # filters accumulated per input vector (unrolled, broadcast weights)
 
 
-@conv.schedule
+def _formulation(conv_t: te.Tensor) -> str:
+    """direct, flat or gemm: how the group's conv was computed (see ``_conv_compute``)."""
+    if conv_t.op.reduce_axis:
+        return "direct"
+    inner = conv_t.op.input_tensors()[0].op.name
+    return {"conv_flat": "flat", "conv_gemm": "gemm"}.get(inner, "direct")
+
+
+def _conv_space(target: Target, out: te.Tensor, conv_t: te.Tensor, attrs: dict
+                ) -> SearchSpace:
+    """The register tile: ``filter_tile`` filters (direct and flat formulations: x one vector
+    of output columns; gemm: x GEMM_COLUMNS positions); ``parallel``: tiles on threads."""
+    filters = out.shape[1]
+    registers = 32 if target.vector_bits >= 512 else 16
+    kind = _formulation(conv_t)
+    if kind == "gemm":
+        vectors = max(1, GEMM_COLUMNS // target.vector_lanes(out.dtype))
+        limit = (registers - vectors - 1) // vectors
+        default = gemm_tile(target, filters, GEMM_COLUMNS)[0]
+    else:
+        block = attrs.get("kernel_block", 0) or FILTER_TILE
+        limit = block if kind == "flat" or attrs.get("kernel_block") else FILTER_TILE
+        # accumulators + the input vector + a broadcast weight
+        default = _divisor_at_most(math.gcd(filters, block), min(limit, registers - 2))
+    tiles = tuple(d for d in range(1, limit + 1) if filters % d == 0) or (1,)
+    return SearchSpace([
+        Knob("filter_tile", tiles, default, "filters per register tile"),
+        Knob("parallel", (True, False), True, "tiles on threads (when large enough)"),
+    ], name=f"conv ({kind})")
+
+
+@conv.schedule(space=_conv_space)
 def _conv_schedule(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.Tensor,
                    attrs: dict, config) -> None:
     """2-D direct convolution, vectorized along the output row: an output tile of
@@ -305,10 +339,10 @@ def _conv_schedule(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.Ten
     if not conv_t.op.reduce_axis:    # a final stage over the flattened or float32 result
         inner = conv_t.op.input_tensors()[0]
         if inner.op.name == "conv_flat":
-            _schedule_flat(target, sch, out, inner)
+            _schedule_flat(target, sch, out, inner, config)
             return
         if inner.op.name == "conv_gemm":
-            _schedule_gemm(target, sch, out, inner)
+            _schedule_gemm(target, sch, out, inner, config)
             return
         conv_t = inner
     inputs = conv_t.op.input_tensors()
@@ -320,7 +354,7 @@ def _conv_schedule(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.Ten
         pad_stage.compute_root()
         schedule_injective(target, sch, pad_stage.tensor)
     lanes = target.vector_lanes(out.dtype)
-    block = attrs.get("kernel_block", 0) or _divisor_at_most(out.shape[1], FILTER_TILE)
+    block = config["filter_tile"]
     compute_tensor = sch.cache_write(conv_t, "local") if out is conv_t else conv_t
     st = sch[out]
     n, f, y, x = st.op_axis
@@ -330,7 +364,7 @@ def _conv_schedule(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.Ten
     st.reorder(n, fo, y, xo, fi, xi)
     fused = st.fuse(n, fo, y)
     st.vectorize(xi)
-    if np.prod(out.shape) >= PARALLEL_MIN_ELEMENTS:
+    if config["parallel"] and np.prod(out.shape) >= PARALLEL_MIN_ELEMENTS:
         st.parallel(fused)
     cs = sch[compute_tensor]
     cs.compute_at(st, xo)
@@ -340,7 +374,8 @@ def _conv_schedule(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.Ten
     cs.vectorize(cx)
 
 
-def _schedule_flat(target: Target, sch: Schedule, out: te.Tensor, flat: te.Tensor) -> None:
+def _schedule_flat(target: Target, sch: Schedule, out: te.Tensor, flat: te.Tensor,
+                   config) -> None:
     """The flattened conv: tiles of FILTER_TILE filters x one vector of q accumulate in
     registers over (channel, kernel row, kernel column) and run in parallel; the padded input
     is materialized first; the epilogue (bias, activation, residual) reads the flat result
@@ -352,13 +387,12 @@ def _schedule_flat(target: Target, sch: Schedule, out: te.Tensor, flat: te.Tenso
     local = sch.cache_write(flat, "local")
     st = sch[flat]
     n, f, q = st.op_axis
-    block = _divisor_at_most(flat.shape[1], FILTER_TILE)
-    fo, fi = st.split(f, block)
+    fo, fi = st.split(f, config["filter_tile"])
     qo, qi = st.split(q, FLAT_LANES)
     st.reorder(n, fo, qo, fi, qi)
     fused = st.fuse(n, fo, qo)
     st.vectorize(qi)
-    if np.prod(flat.shape) >= PARALLEL_MIN_ELEMENTS:
+    if config["parallel"] and np.prod(flat.shape) >= PARALLEL_MIN_ELEMENTS:
         st.parallel(fused)
     ls = sch[local]
     ls.compute_at(st, fused)
@@ -369,7 +403,8 @@ def _schedule_flat(target: Target, sch: Schedule, out: te.Tensor, flat: te.Tenso
     schedule_injective(target, sch, out)
 
 
-def _schedule_gemm(target: Target, sch: Schedule, out: te.Tensor, gemm: te.Tensor) -> None:
+def _schedule_gemm(target: Target, sch: Schedule, out: te.Tensor, gemm: te.Tensor,
+                   config) -> None:
     """The GEMM formulation, tiled for registers: for each block of GEMM_COLUMNS output
     positions of a row (blocks in parallel) the block's patches are gathered once (im2col,
     K x columns), then every tile of ``rows`` filters x the block accumulates over K in
@@ -381,7 +416,7 @@ def _schedule_gemm(target: Target, sch: Schedule, out: te.Tensor, gemm: te.Tenso
                      out[f, y, q] = epilogue(acc)
     """
     patches = next(t for t in gemm.op.input_tensors() if t.op.name == "im2col")
-    rows, _ = gemm_tile(target, gemm.shape[1], GEMM_COLUMNS)
+    rows = config["filter_tile"]
     local = sch.cache_write(gemm, "local")
     sch[gemm].compute_inline()       # the epilogue reads the register tile itself
     st = sch[out]
@@ -396,7 +431,7 @@ def _schedule_gemm(target: Target, sch: Schedule, out: te.Tensor, gemm: te.Tenso
     st.reorder(n, *lines, qo, fo, fi, qi)
     st.vectorize(qi)
     block = st.fuse(n, *lines, qo)
-    if np.prod(out.shape) >= PARALLEL_MIN_ELEMENTS:
+    if config["parallel"] and np.prod(out.shape) >= PARALLEL_MIN_ELEMENTS:
         st.parallel(block)
     ls = sch[local]
     ls.compute_at(st, fo)

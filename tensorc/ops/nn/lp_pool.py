@@ -16,7 +16,7 @@ from tensorc.ops.nn.conv import padded_input
 from tensorc.ops.nn.pool import infer_pool, output_spatial, overhang
 from tensorc.ops.nn.windows import pad_spatial, window_slices
 from tensorc.ops.registry import Pattern, define
-from tensorc.ops.nn.pool import schedule_window
+from tensorc.ops.nn.pool import schedule_window, window_space
 from tensorc.ops.shape_rules import expect_arity, expect_float
 from tensorc.target import Target
 
@@ -76,7 +76,7 @@ def _compute(attrs: dict, x: te.Tensor) -> te.Tensor:
     return te.compute(total.shape, lambda *i: _root(total[i], p), name="lp_pool")
 
 
-@lp_pool.schedule
+@lp_pool.schedule(space=window_space)
 def _schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
               attrs: dict, config) -> None:
-    schedule_window(target, sch, out, anchor.op.input_tensors()[0])
+    schedule_window(target, sch, out, anchor.op.input_tensors()[0], config)

@@ -16,6 +16,7 @@ from tensorc.ops.nn.conv import padded_input
 from tensorc.ops.nn.windows import pad_spatial, window_slices
 from tensorc.ops.registry import Pattern, define
 from tensorc.ops.schedules import parallel_outer, vector_block
+from tensorc.ops.space import Knob, SearchSpace
 from tensorc.ops.shape_rules import (
     check_window_attrs,
     expect_arity,
@@ -171,7 +172,18 @@ def _avg_pool_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
                       name="avg_pool")
 
 
-def schedule_window(target: Target, sch: Schedule, out: te.Tensor, window: te.Tensor) -> None:
+def window_space(target: Target, out: te.Tensor, anchor: te.Tensor, attrs: dict
+                 ) -> SearchSpace:
+    return SearchSpace([
+        Knob("row_buffer", (True, False), True,
+             "copy each row's padded input rows into a local buffer first"),
+        Knob("registers", (1, 2), 2, "vector registers per output block (at most)"),
+        Knob("parallel", (True, False), True, "output rows on threads (when large enough)"),
+    ], name="pool")
+
+
+def schedule_window(target: Target, sch: Schedule, out: te.Tensor, window: te.Tensor,
+                    config=None) -> None:
     """Pooling (a reduction over a window of a padded input, ``window``) on any shape.
 
     Output rows (n, c, leading spatial dims) run in parallel; each row's padded input rows are
@@ -183,22 +195,24 @@ def schedule_window(target: Target, sch: Schedule, out: te.Tensor, window: te.Te
           pad_rows[K, Wp] = padded input rows y*s .. y*s+K-1      (masked loads at the edges)
           for (x.o)  [for (ry, rx)  for (x.i: vectorized)  acc = max(acc, pad_rows[ry, ...])]
     """
+    config = config or window_space(target, out, window, {}).default()
     if out is window:
         window = sch.cache_write(window, "local")
     lanes = target.vector_lanes(out.dtype)
     stage = sch[out]
     *rows, x = stage.op_axis
     width = out.shape[-1]
-    block = vector_block(width, lanes)
+    block = vector_block(width, lanes) if config["registers"] == 2 else \
+        (width if width <= lanes else lanes)
     if block < width:
         x_outer, x_inner = stage.split(x, block)
     else:
         x_outer, x_inner = None, x
     stage.vectorize(x_inner)
-    row = parallel_outer(stage, rows, int(np.prod(out.shape)))
+    row = parallel_outer(stage, rows, int(np.prod(out.shape)) if config["parallel"] else 0)
     pad = next((t for t in window.op.input_tensors() if getattr(t.op, "tag", "") == "pad"),
                None)
-    if pad is not None:
+    if pad is not None and config["row_buffer"]:
         pad_stage = sch[pad]
         pad_stage.compute_at(stage, row)
         # (the copy runs once per row; a register-wide block with a masked tail is fine)
@@ -210,13 +224,13 @@ def schedule_window(target: Target, sch: Schedule, out: te.Tensor, window: te.Te
     acc.vectorize(acc_x)
 
 
-@max_pool.schedule
+@max_pool.schedule(space=window_space)
 def _max_pool_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
                        attrs: dict, config) -> None:
-    schedule_window(target, sch, out, anchor)
+    schedule_window(target, sch, out, anchor, config)
 
 
-@avg_pool.schedule
+@avg_pool.schedule(space=window_space)
 def _avg_pool_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
                        attrs: dict, config) -> None:
-    schedule_window(target, sch, out, anchor.op.input_tensors()[0])
+    schedule_window(target, sch, out, anchor.op.input_tensors()[0], config)
