@@ -347,6 +347,13 @@ def _conv_schedule(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.Ten
         conv_t = inner
     inputs = conv_t.op.input_tensors()
     pad_stage = next((sch[t] for t in inputs if t.op.name == "pad"), None)
+    if attrs["groups"] == out.shape[1] and attrs["groups"] > 1 and \
+            all(t.shape[1] in (1, attrs["groups"]) for t in inputs):
+        # depthwise: a weighted pooling window per channel, scheduled as pooling is
+        from tensorc.ops.nn.pool import schedule_window, window_space
+        schedule_window(target, sch, out, conv_t, window_space(target, out, conv_t, attrs)
+                        .default())
+        return
     if spatial != 2:
         schedule_reduction(target, sch, out, conv_t)
         return

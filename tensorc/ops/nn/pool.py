@@ -172,11 +172,27 @@ def _avg_pool_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
                       name="avg_pool")
 
 
+PLANE_BUFFER = 4096     # padded planes up to this many elements are buffered whole
+
+
+def _padded_input_of(window: te.Tensor) -> te.Tensor | None:
+    return next((t for t in window.op.input_tensors() if getattr(t.op, "tag", "") == "pad"),
+                None)
+
+
 def window_space(target: Target, out: te.Tensor, anchor: te.Tensor, attrs: dict
                  ) -> SearchSpace:
+    """buffer: where the padded input is copied to a local buffer (each output row's input
+    rows, or a channel's whole padded plane, which small maps reuse across their rows);
+    registers: vector registers per output block; parallel."""
+    window = anchor if anchor.op.reduce_axis else anchor.op.input_tensors()[0]
+    pad = _padded_input_of(window)
+    plane = int(np.prod(pad.shape[2:])) if pad is not None else 0
+    choices = ("rows", "plane", "none") if pad is not None and len(out.shape) > 3 else \
+        (("rows", "none") if pad is not None else ("none",))
+    default = choices[0] if plane > PLANE_BUFFER or "plane" not in choices else "plane"
     return SearchSpace([
-        Knob("row_buffer", (True, False), True,
-             "copy each row's padded input rows into a local buffer first"),
+        Knob("buffer", choices, default, "where the padded input is buffered"),
         Knob("registers", (1, 2), 2, "vector registers per output block (at most)"),
         Knob("parallel", (True, False), True, "output rows on threads (when large enough)"),
     ], name="pool")
@@ -184,12 +200,14 @@ def window_space(target: Target, out: te.Tensor, anchor: te.Tensor, attrs: dict
 
 def schedule_window(target: Target, sch: Schedule, out: te.Tensor, window: te.Tensor,
                     config=None) -> None:
-    """Pooling (a reduction over a window of a padded input, ``window``) on any shape.
+    """Pooling (a reduction over a window of a padded input, ``window``; depthwise convs
+    too) on any shape.
 
-    Output rows (n, c, leading spatial dims) run in parallel; each row's padded input rows are
-    copied into a local buffer once (the padding decided there, not at every tap); the output
-    row is split into whole vector blocks (see ``vector_block``), each accumulated in
-    registers over the window with unconditional loads from that buffer:
+    Output rows (n, c, leading spatial dims) run in parallel; the padded input is copied into
+    a local buffer once (the padding decided there, not at every tap): each output row's
+    input rows, or for a small map the channel's whole padded plane; the output row is split
+    into whole vector blocks (see ``vector_block``), each accumulated in registers over the
+    window with unconditional loads from that buffer:
 
         for (n.c.y: parallel)
           pad_rows[K, Wp] = padded input rows y*s .. y*s+K-1      (masked loads at the edges)
@@ -209,13 +227,18 @@ def schedule_window(target: Target, sch: Schedule, out: te.Tensor, window: te.Te
     else:
         x_outer, x_inner = None, x
     stage.vectorize(x_inner)
-    row = parallel_outer(stage, rows, int(np.prod(out.shape)) if config["parallel"] else 0)
-    pad = next((t for t in window.op.input_tensors() if getattr(t.op, "tag", "") == "pad"),
-               None)
-    if pad is not None and config["row_buffer"]:
+    work = int(np.prod(out.shape)) if config["parallel"] else 0
+    pad = _padded_input_of(window)
+    if config["buffer"] == "plane":
+        # (n, c) in parallel, the leading spatial loops inside: the plane is reused by them
+        plane = parallel_outer(stage, rows[:2], work)
+        row = rows[-1]
+    else:
+        plane = row = parallel_outer(stage, rows, work)
+    if pad is not None and config["buffer"] != "none":
         pad_stage = sch[pad]
-        pad_stage.compute_at(stage, row)
-        # (the copy runs once per row; a register-wide block with a masked tail is fine)
+        pad_stage.compute_at(stage, plane)
+        # (the copy runs once per row or plane; a register-wide block with a masked tail)
         pad_stage.vectorize(pad_stage.split(pad_stage.op_axis[-1], lanes)[1])
     acc = sch[window]
     acc.compute_at(stage, x_outer if x_outer is not None else row)
