@@ -7,6 +7,7 @@ anchor itself, or the end of an elementwise epilogue fused after it).
 from __future__ import annotations
 
 from tensorc.ir import expr as E
+from tensorc.ir.lower import loop_extents
 from tensorc.ir.schedule import Schedule, Stage
 from tensorc.ir.te import Tensor
 from tensorc.ops.registry import Template
@@ -90,6 +91,24 @@ def injective_space(target: Target, out: Tensor, anchor: Tensor | None, attrs: d
     ], name="injective")
 
 
+PARALLEL_GRAIN = 64     # parallel iterations enough to balance two to a few dozen threads
+
+
+def parallel_prefix(stage: Stage, loops: list, size: int) -> None:
+    """Run the fewest outer loops that give PARALLEL_GRAIN iterations in parallel (fused);
+    the loops inside stay nested, so that values that do not depend on them (a per-channel
+    bias) are loaded once per inner loop, not once per vector."""
+    if not loops or size < PARALLEL_MIN_ELEMENTS:
+        return
+    extents = loop_extents(stage)
+    take, count = 0, 1
+    while take < len(loops) and count < PARALLEL_GRAIN:
+        count *= extents[loops[take]]
+        take += 1
+    prefix = loops[:take]
+    stage.parallel(stage.fuse(*prefix) if len(prefix) > 1 else prefix[0])
+
+
 def schedule_injective(target: Target, sch: Schedule, out: Tensor, anchor: Tensor | None = None,
                        attrs: dict | None = None, config=None) -> None:
     """Elementwise, broadcast and injective groups: vectorize the inner loop, parallel outer
@@ -98,7 +117,7 @@ def schedule_injective(target: Target, sch: Schedule, out: Tensor, anchor: Tenso
     stage = sch[out]
     outer = vectorize_inner(target, stage, out.shape[-1] if out.shape else 1, out.dtype,
                             config["registers"])
-    parallel_outer(stage, outer, _size(out) if config["parallel"] else 0)
+    parallel_prefix(stage, outer, _size(out) if config["parallel"] else 0)
 
 
 def reduction_space(target: Target, out: Tensor, anchor: Tensor, attrs: dict | None

@@ -3,11 +3,13 @@ from __future__ import annotations
 
 from tensorc.ir.loop import PrimFunc
 from tensorc.passes.loop.flatten import flatten_buffers
+from tensorc.passes.loop.partition import partition_loops
 from tensorc.passes.loop.simplify import simplify
 
 # The lowering pipeline, read top to bottom; `tensorc inspect --stage loops` prints the result.
 PIPELINE = (
     simplify,          # canonical affine indices, decided guards, unit loops dropped
+    partition_loops,   # split loops where a select or guard inside them changes value
     flatten_buffers,   # B[i, j] -> B[i*J + j]
     simplify,          # fold the flattened index arithmetic
 )
@@ -19,4 +21,4 @@ def optimize(func: PrimFunc) -> PrimFunc:
     return func
 
 
-__all__ = ["PIPELINE", "optimize", "simplify", "flatten_buffers"]
+__all__ = ["PIPELINE", "optimize", "simplify", "flatten_buffers", "partition_loops"]

@@ -1,0 +1,139 @@
+"""Partition loops where a condition inside them changes value.
+
+A concat computes ``select(c < 64, A[...], B[...])`` for every element; an attached padding
+stage tests its borders at every element. Where such a comparison is affine in a loop's
+variable and the loops inside it are bounded, the comparison holds (or fails) for every inner
+iteration on a whole range of the loop: split the loop at those breakpoints and simplify each
+piece with its narrowed range, and each piece runs one branch, with no select.
+
+    for (c, 0, 128)  out[c, i] = select(c < 64, A[c, i], B[c - 64, i])
+      ->  for (c, 0, 64) out[c, i] = A[c, i];   for (c, 0, 64) out[c + 64, i] = B[c, i]
+"""
+from __future__ import annotations
+
+from tensorc.ir import expr as E
+from tensorc.ir.loop import Allocate, For, IfThenElse, PrimFunc, Seq, Stmt, Store, map_stmt, seq
+from tensorc.passes.loop.simplify import simplify
+
+MAX_PIECES = 4         # a loop is split into at most this many ranges
+PARTITIONED = ("serial", "parallel")
+
+
+def partition_loops(func: PrimFunc) -> PrimFunc:
+    """Split loops at the points where affine conditions inside them change value.
+
+    >>> func = partition_loops(func)    # doctest: +SKIP
+    """
+    body = _visit(func.body, {})
+    return simplify(PrimFunc(func.name, func.params, body, dict(func.attrs)))
+
+
+def _visit(s: Stmt, ranges: dict) -> Stmt:
+    if isinstance(s, For):
+        n = E.as_const_int(s.extent)
+        inner = dict(ranges)
+        if n is not None:
+            inner[s.var] = (0, n - 1)
+        body = _visit(s.body, inner)
+        loop = For(s.var, s.extent, s.kind, body)
+        if n is None or s.kind not in PARTITIONED or _declares_shared(body):
+            return loop
+        cuts = _breakpoints(loop, n, ranges)
+        if not cuts:
+            return loop
+        return _split(loop, [0, *cuts, n], ranges)
+    if isinstance(s, Seq):
+        return seq(*[_visit(c, ranges) for c in s.stmts])
+    if isinstance(s, Allocate):
+        return Allocate(s.buffer, _visit(s.body, ranges))
+    if isinstance(s, IfThenElse):
+        return IfThenElse(s.cond, _visit(s.then_case, ranges),
+                          None if s.else_case is None else _visit(s.else_case, ranges))
+    return s
+
+
+def _declares_shared(s: Stmt) -> bool:
+    """Whether ``s`` allocates GPU shared memory: a kernel declares each such buffer once."""
+    stack = [s]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Allocate) and x.buffer.scope == "shared":
+            return True
+        stack.extend(x.children())
+    return False
+
+
+def _loop_ranges(s: Stmt, ranges: dict) -> dict:
+    """The ranges of every loop variable inside ``s`` (constant extents only)."""
+    out = dict(ranges)
+    stack = [s]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, For):
+            n = E.as_const_int(x.extent)
+            if n is not None:
+                out[x.var] = (0, n - 1)
+        stack.extend(x.children())
+    return out
+
+
+def _conditions(s: Stmt):
+    stack = [s]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, IfThenElse):
+            yield x.cond
+        if isinstance(x, Store):
+            for e in (*x.indices, x.value):
+                for sub in E.walk(e):
+                    if isinstance(sub, E.Select):
+                        yield sub.cond
+        stack.extend(x.children())
+
+
+def _comparisons(cond: E.Expr):
+    if isinstance(cond, E.Logical):
+        for a in cond.args:
+            yield from _comparisons(a)
+    elif isinstance(cond, E.Compare) and cond.op in ("lt", "le", "gt", "ge") and \
+            E.is_int(cond.a.dtype):
+        yield cond
+
+
+def _breakpoints(loop: For, n: int, ranges: dict) -> list[int]:
+    """Values of the loop variable where some condition inside may change from decided to
+    undecided (over all inner iterations) or back: each starts a new piece."""
+    inner = _loop_ranges(loop.body, ranges)
+    inner.pop(loop.var, None)
+    cuts: set[int] = set()
+    for cond in _conditions(loop.body):
+        for cmp in _comparisons(cond):
+            lin = E.linear_coeff(cmp.a - cmp.b, loop.var)
+            if lin is None or lin[1] == 0:
+                continue
+            base, coeff = lin
+            lo, hi = E.const_bounds(E.simplify(base, inner), inner)
+            if lo is None or hi is None:
+                continue
+            # coeff * v + bound crosses zero at v = -bound / coeff: the integers around
+            # that root start the pieces where the comparison is decided one way
+            for bound in (lo, hi):
+                num, den = (-bound, coeff) if coeff > 0 else (bound, -coeff)
+                for point in (-((-num) // den), num // den + 1):
+                    if 0 < point < n:
+                        cuts.add(int(point))
+    if len(cuts) + 1 > MAX_PIECES:
+        return []
+    return sorted(cuts)
+
+
+def _split(loop: For, points: list[int], ranges: dict) -> Stmt:
+    pieces = []
+    for start, stop in zip(points, points[1:]):
+        if stop <= start:
+            continue
+        var = E.Var(loop.var.name)
+        shifted = var + start if start else var
+        body = map_stmt(loop.body, lambda e, v=shifted: E.substitute(e, {loop.var: v}))
+        pieces.append(For(var, E.const(stop - start), loop.kind, body))
+    return seq(*pieces)

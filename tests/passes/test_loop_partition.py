@@ -1,0 +1,70 @@
+"""Loop partitioning: a loop is split where an affine condition inside it changes value, so
+that each piece runs one branch (a concat, a guarded tail) with no select or guard left."""
+from __future__ import annotations
+
+import numpy as np
+
+from helpers_kernels import random_array, run_func
+from tensorc.ir import expr as E
+from tensorc.ir.lower import lower
+from tensorc.ir.schedule import create_schedule
+from tensorc.ir.te import compute, placeholder
+from tensorc.passes.loop import optimize
+
+RNG = np.random.default_rng(11)
+
+
+def test_a_concat_runs_each_input_in_its_own_loop():
+    A = placeholder((5, 7), name="A")
+    B = placeholder((3, 7), name="B")
+    C = compute((8, 7), lambda i, j: E.select(E.Compare("lt", i, E.const(5)),
+                                               A[E.minimum(i, 4), j],
+                                               B[E.maximum(i - 5, 0), j]), name="C")
+    func = optimize(lower(create_schedule(C), [A, B, C], "concat"))
+    text = str(func)
+    assert "select" not in text and "min(" not in text and "max(" not in text
+    assert text.count("for (i: serial") == 2
+    a, b = random_array(RNG, (5, 7)), random_array(RNG, (3, 7))
+    (out,) = run_func(lower(create_schedule(C), [A, B, C], "concat"), [a, b])
+    np.testing.assert_array_equal(out, np.concatenate([a, b]))
+
+
+def test_a_guarded_tail_is_peeled():
+    A = placeholder((10, 8), name="A")
+    B = compute((10, 8), lambda i, j: A[i, j] * 2.0, name="B")
+    s = create_schedule(B)
+    s[B].split(s[B].op_axis[0], 4)
+    text = str(optimize(lower(s, [A, B], "tail")))
+    assert "if (" not in text
+    assert "for (i.o: serial, 0, 2)" in text      # two whole blocks, then the tail of 2 rows
+    a = random_array(RNG, (10, 8))
+    (out,) = run_func(lower(s, [A, B], "tail"), [a])
+    np.testing.assert_array_equal(out, a * 2)
+
+
+def test_a_triangle_is_split_in_both_loops_and_stays_right():
+    A = placeholder((4, 4), name="A")
+    B = compute((4, 4), lambda i, j: E.select(E.Compare("lt", i + j, E.const(6)), A[i, j],
+                                               E.Const(0.0, "float32")), name="B")
+    func = lower(create_schedule(B), [A, B], "tri")
+    assert "select" not in str(optimize(func))
+    a = random_array(RNG, (4, 4))
+    (out,) = run_func(func, [a])
+    np.testing.assert_array_equal(out, np.where(np.add.outer(range(4), range(4)) < 6, a, 0))
+
+
+def test_too_many_pieces_keep_the_loop_whole():
+    # a concat of six inputs: five breakpoints, more pieces than a loop is split into
+    parts = [placeholder((1, 3), name=f"P{k}") for k in range(6)]
+
+    C = compute((6, 3), lambda i, j: E.select(E.Compare("lt", i, E.const(1)), parts[0][0, j],
+             E.select(E.Compare("lt", i, E.const(2)), parts[1][0, j],
+             E.select(E.Compare("lt", i, E.const(3)), parts[2][0, j],
+             E.select(E.Compare("lt", i, E.const(4)), parts[3][0, j],
+             E.select(E.Compare("lt", i, E.const(5)), parts[4][0, j],
+                      parts[5][0, j]))))), name="C")
+    func = lower(create_schedule(C), [*parts, C], "many")
+    assert str(optimize(func)).count("for (i: serial") == 1
+    inputs = [random_array(RNG, (1, 3)) for _ in parts]
+    (out,) = run_func(func, inputs)
+    np.testing.assert_array_equal(out, np.concatenate(inputs))
