@@ -16,8 +16,7 @@ from tensorc.errors import (
 )
 from tensorc.runtime.module import Module, load
 from tensorc.target import Target
-
-__version__ = "0.1.0"
+from tensorc.version import __version__
 
 STAGES = ("graph", "fused", "loops", "llvm", "cuda")
 
@@ -61,6 +60,9 @@ def compile(model: str | Path | "onnx.ModelProto", target: str | Target = "llvm"
     from tensorc.compiler import compile_graph, kernel_infos, signature, to_object
     if tuning_log is not None:
         raise TensorcError("tuning logs are not supported yet: compile without tuning_log=")
+    from tensorc.runtime.module import check_num_threads
+    if num_threads is not None:
+        check_num_threads(num_threads)
     tgt = Target.from_string(target)
     start = time.perf_counter()
     proto, graph = _import(model, input_shapes)
@@ -78,7 +80,7 @@ def compile(model: str | Path | "onnx.ModelProto", target: str | Target = "llvm"
             round(time.perf_counter() - start, 3)}
     mod = Module(obj, "tensorc_entry", signature(compiled.graph.inputs), outputs,
                  compiled.plan.const_pool, compiled.plan.arena_size, str(tgt),
-                 proto.SerializeToString(), info, kernel_infos(compiled))
+                 proto.SerializeToString(), info, kernel_infos(compiled), tgt.features)
     if num_threads is not None:
         mod.num_threads = num_threads
     return mod

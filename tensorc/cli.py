@@ -84,6 +84,17 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
+def _thread_count(text: str) -> int:
+    """A ``--threads`` value: 0 (all cores) or 1 to four times the cores."""
+    from tensorc.runtime.module import check_num_threads
+    value = _non_negative_int(text)
+    try:
+        return check_num_threads(value)
+    except TensorcError as error:
+        raise argparse.ArgumentTypeError(str(error).replace("num_threads", "--threads")) \
+            from None
+
+
 def _positive_int(text: str) -> int:
     value = _non_negative_int(text)
     if value == 0:
@@ -176,8 +187,12 @@ def cmd_compile(args: argparse.Namespace) -> int:
     _print_signature("input ", module.inputs)
     _print_signature("output", module.outputs)
     print(f"compiled in {compile_seconds:.2f} s")
-    output.parent.mkdir(parents=True, exist_ok=True)
-    module.save(str(output))
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise TensorcError(f"cannot save to {output}: cannot make its directory "
+                           f"{output.parent}: {error.strerror or error}") from None
+    module.save(str(output), overwrite=args.force, include_source=not args.no_source)
     print(f"saved {output} ({output.stat().st_size / 1e6:.2f} MB)")
     return 0
 
@@ -192,6 +207,8 @@ def _load_feeds(
     known = {name for name, _, _ in signature}
     feeds: dict[str, np.ndarray] = {}
     for name, path in given or []:
+        if name in feeds:
+            raise TensorcError(f"--input {name}=... is given twice; give each input once")
         if name not in known:
             raise TensorcError(
                 f"--input {name}={path}: the model has no input {name!r}; "
@@ -219,9 +236,25 @@ def _source_model(args: argparse.Namespace, module: Any) -> str | bytes:
     return source
 
 
+def _looks_like_onnx(path: Path) -> bool:
+    """An .onnx name, or a file that parses as an ONNX model with a graph."""
+    if path.suffix.lower() == ".onnx":
+        return True
+    try:
+        import onnx
+        return len(onnx.load(str(path), load_external_data=False).graph.node) > 0
+    except Exception:  # noqa: BLE001 (anything unreadable is simply not ONNX)
+        return False
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Run a compiled module, optionally checking it against onnxruntime."""
     artifact = _require_file(args.model, "artifact")
+    if not is_artifact(artifact) and _looks_like_onnx(artifact):
+        compiled = artifact.with_suffix(".tcz")
+        raise TensorcError(f"{artifact} is an ONNX model, not a compiled module: compile it "
+                           f"first with 'tensorc compile {artifact} -o {compiled}', then "
+                           f"'tensorc run {compiled}'")
     module = tensorc.load(str(artifact))
     if args.threads is not None:
         module.num_threads = args.threads
@@ -318,9 +351,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
     model = _require_file(args.model, "model")
     threads = args.threads or os.cpu_count() or 1  # the same count for both sides
     input_shapes = _shape_dict(args.input_shape)
+
+    def progress(message: str) -> None:
+        if not args.json:
+            print(f"  {message}", file=sys.stderr, flush=True)
+
+    if not args.json:
+        print(f"compiling {model} for target {args.target}", file=sys.stderr, flush=True)
     start = time.perf_counter()
     module = tensorc.compile(
-        str(model), target=args.target, input_shapes=input_shapes, num_threads=threads
+        str(model), target=args.target, input_shapes=input_shapes, num_threads=threads,
+        progress=progress,
     )
     compile_seconds = time.perf_counter() - start
     feeds = random_inputs(module.inputs, seed=args.seed)
@@ -509,12 +550,18 @@ examples:
     _add_input_shape(p)
     p.add_argument(
         "--threads",
-        type=_non_negative_int,
+        type=_thread_count,
         metavar="N",
         help="threads the module runs on; 0 means all cores (default: all cores)",
     )
     p.add_argument(
         "--force", action="store_true", help="overwrite --output even if it is not an artifact"
+    )
+    p.add_argument(
+        "--no-source",
+        action="store_true",
+        help="leave the source ONNX model out of the artifact (smaller; 'run "
+        "--check-onnxruntime' then needs the .onnx file)",
     )
     p.set_defaults(handler=cmd_compile)
 
@@ -555,7 +602,7 @@ Exit status: 0 ok, 1 the outputs disagree with onnxruntime, 2 error.
     )
     p.add_argument(
         "--threads",
-        type=_non_negative_int,
+        type=_thread_count,
         metavar="N",
         help="threads to run on, for tensorc and onnxruntime; 0 means all cores "
         "(default: the artifact's setting)",
@@ -644,7 +691,7 @@ Exit status: 0 ok, 1 the outputs disagree with onnxruntime, 2 error.
     _add_input_shape(p)
     p.add_argument(
         "--threads",
-        type=_positive_int,
+        type=_thread_count,
         metavar="N",
         help="threads for tensorc and onnxruntime alike (default: all cores)",
     )
@@ -688,7 +735,7 @@ The trace opens in chrome://tracing or https://ui.perfetto.dev; --plot needs mat
     p.add_argument("model", help="the ONNX model file, or a .tcz artifact")
     p.add_argument("--target", default="llvm", help="what to compile for (default: %(default)s)")
     _add_input_shape(p)
-    p.add_argument("--threads", type=_non_negative_int, metavar="N",
+    p.add_argument("--threads", type=_thread_count, metavar="N",
                    help="threads to run on; 0 means all cores (default: all cores)")
     p.add_argument("--seconds", type=float, default=1.0,
                    help="time to spend measuring (default: %(default)s)")
@@ -727,6 +774,8 @@ examples:
 """,
         formatter_class=_HelpFormatter,
     )
+    parser.add_argument("--version", action="version",
+                        version=f"tensorc {tensorc.__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_compile_parser(commands)
     _add_run_parser(commands)
@@ -743,9 +792,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
-    except TensorcError as error:
+    except (TensorcError, OSError) as error:
+        # an OSError that no command wrapped (a full disk while printing, say) is still the
+        # user's environment, not a bug: one line, exit status 2
         sys.stdout.flush()
-        print(f"error: {error}", file=sys.stderr)
+        message = str(error) if isinstance(error, TensorcError) else \
+            f"{error.strerror or error}{f': {error.filename}' if error.filename else ''}"
+        if getattr(args, "json", False):
+            print(json.dumps({"error": message, "type": type(error).__name__}))
+        else:
+            print(f"error: {message}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
