@@ -125,7 +125,11 @@ def for_onnxruntime(model: ModelSource, ort: Any) -> str | bytes:
         except Exception as error:  # noqa: BLE001 (onnx raises several types)
             raise TensorcError(f"cannot read {model} as an ONNX model: {error}") from None
     elif isinstance(model, bytes):
-        proto = onnx.ModelProto.FromString(model)
+        try:
+            proto = onnx.ModelProto.FromString(model)
+        except Exception as error:  # noqa: BLE001 (protobuf's DecodeError and others)
+            raise TensorcError(f"onnxruntime cannot load the model: it is not an ONNX model "
+                               f"({error})") from None
     else:
         proto = model
     max_ir, max_opset = onnxruntime_limits(ort)
