@@ -62,6 +62,43 @@ def parse_input_shape(text: str) -> tuple[str, tuple[int, ...]]:
     return name, shape
 
 
+def parse_input_value(text: str) -> tuple[str, Any]:
+    """Parse ``NAME=VALUE``, the value a JSON number, boolean or (nested) list.
+
+    >>> parse_input_value("sr=16000")
+    ('sr', 16000)
+    """
+    name, sep, value = text.partition("=")
+    if not sep or not name or not value:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE such as sr=16000, got {text!r}")
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        parsed = None
+    if not _is_numeric(parsed):
+        raise argparse.ArgumentTypeError(
+            f"the value of {name!r} must be a number, true/false or a list such as [1, 2], "
+            f"got {value!r}")
+    return name, parsed
+
+
+def _is_numeric(value: Any) -> bool:
+    if isinstance(value, list):
+        return bool(value) and all(_is_numeric(v) for v in value)
+    return isinstance(value, (int, float, bool))
+
+
+def _value_dict(pairs: list[tuple[str, Any]] | None) -> dict | None:
+    if not pairs:
+        return None
+    values: dict[str, Any] = {}
+    for name, value in pairs:
+        if name in values:
+            raise TensorcError(f"--input-value gives input {name!r} twice")
+        values[name] = value
+    return values
+
+
 def parse_input_file(text: str) -> tuple[str, str]:
     """Parse ``NAME=FILE.npy``.
 
@@ -180,6 +217,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         str(model),
         target=args.target,
         input_shapes=input_shapes,
+        input_values=_value_dict(args.input_value),
         num_threads=args.threads,
         progress=lambda message: print(f"  {message}", flush=True),
     )
@@ -340,7 +378,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     """Print the model's IR after one stage of the pipeline."""
     model = _require_file(args.model, "model")
     text = tensorc.inspect(
-        str(model), stage=args.stage, input_shapes=_shape_dict(args.input_shape), target=args.target
+        str(model), stage=args.stage, input_shapes=_shape_dict(args.input_shape),
+        target=args.target, input_values=_value_dict(args.input_value),
     )
     print(text, end="" if text.endswith("\n") else "\n")
     return 0
@@ -361,7 +400,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     module = tensorc.compile(
         str(model), target=args.target, input_shapes=input_shapes, num_threads=threads,
-        progress=progress,
+        progress=progress, input_values=_value_dict(args.input_value),
     )
     compile_seconds = time.perf_counter() - start
     feeds = random_inputs(module.inputs, seed=args.seed)
@@ -438,7 +477,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
             if not args.json:
                 print(message, file=sys.stderr, flush=True)
         module = tensorc.compile(str(model), target=args.target,
-                                 input_shapes=_shape_dict(args.input_shape), progress=progress)
+                                 input_shapes=_shape_dict(args.input_shape), progress=progress,
+                                 input_values=_value_dict(args.input_value))
     if args.threads is not None:
         module.num_threads = args.threads
     threads = module.num_threads or os.cpu_count() or 1
@@ -487,6 +527,18 @@ class _HelpFormatter(argparse.HelpFormatter):
 def _subcommand(commands: Any, name: str, summary: str, description: str, epilog: str) -> Any:
     return commands.add_parser(
         name, help=summary, description=description, epilog=epilog, formatter_class=_HelpFormatter
+    )
+
+
+def _add_input_value(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--input-value",
+        metavar="NAME=VALUE",
+        type=parse_input_value,
+        action="append",
+        help="fix an input to a value at compile time, e.g. sr=16000 or mask=[1,0,1]: it "
+        "becomes a constant and leaves the module's inputs; for inputs that decide a shape "
+        "or a branch (repeat the flag for several inputs)",
     )
 
 
@@ -548,6 +600,7 @@ examples:
         "'cuda -arch=sm_90' (also sm_89; several: -arch=sm_80,sm_90) (default: %(default)s)",
     )
     _add_input_shape(p)
+    _add_input_value(p)
     p.add_argument(
         "--threads",
         type=_thread_count,
@@ -664,6 +717,7 @@ examples:
         help="what to compile for: llvm or 'cuda -arch=sm_NN' (default: %(default)s)",
     )
     _add_input_shape(p)
+    _add_input_value(p)
     p.set_defaults(handler=cmd_inspect)
 
 
@@ -689,6 +743,7 @@ Exit status: 0 ok, 1 the outputs disagree with onnxruntime, 2 error.
     )
     p.add_argument("--target", default="llvm", help="what to compile for (default: %(default)s)")
     _add_input_shape(p)
+    _add_input_value(p)
     p.add_argument(
         "--threads",
         type=_thread_count,
@@ -735,6 +790,7 @@ The trace opens in chrome://tracing or https://ui.perfetto.dev; --plot needs mat
     p.add_argument("model", help="the ONNX model file, or a .tcz artifact")
     p.add_argument("--target", default="llvm", help="what to compile for (default: %(default)s)")
     _add_input_shape(p)
+    _add_input_value(p)
     p.add_argument("--threads", type=_thread_count, metavar="N",
                    help="threads to run on; 0 means all cores (default: all cores)")
     p.add_argument("--seconds", type=float, default=1.0,
