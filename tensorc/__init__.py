@@ -16,7 +16,7 @@ from tensorc.errors import (
 )
 from tensorc.runtime.module import Module, load
 from tensorc.target import Target
-from tensorc.version import __version__
+from tensorc.version import __version__  # noqa: F401  (tensorc.__version__)
 
 STAGES = ("graph", "fused", "loops", "llvm", "cuda")
 

@@ -69,7 +69,7 @@ def test_run_an_onnx_model_suggests_compiling_it(capsys: pytest.CaptureFixture[s
     assert main(["run", MLP]) == 2
     err = _error(capsys)
     stem = MLP[:-len(".onnx")]
-    assert f"is an ONNX model, not a compiled module" in err
+    assert "is an ONNX model, not a compiled module" in err
     assert f"tensorc compile {MLP} -o {stem}.tcz" in err
 
 
