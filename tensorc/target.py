@@ -100,7 +100,8 @@ class Target:
             host = Target.host()
             mcpu = opts.get("mcpu", host.mcpu)
             mattr = opts.get("mattr", "")
-            check_llvm_cpu(mcpu, mattr, text)
+            if "mcpu" in opts or mattr:     # the host's own CPU needs no check
+                check_llvm_cpu(mcpu, mattr, text)
             if mcpu == host.mcpu:
                 features = _merge_features(host.features, mattr)
             else:
