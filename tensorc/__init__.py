@@ -16,16 +16,30 @@ from tensorc.errors import (
 )
 from tensorc.runtime.module import Module, load
 from tensorc.target import Target
-
-__version__ = "0.1.0"
+from tensorc.version import __version__  # noqa: F401  (tensorc.__version__)
 
 STAGES = ("graph", "fused", "loops", "llvm", "cuda")
 
 
-def _import(model, input_shapes):
+def _import(model, input_shapes, input_values=None):
+    from tensorc.errors import ConstantRequiredError
+    from tensorc.frontend.bind import bind_input_values, negative_dims_as_symbols
     from tensorc.frontend.onnx import import_onnx, load_model
     proto, label = load_model(model)
-    graph = import_onnx(proto, input_shapes, label=label)
+    proto = bind_input_values(negative_dims_as_symbols(proto), input_values, label)
+    try:
+        graph = import_onnx(proto, input_shapes, label=label)
+    except ConstantRequiredError as error:
+        constants = {t.name for t in proto.graph.initializer}
+        names = [n for n in error.inputs if n not in constants and
+                 any(v.name == n for v in proto.graph.input)]
+        if names:
+            example = ", ".join(f"{name!r}: VALUE" for name in names)
+            flags = " ".join(f"--input-value {name}=VALUE" for name in names)
+            error.args = (f"{error}\nThis depends on the value of input "
+                          f"{', '.join(map(repr, names))}: fix it at compile time with "
+                          f"input_values={{{example}}} (CLI: {flags})",)
+        raise error.with_traceback(None) from None
     return proto, graph
 
 
@@ -47,12 +61,17 @@ def check(model: str | Path | "onnx.ModelProto",  # noqa: F821
 def compile(model: str | Path | "onnx.ModelProto", target: str | Target = "llvm",  # noqa: F821
             input_shapes: Mapping[str, Sequence[int]] | None = None, tuning_log=None,
             num_threads: int | None = None,
-            progress: Callable[[str], None] | None = None) -> Module:
+            progress: Callable[[str], None] | None = None,
+            input_values: Mapping[str, object] | None = None) -> Module:
     """Compile an ONNX model (path or ModelProto) for ``target``: "llvm" (this CPU; a
     :class:`Module`) or "cuda" / "cuda -arch=sm_90" (NVIDIA GPUs, built with nvcc; a
     :class:`tensorc.runtime.cuda.CudaModule`, which runs where pycuda finds a GPU).
 
-    ``input_shapes`` binds symbolic input dimensions, e.g. ``{"x": (1, 3, 224, 224)}``.
+    ``input_shapes`` binds symbolic input dimensions, e.g. ``{"x": (1, 3, 224, 224)}`` (a
+    dim declared negative, as Paddle exports "any", is symbolic too). ``input_values`` fixes
+    inputs to values at compile time, e.g. ``{"sr": 16000}``: each becomes a constant and
+    leaves the module's inputs, so an input that decides a shape or an If branch can be
+    compiled.
 
     >>> mod = tensorc.compile("resnet.onnx", input_shapes={"input": (1, 3, 224, 224)})
     """
@@ -61,9 +80,12 @@ def compile(model: str | Path | "onnx.ModelProto", target: str | Target = "llvm"
     from tensorc.compiler import compile_graph, kernel_infos, signature, to_object
     if tuning_log is not None:
         raise TensorcError("tuning logs are not supported yet: compile without tuning_log=")
+    from tensorc.runtime.module import check_num_threads
+    if num_threads is not None:
+        check_num_threads(num_threads)
     tgt = Target.from_string(target)
     start = time.perf_counter()
-    proto, graph = _import(model, input_shapes)
+    proto, graph = _import(model, input_shapes, input_values)
     if progress:
         progress(f"imported {graph.name}: {len(graph.nodes)} nodes")
     if tgt.kind == "cuda":
@@ -78,14 +100,14 @@ def compile(model: str | Path | "onnx.ModelProto", target: str | Target = "llvm"
             round(time.perf_counter() - start, 3)}
     mod = Module(obj, "tensorc_entry", signature(compiled.graph.inputs), outputs,
                  compiled.plan.const_pool, compiled.plan.arena_size, str(tgt),
-                 proto.SerializeToString(), info, kernel_infos(compiled))
+                 proto.SerializeToString(), info, kernel_infos(compiled), tgt.features)
     if num_threads is not None:
         mod.num_threads = num_threads
     return mod
 
 
-def inspect(model, stage: str = "graph", input_shapes=None, target: str | Target = "llvm"
-            ) -> str:
+def inspect(model, stage: str = "graph", input_shapes=None, target: str | Target = "llvm",
+            input_values=None) -> str:
     """The model's IR after a pipeline stage: graph, fused, loops, llvm (CPU targets) or
     cuda (CUDA C, with ptxas's resources per kernel when nvcc is there; for a CPU target,
     that of the default CUDA architecture)."""
@@ -95,7 +117,7 @@ def inspect(model, stage: str = "graph", input_shapes=None, target: str | Target
     if stage not in STAGES:
         raise TensorcError(f"unknown stage {stage!r}: choose one of {', '.join(STAGES)}")
     tgt = Target.from_string(target)
-    _, graph = _import(model, input_shapes)
+    _, graph = _import(model, input_shapes, input_values)
     # run the pipeline only as far as the stage asked for
     if stage == "graph":
         return str(optimize_graph(graph, tgt))

@@ -62,6 +62,43 @@ def parse_input_shape(text: str) -> tuple[str, tuple[int, ...]]:
     return name, shape
 
 
+def parse_input_value(text: str) -> tuple[str, Any]:
+    """Parse ``NAME=VALUE``, the value a JSON number, boolean or (nested) list.
+
+    >>> parse_input_value("sr=16000")
+    ('sr', 16000)
+    """
+    name, sep, value = text.partition("=")
+    if not sep or not name or not value:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE such as sr=16000, got {text!r}")
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        parsed = None
+    if not _is_numeric(parsed):
+        raise argparse.ArgumentTypeError(
+            f"the value of {name!r} must be a number, true/false or a list such as [1, 2], "
+            f"got {value!r}")
+    return name, parsed
+
+
+def _is_numeric(value: Any) -> bool:
+    if isinstance(value, list):
+        return bool(value) and all(_is_numeric(v) for v in value)
+    return isinstance(value, (int, float, bool))
+
+
+def _value_dict(pairs: list[tuple[str, Any]] | None) -> dict | None:
+    if not pairs:
+        return None
+    values: dict[str, Any] = {}
+    for name, value in pairs:
+        if name in values:
+            raise TensorcError(f"--input-value gives input {name!r} twice")
+        values[name] = value
+    return values
+
+
 def parse_input_file(text: str) -> tuple[str, str]:
     """Parse ``NAME=FILE.npy``.
 
@@ -82,6 +119,17 @@ def _non_negative_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
     return value
+
+
+def _thread_count(text: str) -> int:
+    """A ``--threads`` value: 0 (all cores) or 1 to four times the cores."""
+    from tensorc.runtime.module import check_num_threads
+    value = _non_negative_int(text)
+    try:
+        return check_num_threads(value)
+    except TensorcError as error:
+        raise argparse.ArgumentTypeError(str(error).replace("num_threads", "--threads")) \
+            from None
 
 
 def _positive_int(text: str) -> int:
@@ -169,6 +217,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         str(model),
         target=args.target,
         input_shapes=input_shapes,
+        input_values=_value_dict(args.input_value),
         num_threads=args.threads,
         progress=lambda message: print(f"  {message}", flush=True),
     )
@@ -176,8 +225,12 @@ def cmd_compile(args: argparse.Namespace) -> int:
     _print_signature("input ", module.inputs)
     _print_signature("output", module.outputs)
     print(f"compiled in {compile_seconds:.2f} s")
-    output.parent.mkdir(parents=True, exist_ok=True)
-    module.save(str(output))
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise TensorcError(f"cannot save to {output}: cannot make its directory "
+                           f"{output.parent}: {error.strerror or error}") from None
+    module.save(str(output), overwrite=args.force, include_source=not args.no_source)
     print(f"saved {output} ({output.stat().st_size / 1e6:.2f} MB)")
     return 0
 
@@ -192,6 +245,8 @@ def _load_feeds(
     known = {name for name, _, _ in signature}
     feeds: dict[str, np.ndarray] = {}
     for name, path in given or []:
+        if name in feeds:
+            raise TensorcError(f"--input {name}=... is given twice; give each input once")
         if name not in known:
             raise TensorcError(
                 f"--input {name}={path}: the model has no input {name!r}; "
@@ -219,9 +274,25 @@ def _source_model(args: argparse.Namespace, module: Any) -> str | bytes:
     return source
 
 
+def _looks_like_onnx(path: Path) -> bool:
+    """An .onnx name, or a file that parses as an ONNX model with a graph."""
+    if path.suffix.lower() == ".onnx":
+        return True
+    try:
+        import onnx
+        return len(onnx.load(str(path), load_external_data=False).graph.node) > 0
+    except Exception:  # noqa: BLE001 (anything unreadable is simply not ONNX)
+        return False
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Run a compiled module, optionally checking it against onnxruntime."""
     artifact = _require_file(args.model, "artifact")
+    if not is_artifact(artifact) and _looks_like_onnx(artifact):
+        compiled = artifact.with_suffix(".tcz")
+        raise TensorcError(f"{artifact} is an ONNX model, not a compiled module: compile it "
+                           f"first with 'tensorc compile {artifact} -o {compiled}', then "
+                           f"'tensorc run {compiled}'")
     module = tensorc.load(str(artifact))
     if args.threads is not None:
         module.num_threads = args.threads
@@ -307,7 +378,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     """Print the model's IR after one stage of the pipeline."""
     model = _require_file(args.model, "model")
     text = tensorc.inspect(
-        str(model), stage=args.stage, input_shapes=_shape_dict(args.input_shape), target=args.target
+        str(model), stage=args.stage, input_shapes=_shape_dict(args.input_shape),
+        target=args.target, input_values=_value_dict(args.input_value),
     )
     print(text, end="" if text.endswith("\n") else "\n")
     return 0
@@ -318,9 +390,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
     model = _require_file(args.model, "model")
     threads = args.threads or os.cpu_count() or 1  # the same count for both sides
     input_shapes = _shape_dict(args.input_shape)
+
+    def progress(message: str) -> None:
+        if not args.json:
+            print(f"  {message}", file=sys.stderr, flush=True)
+
+    if not args.json:
+        print(f"compiling {model} for target {args.target}", file=sys.stderr, flush=True)
     start = time.perf_counter()
     module = tensorc.compile(
-        str(model), target=args.target, input_shapes=input_shapes, num_threads=threads
+        str(model), target=args.target, input_shapes=input_shapes, num_threads=threads,
+        progress=progress, input_values=_value_dict(args.input_value),
     )
     compile_seconds = time.perf_counter() - start
     feeds = random_inputs(module.inputs, seed=args.seed)
@@ -397,7 +477,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
             if not args.json:
                 print(message, file=sys.stderr, flush=True)
         module = tensorc.compile(str(model), target=args.target,
-                                 input_shapes=_shape_dict(args.input_shape), progress=progress)
+                                 input_shapes=_shape_dict(args.input_shape), progress=progress,
+                                 input_values=_value_dict(args.input_value))
     if args.threads is not None:
         module.num_threads = args.threads
     threads = module.num_threads or os.cpu_count() or 1
@@ -446,6 +527,18 @@ class _HelpFormatter(argparse.HelpFormatter):
 def _subcommand(commands: Any, name: str, summary: str, description: str, epilog: str) -> Any:
     return commands.add_parser(
         name, help=summary, description=description, epilog=epilog, formatter_class=_HelpFormatter
+    )
+
+
+def _add_input_value(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--input-value",
+        metavar="NAME=VALUE",
+        type=parse_input_value,
+        action="append",
+        help="fix an input to a value at compile time, e.g. sr=16000 or mask=[1,0,1]: it "
+        "becomes a constant and leaves the module's inputs; for inputs that decide a shape "
+        "or a branch (repeat the flag for several inputs)",
     )
 
 
@@ -507,14 +600,21 @@ examples:
         "'cuda -arch=sm_90' (also sm_89; several: -arch=sm_80,sm_90) (default: %(default)s)",
     )
     _add_input_shape(p)
+    _add_input_value(p)
     p.add_argument(
         "--threads",
-        type=_non_negative_int,
+        type=_thread_count,
         metavar="N",
         help="threads the module runs on; 0 means all cores (default: all cores)",
     )
     p.add_argument(
         "--force", action="store_true", help="overwrite --output even if it is not an artifact"
+    )
+    p.add_argument(
+        "--no-source",
+        action="store_true",
+        help="leave the source ONNX model out of the artifact (smaller; 'run "
+        "--check-onnxruntime' then needs the .onnx file)",
     )
     p.set_defaults(handler=cmd_compile)
 
@@ -555,7 +655,7 @@ Exit status: 0 ok, 1 the outputs disagree with onnxruntime, 2 error.
     )
     p.add_argument(
         "--threads",
-        type=_non_negative_int,
+        type=_thread_count,
         metavar="N",
         help="threads to run on, for tensorc and onnxruntime; 0 means all cores "
         "(default: the artifact's setting)",
@@ -617,6 +717,7 @@ examples:
         help="what to compile for: llvm or 'cuda -arch=sm_NN' (default: %(default)s)",
     )
     _add_input_shape(p)
+    _add_input_value(p)
     p.set_defaults(handler=cmd_inspect)
 
 
@@ -642,9 +743,10 @@ Exit status: 0 ok, 1 the outputs disagree with onnxruntime, 2 error.
     )
     p.add_argument("--target", default="llvm", help="what to compile for (default: %(default)s)")
     _add_input_shape(p)
+    _add_input_value(p)
     p.add_argument(
         "--threads",
-        type=_positive_int,
+        type=_thread_count,
         metavar="N",
         help="threads for tensorc and onnxruntime alike (default: all cores)",
     )
@@ -688,7 +790,8 @@ The trace opens in chrome://tracing or https://ui.perfetto.dev; --plot needs mat
     p.add_argument("model", help="the ONNX model file, or a .tcz artifact")
     p.add_argument("--target", default="llvm", help="what to compile for (default: %(default)s)")
     _add_input_shape(p)
-    p.add_argument("--threads", type=_non_negative_int, metavar="N",
+    _add_input_value(p)
+    p.add_argument("--threads", type=_thread_count, metavar="N",
                    help="threads to run on; 0 means all cores (default: all cores)")
     p.add_argument("--seconds", type=float, default=1.0,
                    help="time to spend measuring (default: %(default)s)")
@@ -727,6 +830,8 @@ examples:
 """,
         formatter_class=_HelpFormatter,
     )
+    parser.add_argument("--version", action="version",
+                        version=f"tensorc {tensorc.__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_compile_parser(commands)
     _add_run_parser(commands)
@@ -743,9 +848,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
-    except TensorcError as error:
+    except (TensorcError, OSError) as error:
+        # an OSError that no command wrapped (a full disk while printing, say) is still the
+        # user's environment, not a bug: one line, exit status 2
         sys.stdout.flush()
-        print(f"error: {error}", file=sys.stderr)
+        message = str(error) if isinstance(error, TensorcError) else \
+            f"{error.strerror or error}{f': {error.filename}' if error.filename else ''}"
+        if getattr(args, "json", False):
+            print(json.dumps({"error": message, "type": type(error).__name__}))
+        else:
+            print(f"error: {message}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

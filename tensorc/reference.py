@@ -71,15 +71,107 @@ def onnxruntime_session(model: ModelSource, num_threads: int | None = None) -> A
     options.log_severity_level = 3
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if isinstance(model, (str, Path)):
-        source, what = str(model), str(model)
-    elif isinstance(model, bytes):
-        source, what = model, "the model"
+        what = str(model)
     else:
-        source, what = model.SerializeToString(), "the model"
+        what = "the model"
+    source = for_onnxruntime(model, ort)
     try:
         return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
     except Exception as error:  # onnxruntime does not export its exception types
         raise TensorcError(f"onnxruntime cannot load {what}: {error}") from None
+
+
+_ort_limits: tuple[int, int] | None = None
+
+
+def onnxruntime_limits(ort: Any) -> tuple[int, int]:
+    """The highest IR version and default-domain opset this onnxruntime loads, probed once
+    with one-node models (onnxruntime exposes neither as an API)."""
+    global _ort_limits
+    if _ort_limits is None:
+        from onnx import helper
+
+        def loads(ir_version: int, opset: int) -> bool:
+            info = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])
+            graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "probe",
+                                      [info], [helper.make_tensor_value_info(
+                                          "y", onnx.TensorProto.FLOAT, [1])])
+            probe = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+            probe.ir_version = ir_version
+            options = ort.SessionOptions()
+            options.log_severity_level = 4
+            try:
+                ort.InferenceSession(probe.SerializeToString(), options,
+                                     providers=["CPUExecutionProvider"])
+                return True
+            except Exception:  # noqa: BLE001
+                return False
+        ir_version = next((v for v in range(onnx.IR_VERSION, 6, -1) if loads(v, 13)), 7)
+        newest = onnx.defs.onnx_opset_version()
+        opset = next((v for v in range(newest, 12, -1) if loads(ir_version, v)), 13)
+        _ort_limits = (ir_version, opset)
+    return _ort_limits
+
+
+def for_onnxruntime(model: ModelSource, ort: Any) -> str | bytes:
+    """``model`` as onnxruntime can load it: an IR version or opset newer than it reads (what
+    the pinned onnx's ``helper.make_model`` writes) is lowered where that changes nothing
+    (every op of the model has the same definition in the lower opset); otherwise a
+    TensorcError says which ops stand in the way. A model that needs no change is passed on
+    as it was (a path stays a path)."""
+    if isinstance(model, (str, Path)):
+        try:
+            proto = onnx.load(str(model), load_external_data=False)
+        except Exception as error:  # noqa: BLE001 (onnx raises several types)
+            raise TensorcError(f"cannot read {model} as an ONNX model: {error}") from None
+    elif isinstance(model, bytes):
+        try:
+            proto = onnx.ModelProto.FromString(model)
+        except Exception as error:  # noqa: BLE001 (protobuf's DecodeError and others)
+            raise TensorcError(f"onnxruntime cannot load the model: it is not an ONNX model "
+                               f"({error})") from None
+    else:
+        proto = model
+    max_ir, max_opset = onnxruntime_limits(ort)
+    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
+    if proto.ir_version <= max_ir and (opset is None or opset <= max_opset):
+        return str(model) if isinstance(model, (str, Path)) else \
+            (model if isinstance(model, bytes) else model.SerializeToString())
+    if isinstance(model, (str, Path)):
+        proto = onnx.load(str(model))            # now with its external data, if any
+    proto = onnx.ModelProto.FromString(proto.SerializeToString())   # never edit the caller's
+    if opset is not None and opset > max_opset:
+        changed = sorted({node.op_type for node in _all_nodes(proto.graph)
+                          if node.domain in ("", "ai.onnx")
+                          and _since(node.op_type, opset) != _since(node.op_type, max_opset)})
+        if changed:
+            raise TensorcError(
+                f"onnxruntime {ort.__version__} reads opsets up to {max_opset}, and the model "
+                f"uses opset {opset}, where {', '.join(changed)} changed: convert the model "
+                f"(onnx.version_converter.convert_version(model, {max_opset})) or install a "
+                f"newer onnxruntime")
+        for entry in proto.opset_import:
+            if entry.domain in ("", "ai.onnx"):
+                entry.version = max_opset
+    proto.ir_version = min(proto.ir_version, max_ir)
+    return proto.SerializeToString()
+
+
+def _since(op_type: str, opset: int) -> int | None:
+    try:
+        return onnx.defs.get_schema(op_type, opset).since_version
+    except Exception:  # noqa: BLE001 (no such op at that opset)
+        return None
+
+
+def _all_nodes(graph: onnx.GraphProto):
+    for node in graph.node:
+        yield node
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _all_nodes(attr.g)
+            for sub in attr.graphs:
+                yield from _all_nodes(sub)
 
 
 def run_session(session: Any, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -83,18 +83,31 @@ class Target:
 
     @staticmethod
     def from_string(text: str | Target) -> Target:
-        """Parse ``llvm``, ``llvm -mcpu=NAME``, ``cuda`` or ``cuda -arch=sm_NN``."""
+        """Parse ``llvm``, ``llvm -mcpu=NAME [-mattr=+f,-g]``, ``cuda`` or
+        ``cuda -arch=sm_NN [-fastmath=1]``; an unknown CPU, feature, architecture or option
+        is a TensorcError that lists the valid ones."""
         if isinstance(text, Target):
             return text
+        if not isinstance(text, str):
+            raise TensorcError(f"a target is a string such as 'llvm' or 'cuda -arch=sm_90', "
+                               f"got {type(text).__name__}")
         words = text.split()
         if not words or words[0] not in ("llvm", "cuda"):
             raise TensorcError(f"unknown target {text!r}: use 'llvm' (this CPU), "
                                f"'llvm -mcpu=NAME' or 'cuda -arch=sm_NN'")
-        opts = dict(w.lstrip("-").split("=", 1) for w in words[1:] if "=" in w)
+        opts = _parse_options(text, words)
         if words[0] == "llvm":
             host = Target.host()
             mcpu = opts.get("mcpu", host.mcpu)
-            features = host.features if mcpu == host.mcpu else opts.get("mattr", "")
+            mattr = opts.get("mattr", "")
+            if "mcpu" in opts or mattr:     # the host's own CPU needs no check
+                check_llvm_cpu(mcpu, mattr, text)
+            if mcpu == host.mcpu:
+                features = _merge_features(host.features, mattr)
+            else:
+                features = _merge_features(
+                    ",".join(f"+{f}" for f in sorted(CPU_IMPLIED_FEATURES.get(mcpu, ()))),
+                    mattr)
             return Target("llvm", mcpu, features, host.triple, opts)
         archs = opts.get("arch", DEFAULT_CUDA_ARCH).split(",")
         unknown = [a for a in archs if a not in CUDA_ARCHS]
@@ -103,6 +116,148 @@ class Target:
                                f"{text!r}: use one of {', '.join(CUDA_ARCHS)} (several with "
                                f"commas, -arch=sm_80,sm_90)")
         return Target("cuda", ",".join(dict.fromkeys(archs)), "", "", opts)
+
+
+# the options each target kind reads; anything else is refused rather than ignored
+TARGET_OPTIONS = {
+    "llvm": {"mcpu": "the CPU to compile for (default: this machine's)",
+             "mattr": "LLVM features to add or remove, e.g. +avx2,-avx512f"},
+    "cuda": {"arch": "the GPU architectures, e.g. sm_80,sm_90",
+             "fastmath": "1: the GPU's approximate math functions"},
+}
+
+
+def _parse_options(text: str, words: list[str]) -> dict[str, str]:
+    kind = words[0]
+    valid = TARGET_OPTIONS[kind]
+    listing = "; ".join(f"-{name}=... ({what})" for name, what in valid.items())
+    opts: dict[str, str] = {}
+    for word in words[1:]:
+        name, sep, value = word.lstrip("-").partition("=")
+        if not word.startswith("-") or not sep or not value:
+            raise TensorcError(f"target {text!r}: cannot read {word!r}; {kind} options are "
+                               f"written -NAME=VALUE: {listing}")
+        if name not in valid:
+            why = (" (tensorc compiles CPU code for the machine it runs on)"
+                   if name in ("mtriple", "triple", "march") else "")
+            raise TensorcError(f"target {text!r}: unknown option -{name}{why}; {kind} takes "
+                               f"{listing}")
+        if name in opts:
+            raise TensorcError(f"target {text!r}: -{name} is given twice")
+        opts[name] = value
+    return opts
+
+
+def _merge_features(base: str, extra: str) -> str:
+    """LLVM feature strings joined, a later +f/-f replacing an earlier one."""
+    merged: dict[str, str] = {}
+    for item in (base + "," + extra).split(","):
+        if item:
+            merged[item[1:]] = item[0]
+    return ",".join(sign + name for name, sign in merged.items())
+
+
+# The features that a CPU name implies and that matter for whether code runs (the ISA levels),
+# for the CPUs whose code is most often shipped to other machines. A CPU not listed here still
+# compiles; its artifacts are checked against their -mattr features only.
+_V2 = ("sse3", "ssse3", "sse4.1", "sse4.2", "popcnt", "cx16")
+_V3 = _V2 + ("avx", "avx2", "bmi", "bmi2", "f16c", "fma", "lzcnt", "movbe")
+_V4 = _V3 + ("avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl")
+CPU_IMPLIED_FEATURES: dict[str, tuple[str, ...]] = {
+    "x86-64": (), "x86-64-v2": _V2, "x86-64-v3": _V3, "x86-64-v4": _V4,
+    "sandybridge": _V2 + ("avx",), "ivybridge": _V2 + ("avx", "f16c"),
+    **dict.fromkeys(("haswell", "broadwell", "skylake", "alderlake", "znver1", "znver2",
+                     "znver3"), _V3),
+    **dict.fromkeys(("skylake-avx512", "cascadelake", "cooperlake", "icelake-client",
+                     "icelake-server", "tigerlake", "sapphirerapids", "graniterapids",
+                     "znver4", "znver5"), _V4),
+}
+
+
+_llvm_names: tuple[frozenset[str], frozenset[str]] | None = None
+
+
+def llvm_cpus_and_features() -> tuple[frozenset[str], frozenset[str]]:
+    """The CPU names and feature names LLVM knows for this machine's architecture.
+
+    LLVM lists them only by printing its help text for ``-mcpu=help`` (to stderr); that
+    runs in a forked child, so that nothing it prints or does reaches this process."""
+    global _llvm_names
+    if _llvm_names is None:
+        import tempfile
+        with tempfile.TemporaryFile() as out:
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    import llvmlite.binding as llvm
+                    os.dup2(out.fileno(), 2)
+                    os.dup2(out.fileno(), 1)
+                    _init_llvm()
+                    llvm.Target.from_default_triple().create_target_machine(cpu="help")
+                finally:
+                    os._exit(0)
+            os.waitpid(pid, 0)
+            out.seek(0)
+            text = out.read().decode(errors="replace")
+        cpus: set[str] = set()
+        features: set[str] = set()
+        section = None
+        for line in text.splitlines():
+            if line.startswith("Available CPUs"):
+                section = cpus
+            elif line.startswith("Available features"):
+                section = features
+            elif section is not None and line.startswith("  ") and " - " in line:
+                section.add(line.split()[0])
+        if not cpus:
+            return frozenset(), frozenset()     # LLVM printed nothing: validate nothing
+        _llvm_names = frozenset(cpus), frozenset(features)
+    return _llvm_names
+
+
+def check_llvm_cpu(mcpu: str, mattr: str, text: str) -> None:
+    """Refuse a CPU name or -mattr feature LLVM does not know (LLVM would print a warning and
+    go on to abort the process later)."""
+    cpus, features = llvm_cpus_and_features()
+    if not cpus:
+        return
+    if mcpu not in cpus:
+        close = [c for c in sorted(cpus) if c[:3] == mcpu[:3]]
+        hint = f"close to it: {', '.join(close)}; " if close else ""
+        raise TensorcError(f"target {text!r}: LLVM knows no CPU {mcpu!r}; {hint}valid CPUs: "
+                           f"{', '.join(sorted(cpus))}; or leave -mcpu out for this "
+                           f"machine's ({Target.host().mcpu})")
+    bad = [item for item in mattr.split(",")
+           if not (len(item) > 1 and item[0] in "+-" and item[1:] in features)]
+    if mattr and bad:
+        raise TensorcError(f"target {text!r}: unknown -mattr feature {', '.join(bad)}; write "
+                           f"+name or -name with names LLVM knows: "
+                           f"{', '.join(sorted(features))}")
+
+
+def host_cpu_features() -> frozenset[str]:
+    """The features this machine's CPU has (LLVM's names: avx2, avx512f, fma, ...)."""
+    import llvmlite.binding as llvm
+    _init_llvm()
+    return frozenset(name for name, on in llvm.get_host_cpu_features().items() if on)
+
+
+def missing_cpu_features(target: str, features: str) -> list[str]:
+    """The CPU features code built for ``target`` with LLVM ``features`` needs and this
+    machine lacks, sorted; [] when it can run here.
+
+    >>> missing_cpu_features("llvm -mcpu=x86-64-v4", "")  # on an AVX2 machine  # doctest: +SKIP
+    ['avx512bw', 'avx512cd', 'avx512dq', 'avx512f', 'avx512vl']
+    """
+    needed = {item[1:] for item in features.split(",") if item.startswith("+")}
+    for word in target.split():
+        if word.startswith("-mcpu="):
+            needed.update(CPU_IMPLIED_FEATURES.get(word[len("-mcpu="):], ()))
+    # names the host detection does not report (modes, tuning flags) cannot be checked
+    import llvmlite.binding as llvm
+    _init_llvm()
+    detectable = set(llvm.get_host_cpu_features())
+    return sorted(f for f in needed - host_cpu_features() if f in detectable)
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,14 @@
 """The saved-module format (.tcz): everything needed to run without compiling again.
 
-    b"TCZ1" | u64 header length | header (JSON) | sections...
+    b"TCZ2" | u64 header length | header (JSON) | sections... | SHA-256 of all bytes before it
 
-The header lists the signature, the entry name, the target and, for every section (object
-code, constant pool, source ONNX model), its length and SHA-256, so that a truncated or
-corrupt file is recognized as such. Files are written to a temporary name and renamed into
-place: a failed save never leaves half a file where the user's file was.
+The trailing SHA-256 covers the whole file, header included, so that no flipped bit, edited
+field or truncation goes unnoticed; the header lists the signature, the entry name, the target,
+the tensorc version that wrote it and, for every section (object code, constant pool, source
+ONNX model), its length and SHA-256. ``read`` checks all of that before anything is used.
+
+Files are written to a temporary name in the destination's directory and renamed into place:
+a failed save never leaves half a file where the user's file was.
 """
 from __future__ import annotations
 
@@ -17,79 +20,157 @@ import tempfile
 from pathlib import Path
 
 from tensorc.errors import ArtifactError
+from tensorc.version import __version__
 
-MAGIC = b"TCZ1"
-VERSION = 1
+MAGIC = b"TCZ2"
+VERSION = 2
+_PREFIX = b"TCZ"            # every format's magic starts so (TCZ1 was format 1)
+_DIGEST = 32                # bytes of the trailing SHA-256
+_FIXED = len(MAGIC) + 8     # magic and header length
 
 
 def is_artifact(path: str | Path) -> bool:
-    """True when ``path`` is a file that starts like a tensorc artifact."""
+    """True when ``path`` is a file that starts like a tensorc artifact (of any format)."""
     try:
         with open(path, "rb") as f:
-            return f.read(len(MAGIC)) == MAGIC
+            return f.read(len(MAGIC))[:len(_PREFIX)] == _PREFIX
     except OSError:
         return False
 
 
-def write(path: str | Path, header: dict, sections: dict[str, bytes]) -> None:
-    header = dict(header, version=VERSION, sections=[
+def encode(header: dict, sections: dict[str, bytes]) -> bytes:
+    """The bytes of an artifact holding ``header`` (made JSON) and ``sections``."""
+    header = dict(header, version=VERSION, tensorc_version=__version__, sections=[
         {"name": name, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
         for name, data in sections.items()])
     head = json.dumps(header).encode()
+    body = b"".join([MAGIC, struct.pack("<Q", len(head)), head, *sections.values()])
+    return body + hashlib.sha256(body).digest()
+
+
+def write(path: str | Path, header: dict, sections: dict[str, bytes],
+          overwrite: bool = False) -> None:
+    """Write an artifact to ``path`` atomically, with the user's umask.
+
+    An existing file that is not an artifact (the source .onnx, say) is kept unless
+    ``overwrite``; every OS error becomes an ArtifactError that names the path.
+    """
     path = Path(path)
+    if path.is_dir():
+        raise ArtifactError(f"cannot save to {path}: it is a directory; give a file name such "
+                            f"as {path / 'model.tcz'}")
+    if path.exists() and not overwrite and not is_artifact(path):
+        raise ArtifactError(f"refusing to overwrite {path}: it exists and is not a tensorc "
+                            f"artifact; save elsewhere or pass overwrite=True (CLI: --force)")
+    data = encode(header, sections)
     directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise ArtifactError(f"cannot save to {path}: {exc.strerror or exc} (in directory "
+                            f"{directory}); choose a writable place") from None
+    try:
+        # mkstemp makes the file 0600; an artifact gets what any new file of the user gets
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
-            f.write(MAGIC + struct.pack("<Q", len(head)) + head)
-            for data in sections.values():
-                f.write(data)
+            f.write(data)
         os.replace(tmp, path)
+    except OSError as exc:
+        _remove(tmp)
+        raise ArtifactError(f"cannot save to {path}: {exc.strerror or exc}") from None
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        _remove(tmp)
         raise
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
 def read(path: str | Path) -> tuple[dict, dict[str, bytes]]:
+    """The header and sections of the artifact at ``path``, after checking the whole-file
+    checksum, the format and tensorc versions and the section table."""
     try:
         raw = Path(path).read_bytes()
     except FileNotFoundError:
         raise ArtifactError(f"{path}: no such file") from None
     except OSError as exc:
         raise ArtifactError(f"{path}: cannot read it: {exc.strerror}") from None
+    return decode(raw, str(path))
+
+
+def decode(raw: bytes, label: str) -> tuple[dict, dict[str, bytes]]:
+    """``read`` over bytes; ``label`` names the file in errors."""
+    again = "compile the model again"
+    if raw[:len(_PREFIX)] != _PREFIX:
+        raise ArtifactError(f"{label} is not a tensorc module (compile one with "
+                            f"'tensorc compile model.onnx -o {Path(label).name}')")
     if raw[:len(MAGIC)] != MAGIC:
-        raise ArtifactError(f"{path} is not a tensorc module (compile one with "
-                            f"'tensorc compile model.onnx -o {Path(path).name}')")
+        found = raw[len(_PREFIX):len(MAGIC)].decode(errors="replace") or "?"
+        raise ArtifactError(f"{label} was written by another tensorc version (format {found}, "
+                            f"this one reads {VERSION}); {again}")
+    if len(raw) < _FIXED + _DIGEST:
+        raise ArtifactError(f"{label} is truncated: {len(raw)} bytes is too short for a "
+                            f"tensorc module; {again}")
+    (head_len,) = struct.unpack_from("<Q", raw, len(MAGIC))
+    if head_len > len(raw) - _FIXED - _DIGEST:
+        raise ArtifactError(f"{label} is truncated or corrupt: its header claims {head_len} "
+                            f"bytes, more than the file holds; {again}")
+    body, digest = raw[:-_DIGEST], raw[-_DIGEST:]
+    if hashlib.sha256(body).digest() != digest:
+        raise ArtifactError(f"{label} is truncated or corrupt: it fails its checksum (the "
+                            f"file changed after it was written); {again}")
     try:
-        (head_len,) = struct.unpack_from("<Q", raw, len(MAGIC))
-        start = len(MAGIC) + 8
-        header = json.loads(raw[start:start + head_len])
-    except (struct.error, ValueError):
-        raise ArtifactError(f"{path} is truncated or corrupt: its header cannot be read; "
-                            f"compile the model again") from None
+        header = json.loads(body[_FIXED:_FIXED + head_len])
+    except ValueError:
+        raise ArtifactError(f"{label} is corrupt: its header cannot be read; {again}") from None
     if not isinstance(header, dict):
-        raise ArtifactError(f"{path} is corrupt: its header is not a JSON object; compile the "
-                            f"model again")
+        raise ArtifactError(f"{label} is corrupt: its header is not a JSON object; {again}")
     if header.get("version") != VERSION:
-        raise ArtifactError(f"{path} was written by another tensorc version (format "
-                            f"{header.get('version')}, this one reads {VERSION}); compile again")
-    try:
-        table = [(str(sec["name"]), int(sec["size"]), str(sec["sha256"]))
-                 for sec in header["sections"]]
-    except (KeyError, TypeError, ValueError):
-        raise ArtifactError(f"{path} is corrupt: its header has no valid section table; "
-                            f"compile the model again") from None
+        raise ArtifactError(f"{label} was written by another tensorc version (format "
+                            f"{header.get('version')}, this one reads {VERSION}); {again}")
+    if header.get("tensorc_version") != __version__:
+        raise ArtifactError(f"{label} was written by tensorc {header.get('tensorc_version')}, "
+                            f"this is tensorc {__version__}; {again} with this version")
+    table = section_table(header, label)
     sections: dict[str, bytes] = {}
-    pos = start + head_len
+    pos = _FIXED + head_len
     for name, size, sha256 in table:
-        data = raw[pos:pos + size]
+        data = body[pos:pos + size]
         if len(data) != size:
-            raise ArtifactError(f"{path} is truncated: section {name} has "
-                                f"{len(data)} of {size} bytes; compile the model again")
+            raise ArtifactError(f"{label} is truncated: section {name} has {len(data)} of "
+                                f"{size} bytes; {again}")
         if hashlib.sha256(data).hexdigest() != sha256:
-            raise ArtifactError(f"{path} is corrupt: section {name} fails its checksum; "
-                                f"compile the model again")
+            raise ArtifactError(f"{label} is corrupt: section {name} fails its checksum; "
+                                f"{again}")
         sections[name] = data
         pos += size
+    if pos != len(body):
+        raise ArtifactError(f"{label} is corrupt: {len(body) - pos} bytes follow its last "
+                            f"section; {again}")
     return header, sections
+
+
+def section_table(header: dict, label: str) -> list[tuple[str, int, str]]:
+    """The header's section table as (name, size, sha256), checked: unique names, sizes
+    that are whole numbers >= 0, hex digests."""
+    try:
+        table = [(sec["name"], sec["size"], sec["sha256"]) for sec in header["sections"]]
+    except (KeyError, TypeError):
+        table = None
+    ok = table is not None and all(
+        isinstance(name, str) and type(size) is int and size >= 0 and isinstance(digest, str)
+        and len(digest) == 64 for name, size, digest in table)
+    if not ok or len({name for name, _, _ in table}) != len(table):
+        raise ArtifactError(f"{label} is corrupt: its header has no valid section table; "
+                            f"compile the model again")
+    return table

@@ -200,8 +200,10 @@ class CudaModule:
         return ", ".join(f"{n}: {d}{list(s)}" for n, s, d in sig)
 
     # saving ---------------------------------------------------------------------------------
-    def save(self, path: str | Path) -> None:
-        """Write the module (fatbin, CUDA source, launch plan, constants; atomic)."""
+    def save(self, path: str | Path, overwrite: bool = False,
+             include_source: bool = True) -> None:
+        """Write the module (fatbin, CUDA source, launch plan, constants; atomic); see
+        :meth:`tensorc.Module.save` for ``overwrite`` and ``include_source``."""
         if self.fatbin is None:
             raise TensorcError("this CUDA module has no fatbin (it was built for emulation "
                                "only); compile it with tensorc.compile(..., target='cuda')")
@@ -210,9 +212,9 @@ class CudaModule:
                   "plan": self.plan.to_json()}
         sections = {"fatbin": self.fatbin, "cuda_source": self.source.encode(),
                     "constants": self.const_pool.tobytes()}
-        if self.source_onnx is not None:
+        if self.source_onnx is not None and include_source:
             sections["onnx"] = self.source_onnx
-        artifact.write(path, header, sections)
+        artifact.write(path, header, sections, overwrite=overwrite)
 
     def __repr__(self) -> str:
         return (f"CudaModule(inputs: {self._describe(self.inputs)}; outputs: "

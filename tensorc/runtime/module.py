@@ -33,7 +33,7 @@ class Module:
     def __init__(self, object_code: bytes, entry: str, inputs: Signature, outputs: Signature,
                  const_pool: np.ndarray, arena_size: int, target: str,
                  source_onnx: bytes | None = None, info: dict | None = None,
-                 kernels: list | None = None):
+                 kernels: list | None = None, cpu_features: str = ""):
         self.object_code = object_code
         self.entry_name = entry
         self.inputs: Signature = [(n, tuple(s), d) for n, s, d in inputs]
@@ -41,12 +41,13 @@ class Module:
         self.const_pool = const_pool
         self.arena_size = arena_size
         self.target = target
+        self.cpu_features = cpu_features   # the LLVM feature string the code was built with
         self.source_onnx = source_onnx
         self.info = info or {}
         # one entry per kernel call of the entry function, for the profiler (KernelInfo)
         self.kernels = [k if isinstance(k, KernelInfo) else KernelInfo.from_json(k)
                         for k in (kernels or [])]
-        self.num_threads = 0          # 0: all cores (OMP_NUM_THREADS when set)
+        self._num_threads = 0          # 0: all cores (OMP_NUM_THREADS when set)
         self._library = NativeLibrary(object_code)
         self._entry = self._library.entry(entry)
         self._arena = _aligned_empty(arena_size)
@@ -58,6 +59,16 @@ class Module:
         self._args = (ctypes.c_void_p * nargs)()
         self._args[nargs - 2] = self._pool.ctypes.data
         self._args[nargs - 1] = self._arena.ctypes.data
+
+    @property
+    def num_threads(self) -> int:
+        """Threads a run uses: 0 means all cores (OMP_NUM_THREADS when set), else 1 to four
+        times the cores."""
+        return self._num_threads
+
+    @num_threads.setter
+    def num_threads(self, value: int) -> None:
+        self._num_threads = check_num_threads(value)
 
     @property
     def input_names(self) -> list[str]:
@@ -189,40 +200,136 @@ class Module:
         return ", ".join(f"{n}: {d}{list(s)}" for n, s, d in sig)
 
     # saving ------------------------------------------------------------------------------
-    def save(self, path: str | Path) -> None:
-        """Write the module to ``path`` (object code, constants, signature; atomic)."""
+    def save(self, path: str | Path, overwrite: bool = False,
+             include_source: bool = True) -> None:
+        """Write the module to ``path`` (object code, constants, signature), atomically and
+        with the user's umask. An existing file that is not a .tcz artifact is kept (an
+        ArtifactError says so) unless ``overwrite``; ``include_source=False`` leaves the
+        source ONNX model out (smaller; ``tensorc run --check-onnxruntime`` then needs the
+        .onnx file).
+
+        >>> mod.save("model.tcz", include_source=False)
+        """
         header = {"entry": self.entry_name, "inputs": self.inputs, "outputs": self.outputs,
-                  "arena_size": self.arena_size, "target": self.target, "info": self.info,
+                  "arena_size": self.arena_size, "target": self.target,
+                  "cpu_features": self.cpu_features, "info": self.info,
                   "kernels": [asdict(k) for k in self.kernels]}
         sections = {"object": self.object_code, "constants": self.const_pool.tobytes()}
-        if self.source_onnx is not None:
+        if self.source_onnx is not None and include_source:
             sections["onnx"] = self.source_onnx
-        artifact.write(path, header, sections)
+        artifact.write(path, header, sections, overwrite=overwrite)
 
     def __repr__(self) -> str:
         return (f"Module(inputs: {self._describe(self.inputs)}; outputs: "
                 f"{self._describe(self.outputs)}; target {self.target})")
 
 
-_HEADER_FIELDS = ("entry", "inputs", "outputs", "arena_size", "target")
+_HEADER_FIELDS = ("entry", "inputs", "outputs", "arena_size", "target", "cpu_features")
 _SECTIONS = ("object", "constants")
+# the largest arena a module may ask for (the compiler refuses bigger plans long before)
+MAX_ARENA_BYTES = 1 << 40
 
 
 def load(path: str | Path) -> Module:
-    """Load a module saved with :meth:`Module.save`; nothing is compiled again."""
+    """Load a module saved with :meth:`Module.save`; nothing is compiled again. The whole
+    file's checksum, the format and tensorc versions, the header's fields and the CPU features
+    the code needs are checked before any code is linked."""
     header, sections = artifact.read(path)
     if header.get("kind") == "cuda":     # a CUDA module (runtime/cuda.py)
         from tensorc.runtime.cuda import load_cuda
+        validate_signature(header, str(path))
         return load_cuda(path, header, sections)
-    missing = [f"header field {key!r}" for key in _HEADER_FIELDS if key not in header]
-    missing += [f"section {name!r}" for name in _SECTIONS if name not in sections]
-    if missing:
-        raise ArtifactError(f"{path} is corrupt: it has no {', '.join(missing)}; compile the "
-                            f"model again")
+    validate_header(header, sections, str(path))
+    check_cpu_features(header["target"], header["cpu_features"], str(path))
     pool = np.frombuffer(sections["constants"], dtype=np.uint8)
     return Module(sections["object"], header["entry"], header["inputs"], header["outputs"],
                   pool, header["arena_size"], header["target"], sections.get("onnx"),
-                  header.get("info"), header.get("kernels"))
+                  header.get("info"), header.get("kernels"), header["cpu_features"])
+
+
+def _corrupt(label: str, problem: str) -> ArtifactError:
+    return ArtifactError(f"{label} is corrupt: {problem}; compile the model again")
+
+
+def validate_signature(header: dict, label: str) -> None:
+    """Inputs and outputs are lists of [name, shape, dtype]: unique non-empty names, dims
+    that are whole numbers >= 0, dtypes numpy knows; there is at least one output."""
+    for key in ("inputs", "outputs"):
+        sig = header.get(key)
+        if not isinstance(sig, list):
+            raise _corrupt(label, f"its header has no {key} list")
+        names = []
+        for entry in sig:
+            if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str)
+                    and entry[0] and isinstance(entry[1], list) and isinstance(entry[2], str)):
+                raise _corrupt(label, f"{key} entry {entry!r} is not [name, shape, dtype]")
+            name, shape, dtype = entry
+            if not all(type(d) is int and 0 <= d < 1 << 40 for d in shape):
+                raise _corrupt(label, f"{key[:-1]} {name!r} has shape {shape}")
+            try:
+                np.dtype(dtype)
+            except TypeError:
+                raise _corrupt(label, f"{key[:-1]} {name!r} has unknown dtype {dtype!r}") \
+                    from None
+            names.append(name)
+        if len(set(names)) != len(names):
+            raise _corrupt(label, f"its {key} repeat a name: {names}")
+    if not header["outputs"]:
+        raise _corrupt(label, "it has no outputs")
+
+
+def validate_header(header: dict, sections: dict[str, bytes], label: str) -> None:
+    """Check a CPU module's header before anything is allocated or linked: the fields and
+    sections it needs, the signature, the entry name, the arena size, the kernel table."""
+    missing = [f"header field {key!r}" for key in _HEADER_FIELDS if key not in header]
+    missing += [f"section {name!r}" for name in _SECTIONS if name not in sections]
+    if missing:
+        raise _corrupt(label, f"it has no {', '.join(missing)}")
+    validate_signature(header, label)
+    entry = header["entry"]
+    if not (isinstance(entry, str) and entry.isidentifier()):
+        raise _corrupt(label, f"its entry function name {entry!r} is not a symbol name")
+    arena = header["arena_size"]
+    if type(arena) is not int or not 0 <= arena <= MAX_ARENA_BYTES:
+        raise _corrupt(label, f"its arena size {arena!r} is not a byte count in "
+                       f"[0, {MAX_ARENA_BYTES}]")
+    for key in ("target", "cpu_features"):
+        if not isinstance(header[key], str):
+            raise _corrupt(label, f"its {key} {header[key]!r} is not a string")
+    if not header["target"].startswith("llvm"):
+        raise _corrupt(label, f"its target {header['target']!r} is not a CPU target")
+    kernels = header.get("kernels") or []
+    try:
+        if not isinstance(kernels, list):
+            raise TypeError(kernels)
+        for kernel in kernels:
+            KernelInfo.from_json(kernel)
+    except (KeyError, TypeError, ValueError):
+        raise _corrupt(label, "its kernel table cannot be read") from None
+    if header.get("info") is not None and not isinstance(header["info"], dict):
+        raise _corrupt(label, "its info is not a JSON object")
+
+
+def check_cpu_features(target: str, features: str, label: str) -> None:
+    """Refuse code built for CPU features this machine lacks (it would die of SIGILL)."""
+    from tensorc.target import missing_cpu_features
+    missing = missing_cpu_features(target, features)
+    if missing:
+        raise ArtifactError(
+            f"{label} was compiled for {target} and needs CPU features this machine lacks: "
+            f"{', '.join(missing)}; compile the model on this machine (target 'llvm'), or for "
+            f"a CPU that both machines support (e.g. target 'llvm -mcpu=x86-64-v2')")
+
+
+def check_num_threads(value: int) -> int:
+    """``value`` if it is a valid thread count: 0 (all cores) or 1 to 4x the cores."""
+    limit = 4 * (os.cpu_count() or 1)
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
+            or not 0 <= value <= limit:
+        raise TensorcError(f"num_threads must be a whole number from 0 (all cores) to {limit} "
+                           f"(4 x the {os.cpu_count() or 1} cores of this machine), got "
+                           f"{value!r}")
+    return int(value)
 
 
 def _default_threads() -> int:

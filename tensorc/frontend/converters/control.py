@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from tensorc.errors import ShapeError, UnsupportedOpError
+from tensorc.errors import ConstantRequiredError, ShapeError, UnsupportedOpError
 from tensorc.frontend.converters import converter, normalize_axis, reshape
 from tensorc.frontend.converters.rnn import take
 from tensorc.ir.graph import Value
@@ -43,10 +43,15 @@ def if_(ctx: ImportContext, inputs: list[Value], *, then_branch: onnx.GraphProto
     outputs = []
     for k, (a, b) in enumerate(zip(then_values, else_values)):
         if a.type != b.type:
-            raise UnsupportedOpError(
+            # the condition's inputs, bound to values, fold the If (see tensorc.compile's
+            # input_values); the error names them
+            from tensorc.frontend.onnx import _graph_inputs_of
+            raise ConstantRequiredError(
                 f"If: output {k} is {a.type} in the then-branch but {b.type} in the "
                 f"else-branch, and the condition is only known at run time; tensorc needs "
-                f"static shapes")
+                f"static shapes",
+                tuple(n for n in _graph_inputs_of(cond)
+                      if n in {v.name for v in ctx.graph.inputs}))
         outputs.append(ctx.emit("where", [flag, a, b]))
     return tuple(outputs)
 
