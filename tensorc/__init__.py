@@ -53,29 +53,55 @@ def compile(model: str | Path | "onnx.ModelProto", target: str | Target = "llvm"
     :class:`tensorc.runtime.cuda.CudaModule`, which runs where pycuda finds a GPU).
 
     ``input_shapes`` binds symbolic input dimensions, e.g. ``{"x": (1, 3, 224, 224)}``.
+    ``tuning_log`` (a ``tensorc tune`` log) applies the fastest record of each kernel measured
+    on this target with this tensorc version; other kernels keep their default schedule (one
+    note says how many).
 
     >>> mod = tensorc.compile("resnet.onnx", input_shapes={"input": (1, 3, 224, 224)})
     """
     import time
 
-    from tensorc.compiler import compile_graph, kernel_infos, signature, to_object
-    if tuning_log is not None:
-        raise TensorcError("tuning logs are not supported yet: compile without tuning_log=")
     tgt = Target.from_string(target)
     start = time.perf_counter()
     proto, graph = _import(model, input_shapes)
     if progress:
         progress(f"imported {graph.name}: {len(graph.nodes)} nodes")
     if tgt.kind == "cuda":
+        if tuning_log is not None:
+            raise TensorcError("tuning logs hold CPU (llvm) schedules; compile for cuda "
+                               "without tuning_log=")
         from tensorc.compiler_cuda import compile_cuda_module
         return compile_cuda_module(proto, graph, tgt, progress, start)
-    compiled = compile_graph(graph, tgt, progress)
+    configs = None
+    if tuning_log is not None:
+        from tensorc.autotune.records import TuningLog
+        configs = TuningLog(tuning_log).best_configs(tgt)
+    return _compile_llvm(proto, graph, tgt, start, num_threads, progress, configs)
+
+
+def _compile_llvm(proto, graph, tgt: Target, start: float, num_threads: int | None = None,
+                  progress: Callable[[str], None] | None = None, configs=None,
+                  compiled=None) -> Module:
+    """The Module of an imported graph for a CPU target; ``configs`` (a
+    ``records.BestConfigs``) gives tuned schedules by workload."""
+    import time
+
+    from tensorc.compiler import compile_graph, kernel_infos, signature, to_object
+    if compiled is None:
+        compiled = compile_graph(graph, tgt, progress, configs)
     obj = to_object(compiled, tgt)
     outputs = [(name, sig[1], sig[2]) for name, sig in
                zip(compiled.output_names, signature(compiled.graph.outputs))]
     info = {"kernels": len({k.func.name for k in compiled.kernels}),
             "groups": len(compiled.groups), "compile_seconds":
             round(time.perf_counter() - start, 3)}
+    if configs is not None:
+        info["tuning"] = configs.summary()
+        note = configs.note()
+        if note and progress:
+            progress(note)
+        elif note:
+            configs.warn()
     mod = Module(obj, "tensorc_entry", signature(compiled.graph.inputs), outputs,
                  compiled.plan.const_pool, compiled.plan.arena_size, str(tgt),
                  proto.SerializeToString(), info, kernel_infos(compiled))
