@@ -110,6 +110,19 @@ def _compile_llvm(proto, graph, tgt: Target, start: float, num_threads: int | No
     return mod
 
 
+def tune(model, input_shapes: Mapping[str, Sequence[int]] | None = None,
+         target: str | Target = "llvm", trials: int | None = None, time_budget=None,
+         log: str | Path = "tune.jsonl", **kwargs):
+    """Tune the model's kernels on this machine (see :func:`tensorc.autotune.tune`); the log
+    is what ``compile(..., tuning_log=log)`` applies.
+
+    >>> result = tensorc.tune("model.onnx", trials=200, log="tune.jsonl")
+    >>> mod = tensorc.compile("model.onnx", tuning_log="tune.jsonl")
+    """
+    from tensorc.autotune.tuner import tune as run_tuner
+    return run_tuner(model, input_shapes, target, trials, time_budget, log, **kwargs)
+
+
 def inspect(model, stage: str = "graph", input_shapes=None, target: str | Target = "llvm"
             ) -> str:
     """The model's IR after a pipeline stage: graph, fused, loops, llvm (CPU targets) or
@@ -144,6 +157,6 @@ def inspect(model, stage: str = "graph", input_shapes=None, target: str | Target
     return optimized_llvm_ir(compiled, tgt)
 
 
-__all__ = ["compile", "check", "load", "inspect", "Module", "Target", "TensorcError",
+__all__ = ["compile", "check", "tune", "load", "inspect", "Module", "Target", "TensorcError",
            "UnsupportedOpError", "ModelLoadError", "ShapeError", "InputError",
            "ArtifactError", "ScheduleError", "STAGES"]

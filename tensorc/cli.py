@@ -170,6 +170,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         target=args.target,
         input_shapes=input_shapes,
         num_threads=args.threads,
+        tuning_log=args.tuning_log,
         progress=lambda message: print(f"  {message}", flush=True),
     )
     compile_seconds = time.perf_counter() - start
@@ -516,6 +517,11 @@ examples:
     p.add_argument(
         "--force", action="store_true", help="overwrite --output even if it is not an artifact"
     )
+    p.add_argument(
+        "--tuning-log",
+        metavar="FILE",
+        help="apply the fastest schedules 'tensorc tune' recorded in FILE for this CPU",
+    )
     p.set_defaults(handler=cmd_compile)
 
 
@@ -734,6 +740,9 @@ examples:
     _add_inspect_parser(commands)
     _add_bench_parser(commands)
     _add_profile_parser(commands)
+    from tensorc.autotune.tuner import add_tune_parser
+
+    add_tune_parser(commands, _subcommand, _add_input_shape)
     return parser
 
 

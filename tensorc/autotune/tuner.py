@@ -379,3 +379,74 @@ def _time(fn, feeds, seconds: float) -> float:
 
 def result_json(result: TuneResult) -> str:
     return json.dumps(result.to_json(), indent=2)
+
+
+# ---------------------------------------------------------------------------------------------
+# the ``tensorc tune`` command
+
+def add_tune_parser(commands, subcommand, add_input_shape) -> None:
+    """Register ``tensorc tune`` (``subcommand`` and ``add_input_shape`` are cli.py's
+    helpers)."""
+    p = subcommand(
+        commands, "tune", "tune a model's kernels for this CPU",
+        "Search each distinct kernel's schedule space, measuring candidates in separate "
+        "processes (a crashing or hanging candidate is recorded and skipped), guided by an "
+        "XGBoost cost model. Every measurement is appended to the log; 'tensorc compile "
+        "--tuning-log LOG' applies the fastest, and --resume continues a stopped run.",
+        """\
+examples:
+  tensorc tune models/resnet.onnx --trials 300 --log resnet.jsonl
+  tensorc tune models/resnet.onnx --time 20m --log resnet.jsonl --resume --threads 2
+  tensorc compile models/resnet.onnx -o resnet.tcz --tuning-log resnet.jsonl
+""")
+    p.add_argument("model", help="the ONNX model file")
+    budget = p.add_mutually_exclusive_group(required=True)
+    budget.add_argument("--trials", type=int, metavar="N", help="measurements in all")
+    budget.add_argument("--time", metavar="T", help="time budget: 90s, 20m, 1h")
+    p.add_argument("--log", default="tune.jsonl", metavar="FILE",
+                   help="the tuning log to append to (default: %(default)s)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue from the log's measurements without repeating them")
+    p.add_argument("--threads", type=int, metavar="N",
+                   help="threads kernels are timed with (default: all cores)")
+    p.add_argument("--search", choices=("xgboost", "random"), default="xgboost",
+                   help="cost-model-guided evolutionary search or random (default: "
+                   "%(default)s)")
+    p.add_argument("--batch", type=int, default=8, metavar="N",
+                   help="candidates measured per round (default: %(default)s)")
+    p.add_argument("--build-workers", type=int, default=2, metavar="N",
+                   help="builder processes (default: %(default)s)")
+    add_input_shape(p)
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.add_argument("--plot", metavar="PNG", help="draw best-so-far speed-up against trials")
+    p.add_argument("--no-end-to-end", action="store_true",
+                   help="skip timing the whole model default vs tuned at the end")
+    p.set_defaults(handler=cmd_tune)
+
+
+def cmd_tune(args) -> int:
+    import sys
+
+    from tensorc.cli import _require_file, _shape_dict
+    model = _require_file(args.model, "model")
+    if args.trials is not None and args.trials < 1:
+        raise TensorcError("--trials must be at least 1")
+    tty = sys.stderr.isatty()
+
+    def progress(message: str) -> None:
+        if args.json:
+            print(message, file=sys.stderr, flush=True)
+        elif tty and message.startswith("["):
+            print("\r" + message[:150].ljust(150), end="", file=sys.stderr, flush=True)
+        else:
+            print(message, flush=True)
+
+    result = tune(str(model), _shape_dict(args.input_shape), "llvm", args.trials,
+                  args.time, args.log, args.resume, args.threads, args.search, args.batch,
+                  args.build_workers, not args.no_end_to_end, progress=progress)
+    if tty:
+        print(file=sys.stderr)
+    if args.plot:
+        result.plot(args.plot)
+    print(result_json(result) if args.json else result.table())
+    return 0
