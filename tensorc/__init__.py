@@ -72,14 +72,14 @@ def compile(model: str | Path | "onnx.ModelProto", target: str | Target = "llvm"
     inputs to values at compile time, e.g. ``{"sr": 16000}``: each becomes a constant and
     leaves the module's inputs, so an input that decides a shape or an If branch can be
     compiled.
+    ``tuning_log`` (a ``tensorc tune`` log) applies the fastest record of each kernel measured
+    on this target with this tensorc version; other kernels keep their default schedule (one
+    note says how many).
 
     >>> mod = tensorc.compile("resnet.onnx", input_shapes={"input": (1, 3, 224, 224)})
     """
     import time
 
-    from tensorc.compiler import compile_graph, kernel_infos, signature, to_object
-    if tuning_log is not None:
-        raise TensorcError("tuning logs are not supported yet: compile without tuning_log=")
     from tensorc.runtime.module import check_num_threads
     if num_threads is not None:
         check_num_threads(num_threads)
@@ -89,21 +89,60 @@ def compile(model: str | Path | "onnx.ModelProto", target: str | Target = "llvm"
     if progress:
         progress(f"imported {graph.name}: {len(graph.nodes)} nodes")
     if tgt.kind == "cuda":
+        if tuning_log is not None:
+            raise TensorcError("tuning logs hold CPU (llvm) schedules; compile for cuda "
+                               "without tuning_log=")
         from tensorc.compiler_cuda import compile_cuda_module
         return compile_cuda_module(proto, graph, tgt, progress, start)
-    compiled = compile_graph(graph, tgt, progress)
+    configs = None
+    if tuning_log is not None:
+        from tensorc.autotune.records import TuningLog
+        configs = TuningLog(tuning_log).best_configs(tgt)
+    return _compile_llvm(proto, graph, tgt, start, num_threads, progress, configs)
+
+
+def _compile_llvm(proto, graph, tgt: Target, start: float, num_threads: int | None = None,
+                  progress: Callable[[str], None] | None = None, configs=None,
+                  compiled=None) -> Module:
+    """The Module of an imported graph for a CPU target; ``configs`` (a
+    ``records.BestConfigs``) gives tuned schedules by workload."""
+    import time
+
+    from tensorc.compiler import compile_graph, kernel_infos, signature, to_object
+    if compiled is None:
+        compiled = compile_graph(graph, tgt, progress, configs)
     obj = to_object(compiled, tgt)
     outputs = [(name, sig[1], sig[2]) for name, sig in
                zip(compiled.output_names, signature(compiled.graph.outputs))]
     info = {"kernels": len({k.func.name for k in compiled.kernels}),
             "groups": len(compiled.groups), "compile_seconds":
             round(time.perf_counter() - start, 3)}
+    if configs is not None:
+        info["tuning"] = configs.summary()
+        note = configs.note()
+        if note and progress:
+            progress(note)
+        elif note:
+            configs.warn()
     mod = Module(obj, "tensorc_entry", signature(compiled.graph.inputs), outputs,
                  compiled.plan.const_pool, compiled.plan.arena_size, str(tgt),
                  proto.SerializeToString(), info, kernel_infos(compiled), tgt.features)
     if num_threads is not None:
         mod.num_threads = num_threads
     return mod
+
+
+def tune(model, input_shapes: Mapping[str, Sequence[int]] | None = None,
+         target: str | Target = "llvm", trials: int | None = None, time_budget=None,
+         log: str | Path = "tune.jsonl", **kwargs):
+    """Tune the model's kernels on this machine (see :func:`tensorc.autotune.tune`); the log
+    is what ``compile(..., tuning_log=log)`` applies.
+
+    >>> result = tensorc.tune("model.onnx", trials=200, log="tune.jsonl")
+    >>> mod = tensorc.compile("model.onnx", tuning_log="tune.jsonl")
+    """
+    from tensorc.autotune.tuner import tune as run_tuner
+    return run_tuner(model, input_shapes, target, trials, time_budget, log, **kwargs)
 
 
 def inspect(model, stage: str = "graph", input_shapes=None, target: str | Target = "llvm",
@@ -140,6 +179,6 @@ def inspect(model, stage: str = "graph", input_shapes=None, target: str | Target
     return optimized_llvm_ir(compiled, tgt)
 
 
-__all__ = ["compile", "check", "load", "inspect", "Module", "Target", "TensorcError",
+__all__ = ["compile", "check", "tune", "load", "inspect", "Module", "Target", "TensorcError",
            "UnsupportedOpError", "ModelLoadError", "ShapeError", "InputError",
            "ArtifactError", "ScheduleError", "STAGES"]

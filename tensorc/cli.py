@@ -219,6 +219,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         input_shapes=input_shapes,
         input_values=_value_dict(args.input_value),
         num_threads=args.threads,
+        tuning_log=args.tuning_log,
         progress=lambda message: print(f"  {message}", flush=True),
     )
     compile_seconds = time.perf_counter() - start
@@ -616,6 +617,11 @@ examples:
         help="leave the source ONNX model out of the artifact (smaller; 'run "
         "--check-onnxruntime' then needs the .onnx file)",
     )
+    p.add_argument(
+        "--tuning-log",
+        metavar="FILE",
+        help="apply the fastest schedules 'tensorc tune' recorded in FILE for this CPU",
+    )
     p.set_defaults(handler=cmd_compile)
 
 
@@ -839,6 +845,9 @@ examples:
     _add_inspect_parser(commands)
     _add_bench_parser(commands)
     _add_profile_parser(commands)
+    from tensorc.autotune.tuner import add_tune_parser
+
+    add_tune_parser(commands, _subcommand, _add_input_shape)
     return parser
 
 

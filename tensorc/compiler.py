@@ -20,6 +20,7 @@ from tensorc.ir.lower import lower
 from tensorc.ir.schedule import create_schedule
 from tensorc.ops.cost import bytes_moved, node_flops
 from tensorc.ops.registry import Template, get_op
+from tensorc.ops.space import InvalidConfigError
 from tensorc.ops.schedules import INJECTIVE
 from tensorc.passes import loop as loop_passes
 from tensorc.passes.graph import GRAPH_PIPELINE
@@ -178,7 +179,10 @@ class Compiled:
 
 
 def build_kernels(graph: Graph, groups: list[FusedGroup], target: Target,
-                  progress: Progress | None = None) -> list[Kernel]:
+                  progress: Progress | None = None, configs=None) -> list[Kernel]:
+    """One kernel per non-view group, identical workloads scheduled once; ``configs`` (an
+    ``autotune.records.BestConfigs``) gives tuned configs by workload key, the rest get their
+    template's default."""
     kernels: list[Kernel] = []
     by_key: dict[tuple, PrimFunc] = {}
     # views move no data, and an empty output needs no kernel
@@ -190,7 +194,12 @@ def build_kernels(graph: Graph, groups: list[FusedGroup], target: Target,
             name = f"k{len(by_key)}_{group.name}"
             if progress:
                 progress(f"[{n}/{len(work)}] scheduling {group.name}")
-            func = schedule_group(group, graph, target, name)
+            config = configs.config_for(key) if configs is not None else None
+            try:
+                func = schedule_group(group, graph, target, name, config)
+            except InvalidConfigError:      # the space changed since the log was written
+                configs.reject(key)
+                func = schedule_group(group, graph, target, name)
             by_key[key] = func
         kernels.append(Kernel(func, group, key))
     return kernels
@@ -223,14 +232,15 @@ def make_entry(graph: Graph, kernels: list[Kernel], plan: MemoryPlan) -> PrimFun
     return PrimFunc(ENTRY, [*inputs, *outputs, pool, arena], seq(*calls) if calls else seq())
 
 
-def compile_graph(graph: Graph, target: Target, progress: Progress | None = None
-                  ) -> Compiled:
-    """Compile an imported graph; the outputs keep the names they have now."""
+def compile_graph(graph: Graph, target: Target, progress: Progress | None = None,
+                  configs=None) -> Compiled:
+    """Compile an imported graph; the outputs keep the names they have now. ``configs``:
+    tuned schedule configs by workload (see :func:`build_kernels`)."""
     start = time.perf_counter()
     output_names = [v.name for v in graph.outputs]
     graph = optimize_graph(graph, target)
     groups = fuse(graph)
-    kernels = build_kernels(graph, groups, target, progress)
+    kernels = build_kernels(graph, groups, target, progress, configs)
     plan = plan_memory(graph, groups)
     entry = make_entry(graph, kernels, plan)
     cg = LLVMCodegen(target, graph.name)

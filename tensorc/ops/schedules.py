@@ -202,15 +202,15 @@ def _row_reduction(t: Tensor, lanes: int) -> bool:
     return False
 
 
-def reduce_in_row(target: Target, sch: Schedule, reduction: Tensor, parent: Stage, row
-                  ) -> None:
+def reduce_in_row(target: Target, sch: Schedule, reduction: Tensor, parent: Stage, row,
+                  rfactor: bool = True) -> None:
     """Compute ``reduction`` (one value per row, reducing contiguous elements) inside
     ``parent``'s ``row`` loop, with ``lanes`` partial results in a vector (rfactor) when the
     row is long enough and the combiner allows it."""
     lanes = target.vector_lanes(reduction.dtype)
     stage = sch[reduction]
     stage.compute_at(parent, row)
-    if not _row_reduction(reduction, lanes):
+    if not rfactor or not _row_reduction(reduction, lanes):
         return
     rf = sch.rfactor(reduction, lanes)
     rf_stage = sch[rf]

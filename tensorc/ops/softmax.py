@@ -14,6 +14,7 @@ from tensorc.ir.types import TensorType
 from tensorc.ops.arg_reduce import arg_index
 from tensorc.ops.registry import Pattern, define
 from tensorc.ops.schedules import PARALLEL_MIN_ELEMENTS, reduce_in_row
+from tensorc.ops.space import EMPTY, Knob, SearchSpace
 from tensorc.ops.shape_rules import expect_arity, expect_axis, expect_float
 from tensorc.target import Target
 
@@ -125,6 +126,19 @@ def _hardmax_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
                                                     one, nil), name="hardmax")
 
 
+def _row_space(target: Target, out: te.Tensor, anchor: te.Tensor, attrs: dict
+               ) -> SearchSpace:
+    """rfactor: each row's reductions in a vector of partial results; vectorize: the
+    finishing pass in vectors; parallel: rows on threads (when large enough)."""
+    if attrs["axis"] != len(out.shape) - 1 or len(out.shape) < 2:
+        return EMPTY
+    return SearchSpace([
+        Knob("rfactor", (True, False), True, "row reductions in vector partial results"),
+        Knob("vectorize", (True, False), True, "the finishing pass in vectors"),
+        Knob("parallel", (True, False), True, "rows on threads (when large enough)"),
+    ], name="softmax rows")
+
+
 def _row_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
                   attrs: dict, config) -> None:
     """Along the last axis: each row's reductions (max, sum, index) are computed inside the
@@ -136,16 +150,17 @@ def _row_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tens
     *rows, col = st.op_axis
     row = st.fuse(*rows)
     lanes = target.vector_lanes(out.dtype)
-    if out.shape[-1] >= lanes:
+    config = config or _row_space(target, out, anchor, attrs).default()
+    if out.shape[-1] >= lanes and config["vectorize"]:
         st.vectorize(st.split(col, lanes)[1])
-    if np.prod(out.shape) >= PARALLEL_MIN_ELEMENTS:
+    if np.prod(out.shape) >= PARALLEL_MIN_ELEMENTS and config["parallel"]:
         st.parallel(row)
     # producers before consumers, so that each is attached inside its reader's row
     for stage in list(sch.stages):
         if stage is not st and getattr(stage.op, "reduce_axis", None) and \
                 stage.attach == "root":
-            reduce_in_row(target, sch, stage.tensor, st, row)
+            reduce_in_row(target, sch, stage.tensor, st, row, config["rfactor"])
 
 
 for _op in (softmax, log_softmax, hardmax):
-    _op.schedule(_row_schedule)
+    _op.schedule(_row_schedule, space=_row_space)

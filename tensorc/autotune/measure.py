@@ -1,0 +1,490 @@
+"""Measurement: build candidates in worker processes, time them in another one.
+
+A candidate is a task and a config. Builders schedule, lower and compile it (LLVM object
+code) in a pool of worker processes; a runner process loads the object code, checks its
+output against the unscheduled program's, and times it. Every process is a plain
+``python -m tensorc.autotune.measure`` child that talks over its pipes, so whatever a
+candidate does (segfault, illegal instruction, infinite loop, exhausting memory) ends that
+child only: the measurement is recorded with its error class and tuning goes on with a fresh
+one.
+
+Error classes: ``build_error``, ``build_timeout``, ``run_error``, ``run_timeout``, ``crash``
+(the process died of a signal), ``wrong_answer``.
+
+Timing: warm-up calls, then ``repeats`` repeats of as many calls as make ``min_repeat_seconds``,
+the median time per call; optionally a cache flush before each repeat.
+
+:class:`Executor` is the interface the tuner measures through; :class:`LocalExecutor` (process
+pools on this machine) is the default, and other executors (a cluster's workers) implement
+the same two methods.
+
+>>> with LocalExecutor(build_workers=2) as ex:
+...     [r] = measure(ex, [Candidate(task, task.space().default())], MeasureOptions())
+>>> r.latency, r.error
+(0.000123, None)
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from tensorc.ops.space import Config
+
+# the test hooks a candidate may carry: a failure the measurement must survive
+INJECTIONS = ("build_error", "build_crash", "build_hang", "run_error", "run_crash", "run_hang",
+              "run_oom", "wrong_answer")
+
+
+@dataclass
+class MeasureOptions:
+    build_timeout: float = 60.0         # seconds per candidate's build
+    run_timeout: float = 20.0           # seconds per candidate's run (check + timing)
+    warmup: int = 2                     # calls before timing
+    repeats: int = 5                    # timed repeats; the median per-call time is reported
+    min_repeat_seconds: float = 0.005   # each repeat runs at least this long
+    flush_cache: bool = False           # overwrite a large buffer before each repeat
+    num_threads: int = 0                # threads the kernel runs on (0: all cores)
+    rtol: float = 1e-3
+    atol: float = 1e-4
+
+
+@dataclass
+class Candidate:
+    task: Any                           # space.Task
+    config: Config
+    inject: str | None = None           # a test hook, one of INJECTIONS
+
+
+@dataclass
+class BuildResult:
+    object_code: bytes | None = None
+    entry: str = ""
+    params: list = field(default_factory=list)      # (shape, dtype) per parameter
+    trace: list | None = None
+    features: np.ndarray | None = None
+    error: str | None = None
+    message: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class RunJob:
+    object_code: bytes
+    entry: str
+    params: list
+    inputs: list[np.ndarray]
+    expected: list[np.ndarray] | None
+    options: MeasureOptions
+    inject: str | None = None
+    return_outputs: bool = False
+
+
+@dataclass
+class RunResult:
+    latency: float | None = None
+    error: str | None = None
+    message: str = ""
+    seconds: float = 0.0
+    outputs: list | None = None
+
+
+@dataclass
+class MeasureResult:
+    candidate: Candidate
+    latency: float | None
+    error: str | None
+    message: str
+    trace: list | None
+    features: np.ndarray | None
+    build_seconds: float
+    run_seconds: float
+    outputs: list | None = None
+
+    @property
+    def config(self) -> Config:
+        return self.candidate.config
+
+
+# ---------------------------------------------------------------------------------------------
+# the executor interface
+
+class Executor:
+    """Builds and runs candidates somewhere; never raises for a bad candidate."""
+
+    def build(self, candidates: Sequence[Candidate], options: MeasureOptions
+              ) -> list[BuildResult]:
+        raise NotImplementedError
+
+    def run(self, jobs: Sequence[RunJob], options: MeasureOptions) -> list[RunResult]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class LocalExecutor(Executor):
+    """``build_workers`` builder processes (builds run in parallel) and one runner process
+    (runs one at a time, so timings do not disturb each other)."""
+
+    def __init__(self, build_workers: int = 2, memory_limit: int | None = None):
+        self.build_workers = max(1, build_workers)
+        self._builders = [_Worker() for _ in range(self.build_workers)]
+        self._runner = _Worker(memory_limit)
+        self._free = list(self._builders)
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(self.build_workers)
+
+    def _take(self) -> _Worker:
+        with self._lock:
+            return self._free.pop()
+
+    def _give(self, worker: _Worker) -> None:
+        with self._lock:
+            self._free.append(worker)
+
+    def _build_one(self, candidate: Candidate, options: MeasureOptions) -> BuildResult:
+        worker = self._take()
+        try:
+            start = time.perf_counter()
+            status, value = worker.call("build", candidate, options.build_timeout)
+            seconds = time.perf_counter() - start
+        finally:
+            self._give(worker)
+        if status == "ok":
+            return value
+        error = {"timeout": "build_timeout", "crash": "crash"}.get(status, "build_error")
+        return BuildResult(error=error, message=value, seconds=seconds)
+
+    def build(self, candidates, options):
+        return list(self._pool.map(lambda c: self._build_one(c, options), candidates))
+
+    def run(self, jobs, options):
+        results = []
+        for job in jobs:
+            start = time.perf_counter()
+            status, value = self._runner.call("run", job, options.run_timeout)
+            seconds = time.perf_counter() - start
+            if status == "ok":
+                results.append(value)
+                continue
+            error = {"timeout": "run_timeout", "crash": "crash"}.get(status, "run_error")
+            results.append(RunResult(error=error, message=value, seconds=seconds))
+        return results
+
+    def close(self):
+        self._pool.shutdown(wait=True)
+        for worker in [*self._builders, self._runner]:
+            worker.stop()
+
+
+def measure(executor: Executor, candidates: Sequence[Candidate], options: MeasureOptions,
+            inputs: dict | None = None, expected: dict | None = None,
+            return_outputs: bool = False) -> list[MeasureResult]:
+    """Build and run ``candidates``; ``inputs`` and ``expected`` map a task's workload to its
+    seeded inputs and the unscheduled program's outputs (computed here when not given)."""
+    inputs = {} if inputs is None else inputs
+    expected = {} if expected is None else expected
+    builds = executor.build(candidates, options)
+    jobs, where = [], []
+    for k, (cand, built) in enumerate(zip(candidates, builds)):
+        if built.error is not None:
+            continue
+        task = cand.task
+        if task.workload not in inputs:
+            inputs[task.workload] = task.inputs(seed=0)
+        if task.workload not in expected:
+            expected[task.workload] = task.reference(inputs[task.workload])
+        jobs.append(RunJob(built.object_code, built.entry, built.params,
+                           inputs[task.workload], expected[task.workload], options,
+                           cand.inject, return_outputs))
+        where.append(k)
+    runs = dict(zip(where, executor.run(jobs, options)))
+    results = []
+    for k, (cand, built) in enumerate(zip(candidates, builds)):
+        run = runs.get(k)
+        if run is None:
+            results.append(MeasureResult(cand, None, built.error, built.message, built.trace,
+                                         built.features, built.seconds, 0.0))
+        else:
+            results.append(MeasureResult(cand, run.latency, run.error, run.message,
+                                         built.trace, built.features, built.seconds,
+                                         run.seconds, run.outputs))
+    return results
+
+
+# ---------------------------------------------------------------------------------------------
+# worker processes: length-prefixed pickles over the child's stdin and stdout
+
+_HEADER = struct.Struct("<Q")
+READY_TIMEOUT = 120.0
+
+
+class _Worker:
+    """One child process; restarted after it dies or times out."""
+
+    def __init__(self, memory_limit: int | None = None):
+        self.memory_limit = memory_limit
+        self.proc: subprocess.Popen | None = None
+        self._stderr = None
+
+    def _start(self) -> None:
+        self._stderr = tempfile.TemporaryFile()
+        env = dict(os.environ, PYTHONFAULTHANDLER="1")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tensorc.autotune.measure", "--worker",
+             str(self.memory_limit or 0)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env)
+        status, value = self._receive(READY_TIMEOUT)
+        if status != "ready":
+            self.stop()
+            raise RuntimeError(f"a measurement worker did not start: {value}")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.wait()
+            for f in (self.proc.stdin, self.proc.stdout):
+                try:
+                    f.close()
+                except OSError:
+                    pass
+            self.proc = None
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+
+    def _stderr_tail(self) -> str:
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(0, os.SEEK_END)
+        size = self._stderr.tell()
+        self._stderr.seek(max(0, size - 400))
+        return self._stderr.read().decode(errors="replace").strip()
+
+    def _death(self) -> tuple[str, str]:
+        code = self.proc.wait()
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            what = f"the process died of {name}"
+        else:
+            what = f"the process exited with status {code}"
+        tail = [line for line in self._stderr_tail().splitlines() if line.strip()]
+        fatal = [line for line in tail if "Fatal Python error" in line]
+        if fatal or tail:
+            what += f" ({(fatal or tail)[-1].strip()[:200]})"
+        self.stop()
+        return "crash", what
+
+    def _receive(self, timeout: float) -> tuple[str, Any]:
+        out = self.proc.stdout
+        deadline = time.monotonic() + timeout
+        data = b""
+        need = _HEADER.size
+        header_done = False
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.stop()
+                return "timeout", f"no answer within {timeout:g} s (the process was killed)"
+            ready, _, _ = select.select([out], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(out.fileno(), need - len(data))
+            if not chunk:
+                return self._death()
+            data += chunk
+            if not header_done and len(data) >= _HEADER.size:
+                (length,) = _HEADER.unpack(data[:_HEADER.size])
+                data = data[_HEADER.size:]
+                need = length
+                header_done = True
+            if header_done and len(data) >= need:
+                return pickle.loads(data[:need])
+
+    def call(self, kind: str, payload: Any, timeout: float) -> tuple[str, Any]:
+        """("ok", result), ("error", message), ("timeout", message) or ("crash", message)."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.stop()
+            self._start()
+        blob = pickle.dumps((kind, payload), protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            self.proc.stdin.write(_HEADER.pack(len(blob)) + blob)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            return self._death()
+        return self._receive(timeout)
+
+
+def _send(fd: int, message: Any) -> None:
+    blob = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    view = memoryview(_HEADER.pack(len(blob)) + blob)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _read_exact(f, n: int) -> bytes | None:
+    data = f.read(n)
+    return data if data is not None and len(data) == n else None
+
+
+def _worker_main(memory_limit: int) -> None:
+    # the protocol owns the original stdout; anything printed goes to stderr
+    out_fd = os.dup(1)
+    os.dup2(2, 1)
+    if memory_limit:
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+    handlers = {"build": _build, "run": _run}
+    _send(out_fd, ("ready", None))
+    stdin = sys.stdin.buffer
+    while True:
+        header = _read_exact(stdin, _HEADER.size)
+        if header is None:
+            return
+        blob = _read_exact(stdin, _HEADER.unpack(header)[0])
+        if blob is None:
+            return
+        kind, payload = pickle.loads(blob)
+        try:
+            reply = ("ok", handlers[kind](payload))
+        except MemoryError:
+            reply = ("error", "out of memory")
+        except Exception as exc:        # noqa: BLE001  (reported as the candidate's error)
+            reply = ("error", f"{type(exc).__name__}: {exc}")
+        _send(out_fd, reply)
+
+
+def _segfault() -> None:
+    import ctypes
+    ctypes.string_at(0)
+
+
+def _build(candidate: Candidate) -> BuildResult:
+    """Schedule, lower and compile one candidate (in a builder process)."""
+    from tensorc.autotune.features import extract_features
+    from tensorc.codegen.llvm import LLVMCodegen, emit_object
+    from tensorc.ir.loop import KernelCall, PrimFunc
+    start = time.perf_counter()
+    inject = candidate.inject
+    if inject == "build_error":
+        raise RuntimeError("injected build error")
+    if inject == "build_crash":
+        _segfault()
+    if inject == "build_hang":
+        while True:
+            time.sleep(1)
+    task = candidate.task
+    target = task.get_target()
+    func = task.schedule(candidate.config)
+    features = extract_features(func)
+    cg = LLVMCodegen(target)
+    cg.add_kernel(func)
+    entry = f"{func.name}_entry"
+    cg.add_entry(PrimFunc(entry, func.params,
+                          KernelCall(func.name, [(p, 0) for p in func.params])))
+    obj = emit_object(str(cg.module), target)
+    return BuildResult(obj, entry, [(p.shape, p.dtype) for p in func.params],
+                       func.attrs.get("trace"), features, None, "",
+                       time.perf_counter() - start)
+
+
+def _run(job: RunJob) -> RunResult:
+    """Check and time one built candidate (in the runner process)."""
+    import ctypes
+
+    from tensorc.runtime.cpu import NativeLibrary
+    start = time.perf_counter()
+    options = job.options
+    library = NativeLibrary(job.object_code)
+    fn = library.entry(job.entry)
+    inputs = [np.ascontiguousarray(a) for a in job.inputs]
+    outputs = [np.full(shape, np.nan, dtype) if np.dtype(dtype).kind == "f"
+               else np.zeros(shape, dtype) for shape, dtype in job.params[len(inputs):]]
+    arrays = [*inputs, *outputs]
+    ptrs = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
+    threads = int(options.num_threads)
+
+    def call() -> None:
+        status = fn(ptrs, threads, None)
+        if status:
+            raise RuntimeError(f"the kernel failed a runtime check (status {status})")
+
+    if job.inject == "run_crash":
+        _segfault()
+    if job.inject == "run_hang":
+        while True:
+            pass
+    if job.inject == "run_oom":
+        hog = np.empty(1 << 46, np.uint8)     # more than any machine maps: MemoryError
+        del hog
+    if job.inject == "run_error":
+        raise RuntimeError("injected run error")
+    call()
+    if job.inject == "wrong_answer":
+        outputs[0].reshape(-1)[0] += 1.0
+    if job.expected is not None:
+        for k, (got, want) in enumerate(zip(outputs, job.expected)):
+            if not _close(got, want, options):
+                bad = np.abs(got.astype(np.float64) - want.astype(np.float64))
+                return RunResult(error="wrong_answer", message=f"output {k} differs from the "
+                                 f"unscheduled program's (max abs diff {np.nanmax(bad):.3g})",
+                                 seconds=time.perf_counter() - start)
+    flush = np.empty(1 << 23, np.float64) if options.flush_cache else None   # 64 MB
+    for _ in range(options.warmup):
+        call()
+    t0 = time.perf_counter()
+    call()
+    once = max(time.perf_counter() - t0, 1e-7)
+    number = max(1, int(options.min_repeat_seconds / once) + 1) \
+        if once < options.min_repeat_seconds else 1
+    samples = []
+    for _ in range(options.repeats):
+        if flush is not None:
+            flush.fill(1.0)
+        t0 = time.perf_counter()
+        for _ in range(number):
+            call()
+        samples.append((time.perf_counter() - t0) / number)
+    return RunResult(float(np.median(samples)), None, "", time.perf_counter() - start,
+                     [o.copy() for o in outputs] if job.return_outputs else None)
+
+
+def _close(got: np.ndarray, want: np.ndarray, options: MeasureOptions) -> bool:
+    if got.shape != want.shape:
+        return False
+    if got.dtype.kind not in "fc":
+        return bool(np.array_equal(got, want))
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    scale = float(np.nanmax(np.abs(w))) if w.size and np.isfinite(w).any() else 1.0
+    tol = options.atol * max(1.0, scale)
+    return bool(np.allclose(g, w, rtol=options.rtol, atol=tol, equal_nan=True))
+
+
+if __name__ == "__main__" and len(sys.argv) >= 2 and sys.argv[1] == "--worker":
+    # run the importable module's copy, so that what it pickles names tensorc.autotune.measure
+    from tensorc.autotune import measure as _module
+    _module._worker_main(int(sys.argv[2]) if len(sys.argv) > 2 else 0)

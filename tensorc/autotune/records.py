@@ -1,0 +1,189 @@
+"""The tuning log: JSON lines, one record per measurement, appended and flushed one at a time.
+
+A record names the workload (its key's hash and a readable description), the target string
+(CPU name and features), the tensorc version, the config and the schedule trace it produced,
+and either the median latency or the error class of the failed measurement. An interrupted
+run loses at most the record in flight (a torn last line is skipped when the log is read);
+``tune --resume`` reads the log back and measures nothing twice; ``tensorc.compile(...,
+tuning_log=...)`` applies the fastest valid record per workload for the same target and
+tensorc version.
+
+>>> log = TuningLog("tune.jsonl")
+>>> log.append(make_record(task, config, trace, latency=1.2e-3))
+>>> best = log.best_configs(Target.host())      # what compile applies
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Mapping
+
+from tensorc.errors import TensorcError
+from tensorc.target import Target
+
+ERROR_CLASSES = ("build_error", "build_timeout", "run_error", "run_timeout", "crash",
+                 "wrong_answer", "invalid_config")
+
+
+class TuningLogNote(UserWarning):
+    """One note per compile about what a tuning log did (kernels left at their defaults,
+    records of another target or tensorc version that were not applied)."""
+
+
+def tensorc_version() -> str:
+    import tensorc
+    return tensorc.__version__
+
+
+def make_record(task, config: Mapping, trace: list | None, latency: float | None = None,
+                error: str | None = None, message: str = "", build_seconds: float = 0.0,
+                run_seconds: float = 0.0) -> dict:
+    """One measurement of ``task`` (a ``space.Task``) as a log record."""
+    if (latency is None) == (error is None):
+        raise ValueError("a record has a latency or an error class, not both or neither")
+    if error is not None and error not in ERROR_CLASSES:
+        raise ValueError(f"unknown error class {error!r}")
+    return {
+        "workload": task.workload,
+        "task": task.name,
+        "desc": task.description,
+        "target": task.target,
+        "tensorc": tensorc_version(),
+        "config": dict(config),
+        "trace": trace,
+        "latency": latency,
+        "gflops": (task.flops / latency / 1e9) if latency and task.flops else None,
+        "error": error,
+        "message": message[:500],
+        "build_s": round(build_seconds, 4),
+        "run_s": round(run_seconds, 4),
+        "timestamp": time.time(),
+    }
+
+
+class TuningLog:
+    """A JSON-lines file of measurement records."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+
+    def append(self, record: dict) -> None:
+        """Write one record and flush it to the file before returning."""
+        line = json.dumps(record, sort_keys=True) + "\n"
+        with open(self.path, "a") as f:
+            f.write(line)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def records(self) -> Iterator[dict]:
+        """Every complete record (a torn or corrupt line, as a kill leaves, is skipped)."""
+        if not self.path.exists():
+            return
+        try:
+            text = self.path.read_text()
+        except OSError as exc:
+            raise TensorcError(f"cannot read the tuning log {self.path}: "
+                               f"{exc.strerror or exc}") from None
+        for line in text.splitlines():
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(record, dict) and "workload" in record and "config" in record:
+                yield record
+
+    def matching(self, target: str, version: str | None = None) -> list[dict]:
+        """The records for ``target`` (a target string) and this tensorc version."""
+        version = version or tensorc_version()
+        return [r for r in self.records()
+                if r.get("target") == target and r.get("tensorc") == version]
+
+    def best_configs(self, target: Target | str) -> BestConfigs:
+        """The fastest valid record per workload for ``target`` and this tensorc version."""
+        from tensorc.autotune.space import target_string
+        tgt = target_string(Target.from_string(target))
+        version = tensorc_version()
+        if not self.path.exists():
+            raise TensorcError(f"tuning log {self.path} does not exist: run 'tensorc tune' "
+                               f"to write one, or compile without it")
+        best: dict[str, dict] = {}
+        other = 0
+        for r in self.records():
+            if r.get("target") != tgt or r.get("tensorc") != version:
+                other += 1
+                continue
+            if r.get("error") is not None or not r.get("latency"):
+                continue
+            seen = best.get(r["workload"])
+            if seen is None or r["latency"] < seen["latency"]:
+                best[r["workload"]] = r
+        return BestConfigs(str(self.path), best, other)
+
+
+@dataclass
+class BestConfigs:
+    """Tuned configs by workload, as ``compiler.build_kernels`` asks for them; counts what it
+    applied for the one note a compile gives."""
+
+    log: str
+    best: dict[str, dict]
+    other_records: int = 0          # records of another target or tensorc version
+    applied: set = field(default_factory=set)
+    missing: set = field(default_factory=set)
+    rejected: set = field(default_factory=set)
+
+    def config_for(self, key: tuple) -> dict | None:
+        from tensorc.autotune.space import workload_hash
+        workload = workload_hash(key)
+        record = self.best.get(workload)
+        if record is None:
+            self.missing.add(workload)
+            return None
+        self.applied.add(workload)
+        return record["config"]
+
+    def reject(self, key: tuple) -> None:
+        from tensorc.autotune.space import workload_hash
+        workload = workload_hash(key)
+        self.applied.discard(workload)
+        self.rejected.add(workload)
+
+    def summary(self) -> dict:
+        return {"log": self.log, "tuned_kernels": len(self.applied),
+                "default_kernels": len(self.missing) + len(self.rejected),
+                "rejected_configs": len(self.rejected),
+                "other_target_or_version_records": self.other_records}
+
+    def note(self) -> str | None:
+        """One sentence on what was not applied, or None when every kernel was tuned."""
+        parts = []
+        if self.missing or self.rejected:
+            n = len(self.missing) + len(self.rejected)
+            parts.append(f"{n} of {n + len(self.applied)} kernels have no usable record and "
+                         f"use the default schedule")
+        if self.rejected:
+            parts.append(f"{len(self.rejected)} recorded configs no longer fit their search "
+                         f"space")
+        if self.other_records:
+            parts.append(f"{self.other_records} records of another target or tensorc "
+                         f"version were not applied")
+        if not parts:
+            return None
+        return f"tuning log {self.log}: " + "; ".join(parts)
+
+    def warn(self) -> None:
+        text = self.note()
+        if text:
+            warnings.warn(text, TuningLogNote, stacklevel=3)
+
+
+def measured_keys(records, workload: str) -> set:
+    """The configs of ``workload`` measured in ``records`` (any outcome), as JSON strings."""
+    return {json.dumps(r["config"], sort_keys=True) for r in records
+            if r["workload"] == workload}

@@ -1,0 +1,190 @@
+"""Tuning tasks: the distinct kernels of a model, each a standalone fused group whose schedule
+template's search space the tuner explores.
+
+A :class:`Task` carries a small graph of its own (the group's nodes over fresh inputs, no
+weights), so it can be sent to a builder process and scheduled there with any config of its
+space. Identical workloads (same ops, attributes, shapes, dtypes) are one task; its ``weight``
+is how many times the model runs it.
+
+>>> tasks = extract_tasks("resnet.onnx", {"input": (1, 3, 224, 224)}, "llvm")
+>>> tasks[0].name, tasks[0].weight, tasks[0].flops, tasks[0].default_latency
+('k3_fused_conv_add_relu', 2, 231211008, 0.00121)
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from tensorc.ir.graph import Graph
+from tensorc.ops.cost import bytes_moved, node_flops
+from tensorc.ops.space import Config, SearchSpace
+from tensorc.passes.graph.fuse import FusedGroup
+from tensorc.target import Target
+
+
+def workload_hash(key: tuple) -> str:
+    """A short stable name of a workload key (the log's ``workload`` field)."""
+    return hashlib.sha1(repr(key).encode()).hexdigest()[:16]
+
+
+def target_string(target: Target) -> str:
+    """The target with its CPU name and features: records are applied only to equal ones."""
+    text = str(target)
+    if target.kind == "llvm" and "-mcpu=" not in text and target.mcpu:
+        text += f" -mcpu={target.mcpu}"
+    if target.features:
+        text += f" -mattr={target.features}"
+    return text
+
+
+@dataclass
+class Task:
+    """One distinct kernel of a model."""
+
+    name: str                       # the kernel's name in the compiled model
+    key: tuple                      # compiler.workload_key of the group
+    graph: Graph                    # the group's nodes over fresh inputs (no weights)
+    group: FusedGroup               # the group, over ``graph``
+    target: str                     # Target string, e.g. "llvm -mcpu=znver3"
+    weight: int = 1                 # how many times the model runs this kernel
+    flops: int = 0
+    bytes: int = 0
+    default_latency: float | None = None    # seconds, the default schedule in the model
+    ops: tuple[str, ...] = ()
+    _space: SearchSpace | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def workload(self) -> str:
+        return workload_hash(self.key)
+
+    @property
+    def description(self) -> str:
+        shape = "x".join(map(str, self.group.output.type.shape))
+        return f"{'+'.join(self.ops)} {shape}"
+
+    def get_target(self) -> Target:
+        return Target.from_string(self.target)
+
+    def space(self) -> SearchSpace:
+        """The search space of this kernel's schedule template."""
+        if self._space is None:
+            from tensorc.compiler import group_template, group_to_te
+            target = self.get_target()
+            _, out, anchor = group_to_te(self.group, self.graph)
+            attrs = self.group.anchor.attrs if self.group.anchor is not None else {}
+            self._space = group_template(self.group, target).search_space(target, out,
+                                                                          anchor, attrs)
+        return self._space
+
+    def schedule(self, config: Mapping | None = None):
+        """The kernel's lowered PrimFunc for ``config`` (default: the template's choice);
+        ``func.attrs`` hold the config and its trace."""
+        from tensorc.compiler import schedule_group
+        return schedule_group(self.group, self.graph, self.get_target(), self.name, config)
+
+    def inputs(self, seed: int = 0) -> list[np.ndarray]:
+        """Seeded inputs of the kernel's parameters (floats standard normal; integers zero, a
+        valid index everywhere)."""
+        rng = np.random.default_rng(seed)
+        arrays = []
+        for v in self.graph.inputs:
+            shape, dtype = v.type.shape, np.dtype(v.type.dtype)
+            if dtype.kind == "f":
+                arrays.append(rng.standard_normal(shape).astype(dtype))
+            else:
+                arrays.append(np.zeros(shape, dtype))
+        return arrays
+
+    def reference(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray] | None:
+        """The unscheduled program's output (the numpy references of the group's ops), or
+        None where an op has no reference."""
+        from tensorc.ops.interpret import run_reference
+        try:
+            out = run_reference(self.graph, {v.name: a for v, a in
+                                             zip(self.graph.inputs, arrays)})
+        except Exception:       # noqa: BLE001  (no reference: the default's output serves)
+            return None
+        return [np.ascontiguousarray(out[v.name]) for v in self.graph.outputs]
+
+
+def standalone(group: FusedGroup, graph: Graph, name: str) -> tuple[Graph, FusedGroup]:
+    """The group as a graph of its own: its inputs become graph inputs (one-element constants,
+    which kernels inline, stay constants), its nodes are copied."""
+    from tensorc.compiler import inlined_scalar
+    g = Graph(name)
+    mapping = {}
+    for k, v in enumerate(group.inputs):
+        if inlined_scalar(v, graph):
+            mapping[v] = g.add_constant(graph.constants[v], f"scalar{k}")
+        else:
+            mapping[v] = g.add_input(f"in{k}", v.type)
+    anchor = None
+    for node in group.nodes:
+        outs = g.add_node(node.op, [mapping[v] for v in node.inputs], dict(node.attrs),
+                          [o.type for o in node.outputs], name=node.name)
+        for old, new in zip(node.outputs, outs):
+            mapping[old] = new
+        if node is group.anchor:
+            anchor = g.nodes[-1]
+    g.outputs.append(mapping[group.output])
+    copy = FusedGroup(nodes=list(g.nodes), anchor=anchor, kind=group.kind,
+                      inputs=[mapping[v] for v in group.inputs], view=False)
+    return g, copy
+
+
+def tasks_of_compiled(compiled, target: Target) -> list[Task]:
+    """The distinct kernels of a compiled model (``compiler.Compiled``), in first-run order."""
+    from tensorc.compiler import inlined_scalar
+    tasks: dict[tuple, Task] = {}
+    for kernel in compiled.kernels:
+        task = tasks.get(kernel.key)
+        if task is not None:
+            task.weight += 1
+            continue
+        group = kernel.group
+        g, copy = standalone(group, compiled.graph, kernel.func.name)
+        inputs = [v for v in group.inputs if not inlined_scalar(v, compiled.graph)]
+        tasks[kernel.key] = Task(
+            kernel.func.name, kernel.key, g, copy, target_string(target), 1,
+            sum(node_flops(n) for n in group.nodes), bytes_moved(inputs, group.output),
+            ops=tuple(n.op for n in group.nodes))
+    return list(tasks.values())
+
+
+def extract_tasks(model, input_shapes: Mapping[str, Sequence[int]] | None = None,
+                  target: str | Target = "llvm", measure: bool = True,
+                  num_threads: int | None = None) -> list[Task]:
+    """The distinct kernels of ``model`` (an ONNX path or ModelProto): identical workloads
+    once, each with its weight (runs per inference), FLOPs, and default latency (each
+    kernel's median time inside the compiled model's entry function, ``Module.profile``;
+    None when ``measure`` is False).
+
+    >>> [(t.name, t.weight) for t in extract_tasks("mlp.onnx", measure=False)]
+    [('k0_fused_matmul_add_relu', 1), ('k1_fused_matmul_add', 1)]
+    """
+    import tensorc
+    from tensorc.compiler import compile_graph
+    tgt = Target.from_string(target)
+    if tgt.kind != "llvm":
+        raise tensorc.TensorcError(f"the autotuner tunes CPU (llvm) kernels; {tgt} is not one")
+    _, graph = tensorc._import(model, input_shapes)
+    compiled = compile_graph(graph, tgt)
+    tasks = tasks_of_compiled(compiled, tgt)
+    if measure:
+        mod = tensorc.compile(model, tgt, input_shapes, num_threads=num_threads)
+        profile = mod.profile(seconds=0.5, min_runs=5)
+        by_name: dict[str, list[float]] = {}
+        for k in profile.kernels:
+            by_name.setdefault(k.info.name, []).append(k.seconds)
+        for task in tasks:
+            times = by_name.get(task.name)
+            if times:
+                task.default_latency = float(np.median(times))
+    return tasks
+
+
+def config_of(record_config: Mapping) -> Config:
+    return Config(dict(record_config))

@@ -1,0 +1,50 @@
+"""Small models and tasks for the autotuner's tests."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from tests.helpers import make_model, tensor_info
+
+
+def conv_model() -> "onnx.ModelProto":  # noqa: F821
+    """x -> conv 3x3 -> relu -> conv 3x3 (same shapes: one task of weight 2) -> softmax."""
+    rng = np.random.default_rng(0)
+    w1 = rng.standard_normal((8, 8, 3, 3)).astype("float32") * 0.2
+    w2 = rng.standard_normal((8, 8, 3, 3)).astype("float32") * 0.2
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c2"], ["r2"]),
+        helper.make_node("Softmax", ["r2"], ["y"], axis=-1),
+    ]
+    return make_model(nodes, [tensor_info("x", "float32", (1, 8, 12, 12))],
+                      [tensor_info("y", "float32", (1, 8, 12, 12))],
+                      initializers={"w1": w1, "w2": w2}, name="tiny_conv")
+
+
+def matmul_model(m: int = 8, k: int = 32, n: int = 24) -> "onnx.ModelProto":  # noqa: F821
+    rng = np.random.default_rng(1)
+    b = rng.standard_normal((k, n)).astype("float32")
+    nodes = [helper.make_node("MatMul", ["a", "b"], ["y"])]
+    return make_model(nodes, [tensor_info("a", "float32", (m, k))],
+                      [tensor_info("y", "float32", (m, n))], initializers={"b": b},
+                      name="tiny_matmul")
+
+
+@pytest.fixture(scope="session")
+def tiny_conv(tmp_path_factory):
+    import onnx
+    path = tmp_path_factory.mktemp("models") / "tiny_conv.onnx"
+    onnx.save(conv_model(), str(path))
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_matmul(tmp_path_factory):
+    import onnx
+    path = tmp_path_factory.mktemp("models") / "tiny_matmul.onnx"
+    onnx.save(matmul_model(), str(path))
+    return path

@@ -1,0 +1,52 @@
+"""Features read off known loop nests."""
+from __future__ import annotations
+
+import numpy as np
+
+from tensorc.autotune.features import FEATURE_LENGTH, FEATURE_NAMES, extract_features, \
+    store_features
+from tensorc.ir import te
+from tensorc.ir.lower import lower
+from tensorc.ir.schedule import create_schedule
+from tensorc.passes.loop import optimize
+
+
+def _add_kernel(vectorize: bool, parallel: bool):
+    a = te.placeholder((64, 32), "float32", name="A")
+    b = te.placeholder((32,), "float32", name="B")
+    c = te.compute((64, 32), lambda i, j: a[i, j] * b[j] + 1.0, name="C")
+    sch = create_schedule(c)
+    i, j = sch[c].op_axis
+    jo, ji = sch[c].split(j, 8)
+    if vectorize:
+        sch[c].vectorize(ji)
+    if parallel:
+        sch[c].parallel(i)
+    return optimize(lower(sch, [a, b, c], "k"))
+
+
+def test_store_features_of_a_known_loop_nest():
+    (store,) = store_features(_add_kernel(vectorize=True, parallel=True))
+    assert store["executions"] == 64 * 32
+    assert store["depth"] == 3
+    assert store["vector_lanes"] == 8
+    assert store["parallel"] == 64
+    assert store["innermost_extent"] == 8
+    assert store["float_mul"] == 64 * 32 and store["float_addsub"] == 64 * 32
+    assert store["loads"] == 2 * 64 * 32
+    # A and C: unit stride along the vector loop; B is reused across the 64 rows
+    assert store["stride_1"] == 3
+    assert store["global_unique_bytes"] == 4 * (64 * 32 + 32 + 64 * 32)
+    assert store["max_reuse"] == 64
+
+
+def test_feature_vectors_have_a_fixed_length_and_tell_schedules_apart():
+    plain = extract_features(_add_kernel(False, False))
+    fast = extract_features(_add_kernel(True, True))
+    assert plain.shape == fast.shape == (FEATURE_LENGTH,) == (len(FEATURE_NAMES),)
+    assert plain.dtype == np.float32
+    lanes = FEATURE_NAMES.index("s0.vector_lanes")
+    par = FEATURE_NAMES.index("s0.parallel")
+    # log2(1 + x): one lane and one thread without vectorize and parallel
+    assert plain[lanes] == 1 and fast[lanes] == np.float32(np.log2(9))
+    assert plain[par] == 1 and fast[par] == np.float32(np.log2(65))

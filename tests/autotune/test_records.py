@@ -1,0 +1,105 @@
+"""The tuning log: round trip, torn lines, resume without re-measuring, apply-best at
+compile time for the same target and version only."""
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+import tensorc
+from tensorc.autotune.records import TuningLog, TuningLogNote, make_record
+from tensorc.autotune.search import RandomSearch
+from tensorc.autotune.space import extract_tasks
+from tensorc.autotune.tuner import Tuner
+
+
+@pytest.fixture(scope="module")
+def conv_tasks(tiny_conv):
+    return extract_tasks(tiny_conv, measure=False)
+
+
+def _write(log, task, config, latency=None, error=None, **changes):
+    record = make_record(task, config, [], latency, error)
+    record.update(changes)
+    log.append(record)
+    return record
+
+
+def test_round_trip_skips_a_torn_last_line(tmp_path, conv_tasks):
+    task = conv_tasks[0]
+    log = TuningLog(tmp_path / "t.jsonl")
+    first = _write(log, task, task.space().default(), latency=1e-3)
+    _write(log, task, task.space().default(), error="crash")
+    with open(log.path, "a") as f:
+        f.write('{"workload": "abc", "conf')           # a kill in mid-write
+    records = list(log.records())
+    assert len(records) == 2
+    assert records[0] == json.loads(json.dumps(first))
+    assert records[1]["error"] == "crash" and records[1]["latency"] is None
+    assert records[0]["target"] == task.target and "-mattr=" in task.target
+
+
+def test_compile_applies_the_best_record_of_this_target_and_version(tmp_path, tiny_conv,
+                                                                    conv_tasks):
+    conv = next(t for t in conv_tasks if t.ops[0] == "conv")
+    space = conv.space()
+    configs = list(space.configs())
+    slow, fast = configs[0], configs[-1]
+    assert fast != space.default()
+    log = TuningLog(tmp_path / "t.jsonl")
+    _write(log, conv, slow, latency=2e-3)
+    _write(log, conv, fast, latency=1e-3)
+    _write(log, conv, slow, latency=1e-5, target="llvm -mcpu=other")    # other machine
+    _write(log, conv, slow, latency=1e-5, tensorc="0.0.1")              # other version
+    _write(log, conv, slow, error="crash")
+    best = log.best_configs(tensorc.Target.host())
+    assert best.best[conv.workload]["config"] == dict(fast)
+    assert best.other_records == 2
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mod = tensorc.compile(tiny_conv, tuning_log=log.path)
+    notes = [w for w in caught if issubclass(w.category, TuningLogNote)]
+    assert len(notes) == 1      # one note, not one per kernel
+    assert "1 of 2 kernels" in str(notes[0].message)
+    assert "2 records of another target or tensorc version" in str(notes[0].message)
+    assert mod.info["tuning"]["tuned_kernels"] == 1
+    x = np.random.default_rng(0).standard_normal((1, 8, 12, 12)).astype("float32")
+    plain = tensorc.compile(tiny_conv)
+    np.testing.assert_allclose(mod.run({"x": x})["y"], plain.run({"x": x})["y"],
+                               rtol=1e-4, atol=1e-5)
+
+
+def test_a_record_that_no_longer_fits_its_space_falls_back_to_the_default(tmp_path,
+                                                                          tiny_conv,
+                                                                          conv_tasks):
+    conv = next(t for t in conv_tasks if t.ops[0] == "conv")
+    log = TuningLog(tmp_path / "t.jsonl")
+    _write(log, conv, {"filter_tile": 7777, "parallel": True}, latency=1e-3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mod = tensorc.compile(tiny_conv, tuning_log=log.path)
+    assert mod.info["tuning"]["rejected_configs"] == 1
+    assert mod.info["tuning"]["tuned_kernels"] == 0
+    assert any("no longer fit" in str(w.message) for w in caught)
+
+
+def test_a_missing_log_is_an_error_that_names_it(tmp_path, tiny_conv):
+    with pytest.raises(tensorc.TensorcError, match="does not exist"):
+        tensorc.compile(tiny_conv, tuning_log=tmp_path / "none.jsonl")
+
+
+def test_resume_measures_nothing_twice(tmp_path, conv_tasks):
+    task = next(t for t in conv_tasks if t.ops[0] == "conv")
+    log = TuningLog(tmp_path / "t.jsonl")
+    measured = list(task.space().configs())[:3]
+    for k, c in enumerate(measured):
+        _write(log, task, c, latency=(k + 1) * 1e-4)
+    tuner = Tuner([task], log.path, executor=object(), search="random")   # never measures
+    assert tuner.resume() == 3
+    state = tuner.states[0]
+    assert state.best_latency == 1e-4
+    proposed = RandomSearch(seed=1).propose(state, 100)
+    assert proposed and not set(proposed) & set(measured)
+    assert len(proposed) == len(list(task.space().configs())) - 3

@@ -1,0 +1,50 @@
+"""A tiny tuning run end to end: the log, the result, the command line."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+import tensorc
+from tensorc.autotune.measure import MeasureOptions
+from tensorc.autotune.records import TuningLog
+from tensorc.cli import main
+
+
+def test_a_few_trials_improve_or_keep_the_default(tmp_path, tiny_conv):
+    log = tmp_path / "tune.jsonl"
+    lines = []
+    options = MeasureOptions(repeats=3, min_repeat_seconds=0.002, num_threads=1)
+    result = tensorc.tune(tiny_conv, trials=10, log=log, batch=4, options=options,
+                          threads=1, progress=lines.append)
+    assert result.trials == 10
+    records = list(TuningLog(log).records())
+    assert len(records) == 10 and all(r["error"] is None for r in records)
+    tuned = [t for t in result.tasks if t.trials]
+    assert tuned
+    for t in tuned:
+        assert t.best_latency <= t.default_latency      # the default is measured first
+        assert len(t.curve) == t.trials and t.curve == sorted(t.curve, reverse=True)
+    assert any("GFLOP/s" in line and "errors 0" in line for line in lines)
+    assert result.end_to_end["tuned_ms"] > 0 and result.end_to_end["default_ms"] > 0
+    assert "speed-up" in result.table()
+    # the tuned model computes what the default one does
+    x = np.random.default_rng(0).standard_normal((1, 8, 12, 12)).astype("float32")
+    want = tensorc.compile(tiny_conv).run({"x": x})["y"]
+    got = tensorc.compile(tiny_conv, tuning_log=log).run({"x": x})["y"]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+
+
+def test_tune_command_resumes_and_prints_json(tmp_path, tiny_matmul, capsys):
+    log = tmp_path / "tune.jsonl"
+    args = ["tune", str(tiny_matmul), "--trials", "4", "--log", str(log), "--threads", "1",
+            "--batch", "4", "--json", "--no-end-to-end"]
+    assert main(args) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["trials"] == 4 and first["tasks"][0]["trials"] == 4
+    assert main([*args, "--resume"]) == 0
+    second = json.loads(capsys.readouterr().out)
+    records = list(TuningLog(log).records())
+    configs = [json.dumps(r["config"], sort_keys=True) for r in records]
+    assert len(records) == 8 and len(set(configs)) == 8      # nothing measured twice
+    assert second["tasks"][0]["trials"] == 8
