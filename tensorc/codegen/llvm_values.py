@@ -8,6 +8,8 @@ loop IR; the mixin uses the generator's ``b`` (the IRBuilder), ``expr``, ``_decl
 """
 from __future__ import annotations
 
+import math
+
 from llvmlite import ir
 
 from tensorc.codegen import llvm_math, narrow_dtypes
@@ -207,9 +209,17 @@ class ValueOps(llvm_math.MathOps):
         """exp, log, tanh, erf, sin, cos of float32 (and of the formats computed in float32,
         and of half, widened) as inline vector code (llvm_math.py); log(1 + y) as log1p(y).
         None for the rest (float64 keeps LLVM's intrinsics and libm)."""
-        if e.name not in llvm_math.INLINE or e.dtype == "float64" or not E.is_float(e.dtype):
+        if e.dtype == "float64" or not E.is_float(e.dtype):
             return None
         name, arg = e.name, e.args[0]
+        if name == "pow" and isinstance(e.args[1], E.Const) and math.isfinite(e.args[1].value):
+            x = self.expr(arg, lanes)
+            if like(x.type, ir.HalfType()) == x.type:
+                wide = self.pow_by_constant(self.cast(x, "float16", "float32"), e.args[1].value)
+                return self.cast(wide, "float32", "float16")
+            return self.pow_by_constant(x, e.args[1].value)
+        if name not in llvm_math.INLINE:
+            return None
         if name == "log" and isinstance(arg, E.Binary) and arg.op == "add":
             for one, rest in ((arg.a, arg.b), (arg.b, arg.a)):
                 if isinstance(one, E.Const) and one.value == 1.0:

@@ -1,5 +1,5 @@
 """float32 math compiles to inline vector code (codegen/llvm_math.py): exp, log, tanh, erf,
-sin, cos, sigmoid, softplus and pow by a constant are within 2 ulp of float64 numpy over the
+sin, cos, sigmoid, softplus and pow by any constant are within 2 ulp of float64 numpy over the
 whole float32 range (edges included), for every vector width, with no libm call left in the
 generated assembly."""
 from __future__ import annotations
@@ -95,6 +95,12 @@ FUNCTIONS = {
     "pow0.5": (_pow(0.5), lambda x: np.power(x, 0.5)),
     "pow-0.5": (_pow(-0.5), lambda x: np.power(x, -0.5)),
     "pow-1": (_pow(-1.0), lambda x: np.power(x, -1.0)),
+    # any other constant: 2^(y log2|x|) in float64
+    "pow1.7": (_pow(1.7), lambda x: np.power(x, 1.7)),
+    "pow-2.5": (_pow(-2.5), lambda x: np.power(x, -2.5)),
+    "pow5": (_pow(5.0), lambda x: np.power(x, 5.0)),
+    "pow-3": (_pow(-3.0), lambda x: np.power(x, -3.0)),
+    "pow0.1": (_pow(0.1), lambda x: np.power(x, 0.1)),
 }
 
 
@@ -152,7 +158,7 @@ def test_one_op_onnx_model_within_2_ulp(op, sweep):
 
 def test_pow_by_a_constant_keeps_pows_edges():
     x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 4.0, -4.0, 1e-45], np.float32)
-    for c in (0.0, 1.0, 2.0, 3.0, 4.0, -1.0, 0.5, -0.5):
+    for c in (0.0, 1.0, 2.0, 3.0, 4.0, -1.0, 0.5, -0.5, 1.7, -2.5, 5.0, -3.0, 6.0, 1e9):
         (got,) = run_func(elementwise_func(["float32"], _pow(c), n=len(x), lanes=8), [x])
         with np.errstate(all="ignore"):
             want = np.power(x, np.float32(c))
@@ -178,7 +184,7 @@ def _model_with_every_function(shape=(4, 256)) -> object:
     nodes.append(helper.make_node("Mul", ["x", "y_Sigmoid"], ["y_silu"]))
     outputs = [f"y_{op}" for op in ONNX_CASES] + ["y_gelu", "y_silu"]
     inits = {}
-    for k, c in enumerate((2.0, 3.0, 0.5, -1.0, -0.5)):
+    for k, c in enumerate((2.0, 3.0, 0.5, -1.0, -0.5, 1.7)):
         inits[f"c{k}"] = np.array(c, np.float32)
         nodes.append(helper.make_node("Pow", ["x", f"c{k}"], [f"y_pow{k}"]))
         outputs.append(f"y_pow{k}")
