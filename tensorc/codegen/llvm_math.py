@@ -10,8 +10,8 @@ Accuracy (measured by ``tests/codegen/test_vector_math.py`` over 10^6 points of 
 float32 range against float64 numpy): at most 2 ulp, with IEEE results at the edges (+-0,
 +-inf, NaN, denormal inputs and results, overflow to inf, underflow to 0). sin and cos reduce
 their argument in float64 (Cody-Waite with a three-part pi/2); that is exact enough for
-|x| < 2**50 (0.7 ulp measured) and is wrong beyond (the results stay in [-1, 1]): there is no
-Payne-Hanek reduction here.
+|x| < 2**50 with FMA (0.7 ulp measured), |x| < 2**29 without, and is wrong beyond (the
+results stay in [-1, 1]): there is no Payne-Hanek reduction here.
 
 The polynomial coefficients are float32 minimax-like fits (weighted least squares iterated
 toward equal ripple, coefficients rounded to float32 one at a time) made by
@@ -57,6 +57,22 @@ SIN_P = tuple((-1) ** k / math.factorial(2 * k + 1) for k in range(1, 5))
 COS_P = tuple((-1) ** k / math.factorial(2 * k) for k in range(2, 6))
 # pi/2 in three float64 parts (fma reduction)
 PIO2 = (1.5707963267948966, 6.123233995736766e-17, -1.4973849048591698e-33)
+
+
+def _split(parts: tuple[float, ...], bits: int, count: int) -> tuple[float, ...]:
+    """The sum of ``parts`` as ``count`` floats of ``bits`` significant bits each: q * part
+    is exact without an fma while q < 2^(53 - bits)."""
+    from fractions import Fraction
+    rest, out = sum(map(Fraction, parts)), []
+    for _ in range(count):
+        exponent = math.frexp(float(rest))[1] - bits
+        chunk = Fraction(round(rest / Fraction(2) ** exponent)) * Fraction(2) ** exponent
+        out.append(float(chunk))
+        rest -= chunk
+    return tuple(out)
+
+
+PIO2_SHORT = _split(PIO2, 24, 5)     # without fma: exact to |x| < 2^29
 TWO_OVER_PI = 0.6366197723675814
 # pow in float64: atanh(s) = s + s^3 (1/3 + s^2/5 + ...) for |s| <= 0.172 (tail below 2^-44),
 # exp(z) for |z| <= ln2/2 by Taylor to z^8 (2^-32)
@@ -217,7 +233,7 @@ class MathOps:
         q = b.call(self._intrinsic("llvm.roundeven", xd.type, 1),
                    [b.fmul(xd, self._fc(xd, TWO_OVER_PI))])
         r = xd
-        for part in PIO2:
+        for part in PIO2 if self._has_fma() else PIO2_SHORT:
             r = self._fma(q, self._fc(xd, -part), r)
         # q mod 4 exactly, for any q (the quarter is a power of two: exact)
         quarter = b.call(self._intrinsic("llvm.floor", xd.type, 1),

@@ -12,15 +12,17 @@ import pytest
 from onnx import helper
 
 from helpers import make_model, tensor_info
-from helpers_kernels import run_func
+from helpers_kernels import run_func, run_kernel
 from test_llvm import elementwise_func
 import tensorc
+from tensorc.codegen.build import build_kernel
 from tensorc.codegen.llvm import emit_assembly
 from tensorc.compiler import compile_graph
 from tensorc.frontend.onnx import import_onnx
 from tensorc.ir import expr as E
 from tensorc.ops.activations import softplus_expr
 from tensorc.ops.elementwise import sigmoid_expr
+from tensorc.passes.loop import optimize
 from tensorc.target import Target
 
 try:
@@ -133,6 +135,24 @@ def test_float32_math_within_2_ulp_over_the_whole_range(name, lanes, sweep):
     if name in ("sin", "cos"):      # beyond the accurate range: bounded, NaN only for inf
         far = np.isfinite(x) & (np.abs(x) >= SIN_COS_RANGE)
         assert np.all(np.abs(got[far]) <= 1.0)
+
+
+@pytest.mark.parametrize("name", list(FUNCTIONS))
+def test_without_fma_instructions(name, sweep):
+    """A target without FMA (SSE4.2, 4 lanes) multiplies and adds separately: sin and cos then
+    reduce with shorter pi/2 parts, exact to |x| < 2^29."""
+    target = Target.from_string("llvm -mcpu=x86-64-v2")
+    assert "+fma" not in target.features.split(",")
+    body, reference = FUNCTIONS[name]
+    x = sweep[::10]
+    if name in ("sin", "cos"):
+        x = x[~(np.abs(x) >= 2.0 ** 29)]
+    func = optimize(elementwise_func(["float32"], body, n=len(x), lanes=4))
+    (got,) = run_kernel(build_kernel(func, target), [x])
+    with np.errstate(all="ignore"):
+        exact = reference(x.astype(np.float64))
+    worst, report = _max_ulp_report(name, x, got, exact, "4, no fma")
+    assert worst <= MAX_ULP, report
 
 
 ONNX_CASES = {
