@@ -8,9 +8,11 @@ loop IR; the mixin uses the generator's ``b`` (the IRBuilder), ``expr``, ``_decl
 """
 from __future__ import annotations
 
+import math
+
 from llvmlite import ir
 
-from tensorc.codegen import narrow_dtypes
+from tensorc.codegen import llvm_math, narrow_dtypes
 from tensorc.codegen.llvm_types import I1, I8, I32, I64, like, splat
 from tensorc.errors import TensorcError
 from tensorc.ir import expr as E
@@ -56,7 +58,7 @@ def _is_signed(dtype: str) -> bool:
     return dtype.startswith("int")
 
 
-class ValueOps:
+class ValueOps(llvm_math.MathOps):
     """Emit arithmetic on scalar or vector LLVM values (see the module docstring)."""
 
     def _from_storage(self, v: ir.Value, dtype: str) -> ir.Value:
@@ -177,6 +179,9 @@ class ValueOps:
         return self.b.call(self._intrinsic(name, x.type, 2), [x, y])
 
     def call(self, e: E.Call, lanes: int | None) -> ir.Value:
+        inline = self._inline_math_call(e, lanes)
+        if inline is not None:
+            return inline
         args = [self.expr(a, lanes) for a in e.args]
         if len(args) == 2:
             args = list(self._pair(*args))
@@ -199,6 +204,32 @@ class ValueOps:
             wide = [self.cast(a, "float16", "float32") for a in args]
             return self.cast(self._libm(e.name, wide), "float32", "float16")
         return self._libm(e.name, args)
+
+    def _inline_math_call(self, e: E.Call, lanes: int | None) -> ir.Value | None:
+        """exp, log, tanh, erf, sin, cos of float32 (and of the formats computed in float32,
+        and of half, widened) as inline vector code (llvm_math.py); log(1 + y) as log1p(y).
+        None for the rest (float64 keeps LLVM's intrinsics and libm)."""
+        if e.dtype == "float64" or not E.is_float(e.dtype):
+            return None
+        name, arg = e.name, e.args[0]
+        if name == "pow" and isinstance(e.args[1], E.Const) and math.isfinite(e.args[1].value):
+            x = self.expr(arg, lanes)
+            if like(x.type, ir.HalfType()) == x.type:
+                wide = self.pow_by_constant(self.cast(x, "float16", "float32"), e.args[1].value)
+                return self.cast(wide, "float32", "float16")
+            return self.pow_by_constant(x, e.args[1].value)
+        if name not in llvm_math.INLINE:
+            return None
+        if name == "log" and isinstance(arg, E.Binary) and arg.op == "add":
+            for one, rest in ((arg.a, arg.b), (arg.b, arg.a)):
+                if isinstance(one, E.Const) and one.value == 1.0:
+                    name, arg = "log1p", rest
+                    break
+        x = self.expr(arg, lanes)
+        if like(x.type, ir.HalfType()) == x.type:
+            wide = self.inline_math(name, self.cast(x, "float16", "float32"))
+            return self.cast(wide, "float32", "float16")
+        return self.inline_math(name, x)
 
     def _libm(self, name: str, args: list[ir.Value]) -> ir.Value:
         """A libm function on float or double values; libm is scalar: call once per lane."""

@@ -14,7 +14,8 @@ import numpy as np
 
 from tensorc.ir import expr as E
 from tensorc.ops.elementwise import (
-    FLOATS, NUMERIC, Rule, cast_expr, const_like, define_elementwise, exp, negative, zero,
+    FLOATS, NUMERIC, Rule, cast_expr, const_like, define_elementwise, exp, negative,
+    sigmoid_expr, zero,
 )
 
 
@@ -87,11 +88,6 @@ def _prelu_expr(a: dict, x: E.Expr, slope: E.Expr) -> E.Expr:
     return E.select(E.Compare("lt", x, zero(x)), x * slope, x)
 
 
-def _sigmoid_expr(x: E.Expr) -> E.Expr:
-    one = const_like(1, x)
-    return one / (one + exp(negative(x)))
-
-
 ACTIVATIONS: dict[str, Rule] = {
     "hard_sigmoid": Rule(lambda a, x: np.clip(x * a["alpha"] + a["beta"], 0, 1),
                          lambda a, x: _hard_sigmoid_expr(a["alpha"], a["beta"], x), FLOATS),
@@ -115,7 +111,7 @@ ACTIVATIONS: dict[str, Rule] = {
                                                    x, zero(x)), FLOATS),
     "shrink": Rule(_shrink, _shrink_expr, NUMERIC),
     "swish": Rule(lambda a, x: x / (1 + np.exp(-a["alpha"] * x)),
-                  lambda a, x: x * _sigmoid_expr(const_like(a["alpha"], x) * x), FLOATS),
+                  lambda a, x: x * sigmoid_expr(const_like(a["alpha"], x) * x), FLOATS),
 }
 
 for _name, _rule in ACTIVATIONS.items():

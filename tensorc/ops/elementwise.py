@@ -275,6 +275,15 @@ def _math(name: str) -> Rule:
     return _unary(fn, lambda x: E.call(name, x))
 
 
+def sigmoid_expr(x: E.Expr) -> E.Expr:
+    """1 / (1 + exp(-x)) as (x >= 0 ? 1 : e) / (1 + e) with e = exp(-|x|): one exp, no
+    overflow, and the tiny results of very negative x (down to the denormals) are kept
+    instead of 1 / (1 + inf) = 0."""
+    one = const_like(1, x)
+    e = exp(negative(E.call("fabs", x)))
+    return E.select(E.Compare("ge", x, zero(x)), one, e) / (one + e)
+
+
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 1 / (1 + np.exp(-x))
 
@@ -285,8 +294,7 @@ UNARY: dict[str, Rule] = {
     "leaky_relu": Rule(lambda a, x: np.where(x >= 0, x, x * a["alpha"]),
                        lambda a, x: E.select(E.Compare("ge", x, zero(x)), x,
                                              x * const_like(a["alpha"], x)), FLOATS),
-    "sigmoid": _unary(_sigmoid, lambda x: const_like(1, x) / (const_like(1, x)
-                                                              + exp(negative(x)))),
+    "sigmoid": _unary(_sigmoid, lambda x: sigmoid_expr(x)),
     "exp": _math("exp"),
     "log": _math("log"),
     "sqrt": _math("sqrt"),
