@@ -271,6 +271,17 @@ def conv_cases() -> list[Case]:
         model, feeds = _conv((1, c, size, size), c, kernel, stride, group=c)
         cases.append(Case("depthwise", f"DWConv {c} {kernel}x{kernel} s{stride} "
                           f"{size}x{size}", model, feeds))
+    # dense convs on odd maps (Inception, SqueezeNet, YOLO shapes) and ResNet's
+    for c, size, filters, kernel, stride, pads in [
+            (80, 73, 192, 3, 1, [0, 0, 0, 0]), (288, 35, 384, 3, 2, [0, 0, 0, 0]),
+            (32, 147, 64, 3, 1, None), (64, 35, 96, 3, 1, None),
+            (160, 17, 192, (1, 7), 1, [0, 3, 0, 3]), (160, 17, 192, (7, 1), 1, [3, 0, 3, 0]),
+            (64, 56, 64, 3, 1, None), (128, 56, 128, 3, 2, None), (256, 14, 256, 3, 1, None),
+            (512, 7, 512, 3, 1, None), (48, 27, 128, 3, 1, None), (256, 13, 512, 3, 1, None)]:
+        model, feeds = _conv((1, c, size, size), filters, kernel, stride, pads=pads)
+        k = "x".join(map(str, kernel)) if isinstance(kernel, tuple) else f"{kernel}x{kernel}"
+        cases.append(Case("dense", f"Conv {c}->{filters} {k} s{stride} {size}x{size}",
+                          model, feeds))
     # conv + activation epilogues (op + epilogue models)
     silu = [_node("Sigmoid", ["c"], "s"), _node("Mul", ["c", "s"])]
     hardswish = [_node("HardSigmoid", ["c"], "h", alpha=1 / 6, beta=0.5),

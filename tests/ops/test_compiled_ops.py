@@ -168,8 +168,12 @@ CONV_2D = [
 ]
 
 
+@pytest.mark.parametrize("gemm_below_bits", [0, 4096], ids=["direct-forms", "gemm"])
 @pytest.mark.parametrize("x_shape,w_shape,attrs,bias", CONV_2D)
-def test_conv_2d(x_shape, w_shape, attrs, bias) -> None:
+def test_conv_2d(x_shape, w_shape, attrs, bias, gemm_below_bits, monkeypatch) -> None:
+    """Each conv in the forms 512-bit targets pick (direct, flattened) and as a GEMM."""
+    from tensorc.ops.nn import conv as conv_op
+    monkeypatch.setattr(conv_op, "GEMM_BELOW_VECTOR_BITS", gemm_below_bits)
     x, w = rand(x_shape, 1), rand(w_shape, 2)
     b = rand((w_shape[0],), 3)
     inits = {"w": w, "b": b} if bias else {"w": w}

@@ -7,6 +7,14 @@ from helpers import check_result, make_model, tensor_info
 from onnx import helper, numpy_helper
 
 import tensorc
+from tensorc.ops.nn import conv as conv_op
+
+
+@pytest.fixture(autouse=True)
+def direct_forms(monkeypatch):
+    """The flattened form is what 512-bit targets pick; on any host, test it by lowering the
+    vector width below which dense convs become GEMMs."""
+    monkeypatch.setattr(conv_op, "GEMM_BELOW_VECTOR_BITS", 0)
 
 
 def conv_ref(x: np.ndarray, w: np.ndarray, pads, dilations) -> np.ndarray:

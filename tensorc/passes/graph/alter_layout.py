@@ -37,7 +37,7 @@ def alter_layout(graph: Graph, target=None) -> Graph:
         filters, per_group = w.type.shape[:2]
         block = next((b for b in KERNEL_BLOCKS if filters % b == 0), None)
         if per_group == 1 or block is None or \
-                conv_as_gemm(node.attrs, node.inputs[0].type.shape, w.type.shape):
+                conv_as_gemm(node.attrs, node.inputs[0].type.shape, w.type.shape, target):
             continue        # depthwise convs, odd filter counts and GEMM convs keep OIHW
         if w not in packed:
             array = pack_conv_weight(graph.constants[w], block)
