@@ -242,13 +242,28 @@ def _conv_gemm(attrs: dict, x: te.Tensor, w: te.Tensor, kernel, out) -> te.Tenso
     strides, dilations = attrs["strides"], attrs["dilations"]
     depth = channels * int(np.prod(kernel))
     pointwise = _pointwise(attrs, w.shape)
-    # the GEMM's output grid: rows of output positions, each padded to whole blocks, or one
-    # flat row where padding each row would waste more (a block's patches are then gathered
-    # across row ends: once per block, for all its filters)
-    flat = pointwise or spatial == 1 or _flat_positions(out)
-    grid = (int(np.prod(out)),) if flat else tuple(out)
-    grid = (*grid[:-1], -(-grid[-1] // GEMM_COLUMNS) * GEMM_COLUMNS)
-    padded = padded_input(x, attrs["pads"])
+    pads = list(attrs["pads"])
+    pitch = None
+    if spatial == 2 and not pointwise and tuple(strides) == (1, 1):
+        # stride 1: columns run over the padded input's rows laid end to end (pitch Wp), so a
+        # block's patches are contiguous loads; the Wp - W garbage columns of each row are
+        # computed and dropped by the epilogue, and zero rows below keep the last block's
+        # reads in bounds
+        pitch = x.shape[3] + pads[1] + pads[3]
+        columns = -(-out[0] * pitch // GEMM_COLUMNS) * GEMM_COLUMNS
+        last_read = columns - 1 + (kernel[0] - 1) * dilations[0] * pitch + \
+            (kernel[1] - 1) * dilations[1]
+        rows = -(-(last_read + 1) // pitch)
+        pads[2] += max(0, rows - (x.shape[2] + pads[0] + pads[2]))
+        grid = (columns,)
+    else:
+        # rows of output positions, each padded to whole blocks, or one flat row where
+        # padding each row would waste more (a block's patches are then gathered across row
+        # ends: once per block, for all its filters)
+        flat = pointwise or spatial == 1 or _flat_positions(out)
+        grid = (int(np.prod(out)),) if flat else tuple(out)
+        grid = (*grid[:-1], -(-grid[-1] // GEMM_COLUMNS) * GEMM_COLUMNS)
+    padded = padded_input(x, tuple(pads))
 
     def unflatten(index, extents):
         """Row-major coordinates of a flat index (the last one fastest)."""
@@ -264,15 +279,19 @@ def _conv_gemm(attrs: dict, x: te.Tensor, w: te.Tensor, kernel, out) -> te.Tenso
             q = E.minimum(g[0], int(np.prod(out)) - 1)
             return x[(n, k, *unflatten(q, tuple(out)))]
         c, *offset = unflatten(k, (channels, *kernel))
+        if pitch is not None:
+            t = g[0] + offset[0] * dilations[0] * pitch + offset[1] * dilations[1]
+            return padded[n, c, t // pitch, t % pitch]
         # padding columns read the row's last real position
-        if flat and spatial > 1:
+        if len(grid) == 1 and spatial > 1:
             o = unflatten(E.minimum(g[0], int(np.prod(out)) - 1), tuple(out))
         else:
             o = [*g[:-1], E.minimum(g[-1], out[-1] - 1)]
         pos = [o[d] * strides[d] + offset[d] * dilations[d] for d in range(spatial)]
         return padded[(n, c, *pos)]
     grid_names = ["q"] if len(grid) == 1 else ["y", "q"]
-    patches = te.compute((n_batch, depth, *grid), patch, name="im2col", tag="anchor:im2col",
+    patches = te.compute((n_batch, depth, *grid), patch, name="im2col",
+                         tag="anchor:im2col" + ("_pitched" if pitch else ""),
                          axis_names=["n", "k", *grid_names])
     rk = te.reduce_axis(depth, "rk")
     acc = te.accumulator_dtype(x.dtype)
@@ -286,6 +305,8 @@ def _conv_gemm(attrs: dict, x: te.Tensor, w: te.Tensor, kernel, out) -> te.Tenso
     def result(n, f, *o):
         if len(grid) == len(o):
             return E.cast(x.dtype, gemm[(n, f, *o)])
+        if pitch is not None:
+            return E.cast(x.dtype, gemm[n, f, o[0] * pitch + o[1]])
         q = o[0]
         for d in range(1, spatial):
             q = q * out[d] + o[d]
@@ -309,7 +330,7 @@ def gemm_tile(target: Target, rows: int, columns: int) -> tuple[int, int]:
     registers = 32 if target.vector_bits >= 512 else 16
     vectors = max(1, columns // target.vector_lanes("float32"))
     most = (registers - vectors - 1) // vectors
-    return _divisor_at_most(rows, most), vectors
+    return min(rows, most), vectors
 
 
 FILTER_TILE = 16    # filters accumulated per input vector (unrolled, broadcast weights)
@@ -339,7 +360,7 @@ def _conv_space(target: Target, out: te.Tensor, conv_t: te.Tensor, attrs: dict
         limit = block if kind == "flat" or attrs.get("kernel_block") else FILTER_TILE
         # accumulators + the input vector + a broadcast weight
         default = _divisor_at_most(math.gcd(filters, block), min(limit, registers - 2))
-    tiles = tuple(d for d in range(1, limit + 1) if filters % d == 0) or (1,)
+    tiles = tuple(d for d in range(1, limit + 1) if filters % d == 0 or kind == "gemm") or (1,)
     return SearchSpace([
         Knob("filter_tile", tiles, default, "filters per register tile"),
         Knob("parallel", (True, False), True, "tiles on threads (when large enough)"),
@@ -444,6 +465,9 @@ def _schedule_gemm(target: Target, sch: Schedule, out: te.Tensor, gemm: te.Tenso
     """
     patches = next(t for t in gemm.op.input_tensors() if t.op.name == "im2col")
     rows = config["filter_tile"]
+    if patches.op.tag == "anchor:im2col_pitched":
+        _schedule_gemm_pitched(target, sch, out, gemm, patches, config)
+        return
     local = sch.cache_write(gemm, "local")
     sch[gemm].compute_inline()       # the epilogue reads the register tile itself
     st = sch[out]
@@ -469,6 +493,38 @@ def _schedule_gemm(target: Target, sch: Schedule, out: te.Tensor, gemm: te.Tenso
     ps = sch[patches]
     ps.compute_at(st, block)
     ps.vectorize(ps.op_axis[-1])
+
+
+def _schedule_gemm_pitched(target: Target, sch: Schedule, out: te.Tensor, gemm: te.Tensor,
+                           patches: te.Tensor, config) -> None:
+    """A stride-1 conv's GEMM over the padded rows laid end to end: the padded input is
+    materialized once; per block of GEMM_COLUMNS columns (blocks in parallel) the patches are
+    copied with contiguous loads, and each register tile of filters accumulates over K; the
+    epilogue then reads the GEMM's result row by row, dropping the garbage columns."""
+    pad = next((t for t in patches.op.input_tensors() if t.op.name == "pad"), None)
+    if pad is not None:
+        sch[pad].compute_root()
+        schedule_injective(target, sch, pad)
+    local = sch.cache_write(gemm, "local")
+    st = sch[gemm]
+    n, f, q = st.op_axis
+    fo, fi = st.split(f, config["filter_tile"])
+    qo, qi = st.split(q, GEMM_COLUMNS)
+    st.reorder(n, qo, fo, fi, qi)
+    block = st.fuse(n, qo)
+    st.vectorize(qi)
+    if config["parallel"] and np.prod(gemm.shape) >= PARALLEL_MIN_ELEMENTS:
+        st.parallel(block)
+    ls = sch[local]
+    ls.compute_at(st, fo)
+    ln, lf, lq = ls.op_axis
+    ls.reorder(ln, *ls.reduce_axis, lf, lq)
+    ls.unroll(lf)
+    ls.vectorize(lq)
+    ps = sch[patches]
+    ps.compute_at(st, block)
+    ps.vectorize(ps.op_axis[-1])
+    schedule_injective(target, sch, out)
 
 
 def _divisor_at_most(n: int, limit: int) -> int:
