@@ -325,31 +325,28 @@ def tune(model, input_shapes: Mapping[str, Sequence[int]] | None = None,
     if threads is not None:
         options.num_threads = threads
     say = progress or (lambda _m: None)
-    say("extracting tasks (compiling and profiling the model once)")
-    tasks = extract_tasks(model, input_shapes, tgt, measure=True, num_threads=threads)
-    say(f"{len(tasks)} distinct kernels; search spaces of "
-        f"{', '.join(str(len(t.space())) for t in tasks)} configs")
-    if not resume and Path(log).exists() and Path(log).stat().st_size:
-        say(f"appending to {log} (its records are not reused without --resume)")
     own_executor = None
-    if cluster is not None:
+    if cluster is not None:         # first: an unreachable cluster fails before any work
         from tensorc.autotune.cluster import DaskExecutor
         executor = own_executor = DaskExecutor(cluster)
         say(f"measuring on the {executor.describe()}")
     try:
+        say("extracting tasks (compiling and profiling the model once)")
+        tasks = extract_tasks(model, input_shapes, tgt, measure=True, num_threads=threads)
+        say(f"{len(tasks)} distinct kernels; search spaces of "
+            f"{', '.join(str(len(t.space())) for t in tasks)} configs")
+        if not resume and Path(log).exists() and Path(log).stat().st_size:
+            say(f"appending to {log} (its records are not reused without --resume)")
         tuner = Tuner(tasks, log, executor, options, search=search, batch=batch, seed=seed,
                       progress=progress, build_workers=build_workers)
-    except BaseException:
-        if own_executor is not None:
-            own_executor.close()
-        raise
-    try:
-        if resume:
-            n = tuner.resume()
-            say(f"resumed {n} measurements from {log}")
-        result = tuner.run(trials, seconds)
+        try:
+            if resume:
+                n = tuner.resume()
+                say(f"resumed {n} measurements from {log}")
+            result = tuner.run(trials, seconds)
+        finally:
+            tuner.close()
     finally:
-        tuner.close()
         if own_executor is not None:
             own_executor.close()
     if end_to_end:
