@@ -118,6 +118,17 @@ def test_a_worker_of_another_cpu_refuses_to_measure(client):
     executor = DaskExecutor(client)
     with pytest.raises(TensorcError, match="no worker of the Dask cluster"):
         executor.run([job], MeasureOptions())
+    # where some workers refuse, measurements go only to the hosts of those that do not
+    mine = target_string(host)
+    assert executor._measure_placement(mine) == {"pure": False,
+                                                 "resources": {"measure": 1}}
+    refusing, fit = sorted(executor.workers())
+    executor._fit[(refusing, mine)] = "another CPU"
+    placement = executor._measure_placement(mine)
+    assert placement["workers"] == [executor.workers()[fit]["host"]]
+    assert not placement["allow_other_workers"]
+    assert client.submit(socket.gethostname, **placement).result(timeout=30) == \
+        socket.gethostname()
 
 
 def test_old_logs_without_hosts_still_apply(tmp_path, model_path):
