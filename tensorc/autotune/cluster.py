@@ -49,6 +49,7 @@ MEASURE_RESOURCE = "measure"
 # before it gives the tasks still out up as lost (a cluster left with no worker that may run
 # them)
 STALL_GRACE = 120.0
+WORKER_WAIT = 60.0          # how long a batch waits for a cluster with no worker to get one
 
 
 def import_distributed():
@@ -195,6 +196,19 @@ class DaskExecutor(Executor):
         """The scheduler's workers: address -> info (``host``, ``resources``, ...)."""
         return dict(self.client.scheduler_info(n_workers=-1)["workers"])
 
+    def _require_workers(self) -> None:
+        """Wait a while for a worker where the cluster has none; a TensorcError after that."""
+        if self.workers():
+            return
+        try:
+            self.client.wait_for_workers(1, timeout=WORKER_WAIT)
+        except (TimeoutError, self._distributed.TimeoutError):
+            raise TensorcError(
+                f"the Dask cluster at {self.address} has no workers (waited "
+                f"{WORKER_WAIT:g} s): start some with 'dask worker {self.address} --nthreads "
+                f"1 --resources measure=1'; the tuning log keeps what was measured "
+                f"(--resume continues)") from None
+
     def describe(self) -> str:
         workers = self.workers()
         hosts = {info.get("host") for info in workers.values()}
@@ -241,6 +255,7 @@ class DaskExecutor(Executor):
     # the two methods of the interface --------------------------------------------------------
     def build(self, candidates: Sequence[Candidate], options: MeasureOptions
               ) -> list[BuildResult]:
+        self._require_workers()
         futures = [self.client.submit(build_on_worker, c, options, pure=False,
                                       key=f"tensorc-build-{uuid.uuid4().hex}")
                    for c in candidates]
@@ -249,6 +264,7 @@ class DaskExecutor(Executor):
                              "build_error")
 
     def run(self, jobs: Sequence[RunJob], options: MeasureOptions) -> list[RunResult]:
+        self._require_workers()
         placements: dict[str, dict] = {}
         futures = []
         for job in jobs:
@@ -281,6 +297,10 @@ class DaskExecutor(Executor):
                 k, _ = pending.pop(future.key)
                 results[k] = self._outcome(future, failed, error_class)
             if pending and time.monotonic() - last_progress > timeout + STALL_GRACE:
+                if not self.workers():
+                    for _, future in pending.values():
+                        future.cancel()
+                    self._require_workers()     # raises unless a worker turned up
                 for k, future in pending.values():
                     future.cancel()
                     results[k] = failed("worker_lost", f"no worker of {self.address} "

@@ -154,6 +154,16 @@ def test_an_unreachable_scheduler_is_a_clear_error():
         DaskExecutor("tcp://127.0.0.1:9", connect_timeout=2)
 
 
+def test_a_cluster_without_workers_is_a_clear_error(monkeypatch):
+    import tensorc.autotune.cluster as cluster_module
+    monkeypatch.setattr(cluster_module, "WORKER_WAIT", 0.5)
+    with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=":0",
+                                  silence_logs=logging.CRITICAL) as empty, \
+            DaskExecutor(empty) as executor:
+        with pytest.raises(TensorcError, match="has no workers.*dask worker"):
+            executor.build([], MeasureOptions())
+
+
 def test_killing_a_worker_mid_measurement_loses_only_its_candidates(tmp_path, model_path,
                                                                     client):
     """Runs last: the killed worker's nanny starts a new one, but nothing here needs it."""
