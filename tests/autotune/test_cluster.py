@@ -154,6 +154,22 @@ def test_an_unreachable_scheduler_is_a_clear_error():
         DaskExecutor("tcp://127.0.0.1:9", connect_timeout=2)
 
 
+def test_a_crashing_candidate_ends_a_child_not_the_dask_worker(client, model_path):
+    from tensorc.autotune.measure import Candidate, measure
+    from tensorc.autotune.space import extract_tasks
+    [task] = extract_tasks(model_path, measure=False)
+    default = task.space().default()
+    workers = set(client.scheduler_info()["workers"])
+    hooks = ["run_crash", "build_crash", "wrong_answer", None]
+    executor = DaskExecutor(client)
+    results = measure(executor, [Candidate(task, default, h) for h in hooks],
+                      MeasureOptions(**OPTIONS))
+    assert [r.error for r in results] == ["crash", "crash", "wrong_answer", None]
+    assert "SIGSEGV" in results[0].message
+    assert results[-1].latency > 0 and results[-1].host == socket.gethostname()
+    assert set(client.scheduler_info()["workers"]) == workers     # no worker died
+
+
 def test_a_cluster_without_workers_is_a_clear_error(monkeypatch):
     import tensorc.autotune.cluster as cluster_module
     monkeypatch.setattr(cluster_module, "WORKER_WAIT", 0.5)
