@@ -9,14 +9,16 @@ child only: the measurement is recorded with its error class and tuning goes on 
 one.
 
 Error classes: ``build_error``, ``build_timeout``, ``run_error``, ``run_timeout``, ``crash``
-(the process died of a signal), ``wrong_answer``.
+(the process died of a signal), ``wrong_answer``; on a cluster also ``target_mismatch`` (the
+worker's CPU is not the tuning target's) and ``worker_lost`` (the worker died under it).
 
 Timing: warm-up calls, then ``repeats`` repeats of as many calls as make ``min_repeat_seconds``,
 the median time per call; optionally a cache flush before each repeat.
 
 :class:`Executor` is the interface the tuner measures through; :class:`LocalExecutor` (process
 pools on this machine) is the default, and other executors (a cluster's workers) implement
-the same two methods.
+the same two methods (``cluster.DaskExecutor``: Dask workers on other machines, which run
+each candidate through the same child processes, :func:`build_in` and :func:`run_in`).
 
 >>> with LocalExecutor(build_workers=2) as ex:
 ...     [r] = measure(ex, [Candidate(task, task.space().default())], MeasureOptions())
@@ -29,6 +31,7 @@ import os
 import pickle
 import select
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -90,6 +93,7 @@ class RunJob:
     options: MeasureOptions
     inject: str | None = None
     return_outputs: bool = False
+    target: str = ""                    # the task's target string: where it may be timed
 
 
 @dataclass
@@ -99,6 +103,7 @@ class RunResult:
     message: str = ""
     seconds: float = 0.0
     outputs: list | None = None
+    host: str | None = None             # the machine that timed it
 
 
 @dataclass
@@ -112,6 +117,7 @@ class MeasureResult:
     build_seconds: float
     run_seconds: float
     outputs: list | None = None
+    host: str | None = None
 
     @property
     def config(self) -> Config:
@@ -164,36 +170,47 @@ class LocalExecutor(Executor):
     def _build_one(self, candidate: Candidate, options: MeasureOptions) -> BuildResult:
         worker = self._take()
         try:
-            start = time.perf_counter()
-            status, value = worker.call("build", candidate, options.build_timeout)
-            seconds = time.perf_counter() - start
+            return build_in(worker, candidate, options)
         finally:
             self._give(worker)
-        if status == "ok":
-            return value
-        error = {"timeout": "build_timeout", "crash": "crash"}.get(status, "build_error")
-        return BuildResult(error=error, message=value, seconds=seconds)
 
     def build(self, candidates, options):
         return list(self._pool.map(lambda c: self._build_one(c, options), candidates))
 
     def run(self, jobs, options):
+        host = socket.gethostname()
         results = []
         for job in jobs:
-            start = time.perf_counter()
-            status, value = self._runner.call("run", job, options.run_timeout)
-            seconds = time.perf_counter() - start
-            if status == "ok":
-                results.append(value)
-                continue
-            error = {"timeout": "run_timeout", "crash": "crash"}.get(status, "run_error")
-            results.append(RunResult(error=error, message=value, seconds=seconds))
+            result = run_in(self._runner, job, options)
+            result.host = host
+            results.append(result)
         return results
 
     def close(self):
         self._pool.shutdown(wait=True)
         for worker in [*self._builders, self._runner]:
             worker.stop()
+
+
+def build_in(worker: _Worker, candidate: Candidate, options: MeasureOptions) -> BuildResult:
+    """Build ``candidate`` in the child process ``worker``; a failure is the result's error."""
+    start = time.perf_counter()
+    status, value = worker.call("build", candidate, options.build_timeout)
+    if status == "ok":
+        return value
+    error = {"timeout": "build_timeout", "crash": "crash"}.get(status, "build_error")
+    return BuildResult(error=error, message=value, seconds=time.perf_counter() - start)
+
+
+def run_in(worker: _Worker, job: RunJob, options: MeasureOptions) -> RunResult:
+    """Check and time ``job`` in the child process ``worker``; a failure is the result's
+    error."""
+    start = time.perf_counter()
+    status, value = worker.call("run", job, options.run_timeout)
+    if status == "ok":
+        return value
+    error = {"timeout": "run_timeout", "crash": "crash"}.get(status, "run_error")
+    return RunResult(error=error, message=value, seconds=time.perf_counter() - start)
 
 
 def measure(executor: Executor, candidates: Sequence[Candidate], options: MeasureOptions,
@@ -215,7 +232,7 @@ def measure(executor: Executor, candidates: Sequence[Candidate], options: Measur
             expected[task.workload] = task.reference(inputs[task.workload])
         jobs.append(RunJob(built.object_code, built.entry, built.params,
                            inputs[task.workload], expected[task.workload], options,
-                           cand.inject, return_outputs))
+                           cand.inject, return_outputs, task.target))
         where.append(k)
     runs = dict(zip(where, executor.run(jobs, options)))
     results = []
@@ -227,7 +244,7 @@ def measure(executor: Executor, candidates: Sequence[Candidate], options: Measur
         else:
             results.append(MeasureResult(cand, run.latency, run.error, run.message,
                                          built.trace, built.features, built.seconds,
-                                         run.seconds, run.outputs))
+                                         run.seconds, run.outputs, run.host))
     return results
 
 
@@ -239,7 +256,9 @@ READY_TIMEOUT = 120.0
 
 
 class _Worker:
-    """One child process; restarted after it dies or times out."""
+    """One child process; restarted after it dies or times out. The child ends when the
+    thread that started it dies (Linux), so a killed cluster worker leaves no candidate
+    running behind it."""
 
     def __init__(self, memory_limit: int | None = None):
         self.memory_limit = memory_limit
@@ -355,6 +374,7 @@ def _worker_main(memory_limit: int) -> None:
     # the protocol owns the original stdout; anything printed goes to stderr
     out_fd = os.dup(1)
     os.dup2(2, 1)
+    _die_with_parent()
     if memory_limit:
         import resource
         resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
@@ -376,6 +396,19 @@ def _worker_main(memory_limit: int) -> None:
         except Exception as exc:        # noqa: BLE001  (reported as the candidate's error)
             reply = ("error", f"{type(exc).__name__}: {exc}")
         _send(out_fd, reply)
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to kill this process when its parent goes (a measurement that went on
+    after its cluster worker was killed would disturb the next one timed on the machine)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)      # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _segfault() -> None:

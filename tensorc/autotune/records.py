@@ -2,7 +2,8 @@
 
 A record names the workload (its key's hash and a readable description), the target string
 (CPU name and features), the tensorc version, the config and the schedule trace it produced,
-and either the median latency or the error class of the failed measurement. An interrupted
+and either the median latency or the error class of the failed measurement, and the host that
+timed it (``host``; None in logs written before it was recorded). An interrupted
 run loses at most the record in flight (a torn last line is skipped when the log is read);
 ``tune --resume`` reads the log back and measures nothing twice; ``tensorc.compile(...,
 tuning_log=...)`` applies the fastest valid record per workload for the same target and
@@ -26,7 +27,10 @@ from tensorc.errors import TensorcError
 from tensorc.target import Target
 
 ERROR_CLASSES = ("build_error", "build_timeout", "run_error", "run_timeout", "crash",
-                 "wrong_answer", "invalid_config")
+                 "wrong_answer", "invalid_config", "target_mismatch", "worker_lost")
+# failures that say nothing about the config (a cluster worker of another CPU refused it, or
+# died under it): ``tune --resume`` measures such configs again
+TRANSIENT_ERRORS = ("target_mismatch", "worker_lost")
 
 
 class TuningLogNote(UserWarning):
@@ -41,7 +45,7 @@ def tensorc_version() -> str:
 
 def make_record(task, config: Mapping, trace: list | None, latency: float | None = None,
                 error: str | None = None, message: str = "", build_seconds: float = 0.0,
-                run_seconds: float = 0.0) -> dict:
+                run_seconds: float = 0.0, host: str | None = None) -> dict:
     """One measurement of ``task`` (a ``space.Task``) as a log record."""
     if (latency is None) == (error is None):
         raise ValueError("a record has a latency or an error class, not both or neither")
@@ -61,6 +65,7 @@ def make_record(task, config: Mapping, trace: list | None, latency: float | None
         "message": message[:500],
         "build_s": round(build_seconds, 4),
         "run_s": round(run_seconds, 4),
+        "host": host,
         "timestamp": time.time(),
     }
 

@@ -18,7 +18,7 @@ from tensorc.autotune.cost_model import CostModel, XGBoostCostModel
 from tensorc.autotune.measure import (
     Candidate, Executor, LocalExecutor, MeasureOptions, measure,
 )
-from tensorc.autotune.records import TuningLog, make_record, tensorc_version
+from tensorc.autotune.records import TRANSIENT_ERRORS, TuningLog, make_record, tensorc_version
 from tensorc.autotune.search import (
     EvolutionarySearch, RandomSearch, TaskScheduler, TaskState,
 )
@@ -188,6 +188,8 @@ class Tuner:
             state = by_workload.get(r["workload"])
             if state is None:
                 continue
+            if r.get("error") in TRANSIENT_ERRORS:
+                continue
             config = Config(r["config"])
             if not state.space.is_valid(config) or config in state.measured:
                 continue
@@ -236,7 +238,8 @@ class Tuner:
                 self.errors += 1
             if self.log is not None:
                 self.log.append(make_record(task, r.config, r.trace, r.latency, r.error,
-                                            r.message, r.build_seconds, r.run_seconds))
+                                            r.message, r.build_seconds, r.run_seconds,
+                                            r.host))
 
     def run(self, trials: int | None = None, seconds: float | None = None) -> TuneResult:
         """Measure until ``trials`` measurements or ``seconds`` have been spent (or every
@@ -299,39 +302,53 @@ def tune(model, input_shapes: Mapping[str, Sequence[int]] | None = None,
          resume: bool = False, threads: int | None = None, search: str = "xgboost",
          batch: int = 8, build_workers: int = 2, end_to_end: bool = True,
          options: MeasureOptions | None = None, executor: Executor | None = None,
-         progress: Progress | None = None, seed: int = 0) -> TuneResult:
+         progress: Progress | None = None, seed: int = 0, cluster=None) -> TuneResult:
     """Tune the kernels of an ONNX model for ``target`` (this CPU) within ``trials``
     measurements or ``time_budget`` (seconds, or "20m"); every measurement is appended to
     ``log``, which ``tensorc.compile(..., tuning_log=log)`` applies. ``resume`` continues
     from the log without measuring anything twice; ``threads`` is the thread count kernels
-    are timed (and the model run) with.
+    are timed (and the model run) with. ``cluster`` (a Dask scheduler address such as
+    ``"tcp://scheduler:8786"``, a ``distributed.Client`` or a ``LocalCluster``) sends builds
+    and measurements to the cluster's workers instead of this machine's processes (needs
+    ``pip install 'tensorc[cluster]'``).
 
     >>> result = tensorc.tune("model.onnx", trials=64, log="tune.jsonl")
     >>> print(result.table())
     """
     if trials is None and time_budget is None:
         raise TensorcError("give a tuning budget: trials=N or time_budget='20m'")
+    if cluster is not None and executor is not None:
+        raise TensorcError("give a cluster or an executor, not both")
     seconds = parse_duration(time_budget) if isinstance(time_budget, str) else time_budget
     tgt = Target.from_string(target)
     options = options or MeasureOptions()
     if threads is not None:
         options.num_threads = threads
     say = progress or (lambda _m: None)
-    say("extracting tasks (compiling and profiling the model once)")
-    tasks = extract_tasks(model, input_shapes, tgt, measure=True, num_threads=threads)
-    say(f"{len(tasks)} distinct kernels; search spaces of "
-        f"{', '.join(str(len(t.space())) for t in tasks)} configs")
-    if not resume and Path(log).exists() and Path(log).stat().st_size:
-        say(f"appending to {log} (its records are not reused without --resume)")
-    tuner = Tuner(tasks, log, executor, options, search=search, batch=batch, seed=seed,
-                  progress=progress, build_workers=build_workers)
+    own_executor = None
+    if cluster is not None:         # first: an unreachable cluster fails before any work
+        from tensorc.autotune.cluster import DaskExecutor
+        executor = own_executor = DaskExecutor(cluster)
+        say(f"measuring on the {executor.describe()}")
     try:
-        if resume:
-            n = tuner.resume()
-            say(f"resumed {n} measurements from {log}")
-        result = tuner.run(trials, seconds)
+        say("extracting tasks (compiling and profiling the model once)")
+        tasks = extract_tasks(model, input_shapes, tgt, measure=True, num_threads=threads)
+        say(f"{len(tasks)} distinct kernels; search spaces of "
+            f"{', '.join(str(len(t.space())) for t in tasks)} configs")
+        if not resume and Path(log).exists() and Path(log).stat().st_size:
+            say(f"appending to {log} (its records are not reused without --resume)")
+        tuner = Tuner(tasks, log, executor, options, search=search, batch=batch, seed=seed,
+                      progress=progress, build_workers=build_workers)
+        try:
+            if resume:
+                n = tuner.resume()
+                say(f"resumed {n} measurements from {log}")
+            result = tuner.run(trials, seconds)
+        finally:
+            tuner.close()
     finally:
-        tuner.close()
+        if own_executor is not None:
+            own_executor.close()
     if end_to_end:
         say("timing the model end to end: default vs tuned")
         result.end_to_end = compare_end_to_end(model, input_shapes, tgt, log, threads)
@@ -397,6 +414,7 @@ def add_tune_parser(commands, subcommand, add_input_shape) -> None:
 examples:
   tensorc tune models/resnet.onnx --trials 300 --log resnet.jsonl
   tensorc tune models/resnet.onnx --time 20m --log resnet.jsonl --resume --threads 2
+  tensorc tune models/resnet.onnx --trials 2000 --cluster tcp://scheduler:8786
   tensorc compile models/resnet.onnx -o resnet.tcz --tuning-log resnet.jsonl
 """)
     p.add_argument("model", help="the ONNX model file")
@@ -416,6 +434,9 @@ examples:
                    help="candidates measured per round (default: %(default)s)")
     p.add_argument("--build-workers", type=int, default=2, metavar="N",
                    help="builder processes (default: %(default)s)")
+    p.add_argument("--cluster", metavar="ADDRESS",
+                   help="build and measure on the workers of a Dask cluster, e.g. "
+                   "tcp://scheduler:8786 (needs pip install 'tensorc[cluster]')")
     add_input_shape(p)
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.add_argument("--plot", metavar="PNG", help="draw best-so-far speed-up against trials")
@@ -443,7 +464,8 @@ def cmd_tune(args) -> int:
 
     result = tune(str(model), _shape_dict(args.input_shape), "llvm", args.trials,
                   args.time, args.log, args.resume, args.threads, args.search, args.batch,
-                  args.build_workers, not args.no_end_to_end, progress=progress)
+                  args.build_workers, not args.no_end_to_end, progress=progress,
+                  cluster=args.cluster)
     if tty:
         print(file=sys.stderr)
     if args.plot:
