@@ -95,13 +95,34 @@ def _shifted_exp(value: E.Expr, peak: E.Expr) -> E.Expr:
     return E.call("exp", E.cast(acc, value) - E.cast(acc, peak))
 
 
+CACHED_ROW = 16384    # longest row whose exp values are kept (a local buffer per row)
+
+
 @softmax.compute
 def _softmax_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
+    """max, then e = exp(x - max) and its sum, then e * (1 / sum). Rows along the last axis
+    up to CACHED_ROW long keep e in a stage of its own, which the row schedule computes
+    inside the row (one exp per element, not two: the exp is most of the work); longer rows
+    and other axes compute it twice rather than hold it."""
     axis = attrs["axis"]
-    peak, total = _max_and_sum(x, axis, "softmax")
     along, zero = _along(axis, x.ndim), E.const(0)
-    return te.compute(x.shape, lambda *o: E.cast(x.dtype, _shifted_exp(
-        x[o], peak[along(o, zero)]) / total[along(o, zero)]), name="softmax")
+    if x.shape[axis] > CACHED_ROW or axis != x.ndim - 1:
+        peak, total = _max_and_sum(x, axis, "softmax")
+        return te.compute(x.shape, lambda *o: E.cast(x.dtype, _shifted_exp(
+            x[o], peak[along(o, zero)]) / total[along(o, zero)]), name="softmax")
+    shape = x.shape
+    reduced = shape[:axis] + (1,) + shape[axis + 1:]
+    rmax = te.reduce_axis(shape[axis], "k")
+    peak = te.compute(reduced, lambda *o: te.max_(x[along(o, rmax.var)], axis=rmax),
+                      name="softmax_max", tag="anchor:softmax_max")
+    exps = te.compute(shape, lambda *o: _shifted_exp(x[o], peak[along(o, zero)]),
+                      name="softmax_exp", tag="anchor:softmax_exp")
+    rsum = te.reduce_axis(shape[axis], "k")
+    total = te.compute(reduced, lambda *o: te.sum_(exps[along(o, rsum.var)], axis=rsum),
+                       name="softmax_sum", tag="anchor:softmax_sum")
+    one = E.Const(1, exps.dtype)
+    return te.compute(shape, lambda *o: E.cast(x.dtype, exps[o] * (
+        one / total[along(o, zero)])), name="softmax")
 
 
 @log_softmax.compute
@@ -157,9 +178,14 @@ def _row_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tens
         st.parallel(row)
     # producers before consumers, so that each is attached inside its reader's row
     for stage in list(sch.stages):
-        if stage is not st and getattr(stage.op, "reduce_axis", None) and \
-                stage.attach == "root":
+        if stage is st or stage.attach != "root":
+            continue
+        if getattr(stage.op, "reduce_axis", None):
             reduce_in_row(target, sch, stage.tensor, st, row, config["rfactor"])
+        elif getattr(stage.op, "tag", "") == "anchor:softmax_exp":
+            stage.compute_at(st, row)        # the row's exp values, once
+            if out.shape[-1] >= lanes and config["vectorize"]:
+                stage.vectorize(stage.split(stage.op_axis[-1], lanes)[1])
 
 
 for _op in (softmax, log_softmax, hardmax):

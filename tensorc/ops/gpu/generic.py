@@ -32,8 +32,11 @@ def schedule_generic(target: Target, sch: Schedule, out: Tensor, anchor: Tensor 
     threads = config["threads"]
     out_stage = sch[out]
     others = [st for st in root_stages(sch) if st is not out_stage]
+    # computed inside the output's threads: stages of its shape that only it reads
+    read_by_others = {id(t) for st in others for t in st.op.input_tensors()}
     inside = [st for st in others if st.tensor.shape == out.shape
-              and reads_pointwise(sch, out_stage, st.tensor)]
+              and reads_pointwise(sch, out_stage, st.tensor)
+              and id(st.tensor) not in read_by_others]
     if out.op.reduce_axis:
         inside.append(sch[sch.cache_write(out, "local")])
     for st in others:

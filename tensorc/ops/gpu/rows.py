@@ -98,6 +98,9 @@ def schedule_rows(target: Target, sch: Schedule, out: Tensor, anchor: Tensor, at
             if s.op.reduce_axis:
                 bind_row_reduction(s, threads)
         return
+    for s in root_stages(sch):
+        if s is not st and not s.op.reduce_axis:
+            s.compute_inline()      # e.g. softmax's cached exp: a GPU thread recomputes it
     stages = [s for s in root_stages(sch) if s is not st]
     if out.op.reduce_axis:                  # the output is itself the reduction
         stages.append(sch[sch.cache_write(out, "local")])
