@@ -3,7 +3,9 @@
 The commands run in a scratch directory holding a link to ``models/`` (so that the files they
 write, mlp.tcz and the like, land there) and in order, since later ones read what earlier ones
 wrote. Changes, each for speed only: ``bench`` gets ``--repeat 2 --seconds 0.1``. Skipped:
-commands that need nvcc when it is not installed (the CUDA section's compile). Python lines
+commands that need nvcc when it is not installed (the CUDA section's compile) and commands
+that name a Dask scheduler (``--cluster``: tests/autotune/test_cluster.py tunes through a real
+local cluster). Python lines
 (``python -m ...``) are not tensorc commands and are not run here.
 """
 from __future__ import annotations
@@ -61,6 +63,8 @@ def test_readme_command_runs(command: str, workdir: Path, monkeypatch: pytest.Mo
         from tensorc.codegen.nvcc import find_nvcc
         if find_nvcc() is None:
             pytest.skip("nvcc is not installed")
+    if "--cluster" in words:
+        pytest.skip("needs a running Dask scheduler at the README's address")
     if words[1] == "bench":
         words += ["--repeat", "2", "--seconds", "0.1"]
     monkeypatch.chdir(workdir)
