@@ -128,6 +128,9 @@ def reduction_space(target: Target, out: Tensor, anchor: Tensor, attrs: dict | N
     ], name="reduction")
 
 
+COLUMN_REGISTERS = 4
+
+
 def schedule_reduction(target: Target, sch: Schedule, out: Tensor, anchor: Tensor,
                        attrs: dict | None = None, config=None) -> None:
     """Any reduction anchor (reduce_*, arg reductions, scans, N-d convs, ...).
@@ -158,7 +161,10 @@ def schedule_reduction(target: Target, sch: Schedule, out: Tensor, anchor: Tenso
         return
     last = out.shape[-1]
     if last > 2 * lanes:
-        outer, inner = stage.split(axes[-1], vector_block(last, lanes))
+        # blocks of up to COLUMN_REGISTERS vectors: a column sum then reads whole cache lines
+        # of each row (over rows 16 KiB apart it read half lines, all in one L1 set: 32x4096
+        # took 2.6x onnxruntime's time, now 0.8x)
+        outer, inner = stage.split(axes[-1], vector_block(last, lanes * COLUMN_REGISTERS))
         stage.vectorize(inner)
         loops = [*axes[:-1], outer]
     else:
