@@ -88,6 +88,8 @@ def group_norm(ctx: ImportContext, inputs: list[Value], *, num_groups: int,
                epsilon: float = 1e-5, stash_type: int = 1) -> Value:
     x, scale, bias = inputs[:3]
     shape = x.type.shape
+    if num_groups < 1:
+        raise ShapeError(f"GroupNormalization: num_groups={num_groups} must be positive")
     if len(shape) < 3 or shape[1] % num_groups:
         raise ShapeError(f"GroupNormalization: num_groups={num_groups} must divide the "
                          f"channels of x {x.type} ([N, C, spatial...])")

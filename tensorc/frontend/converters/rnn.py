@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from tensorc.errors import UnsupportedOpError
+from tensorc.errors import ShapeError, UnsupportedOpError
 from tensorc.frontend.converters import converter, reshape
 from tensorc.ir.graph import Value
 
@@ -45,6 +45,23 @@ def _activation(ctx: ImportContext, name: str, x: Value) -> Value:
     return ctx.emit(op, [x])
 
 
+def _check_weights(x: Value, w: Value, r: Value, bias: Value | None, gates: int, hidden: int,
+                   directions: int) -> None:
+    """The weights' shapes follow from hidden_size, the direction and X: check them before
+    any size read from an attribute is used."""
+    if x.type.ndim != 3:
+        raise ShapeError(f"X must be [seq_length, batch_size, input_size], got {x.type}")
+    expected = {"W": (w, (directions, gates * hidden, x.type.shape[2])),
+                "R": (r, (directions, gates * hidden, hidden))}
+    if bias is not None:
+        expected["B"] = (bias, (directions, 2 * gates * hidden))
+    for name, (value, shape) in expected.items():
+        if value.type.shape != shape:
+            raise ShapeError(f"{name} is {value.type}, but hidden_size={hidden}, "
+                             f"{directions} direction(s) and X {x.type} make it "
+                             f"{list(shape)}; fix hidden_size or the weights")
+
+
 class _Recurrence:
     """What the three ops share: inputs in [T, B, I] order, weights per direction, the
     unrolled time loop and the outputs Y [T, D, B, H] / Y_h [D, B, H]."""
@@ -61,6 +78,8 @@ class _Recurrence:
             x = ctx.emit("transpose", [x], perm=(1, 0, 2))
         self.x, self.w, self.r = x, w, r
         self.steps, self.batch = x.type.shape[0], x.type.shape[1]
+        _check_weights(x, w, r, self.bias, gates, hidden_size,
+                       2 if direction == "bidirectional" else 1)
         self.hidden, self.gates, self.layout = hidden_size, gates, layout
         self.directions = {"forward": [False], "reverse": [True],
                            "bidirectional": [False, True]}[direction]

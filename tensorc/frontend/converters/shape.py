@@ -304,6 +304,9 @@ def split_input(ctx: ImportContext, inputs: list[Value], *, axis: int = 0,
                 num_outputs: int | None = None) -> tuple[Value, ...]:
     sizes = inputs[1] if len(inputs) > 1 else None
     sizes = None if sizes is None else ctx.require_constant(sizes, "split").tolist()
+    if num_outputs is not None and num_outputs != ctx.num_outputs:
+        raise ShapeError(f"Split num_outputs={num_outputs}, but the node has "
+                         f"{ctx.num_outputs} outputs; make them agree")
     return _split(ctx, inputs[0], axis, sizes, num_outputs or ctx.num_outputs)
 
 

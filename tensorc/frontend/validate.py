@@ -1,0 +1,119 @@
+"""Checks every node against its ONNX schema before any converter runs.
+
+The converters trust what this module checked: the input and output counts are within the
+schema's range, every required input is given (not the empty name), every attribute has the
+schema's type, required attributes are present, boolean attributes are 0 or 1, and sizes
+read from attributes are not absurd. What fails is an :class:`InvalidModelError` naming the
+model, the node (name, op type, opset), the problem and the fix; onnxruntime rejects all of
+these models as invalid too, except boolean attributes outside {0, 1}: onnxruntime reads
+``keepdims=2`` as false but ``transB=2`` as true, an inconsistency tensorc refuses to guess
+at.
+
+>>> check_node(node, opset=17, where="model 'm': node 'relu1' (Relu, opset 17)")  # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import onnx
+from onnx import defs
+
+from tensorc.errors import InvalidModelError
+
+# Attributes that the ONNX spec defines as booleans (an INT that is 0 or 1).
+BOOLEAN_ATTRIBUTES = frozenset({
+    "keepdims", "transA", "transB", "is_causal", "select_last_index", "noop_with_empty_axes",
+    "exclusive", "reverse", "upper", "ceil_mode", "count_include_pad", "detect_negative",
+    "detect_positive", "input_forget", "linear_before_reset", "exclude_outside", "sorted",
+    "largest", "fmod", "interleaved", "training_mode", "new_axis", "onesided", "normalized",
+    "center_point_box", "storage_order",
+})
+
+_FORMAL = defs.OpSchema.FormalParameterOption
+_ATTRIBUTE_TYPE_NAMES = {v: k for k, v in onnx.AttributeProto.AttributeType.items()}
+
+
+def newest_opset() -> int:
+    """The newest opset of the default domain the installed onnx defines."""
+    return defs.onnx_opset_version()
+
+
+def check_node(node: onnx.NodeProto, opset: int, where: str) -> None:
+    """Raise InvalidModelError where ``node`` contradicts its schema at ``opset``."""
+    if node.domain not in ("", "ai.onnx"):
+        return  # no schema to check against: the support check reports such ops
+    try:
+        schema = defs.get_schema(node.op_type, opset, "")
+    except defs.SchemaError:
+        return
+    _check_arity(node, schema, where)
+    _check_attributes(node, schema, where)
+
+
+def _check_arity(node: onnx.NodeProto, schema: defs.OpSchema, where: str) -> None:
+    def count_range(low: int, high: int) -> str:
+        if low == high:
+            return f"exactly {low}"
+        return f"at least {low}" if high >= 2 ** 31 - 1 else f"{low} to {high}"
+
+    given = len(node.input)
+    if not schema.min_input <= given <= schema.max_input:
+        raise InvalidModelError(
+            f"{where}: has {given} input(s), but {node.op_type}-{schema.since_version} takes "
+            f"{count_range(schema.min_input, schema.max_input)} "
+            f"({', '.join(i.name for i in schema.inputs)}); remove the extra inputs or "
+            f"add the missing ones")
+    formals = list(schema.inputs)
+    for position, name in enumerate(node.input):
+        if name or not formals:
+            continue
+        formal = formals[min(position, len(formals) - 1)]
+        if formal.option != _FORMAL.Optional:
+            raise InvalidModelError(
+                f"{where}: input {position} ({formal.name!r}) is required, but the model "
+                f"gives the empty name ''; connect a tensor to it")
+    outputs = len(node.output)
+    if not schema.min_output <= outputs <= schema.max_output:
+        raise InvalidModelError(
+            f"{where}: has {outputs} output(s), but {node.op_type}-{schema.since_version} "
+            f"produces {count_range(schema.min_output, schema.max_output)}; remove the extra "
+            f"outputs")
+    for position, name in enumerate(node.output):
+        formal = schema.outputs[min(position, len(schema.outputs) - 1)] if schema.outputs \
+            else None
+        if not name and formal is not None and formal.option == _FORMAL.Single:
+            raise InvalidModelError(
+                f"{where}: output {position} ({formal.name!r}) is required, but the model "
+                f"gives it the empty name ''; name it")
+
+
+def _check_attributes(node: onnx.NodeProto, schema: defs.OpSchema, where: str) -> None:
+    given = {a.name: a for a in node.attribute}
+    for name, spec in schema.attributes.items():
+        if spec.required and name not in given:
+            raise InvalidModelError(f"{where}: required attribute {name!r} is missing; set "
+                                    f"it (see the {node.op_type} operator's specification)")
+    for name, attribute in given.items():
+        spec = schema.attributes.get(name)
+        if spec is None:
+            continue  # the support check names attributes the converters do not take
+        expected = int(spec.type)
+        if attribute.type != expected:
+            actual = _ATTRIBUTE_TYPE_NAMES.get(attribute.type, str(attribute.type))
+            raise InvalidModelError(
+                f"{where}: attribute {name!r} must be of type "
+                f"{_ATTRIBUTE_TYPE_NAMES.get(expected, expected)}, but the model gives "
+                f"{actual} ({_describe(attribute)}); store it as "
+                f"{_ATTRIBUTE_TYPE_NAMES.get(expected, expected)}")
+        if name in BOOLEAN_ATTRIBUTES and attribute.type == onnx.AttributeProto.INT \
+                and attribute.i not in (0, 1):
+            raise InvalidModelError(
+                f"{where}: attribute {name!r} is a boolean, but the model gives {attribute.i}; "
+                f"set it to 0 or 1 (runtimes disagree on what other values mean)")
+
+
+def _describe(attribute: onnx.AttributeProto) -> str:
+    try:
+        value = onnx.helper.get_attribute_value(attribute)
+    except Exception:  # an UNDEFINED attribute has no value to show
+        return "no value"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
