@@ -1,0 +1,154 @@
+"""What the fuzzer (and issue 10) found: each model once ended in another exception type, a
+huge allocation or a silently wrong answer; now each ends in a TensorcError that names the
+model, the node and the problem."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from helpers import make_model, tensor_info
+from onnx import TensorProto, helper, numpy_helper
+
+import tensorc
+from tensorc.errors import InvalidModelError, ShapeError, SizeLimitError, TensorcError
+from tensorc.ir import types
+
+
+def _model(node, inputs, outputs=("y",), opset=17, initializers=None):
+    model = make_model([node], inputs, list(outputs), opset=opset, initializers=initializers)
+    model.ir_version = 10
+    return model
+
+
+def _error(model, kind=TensorcError) -> str:
+    with pytest.raises(kind) as info:
+        tensorc.compile(model)
+    return str(info.value)
+
+
+X23 = tensor_info("x", "float32", [2, 3])
+
+
+def test_required_input_given_as_empty_name():
+    message = _error(_model(helper.make_node("Relu", [""], ["y"], name="act"), [X23]),
+                     InvalidModelError)
+    assert "node 'act' (Relu, opset 17)" in message
+    assert "input 0 ('X') is required" in message and "''" in message
+
+
+def test_extra_and_missing_inputs_and_outputs():
+    extra = _model(helper.make_node("Relu", ["x", "x"], ["y"], name="act"), [X23])
+    assert "has 2 input(s), but Relu-14 takes exactly 1" in _error(extra, InvalidModelError)
+    missing = _model(helper.make_node("Gemm", ["x"], ["y"], name="g"), [X23])
+    assert "has 1 input(s), but Gemm-13 takes 2 to 3" in _error(missing, InvalidModelError)
+    outputs = _model(helper.make_node("Relu", ["x"], ["y", "z"], name="act"), [X23])
+    assert "has 2 output(s)" in _error(outputs, InvalidModelError)
+
+
+def test_int_attribute_given_as_float():
+    model = _model(helper.make_node("Softmax", ["x"], ["y"], axis=1.5, name="sm"), [X23])
+    message = _error(model, InvalidModelError)
+    assert "node 'sm' (Softmax, opset 17)" in message
+    assert "attribute 'axis' must be of type INT, but the model gives FLOAT (1.5)" in message
+
+
+def test_required_attribute_missing():
+    model = _model(helper.make_node("Concat", ["x", "x"], ["y"], name="cat"), [X23])
+    assert "required attribute 'axis' is missing" in _error(model, InvalidModelError)
+
+
+def test_boolean_attribute_out_of_range():
+    # onnxruntime reads keepdims=2 as false but Gemm's transB=2 as true: tensorc refuses
+    model = _model(helper.make_node("ReduceMean", ["x"], ["y"], axes=[1], keepdims=2,
+                                    name="mean"), [X23], opset=13)
+    message = _error(model, InvalidModelError)
+    assert "attribute 'keepdims' is a boolean, but the model gives 2" in message
+    assert "node 'mean'" in message
+
+
+def test_group_norm_zero_groups():
+    x = tensor_info("x", "float32", [1, 4, 2, 2])
+    node = helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=0,
+                            name="gn")
+    model = _model(node, [x], opset=21, initializers={"s": np.ones(4, np.float32),
+                                                      "b": np.zeros(4, np.float32)})
+    message = _error(model, ShapeError)
+    assert "node 'gn' (GroupNormalization, opset 21)" in message
+    assert "num_groups=0 must be positive" in message
+
+
+def test_huge_input_dim_is_refused_before_allocating():
+    model = _model(helper.make_node("Relu", ["x"], ["y"], name="act"),
+                   [tensor_info("x", "float32", [10 ** 9, 1000])])
+    message = _error(model, SizeLimitError)
+    assert "input 'x'" in message and "over the limit of 16 GiB" in message
+
+
+def test_huge_gru_hidden_size():
+    node = helper.make_node("GRU", ["x", "w", "r"], ["y"], hidden_size=2 ** 31 - 1, name="gru")
+    rng = np.random.default_rng(0)
+    model = _model(node, [tensor_info("x", "float32", [3, 1, 2])], initializers={
+        "w": rng.standard_normal((1, 6, 2)).astype(np.float32),
+        "r": rng.standard_normal((1, 6, 2)).astype(np.float32)})
+    message = _error(model, ShapeError)
+    assert "node 'gru' (GRU, opset 17)" in message
+    assert f"hidden_size={2 ** 31 - 1}" in message and "W is float32[1,6,2]" in message
+
+
+def test_huge_split_num_outputs():
+    node = helper.make_node("Split", ["x"], ["y", "z"], axis=1, num_outputs=2 ** 31 - 1,
+                            name="split")
+    message = _error(_model(node, [X23], ["y", "z"], opset=18), ShapeError)
+    assert f"num_outputs={2 ** 31 - 1}, but the node has 2 outputs" in message
+
+
+def test_gather_nd_with_negative_indices_dim():
+    node = helper.make_node("GatherND", ["x", "i"], ["y"], name="gnd")
+    model = _model(node, [X23, tensor_info("i", "int64", [2, -1])])
+    message = _error(model, TensorcError)
+    assert "'i'" in message
+
+
+def test_opset_past_the_newest():
+    model = _model(helper.make_node("Relu", ["x"], ["y"], name="act"), [X23])
+    model.opset_import[0].version = 99
+    assert "imports opset 99 of the default ONNX domain" in _error(model, InvalidModelError)
+
+
+def test_declared_output_type_contradicts_the_op():
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="act")], "g", [X23],
+                              [helper.make_tensor_value_info("y", TensorProto.INT64, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    message = _error(model, InvalidModelError)
+    assert "output 'y' is declared as INT64, but the model computes float32" in message
+
+
+def test_kernel_shape_contradicts_the_weight():
+    node = helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[2, 2], name="conv")
+    model = _model(node, [tensor_info("x", "float32", [1, 1, 5, 5])],
+                   initializers={"w": np.ones((2, 1, 3, 3), np.float32)})
+    message = _error(model, ShapeError)
+    assert "node 'conv' (Conv, opset 17)" in message
+    assert "kernel_shape (2, 2) contradicts the weight float32[2,1,3,3]" in message
+
+
+def test_negative_initializer_dims():
+    model = _model(helper.make_node("Add", ["x", "w"], ["y"], name="add"), [X23])
+    tensor = numpy_helper.from_array(np.ones(3, np.float32), "w")
+    tensor.dims[0] = -1
+    model.graph.initializer.append(tensor)
+    assert "tensor 'w' has negative dims [-1]" in _error(model, InvalidModelError)
+
+
+def test_arena_over_the_limit(monkeypatch):
+    # two 4 MB intermediates live at once: each passes a 6 MB limit, the arena does not
+    x = tensor_info("x", "float32", [1024, 1024])
+    nodes = [helper.make_node("MatMul", ["x", "x"], ["a"], name="mm1"),
+             helper.make_node("MatMul", ["a", "x"], ["b"], name="mm2"),
+             helper.make_node("MatMul", ["b", "a"], ["y"], name="mm3")]
+    model = make_model(nodes, [x], ["y"])
+    model.ir_version = 10
+    monkeypatch.setattr(types, "MAX_TENSOR_BYTES", 6 << 20)
+    message = _error(model, SizeLimitError)
+    assert "arena" in message and "over the limit" in message
