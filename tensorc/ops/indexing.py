@@ -11,8 +11,10 @@ trilu{upper, k}(x): ONNX Trilu on the last two axes.
 reverse_sequence{batch_axis, time_axis}(x, lengths): ONNX ReverseSequence.
 
 Indices are read at run time. A negative index counts from the end; an index still out of
-range after that is clamped in the kernels (ONNX leaves it undefined; a clamp keeps every
-load inside its buffer) and rejected by the references, which only see constants.
+range after that stops the run with a KernelRuntimeError naming the node and the index, as
+onnxruntime does (``CHECK_INDICES``; the check costs one compare per index read, and the
+kernels clamp as well, so no load ever leaves its buffer). The references, which only see
+constants, reject such indices at compile time.
 Scatter reductions ("none", "add", "mul", "max", "min") are written per output element as a
 reduction over the updates that may target it; see the cost notes at their computes.
 """
@@ -268,9 +270,17 @@ def _reverse_sequence_reference(attrs: dict, x: np.ndarray, lengths: np.ndarray
 # ---------------------------------------------------------------------------------------------
 # kernels
 
+# Whether kernels check their run-time indices (an out-of-range one fails the run with
+# KernelRuntimeError); without the check they are clamped silently.
+CHECK_INDICES = True
+
+
 def wrap_index(index: E.Expr, size: int) -> E.Expr:
-    """A run-time index as int64, negatives counted from the end, clamped into [0, size)."""
+    """A run-time index as int64, negatives counted from the end, checked (CHECK_INDICES)
+    and clamped into [0, size)."""
     index = E.cast(E.INDEX, index)
+    if CHECK_INDICES:
+        index = E.Call("check_index", (index, E.const(size)), E.INDEX)
     index = E.select(E.Compare("lt", index, E.const(0)), index + size, index)
     return clamp(index, size)
 

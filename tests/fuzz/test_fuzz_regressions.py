@@ -152,3 +152,48 @@ def test_arena_over_the_limit(monkeypatch):
     monkeypatch.setattr(types, "MAX_TENSOR_BYTES", 6 << 20)
     message = _error(model, SizeLimitError)
     assert "arena" in message and "over the limit" in message
+
+
+def _indexing_model(op, data_shape, index_shape, updates_shape=None, **attributes):
+    inputs = [tensor_info("x", "float32", data_shape), tensor_info("i", "int64", index_shape)]
+    names = ["x", "i"]
+    if updates_shape is not None:
+        inputs.append(tensor_info("u", "float32", updates_shape))
+        names.append("u")
+    model = make_model([helper.make_node(op, names, ["y"], name="pick", **attributes)], inputs,
+                       ["y"])
+    model.ir_version = 10
+    return model
+
+
+@pytest.mark.parametrize("op, index_shape, updates_shape, attributes, good, bad, shown", [
+    ("Gather", [5], None, {"axis": 1}, [0, 1, -1, 36, -37], [0, 1, 37, 2, 3], "37"),
+    ("Gather", [2, 13], None, {"axis": 1}, np.zeros((2, 13)), np.full((2, 13), -38), "-38"),
+    ("GatherElements", [4, 37], None, {"axis": 1}, np.ones((4, 37)),
+     np.arange(148).reshape(4, 37), "147"),
+    ("GatherND", [2, 2], None, {}, [[0, 1], [3, 36]], [[0, 1], [4, 1]], "4"),
+    ("ScatterElements", [4, 2], [4, 2], {"axis": 1}, np.ones((4, 2)),
+     [[0, 1], [2, 3], [40, 5], [0, 0]], "40"),
+    ("ScatterND", [2, 1], [2, 37], {}, [[1], [-4]], [[1], [-5]], "-5"),
+])
+def test_out_of_range_runtime_index_stops_the_run(op, index_shape, updates_shape, attributes,
+                                                  good, bad, shown):
+    """Out-of-range indices were clamped silently; onnxruntime raises, so does tensorc."""
+    from helpers import ort_run
+    model = _indexing_model(op, [4, 37], index_shape, updates_shape, **attributes)
+    module = tensorc.compile(model)
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.standard_normal((4, 37)).astype(np.float32),
+             "i": np.asarray(good, np.int64).reshape(index_shape)}
+    if updates_shape is not None:
+        feeds["u"] = rng.standard_normal(updates_shape).astype(np.float32)
+    np.testing.assert_allclose(module.run(feeds)["y"], ort_run(model, feeds)["y"], rtol=1e-5)
+    feeds["i"] = np.asarray(bad, np.int64).reshape(index_shape)
+    with pytest.raises(Exception):
+        ort_run(model, feeds)
+    with pytest.raises(tensorc.errors.KernelRuntimeError) as info:
+        module.run(feeds)
+    message = str(info.value)
+    assert "node 'pick'" in message and f"read the index {shown}, out of range" in message
+    feeds["i"] = np.asarray(good, np.int64).reshape(index_shape)  # the module still works
+    np.testing.assert_allclose(module.run(feeds)["y"], ort_run(model, feeds)["y"], rtol=1e-5)
