@@ -20,6 +20,9 @@ from fuzz.harness import FAILURES, OUTCOMES, Worker
 from fuzz.mutate import mutate
 from fuzz.seeds import seed_models
 
+# outcomes that keep the contract but whose details are worth a look
+REPORTED = ("wrapped", "nonfinite", "ort_rejects")
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
@@ -51,10 +54,10 @@ def main(argv: list[str] | None = None) -> int:
                 result = worker.check(mutant.SerializeToString())
                 outcome = result["outcome"]
                 counts[outcome] += 1
-                if outcome in FAILURES:
+                if outcome in FAILURES + REPORTED:
                     key = (outcome, result["detail"][:160])
                     details[key] += 1
-                    if details[key] <= 2:
+                    if details[key] <= 2 and outcome in FAILURES:
                         out.mkdir(parents=True, exist_ok=True)
                         stem = out / f"{outcome}-{sum(details.values())}"
                         stem.with_suffix(".onnx").write_bytes(mutant.SerializeToString())
@@ -69,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{total} mutants in {args.seconds:g} s ({args.workers} workers)")
     for outcome in OUTCOMES:
         print(f"  {outcome:16} {counts[outcome]}")
-    for (outcome, detail), n in details.most_common(40):
+    for (outcome, detail), n in details.most_common(60):
         print(f"  {n:5} {outcome}: {detail}")
     return 1 if any(counts[o] for o in FAILURES) else 0
 

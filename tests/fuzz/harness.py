@@ -14,6 +14,11 @@ per model and restarts the child after a crash or a hang. Outcomes:
 - ``mismatch``: both ran and the outputs differ;
 - ``ort_rejects``: tensorc gave a result for a model onnxruntime rejects (not a contract
   violation, reported to find models tensorc should also reject);
+- ``nonfinite``: the outputs differ, but the model's constants or float attributes hold
+  inf, NaN or values past 1e30, where the order of operations decides between inf, NaN and
+  a number (0 * NaN in a padded conv, inf - inf in a sum): not held against tensorc;
+- ``memory``: checking the model grew the worker's peak memory by more than
+  ``MEMORY_LIMIT_MB`` (an allocation a size check should have refused);
 - ``other_exception``: tensorc raised something other than a TensorcError;
 - ``crash``: the worker died inside tensorc (a signal, an abort);
 - ``hang``: tensorc took longer than the time limit.
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import select
 import struct
 import subprocess
@@ -29,8 +35,9 @@ import sys
 import time
 from pathlib import Path
 
-FAILURES = ("mismatch", "other_exception", "crash", "hang")
-OUTCOMES = ("tensorc_error", "wrapped", "match", "ort_rejects") + FAILURES
+FAILURES = ("mismatch", "other_exception", "crash", "hang", "memory")
+OUTCOMES = ("tensorc_error", "wrapped", "match", "ort_rejects", "nonfinite") + FAILURES
+MEMORY_LIMIT_MB = 3072
 RTOL, ATOL = 1e-3, 1e-4
 TESTS_DIR = Path(__file__).resolve().parents[1]
 
@@ -63,7 +70,8 @@ def _feeds(model, seed: int):
 
 
 def _onnxruntime(model, feeds):
-    """onnxruntime's outputs, or None where it rejects the model or fails running it."""
+    """onnxruntime's outputs (None where it rejects the model or fails running it) and its
+    message when it does."""
     import onnxruntime
     try:
         options = onnxruntime.SessionOptions()
@@ -71,11 +79,13 @@ def _onnxruntime(model, feeds):
         session = onnxruntime.InferenceSession(model.SerializeToString(), options,
                                                providers=["CPUExecutionProvider"])
         if feeds is None:
-            return None
+            return None, "no feed to run it with"
         names = [o.name for o in session.get_outputs()]
-        return dict(zip(names, session.run(names, feeds)))
-    except Exception:
-        return None
+        return dict(zip(names, session.run(names, feeds))), ""
+    except Exception as error:
+        message = str(error)
+        return None, message[message.find("Error"):][:150] if "Error" in message \
+            else message[-150:]
 
 
 def _same(expected, actual) -> str | None:
@@ -109,13 +119,13 @@ def check_model(data: bytes) -> dict:
         return {"outcome": "tensorc_error", "detail": f"not parseable: {error}"}
     feeds = _feeds(model, 0)
     _stage("onnxruntime")
-    expected = _onnxruntime(model, feeds)
+    expected, ort_message = _onnxruntime(model, feeds)
     _stage("tensorc")
     try:
         module = tensorc.compile(model)
         if feeds is None:
             return {"outcome": "ort_rejects" if expected is None else "match",
-                    "detail": "compiled; no feed to run it with"}
+                    "detail": f"compiled; no feed to run it with; onnxruntime: {ort_message}"}
         actual = module.run(feeds)
     except tensorc.TensorcError as error:
         cause = error.__cause__
@@ -129,9 +139,30 @@ def check_model(data: bytes) -> dict:
                 "detail": f"{type(error).__name__}: {error} at {where.filename}:{where.lineno}"
                           [:600]}
     if expected is None:
-        return {"outcome": "ort_rejects", "detail": "tensorc gave a result"}
+        return {"outcome": "ort_rejects", "detail": f"tensorc gave a result; onnxruntime: "
+                                                    f"{ort_message}"}
     problem = _same(expected, actual)
+    if problem and _has_nonfinite_constants(model):
+        return {"outcome": "nonfinite", "detail": problem}
     return {"outcome": "mismatch" if problem else "match", "detail": problem or ""}
+
+
+def _has_nonfinite_constants(model) -> bool:
+    import numpy as np
+    from onnx import numpy_helper
+
+    def extreme(values) -> bool:
+        values = np.asarray(values, dtype=np.float64)
+        return bool(values.size) and not bool(np.all(np.abs(values) < 1e30))
+    for tensor in model.graph.initializer:
+        array = numpy_helper.to_array(tensor)
+        if array.dtype.kind == "f" and extreme(array):
+            return True
+    for node in model.graph.node:
+        for attribute in node.attribute:
+            if extreme(list(attribute.floats) + [attribute.f]):
+                return True
+    return False
 
 
 _STAGE_FD = None
@@ -154,7 +185,13 @@ def _serve() -> None:
         if len(header) < 4:
             return
         (size,) = struct.unpack("<I", header)
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         result = check_model(stdin.read(size))
+        grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024
+        if grown > MEMORY_LIMIT_MB and result["outcome"] not in FAILURES:
+            result = {"outcome": "memory", "detail": f"peak memory grew by {grown} MB "
+                                                     f"({result['outcome']}: "
+                                                     f"{result['detail'][:200]})"}
         os.write(out, (json.dumps(result) + "\n").encode())
 
 

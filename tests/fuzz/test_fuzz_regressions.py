@@ -57,6 +57,20 @@ def test_required_attribute_missing():
     assert "required attribute 'axis' is missing" in _error(model, InvalidModelError)
 
 
+@pytest.mark.parametrize("node, opset", [
+    (helper.make_node("ArgMax", ["x"], ["y"], axis=1, keepdims=3, name="pick"), 17),
+    (helper.make_node("TopK", ["x", "k"], ["y", "i"], axis=1, largest=2, name="pick"), 17),
+    (helper.make_node("Gemm", ["x", "x"], ["y"], transB=-1, name="pick"), 17),
+])
+def test_other_boolean_attributes_out_of_range(node, opset):
+    # the fuzzer found ArgMax keepdims=3 and TopK largest=2 giving other answers than
+    # onnxruntime's; Gemm transB=-1 is read as true by onnxruntime
+    model = _model(node, [X23], list(node.output), opset=opset,
+                   initializers={"k": np.array([2], np.int64)} if "k" in node.input else None)
+    message = _error(model, InvalidModelError)
+    assert "node 'pick'" in message and "is a boolean, but the model gives" in message
+
+
 def test_boolean_attribute_out_of_range():
     # onnxruntime reads keepdims=2 as false but Gemm's transB=2 as true: tensorc refuses
     model = _model(helper.make_node("ReduceMean", ["x"], ["y"], axes=[1], keepdims=2,
