@@ -23,7 +23,7 @@ from tensorc.errors import (
     UnsupportedOpError,
 )
 from tensorc.frontend.converters import find_converter, supported_opsets
-from tensorc.frontend.validate import check_node, newest_opset
+from tensorc.frontend.validate import check_input_types, check_node, newest_opset
 from tensorc.ir.graph import Graph, Value, eliminate_dead_code
 from tensorc.ir.types import DTYPES, TensorType, check_type, dtype_of
 from tensorc.ops.build import emit, infer_types
@@ -455,6 +455,8 @@ def _convert_node(context: ImportContext, node: onnx.NodeProto, index: int,
             raise UnsupportedOpError(f"{where}: input {name!r} is an output tensorc does not "
                                      f"compute (e.g. MaxPool indices, training statistics)")
         inputs.append(value)
+    check_input_types(node, context.opset, [v.type.dtype if v is not None else None
+                                            for v in inputs], where)
     entry = find_converter(node.op_type, context.opset)
     assert entry is not None  # _check_supported ran first
     context.node_name = node.name or f"{node.op_type}_{index}"

@@ -27,6 +27,12 @@ BOOLEAN_ATTRIBUTES = frozenset({
     "center_point_box", "storage_order",
 })
 
+# tensorc's dtype names as ONNX's type strings write them
+_ONNX_TYPE_NAMES = {"float32": "float", "float64": "double", "float4_e2m1fn": "float4e2m1",
+                    "float8_e4m3fn": "float8e4m3fn", "float8_e4m3fnuz": "float8e4m3fnuz",
+                    "float8_e5m2": "float8e5m2", "float8_e5m2fnuz": "float8e5m2fnuz",
+                    "float8_e8m0fnu": "float8e8m0"}
+
 _FORMAL = defs.OpSchema.FormalParameterOption
 _ATTRIBUTE_TYPE_NAMES = {v: k for k, v in onnx.AttributeProto.AttributeType.items()}
 
@@ -46,6 +52,44 @@ def check_node(node: onnx.NodeProto, opset: int, where: str) -> None:
         return
     _check_arity(node, schema, where)
     _check_attributes(node, schema, where)
+
+
+def check_input_types(node: onnx.NodeProto, opset: int, dtypes: list[str | None],
+                      where: str) -> None:
+    """Raise InvalidModelError where an input's element type (``dtypes``, None for an omitted
+    input) is not one its schema allows, or two inputs of one type variable differ."""
+    if node.domain not in ("", "ai.onnx"):
+        return
+    try:
+        schema = defs.get_schema(node.op_type, opset, "")
+    except defs.SchemaError:
+        return
+    formals = list(schema.inputs)
+    if not formals:
+        return
+    allowed = {c.type_param_str: c.allowed_type_strs for c in schema.type_constraints}
+    bound: dict[str, tuple[str, int]] = {}
+    for position, dtype in enumerate(dtypes):
+        if dtype is None:
+            continue
+        formal = formals[min(position, len(formals) - 1)]
+        given = f"tensor({_ONNX_TYPE_NAMES.get(dtype, dtype)})"
+        types = allowed.get(formal.type_str, [formal.type_str])
+        tensor_types = [t for t in types if t.startswith("tensor(")]
+        if tensor_types and given not in tensor_types:
+            raise InvalidModelError(
+                f"{where}: input {position} ({formal.name!r}) is {given}, but "
+                f"{node.op_type}-{schema.since_version} takes {', '.join(tensor_types)} there; "
+                f"cast it (Cast) or fix its declared type")
+        homogeneous = formal.type_str in allowed and (
+            formal.option != _FORMAL.Variadic or formal.is_homogeneous)
+        if homogeneous:
+            first = bound.setdefault(formal.type_str, (given, position))
+            if first[0] != given:
+                raise InvalidModelError(
+                    f"{where}: inputs {first[1]} and {position} share the type {formal.type_str} "
+                    f"of {node.op_type}, but are {first[0]} and {given}; cast one of them "
+                    f"(Cast) so that they agree")
 
 
 def _check_arity(node: onnx.NodeProto, schema: defs.OpSchema, where: str) -> None:

@@ -211,3 +211,28 @@ def test_out_of_range_runtime_index_stops_the_run(op, index_shape, updates_shape
     assert "node 'pick'" in message and f"read the index {shown}, out of range" in message
     feeds["i"] = np.asarray(good, np.int64).reshape(index_shape)  # the module still works
     np.testing.assert_allclose(module.run(feeds)["y"], ort_run(model, feeds)["y"], rtol=1e-5)
+
+
+def test_gru_without_hidden_size():
+    node = helper.make_node("GRU", ["x", "w", "r"], ["y"], name="gru")
+    model = _model(node, [tensor_info("x", "float32", [3, 1, 2])], initializers={
+        "w": np.ones((1, 6, 2), np.float32), "r": np.ones((1, 6, 2), np.float32)})
+    message = _error(model, ShapeError)
+    assert "node 'gru' (GRU, opset 17)" in message and "hidden_size is missing" in message
+
+
+def test_input_type_outside_the_schema():
+    # a float shape once ended in "cannot convert float NaN to integer"
+    node = helper.make_node("Reshape", ["x", "s"], ["y"], name="reshape")
+    model = _model(node, [X23], initializers={"s": np.array([3, np.nan], np.float32)})
+    message = _error(model, InvalidModelError)
+    assert "node 'reshape' (Reshape, opset 17)" in message
+    assert "input 1 ('shape') is tensor(float), but Reshape-14 takes tensor(int64)" in message
+
+
+def test_inputs_of_one_type_variable_disagree():
+    node = helper.make_node("Add", ["x", "z"], ["y"], name="add")
+    model = _model(node, [X23, tensor_info("z", "float64", [2, 3])])
+    message = _error(model, InvalidModelError)
+    assert "inputs 0 and 1 share the type T of Add" in message
+    assert "tensor(float) and tensor(double)" in message

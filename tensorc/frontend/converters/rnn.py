@@ -77,6 +77,10 @@ class _Recurrence:
         if layout == 1:
             x = ctx.emit("transpose", [x], perm=(1, 0, 2))
         self.x, self.w, self.r = x, w, r
+        if hidden_size is None or hidden_size < 1:
+            given = "is missing" if hidden_size is None else f"is {hidden_size}"
+            raise ShapeError(f"hidden_size {given}; set it to the number of hidden units "
+                             f"(R's last dim, {r.type.shape[-1] if r.type.ndim else '?'})")
         self.steps, self.batch = x.type.shape[0], x.type.shape[1]
         _check_weights(x, w, r, self.bias, gates, hidden_size,
                        2 if direction == "bidirectional" else 1)
@@ -195,7 +199,7 @@ class _Recurrence:
 @converter("RNN", since=7)
 def rnn(ctx: ImportContext, inputs: list[Value | None], *, activation_alpha=(),
         activation_beta=(), activations=(), clip: float | None = None,
-        direction: str = "forward", hidden_size: int, layout: int = 0) -> tuple[Value, ...]:
+        direction: str = "forward", hidden_size: int | None = None, layout: int = 0) -> tuple[Value, ...]:
     rec = _Recurrence(ctx, inputs, 1, hidden_size, direction, layout, activations, ["Tanh"],
                       clip)
 
@@ -212,7 +216,7 @@ def rnn(ctx: ImportContext, inputs: list[Value | None], *, activation_alpha=(),
 @converter("GRU", since=7)
 def gru(ctx: ImportContext, inputs: list[Value | None], *, activation_alpha=(),
         activation_beta=(), activations=(), clip: float | None = None,
-        direction: str = "forward", hidden_size: int, layout: int = 0,
+        direction: str = "forward", hidden_size: int | None = None, layout: int = 0,
         linear_before_reset: int = 0) -> tuple[Value, ...]:
     rec = _Recurrence(ctx, inputs, 3, hidden_size, direction, layout, activations,
                       ["Sigmoid", "Tanh"], clip)
@@ -252,7 +256,7 @@ def gru(ctx: ImportContext, inputs: list[Value | None], *, activation_alpha=(),
 @converter("LSTM", since=7)
 def lstm(ctx: ImportContext, inputs: list[Value | None], *, activation_alpha=(),
          activation_beta=(), activations=(), clip: float | None = None,
-         direction: str = "forward", hidden_size: int, input_forget: int = 0,
+         direction: str = "forward", hidden_size: int | None = None, input_forget: int = 0,
          layout: int = 0) -> tuple[Value, ...]:
     rec = _Recurrence(ctx, inputs, 4, hidden_size, direction, layout, activations,
                       ["Sigmoid", "Tanh", "Tanh"], clip)
