@@ -138,7 +138,10 @@ def _check_attributes(node: onnx.NodeProto, schema: defs.OpSchema, where: str) -
     for name, attribute in given.items():
         spec = schema.attributes.get(name)
         if spec is None:
-            continue  # the support check names attributes the converters do not take
+            raise InvalidModelError(
+                f"{where}: {node.op_type}-{schema.since_version} has no attribute {name!r} "
+                f"(its attributes: {', '.join(sorted(schema.attributes)) or 'none'}); remove "
+                f"it, or check the model's opset")
         expected = int(spec.type)
         if attribute.type != expected:
             actual = _ATTRIBUTE_TYPE_NAMES.get(attribute.type, str(attribute.type))

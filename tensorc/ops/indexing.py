@@ -88,6 +88,10 @@ def _gather_elements_infer(attrs: dict, input_types: list[TensorType]) -> list[T
     expect_axis("gather_elements", attrs["axis"], data.ndim)
     _expect_indices("gather_elements", indices)
     expect_rank("gather_elements", indices, data.ndim, "indices")
+    axis = attrs["axis"] % data.ndim
+    if any(i > d for k, (i, d) in enumerate(zip(indices.shape, data.shape)) if k != axis):
+        raise ShapeError(f"gather_elements: indices {indices} are larger than data {data} "
+                         f"on an axis other than {axis}")
     return [TensorType(indices.shape, data.dtype)]
 
 

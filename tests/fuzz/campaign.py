@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
                 if outcome in FAILURES + REPORTED:
                     key = (outcome, result["detail"][:160])
                     details[key] += 1
-                    if details[key] <= 2 and outcome in FAILURES:
+                    if details[key] <= (2 if outcome in FAILURES else 1):
                         out.mkdir(parents=True, exist_ok=True)
                         stem = out / f"{outcome}-{sum(details.values())}"
                         stem.with_suffix(".onnx").write_bytes(mutant.SerializeToString())

@@ -236,3 +236,37 @@ def test_inputs_of_one_type_variable_disagree():
     message = _error(model, InvalidModelError)
     assert "inputs 0 and 1 share the type T of Add" in message
     assert "tensor(float) and tensor(double)" in message
+
+
+def test_slice_with_more_starts_than_axes():
+    node = helper.make_node("Slice", ["x", "s", "e"], ["y"], name="slice")
+    model = _model(node, [X23], initializers={"s": np.zeros(3, np.int64),
+                                              "e": np.ones(3, np.int64)})
+    message = _error(model, ShapeError)
+    assert "node 'slice' (Slice, opset 17)" in message and "has 3 starts but no axes" in message
+
+
+# models onnxruntime rejects that tensorc compiled (each found by the fuzzer)
+@pytest.mark.parametrize("node, inputs, opset, kind, expected", [
+    (helper.make_node("Transpose", ["x"], ["y"], perm=[1, -2], name="t"), [X23], 17,
+     ShapeError, "perm [1, -2] is not a permutation of the axes 0..1"),
+    (helper.make_node("GatherElements", ["x", "i"], ["y"], axis=1, name="ge"),
+     [X23, tensor_info("i", "int64", [3, 2])], 17, ShapeError,
+     "indices int64[3,2] are larger than data float32[2,3] on an axis other than 1"),
+    (helper.make_node("LayerNormalization", ["x", "s"], ["y"], axis=-1, name="ln"),
+     [tensor_info("x", "float32", [1, 1]), tensor_info("s", "float32", [3])], 17, ShapeError,
+     "Scale float32[3] must match or broadcast to the normalized shape [1]"),
+    (helper.make_node("Split", ["x"], ["y", "z"], axis=1, name="split"), [X23], 18, ShapeError,
+     "Split has neither a split input nor num_outputs"),
+    (helper.make_node("Split", ["x"], ["y", "z", "w", "v"], axis=1, num_outputs=4,
+                      name="split"), [X23], 18, ShapeError,
+     "num_outputs=4 is more than the size 3 of the axis"),
+    (helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2], count_include_pad=0,
+                      name="avg"), [tensor_info("x", "float32", [1, 1, 4])], 1,
+     InvalidModelError, "AveragePool-1 has no attribute 'count_include_pad'"),
+])
+def test_models_onnxruntime_rejects(node, inputs, opset, kind, expected):
+    model = _model(node, inputs, list(node.output), opset=opset)
+    message = _error(model, kind)
+    assert f"node '{node.name}' ({node.op_type}, opset {opset})" in message
+    assert expected in message
