@@ -270,3 +270,16 @@ def test_models_onnxruntime_rejects(node, inputs, opset, kind, expected):
     message = _error(model, kind)
     assert f"node '{node.name}' ({node.op_type}, opset {opset})" in message
     assert expected in message
+
+
+@pytest.mark.parametrize("attributes, expected", [
+    ({"strides": [1]}, "strides [1] must have 2 values"),
+    ({"pads": [1, 1]}, "pads [1, 1] must have 4 values"),
+    ({"strides": [0, 1]}, "strides [0, 1] must be positive"),
+    ({"kernel_shape": [2]}, "the kernel (2,) has 1 spatial axes"),
+])
+def test_window_attributes_of_the_wrong_length(attributes, expected):
+    node = helper.make_node("MaxPool", ["x"], ["y"], name="pool",
+                            **{"kernel_shape": [2, 2], **attributes})
+    message = _error(_model(node, [tensor_info("x", "float32", [1, 1, 4, 4])]), ShapeError)
+    assert "node 'pool' (MaxPool, opset 17)" in message and expected in message
