@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import math
+import os
 
 import ml_dtypes  # noqa: F401  (registers bfloat16 with numpy: np.dtype("bfloat16"))
 import numpy as np
@@ -57,11 +58,19 @@ class TensorType:
     __repr__ = __str__
 
 
-# The largest tensor (and, in plan_memory, the largest arena) tensorc will plan, in bytes.
-# Bigger ones come from a wrong dim or attribute far more often than from a real model; the
-# check runs before anything is allocated. Raise it (tensorc.ir.types.MAX_TENSOR_BYTES = ...)
-# for a model that truly needs more.
-MAX_TENSOR_BYTES = 16 << 30
+def _default_limit() -> int:
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        return 16 << 30
+    return min(16 << 30, memory // 2)
+
+
+# The largest tensor (and, in plan_memory, the largest arena) tensorc will plan, in bytes:
+# 16 GiB or half the machine's memory, whichever is less. Bigger ones come from a wrong dim
+# or attribute far more often than from a real model; the check runs before anything is
+# allocated. Raise it (tensorc.ir.types.MAX_TENSOR_BYTES = ...) for a model that needs more.
+MAX_TENSOR_BYTES = _default_limit()
 
 
 def check_type(type: TensorType, what: str) -> None:

@@ -95,7 +95,8 @@ def test_huge_input_dim_is_refused_before_allocating():
     model = _model(helper.make_node("Relu", ["x"], ["y"], name="act"),
                    [tensor_info("x", "float32", [10 ** 9, 1000])])
     message = _error(model, SizeLimitError)
-    assert "input 'x'" in message and "over the limit of 16 GiB" in message
+    assert "input 'x'" in message and "float32[1000000000,1000] (3.73e+03 GiB)" in message
+    assert f"over the limit of {types.MAX_TENSOR_BYTES / (1 << 30):.3g} GiB" in message
 
 
 def test_huge_gru_hidden_size():
