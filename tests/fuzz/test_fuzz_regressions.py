@@ -4,7 +4,6 @@ model, the node and the problem."""
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
 from helpers import make_model, tensor_info
 from onnx import TensorProto, helper, numpy_helper
