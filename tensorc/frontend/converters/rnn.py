@@ -199,7 +199,8 @@ class _Recurrence:
 @converter("RNN", since=7)
 def rnn(ctx: ImportContext, inputs: list[Value | None], *, activation_alpha=(),
         activation_beta=(), activations=(), clip: float | None = None,
-        direction: str = "forward", hidden_size: int | None = None, layout: int = 0) -> tuple[Value, ...]:
+        direction: str = "forward", hidden_size: int | None = None, layout: int = 0
+        ) -> tuple[Value, ...]:
     rec = _Recurrence(ctx, inputs, 1, hidden_size, direction, layout, activations, ["Tanh"],
                       clip)
 
