@@ -283,3 +283,14 @@ def test_window_attributes_of_the_wrong_length(attributes, expected):
                             **{"kernel_shape": [2, 2], **attributes})
     message = _error(_model(node, [tensor_info("x", "float32", [1, 1, 4, 4])]), ShapeError)
     assert "node 'pool' (MaxPool, opset 17)" in message and expected in message
+
+
+def test_rnn_activations_of_the_wrong_count():
+    # one activation for GRU's two per direction was a wrapped IndexError
+    node = helper.make_node("GRU", ["x", "w", "r"], ["y"], hidden_size=2, activations=["Tanh"],
+                            name="gru")
+    model = _model(node, [tensor_info("x", "float32", [3, 1, 2])], initializers={
+        "w": np.ones((1, 6, 2), np.float32), "r": np.ones((1, 6, 2), np.float32)})
+    message = _error(model, ShapeError)
+    assert "node 'gru' (GRU, opset 17)" in message
+    assert "activations ['Tanh'] must name 2 function(s) per direction" in message

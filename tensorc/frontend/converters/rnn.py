@@ -89,6 +89,10 @@ class _Recurrence:
                            "bidirectional": [False, True]}[direction]
         per_direction = len(default_activations)
         names = list(activations) or list(default_activations) * len(self.directions)
+        if len(names) != per_direction * len(self.directions):
+            raise ShapeError(f"activations {names} must name {per_direction} function(s) per "
+                             f"direction, {per_direction * len(self.directions)} in all for "
+                             f"direction {direction!r}")
         self.activations = [names[k * per_direction:(k + 1) * per_direction]
                             for k in range(len(self.directions))]
         self.clip = clip
