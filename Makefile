@@ -8,8 +8,13 @@ INSTALLED := $(VENV)/.tensorc-installed
 DEV_INSTALLED := $(VENV)/.tensorc-dev-installed
 # The model `make demo` compiles; any name in models.MODELS (mlp, lenet5, resnet, yolo, ...).
 MODEL ?= resnet
+# `make fuzz`: how long the campaign runs, with how many worker processes; where the models
+# that break the contract are saved
+FUZZ_SECONDS ?= 600
+FUZZ_WORKERS ?= 2
+FUZZ_OUT ?= fuzz-failures
 
-.PHONY: all demo test bench lint clean distclean
+.PHONY: all demo test fuzz bench lint clean distclean
 
 all: test
 
@@ -32,6 +37,11 @@ demo: $(INSTALLED)
 test: $(INSTALLED)
 	$(PY) -m pytest -n 2 -q
 
+## fuzz: mutate the seed models for FUZZ_SECONDS, print the counts per outcome, save failures
+fuzz: $(INSTALLED)
+	cd tests && ../$(PY) -m fuzz.campaign --seconds $(FUZZ_SECONDS) --workers $(FUZZ_WORKERS) \
+		--out ../$(FUZZ_OUT)
+
 ## bench: latency of every bundled model beside onnxruntime, at 1 and 2 threads
 bench: $(INSTALLED)
 	$(PY) -m benchmarks.latency
@@ -41,7 +51,7 @@ lint: $(DEV_INSTALLED)
 	$(PY) -m ruff check .
 
 clean:
-	rm -rf build/ dist/ *.egg-info .pytest_cache .ruff_cache
+	rm -rf build/ dist/ *.egg-info .pytest_cache .ruff_cache $(FUZZ_OUT)
 	rm -f $(filter-out models/mlp.onnx models/lenet5.onnx,$(wildcard models/*.onnx))
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -exec rm -rf {} +
 	find . -path ./$(VENV) -prune -o -name '*.tcz' -type f -exec rm -f {} +

@@ -276,7 +276,8 @@ def kernel_infos(compiled: Compiled) -> list[KernelInfo]:
         infos.append(KernelInfo(kernel.func.name, tuple(n.op for n in group.nodes),
                                 tuple(out.type.shape), out.type.dtype,
                                 sum(node_flops(n) for n in group.nodes),
-                                bytes_moved(inputs, out)))
+                                bytes_moved(inputs, out),
+                                tuple(n.name or n.op for n in group.nodes)))
     return infos
 
 

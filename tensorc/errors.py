@@ -41,3 +41,13 @@ class ScheduleError(TensorcError):
 
 class KernelRuntimeError(TensorcError):
     """Compiled code stopped a run: a runtime check failed (an index out of range, ...)."""
+
+
+class InvalidModelError(ModelLoadError):
+    """The model breaks the ONNX specification (a node's inputs, outputs or attributes
+    contradict its operator's schema); onnxruntime rejects such models too."""
+
+
+class SizeLimitError(ShapeError):
+    """A tensor or the memory a model needs exceeds the size limit: checked before anything
+    is allocated, so a huge dim or attribute cannot exhaust the machine's memory."""

@@ -32,11 +32,13 @@ class KernelInfo:
     dtype: str
     flops: int
     bytes: int
+    nodes: tuple[str, ...] = ()  # the graph nodes fused into it (named after ONNX nodes)
 
     @staticmethod
     def from_json(data: dict) -> KernelInfo:
         return KernelInfo(str(data["name"]), tuple(data["ops"]), tuple(data["shape"]),
-                          str(data["dtype"]), int(data["flops"]), int(data["bytes"]))
+                          str(data["dtype"]), int(data["flops"]), int(data["bytes"]),
+                          tuple(str(n) for n in data.get("nodes", ())))
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,10 @@ module; the entry function ``int32 entry(void **args, int32 num_threads, int64 *
 calls them in turn, so an inference is one call into native code. With ``timings`` not null,
 the entry adds each kernel call's wall time in nanoseconds to ``timings[k]`` (the profiler
 times kernels inside the same entry a normal run uses). It returns the run's status: 0, or
-the code a kernel stored in ``tensorc_status`` (a runtime check that failed).
+the code a kernel stored in ``tensorc_status`` (a runtime check that failed): the number of
+the failing kernel call plus one, with the offending value in the exported i64
+``tensorc_bad_index`` and the size of the axis it indexes in ``tensorc_bad_size`` (see
+``check_index`` in ir/expr.py).
 """
 from __future__ import annotations
 
@@ -64,6 +67,11 @@ class LLVMCodegen(ValueOps):
         self.module.triple = target.triple
         self.num_threads = self._global_i32("tensorc_num_threads")
         self.status = self._global_i32("tensorc_status")
+        self.current_call = self._global_i32("tensorc_call")   # the kernel call running
+        self.bad_index = _opaque(ir.GlobalVariable(self.module, I64, "tensorc_bad_index"))
+        self.bad_index.initializer = ir.Constant(I64, 0)
+        self.bad_size = _opaque(ir.GlobalVariable(self.module, I64, "tensorc_bad_size"))
+        self.bad_size.initializer = ir.Constant(I64, 0)
         self.functions: dict[str, ir.Function] = {}
         self._outlined = 0
         self.fs: _FuncState | None = None
@@ -130,6 +138,7 @@ class LLVMCodegen(ValueOps):
         for k, call in enumerate(calls):
             with b.if_then(profiling):
                 b.store(self._now_ns(now), start)
+            b.store(ir.Constant(I32, k), self.current_call)
             self.stmt(call)
             with b.if_then(profiling):
                 slot = b.gep(timings, [ir.Constant(I64, k)], source_etype=I64)
@@ -401,6 +410,36 @@ class LLVMCodegen(ValueOps):
             saved_tail, self.tail_mask_only = self.tail_mask_only, False
             self.vector_stmt(st.then_case, loop)
             self.lane_mask, self.tail_mask_only = saved, saved_tail
+
+    def _check_index(self, index: ir.Value, size: int) -> ir.Value:
+        """``index``; where it lies outside [-size, size) in a running lane, the run's status
+        becomes the kernel call's number plus one and ``tensorc_bad_index`` the index."""
+        b = self.b
+        vector = isinstance(index.type, ir.VectorType)
+        lanes = index.type.count if vector else None
+
+        def constant(value: int) -> ir.Value:
+            c = ir.Constant(I64, value)
+            return self._broadcast(c, lanes) if vector else c
+        # index + size lies in [0, 2 size) exactly when index is in range: one unsigned compare
+        bad = b.icmp_unsigned(">=", b.add(index, constant(size)), constant(2 * size))
+        value = index
+        if vector:
+            if self.lane_mask is not None and self.lane_mask.type.count == lanes:
+                bad = b.and_(bad, self.lane_mask)
+            any_bad = b.call(self._declare(f"llvm.vector.reduce.or.v{lanes}i1", I1,
+                                           [bad.type]), [bad])
+            picked = b.select(bad, index, constant(-(2 ** 63)))
+            value = b.call(self._declare(f"llvm.vector.reduce.smax.v{lanes}i64", I64,
+                                         [picked.type]), [picked])
+        else:
+            any_bad = bad
+        with b.if_then(any_bad, likely=False):
+            b.store(b.add(b.load(self.current_call, typ=I32), ir.Constant(I32, 1)),
+                    self.status)
+            b.store(value, self.bad_index)
+            b.store(ir.Constant(I64, size), self.bad_size)
+        return index
 
     def _masked(self, buf: Buffer, index: E.Expr | None = None, store: bool = False
                 ) -> ir.Value | None:

@@ -188,6 +188,8 @@ class ValueOps(llvm_math.MathOps):
         x = args[0]
         if e.name == "bitcast":
             return self._bitcast(x, e.args[0].dtype, e.dtype)
+        if e.name == "check_index":
+            return self._check_index(x, E.as_const_int(e.args[1]))
         if e.name in ("isnan", "isinf"):
             if e.name == "isnan":
                 return self.b.fcmp_unordered("uno", x, x)

@@ -19,11 +19,13 @@ import onnx
 from onnx import helper, numpy_helper
 
 from tensorc.errors import (
-    ConstantRequiredError, ModelLoadError, ShapeError, TensorcError, UnsupportedOpError,
+    ConstantRequiredError, InvalidModelError, ModelLoadError, ShapeError, TensorcError,
+    UnsupportedOpError,
 )
 from tensorc.frontend.converters import find_converter, supported_opsets
+from tensorc.frontend.validate import check_input_types, check_node, newest_opset
 from tensorc.ir.graph import Graph, Value, eliminate_dead_code
-from tensorc.ir.types import DTYPES, TensorType, dtype_of
+from tensorc.ir.types import DTYPES, TensorType, check_type, dtype_of
 from tensorc.ops.build import emit, infer_types
 from tensorc.ops.interpret import evaluate
 
@@ -120,6 +122,11 @@ def default_opset(proto: onnx.ModelProto, label: str) -> int:
     and imports none (an ONNX-ML model, whose ops the support check then names)."""
     for entry in proto.opset_import:
         if entry.domain in DEFAULT_DOMAINS:
+            if not 1 <= entry.version <= newest_opset():
+                raise InvalidModelError(
+                    f"{label}: imports opset {entry.version} of the default ONNX domain, but "
+                    f"opsets run from 1 to {newest_opset()} (the newest the installed onnx "
+                    f"defines); re-export the model with a released opset")
             return int(entry.version)
     if any(node.domain in DEFAULT_DOMAINS for _, node in _all_nodes(proto.graph)):
         raise ModelLoadError(f"{label}: not a complete ONNX model: its nodes use the default "
@@ -213,7 +220,10 @@ def _input_types(proto: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int
     specs, shapes, unbound = bind_input_shapes(proto, input_shapes, label)
     if unbound:
         raise ShapeError(_unbound_message(unbound, label, proto))
-    return [(s.name, TensorType(shapes[s.name], s.dtype)) for s in specs]
+    types = [(s.name, TensorType(shapes[s.name], s.dtype)) for s in specs]
+    for name, type in types:
+        check_type(type, f"{label}: input {name!r}")
+    return types
 
 
 def bind_input_shapes(proto: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int]],
@@ -308,7 +318,11 @@ def _dtype_name(elem_type: int, label: str, what: str) -> str:
 
 
 def _tensor_to_array(tensor: onnx.TensorProto, label: str) -> np.ndarray:
-    _dtype_name(tensor.data_type, label, f"tensor {tensor.name!r}")
+    dtype = _dtype_name(tensor.data_type, label, f"tensor {tensor.name!r}")
+    if any(d < 0 for d in tensor.dims):
+        raise InvalidModelError(f"{label}: tensor {tensor.name!r} has negative dims "
+                                f"{list(tensor.dims)}; is the file corrupt?")
+    check_type(TensorType(tuple(tensor.dims), dtype), f"{label}: tensor {tensor.name!r}")
     try:
         array = numpy_helper.to_array(tensor)
     except Exception as error:
@@ -433,6 +447,7 @@ def _convert_node(context: ImportContext, node: onnx.NodeProto, index: int,
                   env: dict[str, Value | None]) -> None:
     where = (f"{context.label}: node {_node_label(node, index)} ({node.op_type}, opset "
              f"{context.opset})")
+    check_node(node, context.opset, where)
     inputs: list[Value | None] = []
     for name in node.input:
         value = env.get(name) if name else None
@@ -440,6 +455,8 @@ def _convert_node(context: ImportContext, node: onnx.NodeProto, index: int,
             raise UnsupportedOpError(f"{where}: input {name!r} is an output tensorc does not "
                                      f"compute (e.g. MaxPool indices, training statistics)")
         inputs.append(value)
+    check_input_types(node, context.opset, [v.type.dtype if v is not None else None
+                                            for v in inputs], where)
     entry = find_converter(node.op_type, context.opset)
     assert entry is not None  # _check_supported ran first
     context.node_name = node.name or f"{node.op_type}_{index}"
@@ -452,8 +469,19 @@ def _convert_node(context: ImportContext, node: onnx.NodeProto, index: int,
         # the same error (type and attributes kept), its message placed in the model
         error.args = (f"{where}: {error}\n  inputs: {described}",)
         raise error.with_traceback(None) from None
-    except (ValueError, TypeError, IndexError, KeyError) as error:
-        raise ShapeError(f"{where}: cannot convert: {type(error).__name__}: {error}") from error
+    except RecursionError:
+        raise ShapeError(f"{where}: the model nests too deeply to convert (subgraphs inside "
+                         f"subgraphs?); simplify it") from None
+    except MemoryError:
+        raise ShapeError(f"{where}: converting it ran out of memory; check the sizes its "
+                         f"attributes and inputs give") from None
+    except Exception as error:
+        # A last-resort net: the schema check and the converters' own checks should have
+        # named the problem; what reaches here is a gap in them, so say so.
+        raise ShapeError(f"{where}: tensorc cannot convert this node ({type(error).__name__}: "
+                         f"{error}); its inputs or attributes are probably invalid for "
+                         f"{node.op_type} (if they are valid, this is a bug in tensorc: please "
+                         f"report it)") from error
     if isinstance(outputs, Value):
         outputs = (outputs,)
     for position, name in enumerate(node.output):
@@ -482,5 +510,13 @@ def _bind_outputs(graph: Graph, onnx_graph: onnx.GraphProto, env: dict[str, Valu
             graph.rename(value, output.name)
         elif value in outputs:
             raise ModelLoadError(f"{label}: output {output.name!r} is listed twice")
+        declared = output.type.tensor_type.elem_type if output.type.HasField(
+            "tensor_type") else 0
+        if declared and _dtype_name(declared, label, f"output {output.name!r}") \
+                != value.type.dtype:
+            raise InvalidModelError(
+                f"{label}: output {output.name!r} is declared as "
+                f"{onnx.TensorProto.DataType.Name(declared)}, but the model computes "
+                f"{value.type.dtype} for it; fix the output's declared type")
         outputs.append(value)
     return outputs

@@ -3,8 +3,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import math
+import os
+
 import ml_dtypes  # noqa: F401  (registers bfloat16 with numpy: np.dtype("bfloat16"))
 import numpy as np
+
+from tensorc.errors import ShapeError, SizeLimitError
 
 # dtype names are numpy's names; bool is "bool"; bfloat16 arrays are ml_dtypes.bfloat16.
 DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
@@ -51,3 +56,34 @@ class TensorType:
         return f"{self.dtype}[{','.join(str(d) for d in self.shape)}]"
 
     __repr__ = __str__
+
+
+def _default_limit() -> int:
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        return 16 << 30
+    return min(16 << 30, memory // 2)
+
+
+# The largest tensor (and, in plan_memory, the largest arena) tensorc will plan, in bytes:
+# 16 GiB or half the machine's memory, whichever is less. Bigger ones come from a wrong dim
+# or attribute far more often than from a real model; the check runs before anything is
+# allocated. Raise it (tensorc.ir.types.MAX_TENSOR_BYTES = ...) for a model that needs more.
+MAX_TENSOR_BYTES = _default_limit()
+
+
+def check_type(type: TensorType, what: str) -> None:
+    """Raise ShapeError for a negative dim, SizeLimitError for a tensor over the limit."""
+    if any(d < 0 for d in type.shape):
+        raise ShapeError(f"{what} would have a negative dimension: {type}")
+    nbytes = math.prod(type.shape) * np.dtype(type.dtype).itemsize
+    if nbytes > MAX_TENSOR_BYTES:
+        raise SizeLimitError(
+            f"{what} would be {type} ({_gib(nbytes)}), over the limit of "
+            f"{_gib(MAX_TENSOR_BYTES)} per tensor; check the input shapes and the attributes "
+            f"that decide this size (or raise tensorc.ir.types.MAX_TENSOR_BYTES)")
+
+
+def _gib(nbytes: int) -> str:
+    return f"{nbytes / (1 << 30):.3g} GiB"

@@ -5,9 +5,8 @@ from typing import Any
 
 from tensorc.errors import ShapeError
 from tensorc.ir.graph import Graph, Value
-from tensorc.ir.types import TensorType
+from tensorc.ir.types import TensorType, check_type
 from tensorc.ops.registry import get_op
-
 
 def infer_types(op: str, attrs: dict[str, Any], input_types: list[TensorType]
                 ) -> list[TensorType]:
@@ -15,7 +14,10 @@ def infer_types(op: str, attrs: dict[str, Any], input_types: list[TensorType]
     opdef = get_op(op)
     if opdef.infer_fn is None:
         raise ShapeError(f"{op}: the op has no shape rule")
-    return list(opdef.infer_fn(attrs, input_types))
+    types = list(opdef.infer_fn(attrs, input_types))
+    for k, type in enumerate(types):
+        check_type(type, f"{op}: output {k}")
+    return types
 
 
 def emit(graph: Graph, op: str, inputs: list[Value], **attrs: Any) -> Value | list[Value]:

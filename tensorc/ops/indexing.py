@@ -11,8 +11,10 @@ trilu{upper, k}(x): ONNX Trilu on the last two axes.
 reverse_sequence{batch_axis, time_axis}(x, lengths): ONNX ReverseSequence.
 
 Indices are read at run time. A negative index counts from the end; an index still out of
-range after that is clamped in the kernels (ONNX leaves it undefined; a clamp keeps every
-load inside its buffer) and rejected by the references, which only see constants.
+range after that stops the run with a KernelRuntimeError naming the node and the index, as
+onnxruntime does (``CHECK_INDICES``; the check costs one compare per index read, and the
+kernels clamp as well, so no load ever leaves its buffer). The references, which only see
+constants, reject such indices at compile time.
 Scatter reductions ("none", "add", "mul", "max", "min") are written per output element as a
 reduction over the updates that may target it; see the cost notes at their computes.
 """
@@ -86,6 +88,10 @@ def _gather_elements_infer(attrs: dict, input_types: list[TensorType]) -> list[T
     expect_axis("gather_elements", attrs["axis"], data.ndim)
     _expect_indices("gather_elements", indices)
     expect_rank("gather_elements", indices, data.ndim, "indices")
+    axis = attrs["axis"] % data.ndim
+    if any(i > d for k, (i, d) in enumerate(zip(indices.shape, data.shape)) if k != axis):
+        raise ShapeError(f"gather_elements: indices {indices} are larger than data {data} "
+                         f"on an axis other than {axis}")
     return [TensorType(indices.shape, data.dtype)]
 
 
@@ -268,9 +274,17 @@ def _reverse_sequence_reference(attrs: dict, x: np.ndarray, lengths: np.ndarray
 # ---------------------------------------------------------------------------------------------
 # kernels
 
+# Whether kernels check their run-time indices (an out-of-range one fails the run with
+# KernelRuntimeError); without the check they are clamped silently.
+CHECK_INDICES = True
+
+
 def wrap_index(index: E.Expr, size: int) -> E.Expr:
-    """A run-time index as int64, negatives counted from the end, clamped into [0, size)."""
+    """A run-time index as int64, negatives counted from the end, checked (CHECK_INDICES)
+    and clamped into [0, size)."""
     index = E.cast(E.INDEX, index)
+    if CHECK_INDICES:
+        index = E.Call("check_index", (index, E.const(size)), E.INDEX)
     index = E.select(E.Compare("lt", index, E.const(0)), index + size, index)
     return clamp(index, size)
 

@@ -53,6 +53,10 @@ class NativeLibrary:
             raise TensorcError(f"compiled code has no function {name!r}")
         return addr
 
+    def global_address(self, name: str) -> int:
+        """The address of the exported global variable ``name`` (0 where there is none)."""
+        return self._engine.get_global_value_address(name)
+
     def entry(self, name: str):
         """The function ``int32 name(void **args, int32 num_threads, int64 *timings)`` as a
         ctypes callable (see codegen/llvm.py's ``add_entry``)."""

@@ -94,9 +94,25 @@ class Module:
             result[name] = out
         status = self._entry(args, int(self.num_threads), None)
         if status:
-            raise KernelRuntimeError(f"the run stopped: a runtime check failed (status "
-                                     f"{status})")
+            raise self._check_failed(status)
         return result
+
+    def _check_failed(self, status: int) -> KernelRuntimeError:
+        """The error for a run whose kernel call ``status - 1`` failed a runtime check
+        (codegen/llvm.py): an index out of range, held in ``tensorc_bad_index``."""
+        index, size = (ctypes.c_int64.from_address(a).value if a else None for a in (
+            self._library.global_address(f"tensorc_bad_{n}") for n in ("index", "size")))
+        info = self.kernels[status - 1] if 0 < status <= len(self.kernels) else None
+        if info is None:
+            return KernelRuntimeError(f"the run stopped: a runtime check failed (status "
+                                      f"{status})")
+        checked = [(node, op) for node, op in zip(info.nodes, info.ops)
+                   if op.startswith(("gather", "scatter"))] or list(zip(info.nodes, info.ops))
+        where = ", ".join(f"{node!r} ({op})" for node, op in checked) or info.name
+        return KernelRuntimeError(
+            f"the run stopped: node {where} read the index {index}, out of range for an axis "
+            f"of size {size}: indices must lie in [{-size if size else '-size'}, "
+            f"{size if size else 'size'}); check the index inputs fed to the model")
 
     def _check_feeds(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         # fast path: a dict of exactly the inputs, as contiguous arrays of the right type
@@ -180,8 +196,7 @@ class Module:
             status = self._entry(args, int(self.num_threads), buffer)
             elapsed = time.perf_counter() - start
             if status:
-                raise KernelRuntimeError(f"the run stopped: a runtime check failed (status "
-                                         f"{status})")
+                raise self._check_failed(status)
             return elapsed
         for _ in range(3):
             call(None)

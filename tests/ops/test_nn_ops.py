@@ -165,10 +165,16 @@ def test_topk(shape, axis, k, largest) -> None:
     check(got["i"], want_i)
 
 
-def test_topk_opset1_attribute_and_unsigned() -> None:
-    x = np.random.default_rng(9).integers(0, 200, size=(4, 11)).astype(np.uint8)
-    got = run(helper.make_node("TopK", ["x"], ["v", "i"], k=3), {"x": x}, opset=1,
-              outputs=("v", "i"))
+@pytest.mark.parametrize("dtype, opset", [(np.float32, 1), (np.uint8, 11)])
+def test_topk_opset1_attribute_and_unsigned(dtype, opset) -> None:
+    # TopK-1 takes k as an attribute and float types only (unsigned ones from TopK-11)
+    x = np.random.default_rng(9).integers(0, 200, size=(4, 11)).astype(dtype)
+    if opset == 1:
+        node, initializers = helper.make_node("TopK", ["x"], ["v", "i"], k=3), None
+    else:
+        node = helper.make_node("TopK", ["x", "k"], ["v", "i"])
+        initializers = {"k": np.array([3], np.int64)}
+    got = run(node, {"x": x}, initializers, opset=opset, outputs=("v", "i"))
     want_v, want_i = topk_ref(x, 3, -1, True)
     check(got["v"], want_v)
     check(got["i"], want_i)

@@ -87,6 +87,16 @@ def spatial_attrs(x: Value, kernel: Sequence[int], strides: Sequence[int] | None
                    ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
     """Resolve ONNX window attributes to explicit (strides, pads, dilations)."""
     spatial = len(kernel)
+    if spatial != x.type.ndim - 2:
+        raise ShapeError(f"the kernel {tuple(kernel)} has {spatial} spatial axes, x {x.type} "
+                         f"has {x.type.ndim - 2}")
+    for name, values, count in (("strides", strides, spatial), ("dilations", dilations, spatial),
+                                ("pads", pads, 2 * spatial)):
+        if values is not None and len(values) != count:
+            raise ShapeError(f"{name} {list(values)} must have {count} values (for "
+                             f"{spatial} spatial axes)")
+        if values is not None and name != "pads" and min(values, default=1) < 1:
+            raise ShapeError(f"{name} {list(values)} must be positive")
     strides = tuple(strides or (1,) * spatial)
     dilations = tuple(dilations or (1,) * spatial)
     if auto_pad in ("NOTSET", ""):

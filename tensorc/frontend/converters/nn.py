@@ -55,6 +55,15 @@ def gemm(ctx: ImportContext, inputs: list[Value], *, alpha: float = 1.0, beta: f
 
 
 # convolution and pooling ----------------------------------------------------------------------
+def _kernel_of(w: Value, kernel_shape: Sequence[int] | None) -> tuple[int, ...]:
+    """The kernel's spatial shape: the weight's, which kernel_shape (optional) must match."""
+    kernel = tuple(w.type.shape[2:])
+    if kernel_shape is not None and tuple(kernel_shape) != kernel:
+        raise ShapeError(f"kernel_shape {tuple(kernel_shape)} contradicts the weight {w.type}, "
+                         f"whose kernel is {kernel}; drop kernel_shape or make it match")
+    return kernel
+
+
 @converter("Conv", since=1)
 def conv(ctx: ImportContext, inputs: list[Value], *, auto_pad: str = "NOTSET",
          dilations: Sequence[int] | None = None, group: int = 1,
@@ -62,7 +71,7 @@ def conv(ctx: ImportContext, inputs: list[Value], *, auto_pad: str = "NOTSET",
          strides: Sequence[int] | None = None) -> Value:
     x, w = inputs[:2]
     bias = inputs[2] if len(inputs) > 2 else None
-    kernel = tuple(kernel_shape or w.type.shape[2:])
+    kernel = _kernel_of(w, kernel_shape)
     strides, pads, dilations = spatial_attrs(x, kernel, strides, dilations, pads, auto_pad)
     y = ctx.emit("conv", [x, w], strides=strides, pads=pads, dilations=dilations,
                  groups=int(group))
@@ -143,7 +152,7 @@ def conv_transpose(ctx: ImportContext, inputs: list[Value], *, auto_pad: str = "
     x, w = inputs[:2]
     bias = inputs[2] if len(inputs) > 2 else None
     spatial = x.type.ndim - 2
-    kernel = tuple(kernel_shape or w.type.shape[2:])
+    kernel = _kernel_of(w, kernel_shape)
     strides = tuple(strides or (1,) * spatial)
     dilations = tuple(dilations or (1,) * spatial)
     extra = list(output_padding or (0,) * spatial)

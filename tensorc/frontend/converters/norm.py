@@ -40,6 +40,13 @@ def _per_channel(ctx: ImportContext, v: Value | None, ndim: int) -> Value | None
     return reshape(ctx, v, (1, v.type.size) + (1,) * (ndim - 2))
 
 
+def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    """Whether numpy broadcasting takes ``shape`` to ``target`` without growing it."""
+    if len(shape) > len(target):
+        return False
+    return all(s in (1, t) for s, t in zip(shape[::-1], target[::-1]))
+
+
 @converter("LayerNormalization", since=17)
 def layer_norm(ctx: ImportContext, inputs: list[Value], *, axis: int = -1,
                epsilon: float = 1e-5, stash_type: int = 1
@@ -48,6 +55,11 @@ def layer_norm(ctx: ImportContext, inputs: list[Value], *, axis: int = -1,
     bias = inputs[2] if len(inputs) > 2 else None
     axis = normalize_axis(axis, x.type.ndim)
     axes = tuple(range(axis, x.type.ndim))
+    normalized = x.type.shape[axis:]
+    for name, value in (("Scale", scale), ("B", bias)):
+        if value is not None and not _broadcasts_to(value.type.shape, normalized):
+            raise ShapeError(f"{name} {value.type} must match or broadcast to the normalized "
+                             f"shape {list(normalized)} (x {x.type}, axis {axis})")
     wide = _widen(ctx, x, stash_type)
     y = ctx.emit("normalize", [wide], axes=axes, mode="layer", epsilon=float(epsilon))
     y = _affine(ctx, y, scale, bias, x.type.dtype)
@@ -88,6 +100,8 @@ def group_norm(ctx: ImportContext, inputs: list[Value], *, num_groups: int,
                epsilon: float = 1e-5, stash_type: int = 1) -> Value:
     x, scale, bias = inputs[:3]
     shape = x.type.shape
+    if num_groups < 1:
+        raise ShapeError(f"GroupNormalization: num_groups={num_groups} must be positive")
     if len(shape) < 3 or shape[1] % num_groups:
         raise ShapeError(f"GroupNormalization: num_groups={num_groups} must divide the "
                          f"channels of x {x.type} ([N, C, spatial...])")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from tensorc.errors import UnsupportedOpError
+from tensorc.errors import ShapeError, UnsupportedOpError
 from tensorc.frontend.converters import converter, reshape
 from tensorc.ir.graph import Value
 
@@ -45,6 +45,23 @@ def _activation(ctx: ImportContext, name: str, x: Value) -> Value:
     return ctx.emit(op, [x])
 
 
+def _check_weights(x: Value, w: Value, r: Value, bias: Value | None, gates: int, hidden: int,
+                   directions: int) -> None:
+    """The weights' shapes follow from hidden_size, the direction and X: check them before
+    any size read from an attribute is used."""
+    if x.type.ndim != 3:
+        raise ShapeError(f"X must be [seq_length, batch_size, input_size], got {x.type}")
+    expected = {"W": (w, (directions, gates * hidden, x.type.shape[2])),
+                "R": (r, (directions, gates * hidden, hidden))}
+    if bias is not None:
+        expected["B"] = (bias, (directions, 2 * gates * hidden))
+    for name, (value, shape) in expected.items():
+        if value.type.shape != shape:
+            raise ShapeError(f"{name} is {value.type}, but hidden_size={hidden}, "
+                             f"{directions} direction(s) and X {x.type} make it "
+                             f"{list(shape)}; fix hidden_size or the weights")
+
+
 class _Recurrence:
     """What the three ops share: inputs in [T, B, I] order, weights per direction, the
     unrolled time loop and the outputs Y [T, D, B, H] / Y_h [D, B, H]."""
@@ -60,12 +77,22 @@ class _Recurrence:
         if layout == 1:
             x = ctx.emit("transpose", [x], perm=(1, 0, 2))
         self.x, self.w, self.r = x, w, r
+        if hidden_size is None or hidden_size < 1:
+            given = "is missing" if hidden_size is None else f"is {hidden_size}"
+            raise ShapeError(f"hidden_size {given}; set it to the number of hidden units "
+                             f"(R's last dim, {r.type.shape[-1] if r.type.ndim else '?'})")
         self.steps, self.batch = x.type.shape[0], x.type.shape[1]
+        _check_weights(x, w, r, self.bias, gates, hidden_size,
+                       2 if direction == "bidirectional" else 1)
         self.hidden, self.gates, self.layout = hidden_size, gates, layout
         self.directions = {"forward": [False], "reverse": [True],
                            "bidirectional": [False, True]}[direction]
         per_direction = len(default_activations)
         names = list(activations) or list(default_activations) * len(self.directions)
+        if len(names) != per_direction * len(self.directions):
+            raise ShapeError(f"activations {names} must name {per_direction} function(s) per "
+                             f"direction, {per_direction * len(self.directions)} in all for "
+                             f"direction {direction!r}")
         self.activations = [names[k * per_direction:(k + 1) * per_direction]
                             for k in range(len(self.directions))]
         self.clip = clip
@@ -176,7 +203,8 @@ class _Recurrence:
 @converter("RNN", since=7)
 def rnn(ctx: ImportContext, inputs: list[Value | None], *, activation_alpha=(),
         activation_beta=(), activations=(), clip: float | None = None,
-        direction: str = "forward", hidden_size: int, layout: int = 0) -> tuple[Value, ...]:
+        direction: str = "forward", hidden_size: int | None = None, layout: int = 0
+        ) -> tuple[Value, ...]:
     rec = _Recurrence(ctx, inputs, 1, hidden_size, direction, layout, activations, ["Tanh"],
                       clip)
 
@@ -193,7 +221,7 @@ def rnn(ctx: ImportContext, inputs: list[Value | None], *, activation_alpha=(),
 @converter("GRU", since=7)
 def gru(ctx: ImportContext, inputs: list[Value | None], *, activation_alpha=(),
         activation_beta=(), activations=(), clip: float | None = None,
-        direction: str = "forward", hidden_size: int, layout: int = 0,
+        direction: str = "forward", hidden_size: int | None = None, layout: int = 0,
         linear_before_reset: int = 0) -> tuple[Value, ...]:
     rec = _Recurrence(ctx, inputs, 3, hidden_size, direction, layout, activations,
                       ["Sigmoid", "Tanh"], clip)
@@ -233,7 +261,7 @@ def gru(ctx: ImportContext, inputs: list[Value | None], *, activation_alpha=(),
 @converter("LSTM", since=7)
 def lstm(ctx: ImportContext, inputs: list[Value | None], *, activation_alpha=(),
          activation_beta=(), activations=(), clip: float | None = None,
-         direction: str = "forward", hidden_size: int, input_forget: int = 0,
+         direction: str = "forward", hidden_size: int | None = None, input_forget: int = 0,
          layout: int = 0) -> tuple[Value, ...]:
     rec = _Recurrence(ctx, inputs, 4, hidden_size, direction, layout, activations,
                       ["Sigmoid", "Tanh", "Tanh"], clip)

@@ -68,8 +68,10 @@ def transpose(ctx: ImportContext, inputs: list[Value], *, perm: Sequence[int] | 
               ) -> Value:
     x = inputs[0]
     ndim = x.type.ndim
-    perm = tuple(range(ndim))[::-1] if perm is None else tuple(normalize_axis(p, ndim)
-                                                                  for p in perm)
+    if perm is not None and sorted(perm) != list(range(ndim)):
+        raise ShapeError(f"Transpose perm {list(perm)} is not a permutation of the axes "
+                         f"0..{ndim - 1} of x {x.type}")
+    perm = tuple(range(ndim))[::-1] if perm is None else tuple(perm)
     return x if perm == tuple(range(ndim)) else ctx.emit("transpose", [x], perm=perm)
 
 
@@ -236,6 +238,9 @@ def slice_axes(ctx: ImportContext, x: Value, starts: Sequence[int], ends: Sequen
                ) -> Value:
     """ONNX slicing: negative bounds count from the end, out-of-range bounds clamp."""
     shape = x.type.shape
+    if axes is None and len(starts) > len(shape):
+        raise ShapeError(f"Slice has {len(starts)} starts but no axes, and x {x.type} has only "
+                         f"{len(shape)} axes; give one start per axis, or axes")
     axes = range(len(starts)) if axes is None else [normalize_axis(a, x.type.ndim)
                                                     for a in axes]
     steps = [1] * len(starts) if steps is None else steps
@@ -304,6 +309,17 @@ def split_input(ctx: ImportContext, inputs: list[Value], *, axis: int = 0,
                 num_outputs: int | None = None) -> tuple[Value, ...]:
     sizes = inputs[1] if len(inputs) > 1 else None
     sizes = None if sizes is None else ctx.require_constant(sizes, "split").tolist()
+    if num_outputs is not None and num_outputs != ctx.num_outputs:
+        raise ShapeError(f"Split num_outputs={num_outputs}, but the node has "
+                         f"{ctx.num_outputs} outputs; make them agree")
+    if ctx.opset >= 18 and sizes is None:
+        if num_outputs is None:
+            raise ShapeError("Split has neither a split input nor num_outputs (one is "
+                             "required from opset 18); give num_outputs")
+        size = inputs[0].type.shape[normalize_axis(axis, inputs[0].type.ndim)]
+        if num_outputs > size:
+            raise ShapeError(f"Split num_outputs={num_outputs} is more than the size {size} "
+                             f"of the axis it splits")
     return _split(ctx, inputs[0], axis, sizes, num_outputs or ctx.num_outputs)
 
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tensorc.errors import SizeLimitError
+from tensorc.ir import types
 from tensorc.ir.graph import Graph, Value
 from tensorc.passes.graph.fuse import FusedGroup
 
@@ -94,4 +96,15 @@ def plan_memory(graph: Graph, groups: list[FusedGroup]) -> MemoryPlan:
         places[out] = Place("arena", 0, at)
         live.append((at, size, out))
         arena_size = max(arena_size, at + size)
+    _check_arena(arena_size)
     return MemoryPlan(places, max(arena_size, ALIGN), pool)
+
+
+def _check_arena(arena_size: int) -> None:
+    """The arena is allocated when the module loads: refuse one over the size limit now."""
+    if arena_size > types.MAX_TENSOR_BYTES:
+        raise SizeLimitError(
+            f"the model needs an arena of {arena_size / (1 << 30):.3g} GiB for its "
+            f"intermediate tensors, over the limit of {types.MAX_TENSOR_BYTES / (1 << 30):.3g} "
+            f"GiB; check the input shapes (a huge dim?) or raise "
+            f"tensorc.ir.types.MAX_TENSOR_BYTES")

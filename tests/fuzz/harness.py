@@ -1,0 +1,268 @@
+"""Run mutants against the contract in a worker process, so a crash or a hang is an outcome.
+
+The contract: compiling a model (and running it, if it compiles, on random inputs) either
+raises a TensorcError or gives what onnxruntime gives, where onnxruntime accepts the model.
+
+A :class:`Worker` is a child process (``python -m fuzz.harness``) that reads serialized
+models from its stdin and answers one JSON line per model; the parent enforces a time limit
+per model and restarts the child after a crash or a hang. Outcomes:
+
+- ``tensorc_error``: tensorc raised a TensorcError (at compile or run time);
+- ``wrapped``: a TensorcError from the importer's last-resort net around a converter (a
+  gap in the checks: not a contract violation, but worth a precise message);
+- ``match``: tensorc's outputs equal onnxruntime's (allclose);
+- ``mismatch``: both ran and the outputs differ;
+- ``ort_rejects``: tensorc gave a result for a model onnxruntime rejects (not a contract
+  violation, reported to find models tensorc should also reject);
+- ``nonfinite``: the outputs differ, but the model's constants or float attributes hold
+  inf, NaN or values past 1e30, where the order of operations decides between inf, NaN and
+  a number (0 * NaN in a padded conv, inf - inf in a sum): not held against tensorc;
+- ``memory``: tensorc grew the worker's peak memory by more than ``MEMORY_LIMIT_MB`` (an
+  allocation a size check should have refused);
+- ``other_exception``: tensorc raised something other than a TensorcError;
+- ``crash``: the worker died inside tensorc (a signal, an abort);
+- ``hang``: tensorc took longer than the time limit.
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import select
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+FAILURES = ("mismatch", "other_exception", "crash", "hang", "memory")
+OUTCOMES = ("tensorc_error", "wrapped", "match", "ort_rejects", "nonfinite") + FAILURES
+MEMORY_LIMIT_MB = 3072
+RTOL, ATOL = 1e-3, 1e-4
+TESTS_DIR = Path(__file__).resolve().parents[1]
+
+
+# the child ---------------------------------------------------------------------------------
+def _feeds(model, seed: int):
+    import numpy as np
+    from onnx import helper
+    rng = np.random.default_rng(seed)
+    initializers = {t.name for t in model.graph.initializer}
+    feeds = {}
+    for value in model.graph.input:
+        if value.name in initializers:
+            continue
+        tensor = value.type.tensor_type
+        shape = [d.dim_value for d in tensor.shape.dim]
+        if any(d <= 0 or d > 4096 for d in shape):
+            return None  # no feed to make: onnxruntime cannot run it, nor tensorc
+        dtype = helper.tensor_dtype_to_np_dtype(tensor.elem_type)
+        if np.issubdtype(dtype, np.floating):
+            feeds[value.name] = rng.standard_normal(shape).astype(dtype)
+        elif dtype == np.bool_:
+            feeds[value.name] = rng.random(shape) < 0.5
+        elif np.issubdtype(dtype, np.integer):
+            low = -2 if np.issubdtype(dtype, np.signedinteger) else 0
+            feeds[value.name] = rng.integers(low, 2, shape).astype(dtype)
+        else:
+            return None
+    return feeds
+
+
+def _onnxruntime(model, feeds):
+    """onnxruntime's outputs (None where it rejects the model or fails running it) and its
+    message when it does."""
+    import onnxruntime
+    try:
+        options = onnxruntime.SessionOptions()
+        options.log_severity_level = 4
+        session = onnxruntime.InferenceSession(model.SerializeToString(), options,
+                                               providers=["CPUExecutionProvider"])
+        if feeds is None:
+            return None, "no feed to run it with"
+        names = [o.name for o in session.get_outputs()]
+        return dict(zip(names, session.run(names, feeds))), ""
+    except Exception as error:
+        message = str(error)
+        return None, message[message.find("Error"):][:150] if "Error" in message \
+            else message[-150:]
+
+
+def _same(expected, actual) -> str | None:
+    import numpy as np
+    for name, want in expected.items():
+        got = actual.get(name)
+        if got is None:
+            return f"output {name!r} missing"
+        want = np.asarray(want)
+        if got.shape != want.shape or got.dtype != want.dtype:
+            return f"output {name!r}: {got.dtype}{list(got.shape)} vs {want.dtype}" \
+                   f"{list(want.shape)}"
+        if want.dtype.kind in "fc":
+            close = np.allclose(got, want, rtol=RTOL, atol=ATOL, equal_nan=True)
+        else:
+            close = np.array_equal(got, want)
+        if not close:
+            return f"output {name!r} differs (max abs diff " \
+                   f"{np.nanmax(np.abs(got.astype(float) - want.astype(float)))})"
+    return None
+
+
+def check_model(data: bytes) -> dict:
+    """Compile and run one serialized model; the outcome and a detail line."""
+    import onnx
+    import tensorc
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except Exception as error:
+        return {"outcome": "tensorc_error", "detail": f"not parseable: {error}"}
+    feeds = _feeds(model, 0)
+    _stage("onnxruntime")
+    expected, ort_message = _onnxruntime(model, feeds)
+    _stage("tensorc")
+    global _TENSORC_START_RSS
+    _TENSORC_START_RSS = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    try:
+        module = tensorc.compile(model)
+        if feeds is None:
+            return {"outcome": "ort_rejects" if expected is None else "match",
+                    "detail": f"compiled; no feed to run it with; onnxruntime: {ort_message}"}
+        actual = module.run(feeds)
+    except tensorc.TensorcError as error:
+        cause = error.__cause__
+        wrapped = cause is not None and not isinstance(cause, tensorc.TensorcError)
+        return {"outcome": "wrapped" if wrapped else "tensorc_error",
+                "detail": f"{type(error).__name__}: {error}"[:400]}
+    except Exception as error:
+        import traceback
+        where = traceback.extract_tb(error.__traceback__)[-1]
+        return {"outcome": "other_exception",
+                "detail": f"{type(error).__name__}: {error} at {where.filename}:{where.lineno}"
+                          [:600]}
+    if expected is None:
+        return {"outcome": "ort_rejects", "detail": f"tensorc gave a result; onnxruntime: "
+                                                    f"{ort_message}"}
+    problem = _same(expected, actual)
+    if problem and _has_nonfinite_constants(model):
+        return {"outcome": "nonfinite", "detail": problem}
+    return {"outcome": "mismatch" if problem else "match", "detail": problem or ""}
+
+
+def _has_nonfinite_constants(model) -> bool:
+    import numpy as np
+    from onnx import numpy_helper
+
+    def extreme(values) -> bool:
+        values = np.asarray(values, dtype=np.float64)
+        return bool(values.size) and not bool(np.all(np.abs(values) < 1e30))
+    for tensor in model.graph.initializer:
+        array = numpy_helper.to_array(tensor)
+        if array.dtype.kind == "f" and extreme(array):
+            return True
+    for node in model.graph.node:
+        for attribute in node.attribute:
+            if extreme(list(attribute.floats) + [attribute.f]):
+                return True
+    return False
+
+
+_STAGE_FD = None
+# the worker's peak memory (KiB) when tensorc started on the current model: growth past it
+# is tensorc's (onnxruntime's own appetite, e.g. Split num_outputs=2^31-1, is not)
+_TENSORC_START_RSS = 0
+
+
+def _stage(name: str) -> None:
+    """Tell the parent which side runs now (so a crash is blamed on the right one)."""
+    if _STAGE_FD is not None:
+        os.write(_STAGE_FD, (json.dumps({"stage": name}) + "\n").encode())
+
+
+def _serve() -> None:
+    global _STAGE_FD
+    out = os.dup(1)
+    os.dup2(2, 1)   # whatever a library prints goes to stderr, not into the answers
+    _STAGE_FD = out
+    stdin = sys.stdin.buffer
+    while True:
+        header = stdin.read(4)
+        if len(header) < 4:
+            return
+        (size,) = struct.unpack("<I", header)
+        global _TENSORC_START_RSS
+        _TENSORC_START_RSS = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        result = check_model(stdin.read(size))
+        grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - _TENSORC_START_RSS) \
+            // 1024
+        if grown > MEMORY_LIMIT_MB and result["outcome"] not in FAILURES:
+            result = {"outcome": "memory", "detail": f"peak memory grew by {grown} MB "
+                                                     f"({result['outcome']}: "
+                                                     f"{result['detail'][:200]})"}
+        os.write(out, (json.dumps(result) + "\n").encode())
+
+
+# the parent --------------------------------------------------------------------------------
+class Worker:
+    """A child process that checks models one at a time, restarted after a crash or hang."""
+
+    def __init__(self, timeout: float = 60.0):
+        self.timeout = timeout
+        self.process: subprocess.Popen | None = None
+        self._buffer = b""
+
+    def _start(self) -> None:
+        env = dict(os.environ)
+        root = str(TESTS_DIR.parent)
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(TESTS_DIR), root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        env.setdefault("OMP_NUM_THREADS", "1")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "fuzz.harness"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=str(TESTS_DIR))
+        self._buffer = b""
+
+    def close(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+
+    def check(self, data: bytes) -> dict:
+        if self.process is None or self.process.poll() is not None:
+            self._start()
+        process = self.process
+        try:
+            process.stdin.write(struct.pack("<I", len(data)) + data)
+            process.stdin.flush()
+        except BrokenPipeError:
+            self.close()
+            return {"outcome": "crash", "detail": "the worker died before reading the model"}
+        stage, deadline = "start", time.monotonic() + self.timeout
+        fd = process.stdout.fileno()
+        while True:
+            while b"\n" in self._buffer:
+                line, self._buffer = self._buffer.split(b"\n", 1)
+                message = json.loads(line)
+                if "stage" in message:
+                    stage = message["stage"]
+                    continue
+                return message
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([fd], [], [], max(left, 0))
+            if not ready:
+                self.close()
+                return {"outcome": "hang" if stage == "tensorc" else "ort_rejects",
+                        "detail": f"no answer within {self.timeout:g} s (in {stage})"}
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                code = process.wait()
+                self.close()
+                if stage != "tensorc":  # onnxruntime itself died on the model
+                    return {"outcome": "ort_rejects", "detail": f"onnxruntime died ({code})"}
+                return {"outcome": "crash", "detail": f"the worker died with status {code}"}
+            self._buffer += chunk
+
+
+if __name__ == "__main__":
+    _serve()
