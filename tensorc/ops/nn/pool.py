@@ -193,7 +193,9 @@ def window_space(target: Target, out: te.Tensor, anchor: te.Tensor, attrs: dict
     default = choices[0] if plane > PLANE_BUFFER or "plane" not in choices else "plane"
     return SearchSpace([
         Knob("buffer", choices, default, "where the padded input is buffered"),
-        Knob("registers", (1, 2), 2, "vector registers per output block (at most)"),
+        Knob("registers", (1, 2, 4), 4, "vector registers per output block (at most): "
+             "1, a register-wide vector; 2, a vector of up to two registers; 4, up to four "
+             "such vectors accumulated side by side"),
         Knob("parallel", (True, False), True, "output rows on threads (when large enough)"),
     ], name="pool")
 
@@ -220,8 +222,17 @@ def schedule_window(target: Target, sch: Schedule, out: te.Tensor, window: te.Te
     stage = sch[out]
     *rows, x = stage.op_axis
     width = out.shape[-1]
-    block = vector_block(width, lanes) if config["registers"] == 2 else \
+    block = vector_block(width, lanes) if config["registers"] >= 2 else \
         (width if width <= lanes else lanes)
+    vectors = 1
+    if config["registers"] == 4 and width % block == 0 and block % lanes == 0:
+        # several vectors per output block, each its own accumulator: the window's taps are
+        # a chain of dependent adds (or maxes) per accumulator, and one chain leaves the
+        # vector units idle for most of each add's latency; whole registers only: blocks
+        # of odd vectors (7 lanes of a 28-wide row) would overlap in the accumulator buffer
+        # and measured 5-8x slower
+        vectors = max(d for d in range(1, 5) if (width // block) % d == 0)
+        block *= vectors
     if block < width:
         x_outer, x_inner = stage.split(x, block)
     else:
@@ -243,8 +254,14 @@ def schedule_window(target: Target, sch: Schedule, out: te.Tensor, window: te.Te
     acc = sch[window]
     acc.compute_at(stage, x_outer if x_outer is not None else row)
     *acc_rows, acc_x = acc.op_axis
-    acc.reorder(*acc_rows, *acc.reduce_axis, acc_x)
-    acc.vectorize(acc_x)
+    if vectors > 1:
+        acc_o, acc_i = acc.split(acc_x, block // vectors)
+        acc.reorder(*acc_rows, *acc.reduce_axis, acc_o, acc_i)
+        acc.unroll(acc_o)
+        acc.vectorize(acc_i)
+    else:
+        acc.reorder(*acc_rows, *acc.reduce_axis, acc_x)
+        acc.vectorize(acc_x)
 
 
 @max_pool.schedule(space=window_space)
