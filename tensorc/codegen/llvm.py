@@ -2,8 +2,8 @@
 
 Vectorized loops become LLVM vector instructions (contiguous accesses are vector loads and
 stores; others gather lane by lane). Parallel loops are outlined into a function that
-libgomp's ``GOMP_parallel`` runs on its thread pool, each thread taking chunks of iterations
-from a shared counter until none are left (see ``parallel_loop``). Kernels are internal functions of one
+the runtime's thread pool runs (``tensorc_parallel``, runtime/threadpool.py), each thread
+taking chunks of iterations from a shared counter until none are left (see ``parallel_loop``). Kernels are internal functions of one
 module; the entry function ``int32 entry(void **args, int32 num_threads, int64 *timings)``
 calls them in turn, so an inference is one call into native code. With ``timings`` not null,
 the entry adds each kernel call's wall time in nanoseconds to ``timings[k]`` (the profiler
@@ -286,7 +286,8 @@ class LLVMCodegen(ValueOps):
         del self.fs.env[var]
 
     def parallel_loop(self, s: For) -> None:
-        """Outline the loop body into ``body(ptr closure)`` and run it with GOMP_parallel.
+        """Outline the loop body into ``body(ptr closure)`` and run it on the runtime's
+        thread pool, ``tensorc_parallel(body, closure, team)`` (runtime/threadpool.py).
 
         The threads take chunks of iterations from a shared counter (one atomic add per
         chunk) until none are left, so a worker that the OS deschedules, or that starts late,
@@ -339,8 +340,8 @@ class LLVMCodegen(ValueOps):
             with serial:
                 b.call(fn, [closure])
             with threaded:
-                gomp = self._declare("GOMP_parallel", VOID, [PTR, PTR, I32, I32])
-                b.call(gomp, [fn, closure, b.trunc(team, I32), ir.Constant(I32, 0)])
+                pool = self._declare("tensorc_parallel", VOID, [PTR, PTR, I32])
+                b.call(pool, [fn, closure, b.trunc(team, I32)])
 
         # callee: unpack, then take chunks until the counter passes the extent
         state = _FuncState(fn, {}, {})

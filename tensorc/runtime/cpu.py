@@ -10,6 +10,7 @@ import ctypes.util
 import os
 
 from tensorc.errors import TensorcError
+from tensorc.runtime import threadpool
 from tensorc.target import _init_llvm
 
 _gomp_loaded = False
@@ -63,6 +64,7 @@ class NativeLibrary:
         import llvmlite.binding as llvm
         _init_llvm()
         _load_gomp()
+        threadpool.install()      # tensorc_parallel, which parallel loops call
         tm = llvm.Target.from_default_triple().create_target_machine()
         self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
         self._engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))

@@ -83,13 +83,13 @@ def test_chunks_come_from_an_atomic_counter():
     text = llvm_ir(optimize(_matmul(64, 64, 64)))
     assert re.search(r"atomicrmw add ptr %.*, i64 %.* monotonic", text)
     assert "omp_get_thread_num" not in text      # no static split by thread number
-    assert text.count('call void @"GOMP_parallel"') == 1
+    assert text.count('call void @"tensorc_parallel"') == 1
 
 
 def test_nested_parallel_loop_runs_serially_inside_the_outer_one():
     func = _matmul(24, 40, 32, parallel_axes=(0, 1))
     text = llvm_ir(optimize(func))
-    assert text.count('call void @"GOMP_parallel"') == 1   # only the outer loop forks
+    assert text.count('call void @"tensorc_parallel"') == 1   # only the outer loop forks
     a = RNG.random((24, 32), dtype=np.float32)
     b = RNG.random((32, 40), dtype=np.float32)
     for got in _run_at_every_count(func, [a, b], (24, 40)):
