@@ -6,9 +6,10 @@ the runtime's thread pool runs (``tensorc_parallel``, runtime/threadpool.py), ea
 taking chunks of iterations from a shared counter until none are left (``parallel_loop``).
 Kernels are internal functions of one module; the entry function
 ``int32 entry(void **args, int32 num_threads, int64 *timings)`` calls them in turn, so an
-inference is one call into native code. With ``timings`` not null, the entry adds each kernel call's wall time in nanoseconds to ``timings[k]`` (the profiler
-times kernels inside the same entry a normal run uses). It returns the run's status: 0, or
-the code a kernel stored in ``tensorc_status`` (a runtime check that failed).
+inference is one call into native code. With ``timings`` not null, the entry adds each kernel
+call's wall time in nanoseconds to ``timings[k]`` (the profiler times kernels inside the
+same entry a normal run uses). It returns the run's status: 0, or the code a kernel stored
+in ``tensorc_status`` (a runtime check that failed).
 """
 from __future__ import annotations
 
