@@ -146,3 +146,48 @@ def test_users_wait_policy_is_kept():
     assert probe.returncode == 0, probe.stderr
     assert re.search(r"OMP_WAIT_POLICY = 'ACTIVE'", probe.stdout + probe.stderr)
     assert not re.search(r"GOMP_SPINCOUNT = '1000'", probe.stdout + probe.stderr)
+
+
+def test_callers_on_several_threads_share_the_pool():
+    # ctypes lets go of the GIL: the calls overlap, and a caller that finds the pool busy
+    # runs its loop alone
+    import threading
+    func = _matmul(96, 64, 256)
+    kernel = compile_func(func)
+    a = RNG.random((96, 256), dtype=np.float32)
+    b = RNG.random((256, 64), dtype=np.float32)
+    want = np.zeros((96, 64), np.float32)
+    kernel(a, b, want, num_threads=1)
+    wrong = []
+
+    def calls(threads):
+        out = np.empty((96, 64), np.float32)
+        for k in range(40):
+            out[:] = np.nan
+            kernel(a, b, out, num_threads=threads[k % len(threads)])
+            if not np.array_equal(out, want):
+                wrong.append(threads)
+
+    callers = [threading.Thread(target=calls, args=([2, 8, 3],)) for _ in range(3)]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join()
+    assert not wrong
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_forked_child_runs_parallel_loops_without_the_parents_workers():
+    func = _matmul(96, 64, 256)
+    kernel = compile_func(func)
+    a = RNG.random((96, 256), dtype=np.float32)
+    b = RNG.random((256, 64), dtype=np.float32)
+    out = np.empty((96, 64), np.float32)
+    kernel(a, b, out, num_threads=2)             # the pool has a worker now
+    pid = os.fork()
+    if pid == 0:                                  # the child: no worker threads
+        child = np.full((96, 64), np.nan, np.float32)
+        kernel(a, b, child, num_threads=2)
+        os._exit(0 if np.array_equal(child, out) else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
