@@ -15,13 +15,14 @@ from tensorc.target import _init_llvm
 
 _gomp_loaded = False
 
-# How long libgomp's threads spin before they sleep in the kernel, after a parallel region and
-# at its closing barrier, in libgomp's spins (it reckons about 100 a microsecond): about
-# 10 us here. Its default, 300000 (about 3 ms), made 2 threads slower than 1 wherever another
-# process or onnxruntime's pool held a core: the spinning threads took the time that the
-# descheduled worker needed (ResNet-10 on a loaded 2-core machine, 2 threads: 385 ms with
-# the default, 132 ms with 1000, 152 ms never spinning; 1 thread: 123-157 ms). A short spin
-# still catches the next region of the same inference on a quiet machine.
+# Parallel loops run on runtime/threadpool.py's pool; libgomp stays loaded for what modules
+# saved by older tensorc versions call (GOMP_parallel, omp_get_thread_num) and for
+# omp_get_max_threads. For those, how long libgomp's threads spin before they sleep, after a
+# region and at its closing barrier, in libgomp's spins (it reckons about 100 a microsecond):
+# about 10 us. Its default, 300000 (about 3 ms), made 2 threads slower than 1 wherever another
+# process or onnxruntime's pool held a core (ResNet-10 on a loaded 2-core machine with the
+# static libgomp split, 2 threads: 385 ms with the default, 132 ms with 1000, 152 ms never
+# spinning; 1 thread: 123-157 ms).
 GOMP_SPINCOUNT = "1000"
 # what the user set decides instead
 _WAIT_SETTINGS = ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")

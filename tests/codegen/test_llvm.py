@@ -108,7 +108,7 @@ print(before, after_first, after_second)
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
 def test_parallel_loop_runs_on_pool_worker_threads():
-    # A fresh process: this one may already hold libgomp's pool from earlier tests.
+    # A fresh process: this one may already hold the thread pool from earlier tests.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_"))}
     env["PYTHONPATH"] = str(REPO)
     probe = subprocess.run([sys.executable, "-c", textwrap.dedent(THREAD_PROBE)], env=env,

@@ -1,6 +1,7 @@
 """Parallel loops: threads take chunks from a shared counter (dynamic scheduling), so any
 thread count gives the same answer; a loop with one chunk wakes no worker; nested parallel
-loops run serially inside the outer one; libgomp's wait policy is short spinning."""
+loops run serially inside the outer one; the pool survives concurrent callers and fork;
+libgomp (still loaded for modules saved before the pool) gets a short-spinning wait policy."""
 from __future__ import annotations
 
 import os
