@@ -1,8 +1,13 @@
 """Latency of tensorc beside onnxruntime on the bundled models, at 1 and 2 threads.
 
 For each model: compile with tensorc (the compile time is reported), check that its outputs
-agree with onnxruntime's, then time both side by side, alternating, after a warm-up; the
-figure is the median, with the min-max spread beside it (over 10%: the machine was busy).
+agree with onnxruntime's, then time both side by side after a warm-up, alternating blocks of
+runs with a 50 ms pause before each block (../shared/BENCHMARKING.md); the figure is the
+median, with the min-max spread beside it (over 10%: the machine was busy). onnxruntime runs
+as users get it: default session options, its spinning workers on. The ratio is tensorc's
+latency over onnxruntime's (below 1: tensorc is faster); GFLOP/s is the model's arithmetic
+(the FLOPs of tensorc's kernels: a multiply-add counts 2, elementwise ops one per element)
+over the latency. A geomean row per thread count closes the table.
 
     python -m benchmarks.latency                      # every model, 1 and 2 threads
     python -m benchmarks.latency --models mlp --threads 1 --json
@@ -12,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 import time
 import traceback
@@ -21,11 +28,9 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import onnx  # noqa: E402
-
 import models  # noqa: E402
 import tensorc  # noqa: E402
-from benchmarks.common import count_flops, format_table  # noqa: E402
+from benchmarks.common import format_table  # noqa: E402
 from tensorc.benchmark import NOISY_SPREAD, time_alternating  # noqa: E402
 from tensorc.reference import (  # noqa: E402
     compare_outputs,
@@ -35,6 +40,7 @@ from tensorc.reference import (  # noqa: E402
 )
 
 DEFAULT_MODELS = tuple(models.MODELS)  # every bundled model
+SETTLE_S = 0.05  # idle before each block: the other side's spinning workers go quiet
 
 
 @dataclass
@@ -51,17 +57,21 @@ class Result:
     onnxruntime_min_ms: float | None = None
     onnxruntime_max_ms: float | None = None
     samples: int = 0
-    gflops: float | None = None  # of one inference (Conv, Gemm, MatMul)
+    gflops: float | None = None  # of one inference (every kernel of the compiled model)
     max_abs_err: float | None = None
     noisy: bool = False  # a min-max spread over NOISY_SPREAD on either side
     error: str = ""  # why this row has no timings
 
     @property
     def ratio(self) -> float | None:
-        """onnxruntime / tensorc: above 1, tensorc is faster."""
+        """tensorc / onnxruntime latency: below 1, tensorc is faster."""
         if self.tensorc_ms and self.onnxruntime_ms:
-            return self.onnxruntime_ms / self.tensorc_ms
+            return self.tensorc_ms / self.onnxruntime_ms
         return None
+
+    def rate(self, ms: float | None) -> float | None:
+        """Effective GFLOP/s at a latency of ``ms``."""
+        return self.gflops / (ms / 1e3) if self.gflops and ms else None
 
 
 def bench_model(name: str, threads: list[int], seconds: float) -> list[Result]:
@@ -77,7 +87,7 @@ def bench_model(name: str, threads: list[int], seconds: float) -> list[Result]:
         reason = f"compile failed: {type(error).__name__}: {error}"
         return [Result(name, t, error=reason) for t in threads]
     compile_s = time.perf_counter() - start
-    gflops = count_flops(onnx.load(path), input_shapes) / 1e9
+    gflops = sum(k.flops for k in module.kernels) / 1e9
     feeds = models.example_inputs(name) or random_inputs(module.inputs, seed=0)
 
     results = []
@@ -85,7 +95,7 @@ def bench_model(name: str, threads: list[int], seconds: float) -> list[Result]:
         result = Result(name, count, compile_s=compile_s, gflops=gflops)
         results.append(result)
         module.num_threads = count
-        session = onnxruntime_session(path, count)
+        session = onnxruntime_session(path, count, spinning=True)
         comparison = compare_outputs(module.run(feeds), run_session(session, feeds))
         result.max_abs_err = comparison.max_abs
         if not comparison.passed:
@@ -100,6 +110,7 @@ def bench_model(name: str, threads: list[int], seconds: float) -> list[Result]:
                 "onnxruntime": lambda: session.run(None, feeds),  # noqa: B023 (used right away)
             },
             seconds=seconds,
+            settle=SETTLE_S,
         )
         ours, theirs = timings["tensorc"], timings["onnxruntime"]
         result.tensorc_ms, result.onnxruntime_ms = ours.median_ms, theirs.median_ms
@@ -116,8 +127,17 @@ def _ms(median: float | None, low: float | None, high: float | None) -> str:
     return f"{median:.3g} ({low:.3g}-{high:.3g})"
 
 
+def _geomean(values: list[float]) -> float | None:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def _rate(value: float | None) -> str:
+    return f"{value:.1f}" if value else "-"
+
+
 def render(results: list[Result]) -> str:
-    """The readable table, with footnotes for failures and noisy rows."""
+    """The readable table with a geomean row per thread count, and footnotes for failures
+    and noisy rows."""
     header = [
         "model",
         "threads",
@@ -125,12 +145,12 @@ def render(results: list[Result]) -> str:
         "onnxruntime ms (min-max)",
         "ratio",
         "tensorc GFLOP/s",
+        "onnxruntime GFLOP/s",
         "compile s",
     ]
     rows, notes, noisy = [], [], []
     for r in results:
         ratio = r.ratio
-        rate = r.gflops / (r.tensorc_ms / 1e3) if r.gflops and r.tensorc_ms else None
         rows.append(
             [
                 r.model,
@@ -138,7 +158,8 @@ def render(results: list[Result]) -> str:
                 _ms(r.tensorc_ms, r.tensorc_min_ms, r.tensorc_max_ms),
                 _ms(r.onnxruntime_ms, r.onnxruntime_min_ms, r.onnxruntime_max_ms),
                 f"{ratio:.2f}" if ratio else "-",
-                f"{rate:.1f}" if rate else "-",
+                _rate(r.rate(r.tensorc_ms)),
+                _rate(r.rate(r.onnxruntime_ms)),
                 f"{r.compile_s:.1f}" if r.compile_s is not None else "-",
             ]
         )
@@ -146,12 +167,36 @@ def render(results: list[Result]) -> str:
             notes.append(f"{r.model} at {r.threads} thread(s): {r.error}")
         elif r.noisy:
             noisy.append(f"{r.model}/{r.threads}")
-    notes.insert(0, "ratio = onnxruntime / tensorc (above 1: tensorc is faster); times are medians")
+    for count in sorted({r.threads for r in results}):
+        timed = [r for r in results if r.threads == count and r.ratio]
+        if not timed:
+            continue
+        ours = _geomean([r.tensorc_ms for r in timed])
+        theirs = _geomean([r.onnxruntime_ms for r in timed])
+        rows.append(
+            [
+                f"geomean ({len(timed)} models)",
+                str(count),
+                f"{ours:.3g}",
+                f"{theirs:.3g}",
+                f"{_geomean([r.ratio for r in timed]):.2f}",
+                _rate(_geomean([r.rate(r.tensorc_ms) for r in timed if r.gflops])),
+                _rate(_geomean([r.rate(r.onnxruntime_ms) for r in timed if r.gflops])),
+                "",
+            ]
+        )
+    notes.insert(
+        0,
+        "ratio = tensorc / onnxruntime latency (below 1: tensorc is faster); times are "
+        "medians; onnxruntime with its default options (spinning workers on)",
+    )
     if noisy:
         notes.append(
             f"min-max spread over {NOISY_SPREAD:.0%} (the machine was busy; measure again): "
             + ", ".join(noisy)
         )
+    load = "/".join(f"{x:.1f}" for x in os.getloadavg())
+    notes.append(f"load average (1/5/15 min) at the end: {load} on {os.cpu_count()} cores")
     return "\n".join([format_table(header, rows), *notes])
 
 

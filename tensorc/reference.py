@@ -49,14 +49,17 @@ def random_inputs(signature: Signature, seed: int = 0) -> dict[str, np.ndarray]:
     return feeds
 
 
-def onnxruntime_session(model: ModelSource, num_threads: int | None = None) -> Any:
+def onnxruntime_session(model: ModelSource, num_threads: int | None = None,
+                        spinning: bool = False) -> Any:
     """An onnxruntime CPU session set up for fair comparison: ``num_threads`` intra-op threads
     (None or 0: onnxruntime's default), one inter-op thread, all graph optimizations.
 
     Idle spinning is off: onnxruntime's workers otherwise keep spinning for long after a run
     (still after 200 ms here) and steal the cores of whatever runs next in the process, which
     made tensorc's 2-thread ResNet 13.6 ms instead of 7.7 ms, while onnxruntime itself ran as
-    fast without spinning (4.74 vs 4.68 ms), measured side by side on this 2-core machine."""
+    fast without spinning (4.74 vs 4.68 ms), measured side by side on this 2-core machine.
+    ``spinning=True`` keeps onnxruntime's default (spinning workers on), as users get it: the
+    benchmarks compare against that."""
     try:
         import onnxruntime as ort
     except ImportError:
@@ -69,7 +72,8 @@ def onnxruntime_session(model: ModelSource, num_threads: int | None = None) -> A
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.log_severity_level = 3
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if not spinning:
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if isinstance(model, (str, Path)):
         what = str(model)
     else:

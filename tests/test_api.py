@@ -76,7 +76,7 @@ def test_inspect_llvm(stages) -> None:
     lanes = Target.host().vector_lanes("float32")
     assert lanes >= 4
     assert f"<{lanes} x float>" in text
-    assert "GOMP_parallel" in text     # the parallel loop runs on libgomp's pool
+    assert "tensorc_parallel" in text  # the parallel loop runs on the runtime's pool
 
 
 def test_inspect_binds_input_shapes() -> None:

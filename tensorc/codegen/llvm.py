@@ -2,15 +2,16 @@
 
 Vectorized loops become LLVM vector instructions (contiguous accesses are vector loads and
 stores; others gather lane by lane). Parallel loops are outlined into a function that
-libgomp's ``GOMP_parallel`` runs on its thread pool. Kernels are internal functions of one
-module; the entry function ``int32 entry(void **args, int32 num_threads, int64 *timings)``
-calls them in turn, so an inference is one call into native code. With ``timings`` not null,
-the entry adds each kernel call's wall time in nanoseconds to ``timings[k]`` (the profiler
-times kernels inside the same entry a normal run uses). It returns the run's status: 0, or
-the code a kernel stored in ``tensorc_status`` (a runtime check that failed): the number of
-the failing kernel call plus one, with the offending value in the exported i64
-``tensorc_bad_index`` and the size of the axis it indexes in ``tensorc_bad_size`` (see
-``check_index`` in ir/expr.py).
+the runtime's thread pool runs (``tensorc_parallel``, runtime/threadpool.py), each thread
+taking chunks of iterations from a shared counter until none are left (``parallel_loop``).
+Kernels are internal functions of one module; the entry function
+``int32 entry(void **args, int32 num_threads, int64 *timings)`` calls them in turn, so an
+inference is one call into native code. With ``timings`` not null, the entry adds each kernel
+call's wall time in nanoseconds to ``timings[k]`` (the profiler times kernels inside the
+same entry a normal run uses). It returns the run's status: 0, or the code a kernel stored
+in ``tensorc_status`` (a runtime check that failed): the number of the failing kernel call
+plus one, with the offending value in the exported i64 ``tensorc_bad_index`` and the size of
+the axis it indexes in ``tensorc_bad_size`` (see ``check_index`` in ir/expr.py).
 """
 from __future__ import annotations
 
@@ -34,6 +35,12 @@ UNROLL_LIMIT = 64
 LANE_PADDING = 64        # elements past a local block's end, for masked-off vector lanes
 TIMESPEC = ir.LiteralStructType([I64, I64])      # struct timespec {tv_sec; tv_nsec} on x86-64
 MAX_SHUFFLE_STRIDE = 4   # strided vector loads up to this stride: masked load + shuffle
+# Parallel loops: chunks per thread (more: better balance when a worker is descheduled) and
+# the fewest stores a chunk does: 2^17 vector multiply-adds take a core 1-3 us, about what
+# waking a sleeping worker costs, so a loop of less than two such chunks runs on the calling
+# thread alone and bigger chunks keep the shared counter's cost small
+CHUNKS_PER_THREAD = 8
+MIN_CHUNK_WORK = 1 << 17
 
 
 def _opaque(value: ir.Value) -> ir.Value:
@@ -121,7 +128,14 @@ class LLVMCodegen(ValueOps):
         fn.attributes.add("nounwind")
         state = _FuncState(fn, {}, {})
         b = state.builder
-        b.store(fn.args[1], self.num_threads)
+        # 0 threads: libgomp's default team size (OMP_NUM_THREADS, else every core); the
+        # parallel loops size their chunks from the resolved count
+        requested = fn.args[1]
+        default = self._declare("omp_get_max_threads", I32, [])
+        with b.if_then(b.icmp_signed("<=", requested, ir.Constant(I32, 0))):
+            b.store(b.call(default, []), self.num_threads)
+        with b.if_then(b.icmp_signed(">", requested, ir.Constant(I32, 0))):
+            b.store(requested, self.num_threads)
         b.store(ir.Constant(I32, 0), self.status)
         for k, buf in enumerate(func.params):
             slot = b.gep(fn.args[0], [ir.Constant(I64, k)], source_etype=PTR)
@@ -281,53 +295,88 @@ class LLVMCodegen(ValueOps):
         del self.fs.env[var]
 
     def parallel_loop(self, s: For) -> None:
-        """Outline the loop body into ``body(ptr closure)`` and run it with GOMP_parallel;
-        each thread takes one contiguous chunk of the iterations."""
+        """Outline the loop body into ``body(ptr closure)`` and run it on the runtime's
+        thread pool, ``tensorc_parallel(body, closure, team)`` (runtime/threadpool.py).
+
+        The threads take chunks of iterations from a shared counter (one atomic add per
+        chunk) until none are left, so a worker that the OS deschedules, or that starts late,
+        delays only the chunk it holds: the others take the rest. A chunk is about
+        ``1 / CHUNKS_PER_THREAD`` of a thread's share, and at least ``MIN_CHUNK_WORK`` stores
+        (estimated from the body's loop nest), so the counter costs little. A loop with one
+        chunk, or a run at one thread, calls the body directly and wakes no worker."""
         captured_vars = sorted({v for st in walk_stmts(s.body) for e in stmt_exprs(st)
                                 for v in E.free_vars(e) if v in self.fs.env},
                                key=lambda v: v.name)
         captured_bufs = [b for b in _buffers_used(s.body) if b in self.fs.buffers]
-        fields = [I64] * len(captured_vars) + [PTR] * len(captured_bufs)
-        closure_ty = ir.LiteralStructType(fields or [I64])
+        # the closure: [next iteration, chunk size, captured values...]
+        fields = [I64, I64] + [I64] * len(captured_vars) + [PTR] * len(captured_bufs)
+        closure_ty = ir.LiteralStructType(fields)
         self._outlined += 1
         name = f"{self.fs.fn.name}.par{self._outlined}"
         fn = ir.Function(self.module, ir.FunctionType(VOID, [PTR]), name)
         fn.linkage = "internal"
         fn.attributes.add("nounwind")
+        extent = self._const_extent(s.extent)
+        n = extent.constant
 
-        # caller: pack the closure and call GOMP_parallel
+        # caller: pack the closure, size the chunks, run the body on the team
+        b = self.b
         entry = ir.IRBuilder(self.fs.entry)
         closure = _opaque(entry.alloca(closure_ty, name=f"{name}.closure"))
-        values = [self.fs.env[v] for v in captured_vars] + \
-                 [self.fs.buffers[b] for b in captured_bufs]
-        for k, v in enumerate(values):
-            slot = self.b.gep(closure, [ir.Constant(I32, 0), ir.Constant(I32, k)],
-                              source_etype=closure_ty)
-            self.b.store(v, slot)
-        gomp = self._declare("GOMP_parallel", VOID, [PTR, PTR, I32, I32])
-        nthreads = self.b.load(self.num_threads, typ=I32)
-        self.b.call(gomp, [fn, closure, nthreads, ir.Constant(I32, 0)])
 
-        # callee: unpack, take this thread's chunk, run the body
+        def slot(builder, base, k):
+            return builder.gep(base, [ir.Constant(I32, 0), ir.Constant(I32, k)],
+                               source_etype=closure_ty)
+
+        values = [self.fs.env[v] for v in captured_vars] + \
+                 [self.fs.buffers[buf] for buf in captured_bufs]
+        for k, v in enumerate(values):
+            b.store(v, slot(b, closure, k + 2))
+        nthreads = b.load(self.num_threads, typ=I32)
+        nth = b.sext(nthreads, I64)
+        min_chunk = max(1, -(-MIN_CHUNK_WORK // max(1, _stmt_work(s.body))))
+        share = b.mul(nth, ir.Constant(I64, CHUNKS_PER_THREAD))
+        chunk = b.sdiv(b.add(extent, b.sub(share, ir.Constant(I64, 1))), share)
+        chunk = b.select(b.icmp_signed("<", chunk, ir.Constant(I64, min_chunk)),
+                         ir.Constant(I64, min_chunk), chunk)
+        b.store(ir.Constant(I64, 0), slot(b, closure, 0))
+        b.store(chunk, slot(b, closure, 1))
+        chunks = b.sdiv(b.add(extent, b.sub(chunk, ir.Constant(I64, 1))), chunk)
+        # no more threads than chunks: a thread with nothing to take only costs a wake-up
+        team = b.select(b.icmp_signed("<", chunks, nth), chunks, nth)
+        alone = b.icmp_signed("<=", team, ir.Constant(I64, 1)) if n > 1 else ir.Constant(I1, 1)
+        with b.if_else(alone) as (serial, threaded):
+            with serial:
+                b.call(fn, [closure])
+            with threaded:
+                pool = self._declare("tensorc_parallel", VOID, [PTR, PTR, I32])
+                b.call(pool, [fn, closure, b.trunc(team, I32)])
+
+        # callee: unpack, then take chunks until the counter passes the extent
         state = _FuncState(fn, {}, {})
         state.ranges = dict(self.fs.ranges)
-        b = state.builder
+        cb = state.builder
         for k, key in enumerate([*captured_vars, *captured_bufs]):
-            slot = b.gep(fn.args[0], [ir.Constant(I32, 0), ir.Constant(I32, k)],
-                         source_etype=closure_ty)
-            val = b.load(slot, typ=fields[k])
+            val = cb.load(slot(cb, fn.args[0], k + 2), typ=fields[k + 2])
             (state.env if isinstance(key, E.Var) else state.buffers)[key] = val
+        own_chunk = cb.load(slot(cb, fn.args[0], 1), typ=I64)
+        counter = slot(cb, fn.args[0], 0)
         saved, saved_par = self.fs, self.in_parallel
         self.fs, self.in_parallel = state, True
-        tid = b.sext(b.call(self._declare("omp_get_thread_num", I32, []), []), I64)
-        nth = b.sext(b.call(self._declare("omp_get_num_threads", I32, []), []), I64)
-        extent = self._const_extent(s.extent)
-        chunk = b.sdiv(b.sub(b.add(extent, nth), ir.Constant(I64, 1)), nth)
-        lo = b.mul(tid, chunk)
-        hi = b.add(lo, chunk)
-        hi = b.select(b.icmp_signed("<", hi, extent), hi, extent)
+        take = cb.append_basic_block(f"{name}.take")
+        run = cb.append_basic_block(f"{name}.run")
+        done = cb.append_basic_block(f"{name}.done")
+        cb.branch(take)
+        cb.position_at_end(take)
+        lo = cb.atomic_rmw("add", counter, own_chunk, "monotonic")
+        cb.cbranch(cb.icmp_signed("<", lo, extent), run, done)
+        cb.position_at_end(run)
+        hi = cb.add(lo, own_chunk)
+        hi = cb.select(cb.icmp_signed("<", hi, extent), hi, extent)
         self.serial_loop(s.var, hi, lambda: self.stmt(s.body), start=lo)
-        b.ret_void()
+        cb.branch(take)
+        cb.position_at_end(done)
+        cb.ret_void()
         ir.IRBuilder(state.entry).branch(fn.blocks[1])
         self.fs, self.in_parallel = saved, saved_par
 
@@ -788,6 +837,26 @@ class LLVMCodegen(ValueOps):
         if isinstance(e, E.Call):
             return self.call(e, lanes)
         raise TensorcError(f"LLVM codegen cannot emit expression {type(e).__name__}")
+
+def _stmt_work(s: Stmt) -> int:
+    """Stores that ``s`` executes, from its loop nest (a loop of unknown extent counts 16,
+    a conditional its larger branch): the size of a parallel loop's iteration."""
+    if isinstance(s, For):
+        n = E.as_const_int(s.extent)
+        return (16 if n is None else max(n, 0)) * _stmt_work(s.body)
+    if isinstance(s, Seq):
+        return sum(_stmt_work(c) for c in s.stmts)
+    if isinstance(s, Store):
+        return 1
+    if isinstance(s, Allocate):
+        return _stmt_work(s.body)
+    if isinstance(s, IfThenElse):
+        return max(_stmt_work(s.then_case),
+                   _stmt_work(s.else_case) if s.else_case is not None else 0)
+    if isinstance(s, KernelCall):
+        return MIN_CHUNK_WORK
+    return 0
+
 
 def _buffers_used(s: Stmt) -> list[Buffer]:
     seen: dict[int, Buffer] = {}

@@ -7,11 +7,25 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 
 from tensorc.errors import TensorcError
+from tensorc.runtime import threadpool
 from tensorc.target import _init_llvm
 
 _gomp_loaded = False
+
+# Parallel loops run on runtime/threadpool.py's pool; libgomp stays loaded for what modules
+# saved by older tensorc versions call (GOMP_parallel, omp_get_thread_num) and for
+# omp_get_max_threads. For those, how long libgomp's threads spin before they sleep, after a
+# region and at its closing barrier, in libgomp's spins (it reckons about 100 a microsecond):
+# about 10 us. Its default, 300000 (about 3 ms), made 2 threads slower than 1 wherever another
+# process or onnxruntime's pool held a core (ResNet-10 on a loaded 2-core machine with the
+# static libgomp split, 2 threads: 385 ms with the default, 132 ms with 1000, 152 ms never
+# spinning; 1 thread: 123-157 ms).
+GOMP_SPINCOUNT = "1000"
+# what the user set decides instead
+_WAIT_SETTINGS = ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")
 
 
 def _load_gomp() -> None:
@@ -26,12 +40,21 @@ def _load_gomp() -> None:
         if found:
             llvm.load_library_permanently(found)
     path = ctypes.util.find_library("gomp") or "libgomp.so.1"
+    # libgomp reads its wait policy from the environment once, as it is loaded (a copy that
+    # another library loaded earlier keeps its own); the variable is set for the load only
+    # and child processes do not inherit it
+    ours = not any(name in os.environ for name in _WAIT_SETTINGS)
+    if ours:
+        os.environ["GOMP_SPINCOUNT"] = GOMP_SPINCOUNT
     try:
         llvm.load_library_permanently(path)
     except RuntimeError as exc:
         raise TensorcError(
             f"cannot load libgomp ({path}), which parallel kernels need: {exc}. "
             f"Install GCC's OpenMP runtime (Debian: apt-get install libgomp1)") from None
+    finally:
+        if ours:
+            del os.environ["GOMP_SPINCOUNT"]
     _gomp_loaded = True
 
 
@@ -42,6 +65,7 @@ class NativeLibrary:
         import llvmlite.binding as llvm
         _init_llvm()
         _load_gomp()
+        threadpool.install()      # tensorc_parallel, which parallel loops call
         tm = llvm.Target.from_default_triple().create_target_machine()
         self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
         self._engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))

@@ -107,27 +107,27 @@ print(before, after_first, after_second)
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
-def test_parallel_loop_runs_on_libgomp_worker_threads():
-    # A fresh process: this one may already hold libgomp's pool from earlier tests.
+def test_parallel_loop_runs_on_pool_worker_threads():
+    # A fresh process: this one may already hold the thread pool from earlier tests.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_"))}
     env["PYTHONPATH"] = str(REPO)
     probe = subprocess.run([sys.executable, "-c", textwrap.dedent(THREAD_PROBE)], env=env,
                            capture_output=True, text=True, timeout=120)
     assert probe.returncode == 0, probe.stderr
     before, after_first, after_second = map(int, probe.stdout.split())
-    # GOMP_parallel runs the loop on the calling thread plus a worker that libgomp keeps for
-    # the next parallel region
+    # tensorc_parallel runs the loop on the calling thread plus a worker that the pool keeps
+    # for the next parallel region
     assert after_first > before, (before, after_first)
     assert after_second == after_first, (after_first, after_second)
 
 
-def test_parallel_loop_is_outlined_for_gomp_parallel():
+def test_parallel_loop_is_outlined_for_the_thread_pool():
     A = placeholder((37, 19), name="A")
     B = compute((37, 19), lambda i, j: A[i, j] + 1.0, name="B")
     s = create_schedule(B)
     s[B].parallel(s[B].op_axis[0])
     text = llvm_ir(optimize(lower(s, [A, B], "par")))
-    assert re.search(r'call void @"GOMP_parallel"\(.*@"par\.par1", ptr %"par\.par1\.closure"',
+    assert re.search(r'call void @"tensorc_parallel"\(.*@"par\.par1", ptr %"par\.par1\.closure"',
                      text)
 
 
