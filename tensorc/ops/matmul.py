@@ -1,6 +1,12 @@
 """matmul: numpy.matmul semantics for operands of rank >= 2 (batch dims broadcast).
 
 The frontend turns 1-D operands into 2-D with a reshape, so the core op never sees them.
+
+A constant right operand ``B[K, N]`` is repacked at compile time (``passes/graph/
+alter_layout.py``) into column panels ``[ceil(N/nr), K, nr]`` with attrs ``b_panel=nr`` and
+``n=N``: one panel is what the micro-kernel's register tile (``rows x nr``) reads per step of
+k, contiguous. The schedule (BLIS-style, see ``_matmul_schedule``) is a function of the
+register tile and the cache blocks, all knobs.
 """
 from __future__ import annotations
 
@@ -24,6 +30,11 @@ def _infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
     expect_arity("matmul", input_types, 2)
     a, b = input_types
     dtype = expect_same_dtype("matmul", input_types)
+    if attrs.get("b_panel"):        # B packed into column panels [N/nr, K, nr]
+        if b.ndim != 3 or b.shape[2] != attrs["b_panel"] or a.shape[-1] != b.shape[1]:
+            raise ShapeError(f"matmul: packed operand {b} does not match {a} and panel "
+                             f"width {attrs['b_panel']}")
+        return [TensorType(a.shape[:-1] + (attrs["n"],), dtype)]
     if a.ndim < 2 or b.ndim < 2:
         raise ShapeError(f"matmul: operands must have rank >= 2 (reshape vectors first), "
                          f"got {a} and {b}")
@@ -37,13 +48,53 @@ def _infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
 
 @matmul.reference
 def _reference(attrs: dict, a: np.ndarray, b: np.ndarray) -> list[np.ndarray]:
+    if attrs.get("b_panel"):
+        b = unpack_b_panels(b, attrs["n"])
     return [np.matmul(a, b)]
+
+
+def pack_b_panels(b: np.ndarray, nr: int) -> np.ndarray:
+    """``B[K, N]`` as column panels ``[ceil(N/nr), K, nr]``, the last one padded with zeros.
+
+    >>> pack_b_panels(np.arange(6.).reshape(2, 3), 2)[:, :, 0].tolist()
+    [[0.0, 3.0], [2.0, 5.0]]
+    """
+    k, n = b.shape
+    panels = -(-n // nr)
+    padded = np.zeros((k, panels * nr), b.dtype)
+    padded[:, :n] = b
+    return np.ascontiguousarray(padded.reshape(k, panels, nr).transpose(1, 0, 2))
+
+
+def unpack_b_panels(packed: np.ndarray, n: int) -> np.ndarray:
+    panels, k, nr = packed.shape
+    return packed.transpose(1, 0, 2).reshape(k, panels * nr)[:, :n]
+
+
+def micro_tile(target: Target) -> tuple[int, int]:
+    """The micro-kernel's register tile (rows, vectors) for the target's vector registers:
+    rows x vectors accumulators, plus the vectors of B and one broadcast of A, fit the
+    register file with none to spill (AVX2: 16 ymm -> 6 x 2; AVX-512: 32 zmm -> 14 x 2)."""
+    registers = 32 if target.vector_bits >= 512 else 16
+    vectors = 2
+    rows = (registers - vectors - 1) // vectors
+    return rows, vectors
+
+
+def panel_width(target: Target, n: int) -> int:
+    """Columns of a packed B panel: the register tile's width (one vector for narrow B)."""
+    lanes = target.vector_lanes("float32")
+    return lanes * micro_tile(target)[1] if n > lanes else lanes
 
 
 @matmul.compute
 def _matmul_compute(attrs: dict, a: te.Tensor, b: te.Tensor) -> te.Tensor:
     *batch_a, m, k = a.shape
-    *batch_b, _, n = b.shape
+    nr = attrs.get("b_panel")
+    if nr:
+        batch_b, n = [], attrs["n"]
+    else:
+        *batch_b, _, n = b.shape
     batch = tuple(np.broadcast_shapes(tuple(batch_a), tuple(batch_b)))
     nb = len(batch)
     r = te.reduce_axis(k, "k")
@@ -54,7 +105,8 @@ def _matmul_compute(attrs: dict, a: te.Tensor, b: te.Tensor) -> te.Tensor:
               for q, d in enumerate(batch_a)]
         bj = [E.const(0) if d == 1 else bi[nb - len(batch_b) + q]
               for q, d in enumerate(batch_b)]
-        return te.sum_(E.cast(acc, a[(*ai, i, r)]) * E.cast(acc, b[(*bj, r, j)]), axis=r)
+        b_load = b[(j // nr, r, j % nr)] if nr else b[(*bj, r, j)]
+        return te.sum_(E.cast(acc, a[(*ai, i, r)]) * E.cast(acc, b_load), axis=r)
     names = [f"b{q}" for q in range(nb)] + ["i", "j"]
     acc = te.accumulator_dtype(a.dtype)
     if acc == a.dtype:
@@ -65,27 +117,68 @@ def _matmul_compute(attrs: dict, a: te.Tensor, b: te.Tensor) -> te.Tensor:
     return te.compute(total.shape, lambda *o: E.cast(a.dtype, total[o]), name="matmul")
 
 
-MICRO_ROWS = 4          # rows of the output tile (unrolled)
-MICRO_VECTORS = 2       # vectors across the tile's columns: 4 x 2 accumulators in registers
+# The cache blocks: the A block (block_rows x K) the micro-kernel sweeps across B's panels
+# stays in L2; the B panels of a column block (block_panels x K x nr) stay in L2/L3 while
+# every A block passes over them.
+L2_BYTES = 512 * 1024
+L3_SHARE_BYTES = 2 * 1024 * 1024
+BLOCK_CHOICES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+def _block_default(budget: int, bytes_per_unit: int) -> int:
+    """The most units (register tiles, panels) whose bytes fit ``budget``."""
+    fits = max(1, budget // max(1, bytes_per_unit))
+    return max(c for c in BLOCK_CHOICES if c <= fits)
 
 
 def _matmul_space(target: Target, out: te.Tensor, mm: te.Tensor, attrs: dict) -> SearchSpace:
-    """rows x vectors: the register tile; parallel: tiles on threads."""
-    m = out.shape[-2]
-    rows = tuple(r for r in (1, 2, 3, 4, 6, 8) if r <= m) or (1,)
+    """rows x vectors: the register tile; row_tiles / col_panels: the cache blocks (mc =
+    row_tiles * rows rows of A, nc = col_panels panels of B); parallel: blocks on threads."""
+    m, n = out.shape[-2:]
+    if not mm.op.reduce_axis:
+        mm = mm.op.input_tensors()[0]
+    k = mm.op.reduce_axis[0].extent
+    lanes = target.vector_lanes(out.dtype)
+    tile_rows, tile_vectors = micro_tile(target)
+    limit = 14 if target.vector_bits >= 512 else 8
+    rows = tuple(r for r in (1, 2, 3, 4, 5, 6, 8, 10, 12, 14) if r <= min(m, limit)) or (1,)
+    default_rows = max(r for r in rows if r <= tile_rows)
+    nr = attrs.get("b_panel")
+    if nr:
+        vectors = (max(1, nr // lanes),)
+    else:
+        vectors = (1, 2, 3)
+    default_vectors = min(vectors, key=lambda v: abs(v - tile_vectors))
+    width = lanes * default_vectors
+    itemsize = 4 if out.dtype == "float32" else 8
+    mc = _block_default(L2_BYTES // 2, default_rows * k * itemsize)
+    nc = _block_default(L3_SHARE_BYTES, width * k * itemsize)
     return SearchSpace([
-        Knob("rows", rows, min(MICRO_ROWS, max(rows)), "rows of the register tile"),
-        Knob("vectors", (1, 2, 3), MICRO_VECTORS, "column vectors of the register tile"),
-        Knob("parallel", (True, False), True, "tiles on threads (when large enough)"),
+        Knob("rows", rows, default_rows, "rows of the register tile (mr)"),
+        Knob("vectors", vectors, default_vectors, "column vectors of the register tile "
+             "(nr = vectors * lanes; fixed by the packed B's panel width)"),
+        Knob("row_tiles", BLOCK_CHOICES, mc, "register tiles per row block (mc / mr)"),
+        Knob("col_panels", BLOCK_CHOICES, nc, "column panels per column block (nc / nr)"),
+        Knob("parallel", (True, False), True, "blocks on threads (when large enough)"),
     ], name="matmul")
 
 
 @matmul.schedule(space=_matmul_space)
 def _matmul_schedule(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tensor,
                      attrs: dict, config) -> None:
-    """Register-tiled GEMM: each (i.o, j.o) tile of the output is accumulated in a local
-    rows x (vectors * lanes) block, k outermost inside the tile, the tile's rows
-    unrolled and its columns vectorized; tiles run in parallel."""
+    """BLIS-style register-blocked GEMM.
+
+        for (batch, jc, ic: parallel)          # nc columns x mc rows: the cache blocks
+          for jr                               # an nr-wide panel of B (stays in L1/L2)
+            for ir                             # an mr-row strip of A (the block in L2)
+              C.local[mr, nr] = 0
+              for k: for r (unrolled): for c (vectorized):
+                C.local[r, c] += A[i + r, k] * B[panel, k, c]    # broadcast x vector FMA
+              out[i:i+mr, j:j+nr] = epilogue(C.local)
+
+    The accumulator tile lives in registers (mr x nr/lanes vectors plus one B vector per
+    column vector and one broadcast: no spills); the epilogue (bias, activation, residual)
+    is applied as the tile is stored."""
     if not mm.op.reduce_axis:      # a rounding stage: tile the accumulation under it
         mm = mm.op.input_tensors()[0]
     lanes = target.vector_lanes(out.dtype)
@@ -96,17 +189,31 @@ def _matmul_schedule(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tenso
     outer = sch[out]
     *batch, i, j = outer.op_axis
     m, n = out.shape[-2:]
-    vectors = config["vectors"]
-    cols = lanes * vectors if n >= lanes * vectors else (lanes if n >= lanes else n)
+    nr = attrs.get("b_panel")
+    width = nr if nr else lanes * config["vectors"]
+    cols = width if n >= width else (lanes if n >= lanes and not nr else n)
     rows = min(config["rows"], m)
     io, jo, ii, ji = outer.tile(i, j, rows, cols)
+    row_tiles, col_panels = -(-m // rows), -(-n // cols)
+    blocks = []
+    if col_panels > config["col_panels"]:
+        jc, jo = outer.split(jo, config["col_panels"])
+        blocks.append(jc)
+    if row_tiles > config["row_tiles"]:
+        ic, io = outer.split(io, config["row_tiles"])
+        blocks.append(ic)
+    outer.reorder(*blocks, jo, io, ii, ji)
     outer.vectorize(ji)
-    fused = outer.fuse(*batch, io, jo)
-    if config["parallel"] and out.shape and \
-            np.prod(out.shape) * mm.op.reduce_axis[0].extent >= 1 << 16:
-        outer.parallel(fused)
+    work = np.prod(out.shape) * mm.op.reduce_axis[0].extent
+    parallel_loops = [*batch, *blocks]
+    if parallel_loops:
+        fused = outer.fuse(*parallel_loops)
+        if config["parallel"] and work >= 1 << 16:
+            outer.parallel(fused)
+    elif config["parallel"] and work >= 1 << 16:
+        outer.parallel(jo)
     inner = sch[compute_tensor]
-    inner.compute_at(outer, fused)
+    inner.compute_at(outer, io)
     *cb, ci, cj = inner.op_axis
     (ck,) = inner.reduce_axis
     inner.reorder(*cb, ck, ci, cj)
