@@ -2,7 +2,7 @@
 
 A :class:`Schedule` holds one :class:`Stage` per computed tensor. Primitives (split, fuse,
 reorder, tile, vectorize, parallel, unroll, bind, compute_inline, compute_at, cache_read,
-cache_write, rfactor) rewrite the stages; every call is appended to ``schedule.trace``, a list of
+pack, cache_write, rfactor) rewrite the stages; every call is appended to ``schedule.trace``, a list of
 plain records that :func:`replay` applies to a fresh schedule of the same program.
 :func:`tensorc.ir.lower.lower` turns a schedule into a loop-IR PrimFunc.
 
@@ -315,6 +315,48 @@ class Schedule:
             rs.op = ComputeOp(rop.name, rop.axis, new_body, rop.tag)
         return cache
 
+    def pack(self, tensor: Tensor, scope: str, readers: Sequence[Tensor], axis: int,
+             factor: int) -> Tensor:
+        """Like :meth:`cache_read`, but the copy is laid out in blocks: ``axis`` is split by
+        ``factor``, the block index goes first and the index within the block last, so that a
+        reader walking the other axes with the block's elements side by side reads one
+        contiguous stream (a GEMM's A panel: ``A[M, K]`` -> ``P[ceil(M/mr), K, mr]``).
+        Rows past the end of ``axis`` repeat its last element.
+
+        >>> p = s.pack(A, "local", [C], axis=0, factor=6)   # p[io, k, ii] = A[io*6 + ii, k]
+        """
+        if factor < 1:
+            raise ScheduleError(f"pack factor must be >= 1, got {factor}")
+        shape = tensor.shape
+        axis %= len(shape)
+        self.trace.append({"prim": "pack", "stage": tensor.name, "scope": scope,
+                           "readers": [r.name for r in readers], "axis": axis,
+                           "factor": factor})
+        n = shape[axis]
+        others = [d for d in range(len(shape)) if d != axis]
+        packed_shape = (-(-n // factor), *(shape[d] for d in others), factor)
+        ivs = [IterVar(Var(f"ax{d}"), e) for d, e in enumerate(packed_shape)]
+        index: list[Expr] = [E.const(0)] * len(shape)
+        flat = ivs[0].var * factor + ivs[-1].var
+        index[axis] = flat if packed_shape[0] * factor == n else E.minimum(flat, n - 1)
+        for q, d in enumerate(others):
+            index[d] = ivs[1 + q].var
+        op = ComputeOp(self._unique(f"{tensor.name}.{scope}"), ivs, Load(tensor, index))
+        cache = Tensor(op, packed_shape, tensor.dtype)
+        reader_stages = [self[r] for r in readers]
+        first = min(reader_stages, key=self.stages.index)
+        cache_stage = self._add_stage(cache, op, before=first)
+        cache_stage.scope = scope
+
+        def packed_load(e: Expr):
+            if isinstance(e, Load) and e.source is tensor:
+                i = e.indices[axis]
+                return Load(cache, [i // factor, *(e.indices[d] for d in others), i % factor])
+            return None
+        for rs in reader_stages:
+            rop = rs.op
+            rs.op = ComputeOp(rop.name, rop.axis, transform(rop.body, packed_load), rop.tag)
+        return cache
 
     def rfactor(self, tensor: Tensor, factor: int) -> Tensor:
         """Split ``tensor``'s reduction into ``factor`` interleaved partial reductions.
@@ -398,6 +440,11 @@ def replay(schedule: Schedule, trace: Sequence[dict]) -> Schedule:
         if prim == "cache_read":
             schedule.cache_read(schedule[rec["stage"]].tensor, rec["scope"],
                                 [schedule[r].tensor for r in rec["readers"]])
+            continue
+        if prim == "pack":
+            schedule.pack(schedule[rec["stage"]].tensor, rec["scope"],
+                          [schedule[r].tensor for r in rec["readers"]], rec["axis"],
+                          rec["factor"])
             continue
         stage = schedule[rec["stage"]]
         if prim == "split":

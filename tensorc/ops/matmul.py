@@ -117,23 +117,28 @@ def _matmul_compute(attrs: dict, a: te.Tensor, b: te.Tensor) -> te.Tensor:
     return te.compute(total.shape, lambda *o: E.cast(a.dtype, total[o]), name="matmul")
 
 
-# The cache blocks: the A block (block_rows x K) the micro-kernel sweeps across B's panels
-# stays in L2; the B panels of a column block (block_panels x K x nr) stay in L2/L3 while
-# every A block passes over them.
+# The cache blocks. The micro-kernel reads nr floats of B per step of k and mr of A, so B's
+# panels are what must stay close: a column block of B (col_panels x K x nr) is kept in half
+# of L2 while every row strip of A streams past it (from L3; measured on Zen 3, 1024^3: 80
+# GFLOP/s with the B block in L2 and A streaming, 31-38 with A blocks in L2 and B streaming
+# from L3). A row block (row_tiles strips of A, optionally packed) is the searchable
+# alternative. A block knob's value must divide the number of tiles or panels (or cover them
+# all: WHOLE): a block that overhangs puts a guard inside the micro-kernel.
 L2_BYTES = 512 * 1024
-L3_SHARE_BYTES = 2 * 1024 * 1024
-BLOCK_CHOICES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+PACKED_A_BYTES = 1 << 20          # the most a packed A block (a stack buffer) may take
+WHOLE = 1 << 20
+PARALLEL_BLOCKS = 8
+BLOCK_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256, WHOLE)
 
 
-def _block_default(budget: int, bytes_per_unit: int) -> int:
-    """The most units (register tiles, panels) whose bytes fit ``budget``."""
-    fits = max(1, budget // max(1, bytes_per_unit))
-    return max(c for c in BLOCK_CHOICES if c <= fits)
+def _fits(block: int, count: int) -> bool:
+    return block >= count or count % block == 0
 
 
 def _matmul_space(target: Target, out: te.Tensor, mm: te.Tensor, attrs: dict) -> SearchSpace:
-    """rows x vectors: the register tile; row_tiles / col_panels: the cache blocks (mc =
-    row_tiles * rows rows of A, nc = col_panels panels of B); parallel: blocks on threads."""
+    """rows x vectors: the register tile (mr x nr/lanes); col_panels: B panels per column
+    block (nc / nr); row_tiles: A strips per row block (mc / mr; WHOLE: no row blocks);
+    pack_a: copy each row block of A into mr-row panels; parallel: blocks on threads."""
     m, n = out.shape[-2:]
     if not mm.op.reduce_axis:
         mm = mm.op.input_tensors()[0]
@@ -144,23 +149,51 @@ def _matmul_space(target: Target, out: te.Tensor, mm: te.Tensor, attrs: dict) ->
     rows = tuple(r for r in (1, 2, 3, 4, 5, 6, 8, 10, 12, 14) if r <= min(m, limit)) or (1,)
     default_rows = max(r for r in rows if r <= tile_rows)
     nr = attrs.get("b_panel")
-    if nr:
-        vectors = (max(1, nr // lanes),)
-    else:
-        vectors = (1, 2, 3)
+    vectors = (max(1, nr // lanes),) if nr else (1, 2, 3)
     default_vectors = min(vectors, key=lambda v: abs(v - tile_vectors))
-    width = lanes * default_vectors
     itemsize = 4 if out.dtype == "float32" else 8
-    mc = _block_default(L2_BYTES // 2, default_rows * k * itemsize)
-    nc = _block_default(L3_SHARE_BYTES, width * k * itemsize)
+
+    def tiles(c) -> int:
+        return -(-m // min(c["rows"], m))
+
+    def panels(c) -> int:
+        return -(-n // _tile_cols(target, out, attrs, c))
+
+    def legal_blocks(c) -> str | None:
+        if not _fits(c["row_tiles"], tiles(c)):
+            return f"row_tiles={c['row_tiles']} does not divide the {tiles(c)} row tiles"
+        if not _fits(c["col_panels"], panels(c)):
+            return f"col_panels={c['col_panels']} does not divide the {panels(c)} panels"
+        if c["pack_a"] and min(c["row_tiles"], tiles(c)) * c["rows"] * k * itemsize > \
+                PACKED_A_BYTES:
+            return "pack_a: the packed A block would exceed PACKED_A_BYTES"
+        return None
+    default = {"rows": default_rows, "vectors": default_vectors, "row_tiles": WHOLE,
+               "pack_a": False}
+    width = _tile_cols(target, out, attrs, default)
+    fits_l2 = max(1, (L2_BYTES // 2) // (width * k * itemsize))
+    # and at least PARALLEL_BLOCKS column blocks, to share among threads
+    most = min(fits_l2, max(1, panels(default) // PARALLEL_BLOCKS))
+    col_panels = max(c for c in BLOCK_CHOICES
+                     if c <= most and _fits(c, panels(default)) or c == 1)
     return SearchSpace([
         Knob("rows", rows, default_rows, "rows of the register tile (mr)"),
         Knob("vectors", vectors, default_vectors, "column vectors of the register tile "
              "(nr = vectors * lanes; fixed by the packed B's panel width)"),
-        Knob("row_tiles", BLOCK_CHOICES, mc, "register tiles per row block (mc / mr)"),
-        Knob("col_panels", BLOCK_CHOICES, nc, "column panels per column block (nc / nr)"),
+        Knob("col_panels", BLOCK_CHOICES, col_panels, "B panels per column block (nc / nr)"),
+        Knob("row_tiles", BLOCK_CHOICES, WHOLE, "A strips per row block (mc / mr)"),
+        Knob("pack_a", (False, True), False, "copy each row block of A into mr-row panels"),
         Knob("parallel", (True, False), True, "blocks on threads (when large enough)"),
-    ], name="matmul")
+    ], [legal_blocks], name="matmul")
+
+
+def _tile_cols(target: Target, out: te.Tensor, attrs: dict, config) -> int:
+    """Columns of the register tile: nr, or the whole row when it is narrower."""
+    lanes = target.vector_lanes(out.dtype)
+    n = out.shape[-1]
+    nr = attrs.get("b_panel")
+    width = nr if nr else lanes * config["vectors"]
+    return width if n >= width else (lanes if n >= lanes and not nr else n)
 
 
 @matmul.schedule(space=_matmul_space)
@@ -169,8 +202,8 @@ def _matmul_schedule(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tenso
     """BLIS-style register-blocked GEMM.
 
         for (batch, jc, ic: parallel)          # nc columns x mc rows: the cache blocks
-          for jr                               # an nr-wide panel of B (stays in L1/L2)
-            for ir                             # an mr-row strip of A (the block in L2)
+          for jr                               # an nr-wide panel of B (the block in L2)
+            for ir                             # an mr-row strip of A (streams from L3)
               C.local[mr, nr] = 0
               for k: for r (unrolled): for c (vectorized):
                 C.local[r, c] += A[i + r, k] * B[panel, k, c]    # broadcast x vector FMA
@@ -189,29 +222,24 @@ def _matmul_schedule(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tenso
     outer = sch[out]
     *batch, i, j = outer.op_axis
     m, n = out.shape[-2:]
-    nr = attrs.get("b_panel")
-    width = nr if nr else lanes * config["vectors"]
-    cols = width if n >= width else (lanes if n >= lanes and not nr else n)
+    cols = _tile_cols(target, out, attrs, config)
     rows = min(config["rows"], m)
     io, jo, ii, ji = outer.tile(i, j, rows, cols)
-    row_tiles, col_panels = -(-m // rows), -(-n // cols)
-    blocks = []
-    if col_panels > config["col_panels"]:
-        jc, jo = outer.split(jo, config["col_panels"])
-        blocks.append(jc)
-    if row_tiles > config["row_tiles"]:
-        ic, io = outer.split(io, config["row_tiles"])
-        blocks.append(ic)
-    outer.reorder(*blocks, jo, io, ii, ji)
+    # the cache blocks (a block at least the extent leaves an outer loop of one iteration)
+    jc, jo = outer.split(jo, config["col_panels"])
+    ic, io = outer.split(io, config["row_tiles"])
+    outer.reorder(jc, ic, jo, io, ii, ji)
     outer.vectorize(ji)
+    block = outer.fuse(*batch, jc, ic)
     work = np.prod(out.shape) * mm.op.reduce_axis[0].extent
-    parallel_loops = [*batch, *blocks]
-    if parallel_loops:
-        fused = outer.fuse(*parallel_loops)
-        if config["parallel"] and work >= 1 << 16:
-            outer.parallel(fused)
-    elif config["parallel"] and work >= 1 << 16:
-        outer.parallel(jo)
+    if config["parallel"] and work >= 1 << 16:
+        outer.parallel(block)
+    if config["pack_a"] and rows > 1:
+        # A's block, packed into mr-row panels [tiles, K, mr]: the micro-kernel's broadcasts
+        # walk one contiguous stream
+        a_tensor = _a_operand(sch[compute_tensor].op.body)
+        packed = sch.pack(a_tensor, "local", [compute_tensor], axis=-2, factor=rows)
+        sch[packed].compute_at(outer, block)
     inner = sch[compute_tensor]
     inner.compute_at(outer, io)
     *cb, ci, cj = inner.op_axis
@@ -219,3 +247,11 @@ def _matmul_schedule(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tenso
     inner.reorder(*cb, ck, ci, cj)
     inner.unroll(ci)
     inner.vectorize(cj)
+
+
+def _a_operand(body) -> te.Tensor:
+    """The left operand read by a matmul stage's reduction (the first tensor it loads)."""
+    for load in E.walk(body.source if isinstance(body, E.Reduce) else body):
+        if isinstance(load, E.Load) and isinstance(load.source, te.Tensor):
+            return load.source
+    raise ValueError("matmul stage reads no tensor")
