@@ -225,6 +225,7 @@ def _matmul_schedule(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tenso
     cols = _tile_cols(target, out, attrs, config)
     rows = min(config["rows"], m)
     io, jo, ii, ji = outer.tile(i, j, rows, cols)
+    row_tiles = -(-m // rows)
     # the cache blocks (a block at least the extent leaves an outer loop of one iteration)
     jc, jo = outer.split(jo, config["col_panels"])
     ic, io = outer.split(io, config["row_tiles"])
@@ -239,7 +240,9 @@ def _matmul_schedule(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tenso
         # walk one contiguous stream
         a_tensor = _a_operand(sch[compute_tensor].op.body)
         packed = sch.pack(a_tensor, "local", [compute_tensor], axis=-2, factor=rows)
-        sch[packed].compute_at(outer, block)
+        if config["row_tiles"] < row_tiles or batch:
+            sch[packed].compute_at(outer, block)
+        # else one row block: A is packed once, before the column blocks
     inner = sch[compute_tensor]
     inner.compute_at(outer, io)
     *cb, ci, cj = inner.op_axis

@@ -1,0 +1,205 @@
+"""The CPU GEMM: packed constant weights, the register-tiled micro-kernel and its cache blocks.
+
+Every value of every knob of a small matmul space (and a random sample of combinations)
+builds and matches numpy, with B packed into panels and with B an input; odd sizes through
+the whole compiler; the epilogue stays fused in one kernel; the micro-kernel's inner loop is
+FMAs on broadcasts with no spills.
+"""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from helpers import check_result, make_model, tensor_info
+from helpers_kernels import run_func
+from onnx import helper
+
+import tensorc
+from tensorc.ir import expr as E
+from tensorc.ir import te
+from tensorc.ir.lower import lower
+from tensorc.ir.schedule import create_schedule
+from tensorc.ops.matmul import micro_tile, pack_b_panels, panel_width, unpack_b_panels
+from tensorc.ops.registry import get_op
+from tensorc.target import Target
+
+HOST = Target.host()
+
+
+def rand(shape, seed) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(-1, 1, shape).astype(np.float32)
+
+
+def reference(a, b, bias):
+    return np.maximum(a.astype(np.float64) @ b + bias, 0).astype(np.float32)
+
+
+def knob_configs(space, samples: int = 8, seed: int = 0):
+    """The default, every legal single-knob change from it, and a few random configs."""
+    configs = {space.default()}
+    for name, knob in space.knobs.items():
+        for value in knob.choices:
+            config = space.default().replace(**{name: value})
+            if space.is_valid(config):
+                configs.add(config)
+    rng = random.Random(seed)
+    for _ in range(samples):
+        configs.add(space.sample(rng))
+    return sorted(configs, key=lambda c: c.to_json())
+
+
+def build_group(m: int, k: int, n: int, packed: bool, config=None):
+    """matmul + bias + relu over A[m, k] and B (packed panels or [k, n]), scheduled by the
+    CPU template with ``config`` (None: the space). Returns (func or space, inputs)."""
+    a, b, bias = rand((m, k), 1), rand((k, n), 2), rand((n,), 3)
+    attrs = {}
+    b_arg = b
+    if packed:
+        nr = panel_width(HOST, n)
+        attrs = {"b_panel": nr, "n": n}
+        b_arg = pack_b_panels(b, nr)
+    A = te.placeholder(a.shape, name="A")
+    B = te.placeholder(b_arg.shape, name="B")
+    C = te.placeholder(bias.shape, name="bias")
+    mm = get_op("matmul").compute_fn(attrs, A, B)
+    out = te.compute(mm.shape, lambda i, j: E.maximum(mm[i, j] + C[j], 0.0), name="relu")
+    template = get_op("matmul").template("llvm")
+    space = template.search_space(HOST, out, mm, attrs)
+    if config is None:
+        return space
+    sch = create_schedule(out)
+    template.apply(HOST, sch, out, mm, attrs, space.validate(config))
+    func = lower(sch, [A, B, C, out], "gemm")
+    return func, [a, b_arg, bias], reference(a, b, bias)
+
+
+@pytest.mark.parametrize("packed", [True, False], ids=["packed_b", "dynamic_b"])
+def test_every_knob_value_matches_numpy(packed):
+    m, k, n = 13, 37, 41       # tiles and panels overhang the tensors
+    space = build_group(m, k, n, packed)
+    for config in knob_configs(space):
+        func, inputs, want = build_group(m, k, n, packed, config)
+        (got,) = run_func(func, inputs, num_threads=2)
+        check_result(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_block_knobs_must_divide():
+    space = build_group(30, 8, 64, True)        # 5 row tiles of 6, 4 panels of 16 (AVX2)
+    tiles = -(-30 // space.default()["rows"])
+    bad = next(c for c in space.knobs["row_tiles"].choices if 1 < c < tiles and tiles % c)
+    reason = space.violation(space.default().replace(row_tiles=bad))
+    assert reason is not None and "row_tiles" in reason
+
+
+def test_pack_b_panels_round_trip():
+    b = rand((5, 37), 4)
+    packed = pack_b_panels(b, 16)
+    assert packed.shape == (3, 5, 16)
+    assert not packed[2, :, 5:].any()               # the last panel is padded with zeros
+    np.testing.assert_array_equal(unpack_b_panels(packed, 37), b)
+
+
+def test_micro_tile_fits_the_register_file():
+    for features, registers in (("+avx2,+fma", 16), ("+avx512f,+avx2,+fma", 32)):
+        target = Target("llvm", "x", features)
+        rows, vectors = micro_tile(target)
+        assert rows * vectors + vectors + 1 <= registers
+        assert rows >= 6
+
+
+def matmul_model(m, k, n, constant_b: bool, epilogue: bool = False):
+    inputs = [tensor_info("a", "float32", (m, k))]
+    inits = {}
+    b = rand((k, n), 5)
+    if constant_b:
+        inits["b"] = b
+    else:
+        inputs.append(tensor_info("b", "float32", (k, n)))
+    nodes = [helper.make_node("MatMul", ["a", "b"], ["y" if not epilogue else "mm"])]
+    if epilogue:
+        inits["bias"] = rand((n,), 6)
+        inputs.append(tensor_info("res", "float32", (m, n)))
+        nodes += [helper.make_node("Add", ["mm", "bias"], ["t"]),
+                  helper.make_node("Relu", ["t"], ["r"]),
+                  helper.make_node("Mul", ["r", "scale"], ["s"]),
+                  helper.make_node("Add", ["s", "res"], ["y"])]
+        inits["scale"] = np.array(0.5, np.float32)
+    return make_model(nodes, inputs, ["y"], initializers=inits), b, inits
+
+
+@pytest.mark.parametrize("constant_b", [True, False], ids=["packed_b", "dynamic_b"])
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (1, 77, 500), (7, 1, 7), (7, 500, 77),
+                                   (77, 7, 33), (500, 33, 7), (3, 3073, 17), (16, 64, 3073)])
+def test_odd_sizes(m, k, n, constant_b):
+    model, b, _ = matmul_model(m, k, n, constant_b)
+    a = rand((m, k), 7)
+    feeds = {"a": a} if constant_b else {"a": a, "b": b}
+    got = tensorc.compile(model).run(feeds)["y"]
+    check_result(got, (a.astype(np.float64) @ b).astype(np.float32), rtol=1e-4, atol=1e-4)
+
+
+def test_packed_weights_are_in_the_constant_pool():
+    model, b, _ = matmul_model(20, 30, 40, True)
+    graph_text = tensorc.inspect(model, stage="graph") if hasattr(tensorc, "inspect") else None
+    mod = tensorc.compile(model)
+    nr = panel_width(HOST, 40)
+    # only the packed copy is stored: the pool holds ceil(40/nr) panels of 30 x nr floats
+    panels = -(-40 // nr)
+    assert mod._pool.nbytes >= panels * 30 * nr * 4
+    assert mod._pool.nbytes < panels * 30 * nr * 4 + 30 * 40 * 4
+    del graph_text
+
+
+@pytest.mark.parametrize("constant_b", [True, False], ids=["packed_b", "dynamic_b"])
+def test_epilogue_stays_fused(constant_b):
+    m, k, n = 19, 45, 50
+    model, b, inits = matmul_model(m, k, n, constant_b, epilogue=True)
+    a, res = rand((m, k), 8), rand((m, n), 9)
+    feeds = {"a": a, "res": res} if constant_b else {"a": a, "b": b, "res": res}
+    mod = tensorc.compile(model)
+    assert mod.info["kernels"] == 1
+    want = np.maximum(a.astype(np.float64) @ b + inits["bias"], 0) * 0.5 + res
+    check_result(mod.run(feeds)["y"], want.astype(np.float32), rtol=1e-4, atol=1e-5)
+
+
+def test_batched_matmul_both_inputs():
+    a, b = rand((2, 3, 17, 40), 10), rand((2, 3, 40, 19), 11)
+    model = make_model([helper.make_node("MatMul", ["a", "b"], ["y"])],
+                       [tensor_info("a", "float32", a.shape),
+                        tensor_info("b", "float32", b.shape)], ["y"])
+    got = tensorc.compile(model).run({"a": a, "b": b})["y"]
+    check_result(got, np.matmul(a.astype(np.float64), b).astype(np.float32), rtol=1e-4,
+                 atol=1e-5)
+
+
+@pytest.mark.skipif("+fma" not in HOST.features or "+avx2" not in HOST.features,
+                    reason="the host has no AVX2 FMA")
+def test_micro_kernel_is_fma_on_broadcasts_without_spills():
+    from tensorc.codegen.llvm import optimize_module
+    from tensorc.compiler import compile_graph
+    from tensorc.frontend.onnx import import_onnx
+    model, _, _ = matmul_model(64, 256, 256, True)
+    compiled = compile_graph(import_onnx(model), HOST)
+    mod, tm = optimize_module(compiled.llvm_ir, HOST)
+    asm = tm.emit_assembly(mod)
+    fmas = [line for line in asm.splitlines() if "vfmadd" in line]
+    rows, vectors = micro_tile(HOST)
+    assert len(fmas) >= rows * vectors
+    assert "vbroadcastss" in asm
+    # no accumulator spills: the micro-kernel's loop has no stack stores
+    loop = _hottest_loop(asm)
+    assert sum("vfmadd" in line for line in loop) >= rows * vectors
+    assert not any("(%rsp)" in line and "vmov" in line for line in loop)
+
+
+def _hottest_loop(asm: str) -> list[str]:
+    """The basic block (label to back-branch) with the most FMAs."""
+    blocks, current = [], []
+    for line in asm.splitlines():
+        if line.startswith(".LBB"):
+            blocks.append(current)
+            current = []
+        current.append(line)
+    blocks.append(current)
+    return max(blocks, key=lambda b: sum("vfmadd" in line for line in b))
