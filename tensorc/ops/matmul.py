@@ -81,10 +81,17 @@ def micro_tile(target: Target) -> tuple[int, int]:
     return rows, vectors
 
 
-def panel_width(target: Target, n: int) -> int:
-    """Columns of a packed B panel: the register tile's width (one vector for narrow B)."""
+GEMV_VECTORS = 4     # a one-row product: 4 accumulator chains hide the FMA latency
+
+
+def panel_width(target: Target, n: int, m: int = 2) -> int:
+    """Columns of a packed B panel: the register tile's width (one vector for narrow B; a
+    one-row A (GEMV) has a one-row tile and takes wider panels, for more FMA chains)."""
     lanes = target.vector_lanes("float32")
-    return lanes * micro_tile(target)[1] if n > lanes else lanes
+    if n <= lanes:
+        return lanes
+    vectors = GEMV_VECTORS if m == 1 else micro_tile(target)[1]
+    return lanes * min(vectors, -(-n // lanes))
 
 
 @matmul.compute

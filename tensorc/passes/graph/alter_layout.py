@@ -52,7 +52,7 @@ def _pack_matmul_weights(graph: Graph, target) -> None:
                 node.inputs[0].type.dtype != "float32":
             continue
         k, n = b.type.shape
-        nr = panel_width(target, n)
+        nr = panel_width(target, n, int(np.prod(node.inputs[0].type.shape[:-1])))
         if (b, nr) not in packed:
             array = pack_b_panels(graph.constants[b], nr)
             packed[(b, nr)] = graph.add_constant(array, f"{b.name}_panels")
