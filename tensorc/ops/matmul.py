@@ -154,7 +154,7 @@ def _matmul_space(target: Target, out: te.Tensor, mm: te.Tensor, attrs: dict) ->
     tile_rows, tile_vectors = micro_tile(target)
     limit = 14 if target.vector_bits >= 512 else 8
     rows = tuple(r for r in (1, 2, 3, 4, 5, 6, 8, 10, 12, 14) if r <= min(m, limit)) or (1,)
-    default_rows = max(r for r in rows if r <= tile_rows)
+    default_rows = _default_rows(m, [r for r in rows if r <= tile_rows])
     nr = attrs.get("b_panel")
     vectors = (max(1, nr // lanes),) if nr else (1, 2, 3)
     default_vectors = min(vectors, key=lambda v: abs(v - tile_vectors))
@@ -192,6 +192,15 @@ def _matmul_space(target: Target, out: te.Tensor, mm: te.Tensor, attrs: dict) ->
         Knob("pack_a", (False, True), False, "copy each row block of A into mr-row panels"),
         Knob("parallel", (True, False), True, "blocks on threads (when large enough)"),
     ], [legal_blocks], name="matmul")
+
+
+def _default_rows(m: int, rows: list[int]) -> int:
+    """The register tile's rows: the fewest padded rows (an overhanging tile computes rows
+    that are thrown away), taller tiles on a near tie (they load B less often), no shorter
+    than half the tallest (a short tile is bound by its loads, not its FMAs)."""
+    tallest = max(rows)
+    usable = [r for r in rows if 2 * r >= tallest] or [tallest]
+    return min(usable, key=lambda r: (-(-m // r) * (r + 0.25), -r))
 
 
 def _tile_cols(target: Target, out: te.Tensor, attrs: dict, config) -> int:
@@ -236,9 +245,16 @@ def _matmul_schedule(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tenso
     # the cache blocks (a block at least the extent leaves an outer loop of one iteration)
     jc, jo = outer.split(jo, config["col_panels"])
     ic, io = outer.split(io, config["row_tiles"])
-    outer.reorder(jc, ic, jo, io, ii, ji)
     outer.vectorize(ji)
-    block = outer.fuse(*batch, jc, ic)
+    if n % cols and (batch or config["row_tiles"] < row_tiles):
+        # the last column panel overhangs: keep the column blocks out of the parallel loop,
+        # serial, where loop partitioning peels that panel off and the other panels' inner
+        # loops run without a guard (a parallel loop is never partitioned)
+        outer.reorder(ic, jc, jo, io, ii, ji)
+        block = outer.fuse(*batch, ic)
+    else:
+        outer.reorder(jc, ic, jo, io, ii, ji)
+        block = outer.fuse(*batch, jc, ic)
     work = np.prod(out.shape) * mm.op.reduce_axis[0].extent
     if config["parallel"] and work >= 1 << 16:
         outer.parallel(block)
