@@ -2,8 +2,8 @@
 
 A :class:`Schedule` holds one :class:`Stage` per computed tensor. Primitives (split, fuse,
 reorder, tile, vectorize, parallel, unroll, bind, compute_inline, compute_at, cache_read,
-pack, cache_write, rfactor) rewrite the stages; every call is appended to ``schedule.trace``, a list of
-plain records that :func:`replay` applies to a fresh schedule of the same program.
+pack, cache_write, rfactor) rewrite the stages; every call is appended to ``schedule.trace``, a
+list of plain records that :func:`replay` applies to a fresh schedule of the same program.
 :func:`tensorc.ir.lower.lower` turns a schedule into a loop-IR PrimFunc.
 
 >>> s = create_schedule([C]); i, j = s[C].op_axis

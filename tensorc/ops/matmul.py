@@ -190,6 +190,8 @@ def _matmul_space(target: Target, out: te.Tensor, mm: te.Tensor, attrs: dict) ->
         Knob("col_panels", BLOCK_CHOICES, col_panels, "B panels per column block (nc / nr)"),
         Knob("row_tiles", BLOCK_CHOICES, WHOLE, "A strips per row block (mc / mr)"),
         Knob("pack_a", (False, True), False, "copy each row block of A into mr-row panels"),
+        Knob("order", ("panels", "rows"), "panels", "inside a block, B panels outer (each "
+             "panel meets every A strip) or A strips outer"),
         Knob("parallel", (True, False), True, "blocks on threads (when large enough)"),
     ], [legal_blocks], name="matmul")
 
@@ -246,14 +248,15 @@ def _matmul_schedule(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tenso
     jc, jo = outer.split(jo, config["col_panels"])
     ic, io = outer.split(io, config["row_tiles"])
     outer.vectorize(ji)
+    tile_loops = (jo, io) if config["order"] == "panels" else (io, jo)
     if n % cols and (batch or config["row_tiles"] < row_tiles):
         # the last column panel overhangs: keep the column blocks out of the parallel loop,
         # serial, where loop partitioning peels that panel off and the other panels' inner
         # loops run without a guard (a parallel loop is never partitioned)
-        outer.reorder(ic, jc, jo, io, ii, ji)
+        outer.reorder(ic, jc, *tile_loops, ii, ji)
         block = outer.fuse(*batch, ic)
     else:
-        outer.reorder(jc, ic, jo, io, ii, ji)
+        outer.reorder(jc, ic, *tile_loops, ii, ji)
         block = outer.fuse(*batch, jc, ic)
     work = np.prod(out.shape) * mm.op.reduce_axis[0].extent
     if config["parallel"] and work >= 1 << 16:
@@ -267,7 +270,7 @@ def _matmul_schedule(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tenso
             sch[packed].compute_at(outer, block)
         # else one row block: A is packed once, before the column blocks
     inner = sch[compute_tensor]
-    inner.compute_at(outer, io)
+    inner.compute_at(outer, tile_loops[1])
     *cb, ci, cj = inner.op_axis
     (ck,) = inner.reduce_axis
     inner.reorder(*cb, ck, ci, cj)

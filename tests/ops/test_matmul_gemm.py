@@ -141,14 +141,12 @@ def test_odd_sizes(m, k, n, constant_b):
 
 def test_packed_weights_are_in_the_constant_pool():
     model, b, _ = matmul_model(20, 30, 40, True)
-    graph_text = tensorc.inspect(model, stage="graph") if hasattr(tensorc, "inspect") else None
     mod = tensorc.compile(model)
     nr = panel_width(HOST, 40)
     # only the packed copy is stored: the pool holds ceil(40/nr) panels of 30 x nr floats
     panels = -(-40 // nr)
     assert mod._pool.nbytes >= panels * 30 * nr * 4
     assert mod._pool.nbytes < panels * 30 * nr * 4 + 30 * 40 * 4
-    del graph_text
 
 
 @pytest.mark.parametrize("constant_b", [True, False], ids=["packed_b", "dynamic_b"])
@@ -203,3 +201,20 @@ def _hottest_loop(asm: str) -> list[str]:
         current.append(line)
     blocks.append(current)
     return max(blocks, key=lambda b: sum("vfmadd" in line for line in b))
+
+
+def test_pack_is_traced_and_replays():
+    from tensorc.ir.schedule import replay
+    A, B = te.placeholder((13, 20), name="A"), te.placeholder((20, 24), name="B")
+    mm = get_op("matmul").compute_fn({}, A, B)
+    template = get_op("matmul").template("llvm")
+    space = template.search_space(HOST, mm, mm, {})
+    config = space.validate(space.default().replace(pack_a=True))
+    sch = create_schedule(mm)
+    template.apply(HOST, sch, mm, mm, {}, config)
+    assert any(rec["prim"] == "pack" for rec in sch.trace)
+    again = replay(create_schedule(mm), sch.trace)
+    assert str(lower(again, [A, B, mm], "k")) == str(lower(sch, [A, B, mm], "k"))
+    a, b = rand((13, 20), 12), rand((20, 24), 13)
+    (got,) = run_func(lower(again, [A, B, mm], "k"), [a, b])
+    check_result(got, (a.astype(np.float64) @ b).astype(np.float32), rtol=1e-4, atol=1e-5)
