@@ -82,6 +82,7 @@ def micro_tile(target: Target) -> tuple[int, int]:
 
 
 GEMV_VECTORS = 4     # a one-row product: 4 accumulator chains hide the FMA latency
+GEMV_ROW_VECTORS = (1, 2, 4, 8, 16, 32)
 
 
 def panel_width(target: Target, n: int, m: int = 2) -> int:
@@ -156,8 +157,17 @@ def _matmul_space(target: Target, out: te.Tensor, mm: te.Tensor, attrs: dict) ->
     rows = tuple(r for r in (1, 2, 3, 4, 5, 6, 8, 10, 12, 14) if r <= min(m, limit)) or (1,)
     default_rows = _default_rows(m, [r for r in rows if r <= tile_rows])
     nr = attrs.get("b_panel")
-    vectors = (max(1, nr // lanes),) if nr else (1, 2, 3)
+    if nr:
+        vectors = (max(1, nr // lanes),)
+    elif m == 1:
+        # a GEMV over a B that is an input walks B's rows: a wide row segment per step of k
+        # (accumulators spill to L1, which still outruns the stream of B from memory)
+        vectors = GEMV_ROW_VECTORS
+    else:
+        vectors = (1, 2, 3)
     default_vectors = min(vectors, key=lambda v: abs(v - tile_vectors))
+    if m == 1 and not nr:
+        default_vectors = max(v for v in vectors if v * lanes <= max(lanes, n))
     itemsize = 4 if out.dtype == "float32" else 8
 
     def tiles(c) -> int:

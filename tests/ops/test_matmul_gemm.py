@@ -56,7 +56,7 @@ def build_group(m: int, k: int, n: int, packed: bool, config=None):
     attrs = {}
     b_arg = b
     if packed:
-        nr = panel_width(HOST, n)
+        nr = panel_width(HOST, n, m)
         attrs = {"b_panel": nr, "n": n}
         b_arg = pack_b_panels(b, nr)
     A = te.placeholder(a.shape, name="A")
@@ -75,8 +75,9 @@ def build_group(m: int, k: int, n: int, packed: bool, config=None):
 
 
 @pytest.mark.parametrize("packed", [True, False], ids=["packed_b", "dynamic_b"])
-def test_every_knob_value_matches_numpy(packed):
-    m, k, n = 13, 37, 41       # tiles and panels overhang the tensors
+@pytest.mark.parametrize("m,k,n", [(13, 37, 41), (1, 37, 300)], ids=["gemm", "gemv"])
+def test_every_knob_value_matches_numpy(packed, m, k, n):
+    # tiles and panels overhang the tensors
     space = build_group(m, k, n, packed)
     for config in knob_configs(space):
         func, inputs, want = build_group(m, k, n, packed, config)
