@@ -358,8 +358,13 @@ class Schedule:
             rs.op = ComputeOp(rop.name, rop.axis, transform(rop.body, packed_load), rop.tag)
         return cache
 
-    def rfactor(self, tensor: Tensor, factor: int) -> Tensor:
+    def rfactor(self, tensor: Tensor, factor: int, blocked: bool = False) -> Tensor:
         """Split ``tensor``'s reduction into ``factor`` interleaved partial reductions.
+
+        ``blocked=True`` splits it into consecutive blocks of ``factor`` instead: RF's new
+        axis is the block (extent ceil(K / factor)), ``RF[..., b] = reduce(x[k = b * factor
+        + j] for j)``, a GEMM's k blocks (kc) whose partial sums are added to the output one
+        block at a time.
 
         With the reduction axes flattened to ``k`` (extent K), a new stage
         ``RF[..., j] = reduce(x[k = ko * factor + j] for ko)`` holds ``factor`` independent
@@ -379,7 +384,10 @@ class Schedule:
                                 f"split, fused or annotated")
         if factor < 2:
             raise ScheduleError(f"rfactor factor must be >= 2, got {factor}")
-        self.trace.append({"prim": "rfactor", "stage": stage.name, "factor": factor})
+        record = {"prim": "rfactor", "stage": stage.name, "factor": factor}
+        if blocked:
+            record["blocked"] = True
+        self.trace.append(record)
         body: Reduce = op.body
         extents = [iv.extent for iv in op.reduce_axis]
         total = 1
@@ -387,9 +395,14 @@ class Schedule:
             total *= n
         outer_extent = -(-total // factor)
         axis = [IterVar(Var(iv.var.name), iv.extent) for iv in op.axis]
-        lane = IterVar(Var("rf.j"), factor)
-        outer = IterVar(Var("rf.k"), outer_extent, "reduce")
-        k = outer.var * factor + lane.var
+        if blocked:
+            lane = IterVar(Var("rf.j"), outer_extent)
+            outer = IterVar(Var("rf.k"), factor, "reduce")
+            k = lane.var * factor + outer.var
+        else:
+            lane = IterVar(Var("rf.j"), factor)
+            outer = IterVar(Var("rf.k"), outer_extent, "reduce")
+            k = outer.var * factor + lane.var
         exact = outer_extent * factor == total
         flat = k if exact else E.minimum(k, total - 1)
         mapping: dict[Var, Expr] = {iv.var: nv.var for iv, nv in zip(op.axis, axis)}
@@ -404,9 +417,9 @@ class Schedule:
             source = E.select(E.Compare("lt", k, E.const(total)), source, body.init)
         rf_op = ComputeOp(self._unique(f"{op.name}.rf"), [*axis, lane],
                           Reduce(body.combiner, source, [outer], body.init), op.tag)
-        rf = Tensor(rf_op, (*tensor.shape, factor), body.dtype)
+        rf = Tensor(rf_op, (*tensor.shape, lane.extent), body.dtype)
         self._add_stage(rf, rf_op, before=stage)
-        final = IterVar(Var("rf.j"), factor, "reduce")
+        final = IterVar(Var("rf.j"), lane.extent, "reduce")
         stage.op = ComputeOp(op.name, op.axis, Reduce(
             body.combiner, Load(rf, [*(iv.var for iv in op.axis), final.var]), [final],
             body.init), op.tag)
@@ -435,7 +448,8 @@ def replay(schedule: Schedule, trace: Sequence[dict]) -> Schedule:
             schedule.cache_write(schedule[rec["stage"]].tensor, rec["scope"])
             continue
         if prim == "rfactor":
-            schedule.rfactor(schedule[rec["stage"]].tensor, rec["factor"])
+            schedule.rfactor(schedule[rec["stage"]].tensor, rec["factor"],
+                             rec.get("blocked", False))
             continue
         if prim == "cache_read":
             schedule.cache_read(schedule[rec["stage"]].tensor, rec["scope"],

@@ -181,6 +181,8 @@ def _matmul_space(target: Target, out: te.Tensor, mm: te.Tensor, attrs: dict) ->
             return f"row_tiles={c['row_tiles']} does not divide the {tiles(c)} row tiles"
         if not _fits(c["col_panels"], panels(c)):
             return f"col_panels={c['col_panels']} does not divide the {panels(c)} panels"
+        if c["k_block"] < k and (k % c["k_block"] or out is not mm):
+            return (f"k_block={c['k_block']}: needs a plain matmul whose K ({k}) it divides")
         if c["pack_a"] and min(c["row_tiles"], tiles(c)) * c["rows"] * k * itemsize > \
                 PACKED_A_BYTES:
             return "pack_a: the packed A block would exceed PACKED_A_BYTES"
@@ -200,6 +202,8 @@ def _matmul_space(target: Target, out: te.Tensor, mm: te.Tensor, attrs: dict) ->
         Knob("col_panels", BLOCK_CHOICES, col_panels, "B panels per column block (nc / nr)"),
         Knob("row_tiles", BLOCK_CHOICES, WHOLE, "A strips per row block (mc / mr)"),
         Knob("pack_a", (False, True), False, "copy each row block of A into mr-row panels"),
+        Knob("k_block", (WHOLE, 128, 256, 512), WHOLE, "rows of B per k block (kc; "
+             "WHOLE: none; a plain matmul only)"),
         Knob("order", ("panels", "rows"), "panels", "inside a block, B panels outer (each "
              "panel meets every A strip) or A strips outer"),
         Knob("parallel", (True, False), True, "blocks on threads (when large enough)"),
@@ -242,7 +246,9 @@ def _matmul_schedule(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tenso
     is applied as the tile is stored."""
     if not mm.op.reduce_axis:      # a rounding stage: tile the accumulation under it
         mm = mm.op.input_tensors()[0]
-    lanes = target.vector_lanes(out.dtype)
+    if config["k_block"] < mm.op.reduce_axis[0].extent:
+        _schedule_k_blocked(target, sch, out, attrs, config)
+        return
     if out is mm:
         compute_tensor = sch.cache_write(mm, "local")
     else:
@@ -284,6 +290,54 @@ def _matmul_schedule(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tenso
     *cb, ci, cj = inner.op_axis
     (ck,) = inner.reduce_axis
     inner.reorder(*cb, ck, ci, cj)
+    inner.unroll(ci)
+    inner.vectorize(cj)
+
+
+def _schedule_k_blocked(target: Target, sch: Schedule, out: te.Tensor, attrs: dict,
+                        config) -> None:
+    """The GEMM with K in blocks (BLIS's kc), so that the B panel of one block (k_block x
+    nr) stays in L1 while the A strips pass: a blocked rfactor gives each k block its own
+    partial sum, accumulated in registers by the micro-kernel and added to the output tile.
+
+        for (batch, jc: parallel)
+          out[block] = 0
+          for kc: for jr: for ir:
+            P.local[mr, nr] = 0
+            for k in block kc: for r (unrolled): for c (vectorized):
+              P.local[r, c] += A[i + r, k] * B[panel, k, c]
+            out[i:i+mr, j:j+nr] += P.local
+
+    Only a plain matmul (no epilogue) takes this form: an epilogue must wait for the last
+    k block."""
+    partial = sch.rfactor(out, config["k_block"], blocked=True)
+    stage = sch[out]
+    *batch, i, j = stage.op_axis
+    (kc,) = stage.reduce_axis
+    m, n = out.shape[-2:]
+    cols = _tile_cols(target, out, attrs, config)
+    rows = min(config["rows"], m)
+    io, jo, ii, ji = stage.tile(i, j, rows, cols)
+    jc, jo = stage.split(jo, config["col_panels"])
+    ic, io = stage.split(io, config["row_tiles"])
+    tile_loops = (jo, io) if config["order"] == "panels" else (io, jo)
+    stage.reorder(jc, kc, ic, *tile_loops, ii, ji)
+    stage.unroll(ii)
+    stage.vectorize(ji)
+    block = stage.fuse(*batch, jc)
+    work = np.prod(out.shape) * partial.shape[-1] * config["k_block"]
+    if config["parallel"] and work >= 1 << 16:
+        stage.parallel(block)
+    if config["pack_a"] and rows > 1:
+        # the A block of one k block and row block, packed into mr-row panels
+        a_tensor = _a_operand(sch[partial].op.body)
+        packed = sch.pack(a_tensor, "local", [partial], axis=-2, factor=rows)
+        sch[packed].compute_at(stage, ic)
+    inner = sch[partial]
+    inner.compute_at(stage, tile_loops[1])
+    *cb, ci, cj, cl = inner.op_axis
+    (ck,) = inner.reduce_axis
+    inner.reorder(cl, ck, ci, cj)
     inner.unroll(ci)
     inner.vectorize(cj)
 

@@ -218,3 +218,31 @@ def test_pack_is_traced_and_replays():
     a, b = rand((13, 20), 12), rand((20, 24), 13)
     (got,) = run_func(lower(again, [A, B, mm], "k"), [a, b])
     check_result(got, (a.astype(np.float64) @ b).astype(np.float32), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("packed", [True, False], ids=["packed_b", "dynamic_b"])
+def test_k_blocks_match_numpy(packed):
+    """The k-blocked GEMM (a blocked rfactor; a plain matmul only) with row blocks and a
+    packed A block per k block."""
+    m, k, n = 22, 512, 41
+    a, b = rand((m, k), 14), rand((k, n), 15)
+    attrs, b_arg = {}, b
+    if packed:
+        nr = panel_width(HOST, n, m)
+        attrs, b_arg = {"b_panel": nr, "n": n}, pack_b_panels(b, nr)
+    A, B = te.placeholder(a.shape, name="A"), te.placeholder(b_arg.shape, name="B")
+    mm = get_op("matmul").compute_fn(attrs, A, B)
+    template = get_op("matmul").template("llvm")
+    space = template.search_space(HOST, mm, mm, attrs)
+    default = space.default()
+    tiles = -(-m // default["rows"])
+    for k_block, pack_a, row_tiles in ((128, False, 1048576), (256, True, 1048576),
+                                       (128, True, 1), (256, False, tiles)):
+        config = space.validate(default.replace(k_block=k_block, pack_a=pack_a,
+                                                row_tiles=row_tiles))
+        sch = create_schedule(mm)
+        template.apply(HOST, sch, mm, mm, attrs, config)
+        assert any(rec["prim"] == "rfactor" for rec in sch.trace)
+        (got,) = run_func(lower(sch, [A, B, mm], "k"), [a, b_arg], num_threads=2)
+        check_result(got, (a.astype(np.float64) @ b).astype(np.float32), rtol=1e-4,
+                     atol=1e-4)
