@@ -10,6 +10,8 @@ register tile and the cache blocks, all knobs.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from tensorc.errors import ShapeError
@@ -136,6 +138,9 @@ L2_BYTES = 512 * 1024
 PACKED_A_BYTES = 1 << 20          # the most a packed A block (a stack buffer) may take
 WHOLE = 1 << 20
 PARALLEL_BLOCKS = 8
+ROW_CHOICES = (1, 2, 4, 6, 8, 10, 12, 14)     # the searched tile rows (and the default)
+ROW_BLOCK_MIN_ROWS = 64                       # fewer rows of A: no row blocks
+K_BLOCK_CHOICES = (128, 256, 512)
 BLOCK_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256, WHOLE)
 
 
@@ -154,8 +159,9 @@ def _matmul_space(target: Target, out: te.Tensor, mm: te.Tensor, attrs: dict) ->
     lanes = target.vector_lanes(out.dtype)
     tile_rows, tile_vectors = micro_tile(target)
     limit = 14 if target.vector_bits >= 512 else 8
-    rows = tuple(r for r in (1, 2, 3, 4, 5, 6, 8, 10, 12, 14) if r <= min(m, limit)) or (1,)
-    default_rows = _default_rows(m, [r for r in rows if r <= tile_rows])
+    candidates = [r for r in (1, 2, 3, 4, 5, 6, 8, 10, 12, 14) if r <= min(m, limit)] or [1]
+    default_rows = _default_rows(m, [r for r in candidates if r <= tile_rows])
+    rows = tuple(sorted({r for r in candidates if r in ROW_CHOICES} | {default_rows}))
     nr = attrs.get("b_panel")
     if nr:
         vectors = (max(1, nr // lanes),)
@@ -170,44 +176,39 @@ def _matmul_space(target: Target, out: te.Tensor, mm: te.Tensor, attrs: dict) ->
         default_vectors = max(v for v in vectors if v * lanes <= max(lanes, n))
     itemsize = 4 if out.dtype == "float32" else 8
 
-    def tiles(c) -> int:
-        return -(-m // min(c["rows"], m))
+    rules = _BlockRules(m, n, k, lanes, attrs.get("b_panel") or 0, itemsize, out is mm)
 
     def panels(c) -> int:
-        return -(-n // _tile_cols(target, out, attrs, c))
-
-    def legal_blocks(c) -> str | None:
-        if not _fits(c["row_tiles"], tiles(c)):
-            return f"row_tiles={c['row_tiles']} does not divide the {tiles(c)} row tiles"
-        if not _fits(c["col_panels"], panels(c)):
-            return f"col_panels={c['col_panels']} does not divide the {panels(c)} panels"
-        if c["k_block"] < k and (k % c["k_block"] or out is not mm):
-            return (f"k_block={c['k_block']}: needs a plain matmul whose K ({k}) it divides")
-        if c["pack_a"] and min(c["row_tiles"], tiles(c)) * c["rows"] * k * itemsize > \
-                PACKED_A_BYTES:
-            return "pack_a: the packed A block would exceed PACKED_A_BYTES"
-        return None
+        return rules.panels(c)
     default = {"rows": default_rows, "vectors": default_vectors, "row_tiles": WHOLE,
                "pack_a": False}
+    panel_count, tile_count = panels(default), rules.tiles(default)
     width = _tile_cols(target, out, attrs, default)
     fits_l2 = max(1, (L2_BYTES // 2) // (width * k * itemsize))
     # and at least PARALLEL_BLOCKS column blocks, to share among threads
-    most = min(fits_l2, max(1, panels(default) // PARALLEL_BLOCKS))
-    col_panels = max(c for c in BLOCK_CHOICES
-                     if c <= most and _fits(c, panels(default)) or c == 1)
+    most = min(fits_l2, max(1, panel_count // PARALLEL_BLOCKS))
+    col_choices = [c for c in BLOCK_CHOICES if c < panel_count] + [WHOLE]
+    col_panels = max([c for c in col_choices[:-1] if c <= most and _fits(c, panel_count)],
+                     default=WHOLE)
+    # knobs that change nothing on a small problem keep one value (a small space)
+    big = m >= ROW_BLOCK_MIN_ROWS
+    row_choices = [c for c in BLOCK_CHOICES if c < tile_count and big] + [WHOLE]
+    k_choices = [WHOLE] + [c for c in K_BLOCK_CHOICES if c < k and k % c == 0 and out is mm]
+    orders = ("panels", "rows") if tile_count > 1 and panel_count > 1 else ("panels",)
+    pack = (False, True) if tile_count > 2 else (False,)
     return SearchSpace([
         Knob("rows", rows, default_rows, "rows of the register tile (mr)"),
         Knob("vectors", vectors, default_vectors, "column vectors of the register tile "
              "(nr = vectors * lanes; fixed by the packed B's panel width)"),
-        Knob("col_panels", BLOCK_CHOICES, col_panels, "B panels per column block (nc / nr)"),
-        Knob("row_tiles", BLOCK_CHOICES, WHOLE, "A strips per row block (mc / mr)"),
-        Knob("pack_a", (False, True), False, "copy each row block of A into mr-row panels"),
-        Knob("k_block", (WHOLE, 128, 256, 512), WHOLE, "rows of B per k block (kc; "
-             "WHOLE: none; a plain matmul only)"),
-        Knob("order", ("panels", "rows"), "panels", "inside a block, B panels outer (each "
-             "panel meets every A strip) or A strips outer"),
+        Knob("col_panels", col_choices, col_panels, "B panels per column block (nc / nr)"),
+        Knob("row_tiles", row_choices, WHOLE, "A strips per row block (mc / mr)"),
+        Knob("pack_a", pack, False, "copy each row block of A into mr-row panels"),
+        Knob("k_block", k_choices, WHOLE, "rows of B per k block (kc; WHOLE: none; a plain "
+             "matmul only)"),
+        Knob("order", orders, "panels", "inside a block, B panels outer (each panel meets "
+             "every A strip) or A strips outer"),
         Knob("parallel", (True, False), True, "blocks on threads (when large enough)"),
-    ], [legal_blocks], name="matmul")
+    ], [rules], name="matmul")
 
 
 def _default_rows(m: int, rows: list[int]) -> int:
@@ -221,11 +222,47 @@ def _default_rows(m: int, rows: list[int]) -> int:
 
 def _tile_cols(target: Target, out: te.Tensor, attrs: dict, config) -> int:
     """Columns of the register tile: nr, or the whole row when it is narrower."""
-    lanes = target.vector_lanes(out.dtype)
-    n = out.shape[-1]
-    nr = attrs.get("b_panel")
-    width = nr if nr else lanes * config["vectors"]
+    return _cols(out.shape[-1], target.vector_lanes(out.dtype), attrs.get("b_panel") or 0,
+                 config["vectors"])
+
+
+def _cols(n: int, lanes: int, nr: int, vectors: int) -> int:
+    width = nr if nr else lanes * vectors
     return width if n >= width else (lanes if n >= lanes and not nr else n)
+
+
+@dataclass(frozen=True)
+class _BlockRules:
+    """The constraint between the matmul knobs (plain data, so a space pickles for the
+    autotuner's measuring processes): block knobs divide the tile and panel counts, k blocks
+    divide K of a plain matmul, a packed A block fits PACKED_A_BYTES."""
+
+    m: int
+    n: int
+    k: int
+    lanes: int
+    nr: int
+    itemsize: int
+    plain: bool
+
+    def tiles(self, c) -> int:
+        return -(-self.m // min(c["rows"], self.m))
+
+    def panels(self, c) -> int:
+        return -(-self.n // _cols(self.n, self.lanes, self.nr, c["vectors"]))
+
+    def __call__(self, c) -> str | None:
+        tiles, panels = self.tiles(c), self.panels(c)
+        if not _fits(c["row_tiles"], tiles):
+            return f"row_tiles={c['row_tiles']} does not divide the {tiles} row tiles"
+        if not _fits(c["col_panels"], panels):
+            return f"col_panels={c['col_panels']} does not divide the {panels} panels"
+        if c["k_block"] < self.k and (self.k % c["k_block"] or not self.plain):
+            return f"k_block={c['k_block']}: needs a plain matmul whose K ({self.k}) it divides"
+        if c["pack_a"] and min(c["row_tiles"], tiles) * c["rows"] * self.k * self.itemsize > \
+                PACKED_A_BYTES:
+            return "pack_a: the packed A block would exceed PACKED_A_BYTES"
+        return None
 
 
 @matmul.schedule(space=_matmul_space)

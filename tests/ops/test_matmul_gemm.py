@@ -86,11 +86,17 @@ def test_every_knob_value_matches_numpy(packed, m, k, n):
 
 
 def test_block_knobs_must_divide():
-    space = build_group(30, 8, 64, True)        # 5 row tiles of 6, 4 panels of 16 (AVX2)
-    tiles = -(-30 // space.default()["rows"])
-    bad = next(c for c in space.knobs["row_tiles"].choices if 1 < c < tiles and tiles % c)
-    reason = space.violation(space.default().replace(row_tiles=bad))
-    assert reason is not None and "row_tiles" in reason
+    """A block that overhangs the tiles or panels would put a guard in the micro-kernel."""
+    space = build_group(130, 8, 80, True)
+    default = space.default()
+    tiles = -(-130 // default["rows"])
+    panels = -(-80 // panel_width(HOST, 80, 130))
+    for knob, count in (("row_tiles", tiles), ("col_panels", panels)):
+        bad = [c for c in space.knobs[knob].choices if 1 < c < count and count % c]
+        for value in bad:
+            reason = space.violation(default.replace(**{knob: value}))
+            assert reason is not None and knob in reason
+    assert any(1 < c < tiles and tiles % c for c in space.knobs["row_tiles"].choices)
 
 
 def test_pack_b_panels_round_trip():
@@ -224,7 +230,7 @@ def test_pack_is_traced_and_replays():
 def test_k_blocks_match_numpy(packed):
     """The k-blocked GEMM (a blocked rfactor; a plain matmul only) with row blocks and a
     packed A block per k block."""
-    m, k, n = 22, 512, 41
+    m, k, n = 70, 512, 41
     a, b = rand((m, k), 14), rand((k, n), 15)
     attrs, b_arg = {}, b
     if packed:
@@ -235,9 +241,9 @@ def test_k_blocks_match_numpy(packed):
     template = get_op("matmul").template("llvm")
     space = template.search_space(HOST, mm, mm, attrs)
     default = space.default()
-    tiles = -(-m // default["rows"])
+    assert 70 % default["rows"] == 0        # 14 tiles of 5
     for k_block, pack_a, row_tiles in ((128, False, 1048576), (256, True, 1048576),
-                                       (128, True, 1), (256, False, tiles)):
+                                       (128, True, 1), (256, False, 2)):
         config = space.validate(default.replace(k_block=k_block, pack_a=pack_a,
                                                 row_tiles=row_tiles))
         sch = create_schedule(mm)
