@@ -385,3 +385,13 @@ def _a_operand(body) -> te.Tensor:
         if isinstance(load, E.Load) and isinstance(load.source, te.Tensor):
             return load.source
     raise ValueError("matmul stage reads no tensor")
+
+
+# The GEMM template, for other ops whose kernels are GEMMs. A compute of the form
+# ``C[*batch, i, j] = sum(A[.., i, k] * B[.., k, j] for k)`` (optionally followed by an
+# elementwise epilogue ``out``) is scheduled by
+#     schedule_gemm(target, sch, out, C, attrs={}, config=gemm_space(target, out, C, {})...)
+# A 1x1 convolution in NCHW is one: out[n, f, p] = sum(W[f, c] * X[n, c, p] for c), with the
+# filters as the rows (broadcast from W) and the pixels as the vectorized columns.
+gemm_space = _matmul_space
+schedule_gemm = _matmul_schedule
