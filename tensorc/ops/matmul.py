@@ -212,12 +212,11 @@ def _matmul_space(target: Target, out: te.Tensor, mm: te.Tensor, attrs: dict) ->
 
 
 def _default_rows(m: int, rows: list[int]) -> int:
-    """The register tile's rows: the fewest padded rows (an overhanging tile computes rows
-    that are thrown away), taller tiles on a near tie (they load B less often), no shorter
-    than half the tallest (a short tile is bound by its loads, not its FMAs)."""
-    tallest = max(rows)
-    usable = [r for r in rows if 2 * r >= tallest] or [tallest]
-    return min(usable, key=lambda r: (-(-m // r) * (r + 0.25), -r))
+    """The register tile's rows: the tallest that fits the registers (taller tiles load B
+    less often per FMA: on Zen 3, 6x16 ran 3-40% faster than 4x16 at M = 128 and 16). An
+    overhanging last tile costs little: loop partitioning peels it, and its row guards
+    fold away in the unrolled rows."""
+    return max(rows)
 
 
 def _tile_cols(target: Target, out: te.Tensor, attrs: dict, config) -> int:
