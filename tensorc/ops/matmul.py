@@ -196,6 +196,8 @@ def _matmul_space(target: Target, out: te.Tensor, mm: te.Tensor, attrs: dict) ->
     k_choices = [WHOLE] + [c for c in K_BLOCK_CHOICES if c < k and k % c == 0 and out is mm]
     orders = ("panels", "rows") if tile_count > 1 and panel_count > 1 else ("panels",)
     pack = (False, True) if tile_count > 2 else (False,)
+    # a B that is an input, read by several row tiles: pack its column blocks
+    pack_b = (False, True) if not nr and m > 1 and not batch_b(mm) else (False,)
     return SearchSpace([
         Knob("rows", rows, default_rows, "rows of the register tile (mr)"),
         Knob("vectors", vectors, default_vectors, "column vectors of the register tile "
@@ -203,6 +205,8 @@ def _matmul_space(target: Target, out: te.Tensor, mm: te.Tensor, attrs: dict) ->
         Knob("col_panels", col_choices, col_panels, "B panels per column block (nc / nr)"),
         Knob("row_tiles", row_choices, WHOLE, "A strips per row block (mc / mr)"),
         Knob("pack_a", pack, False, "copy each row block of A into mr-row panels"),
+        Knob("pack_b", pack_b, pack_b[-1], "copy each column block of B (an input) into "
+             "nr-wide panels"),
         Knob("k_block", k_choices, WHOLE, "rows of B per k block (kc; WHOLE: none; a plain "
              "matmul only)"),
         Knob("order", orders, "panels", "inside a block, B panels outer (each panel meets "
@@ -321,6 +325,13 @@ def _matmul_schedule(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tenso
         if config["row_tiles"] < row_tiles or batch:
             sch[packed].compute_at(outer, block)
         # else one row block: A is packed once, before the column blocks
+    if config["pack_b"]:
+        # B an input: its column block, copied into nr-wide panels [panels, K, nr] (as a
+        # constant B is at compile time), so that the micro-kernel streams one panel
+        # instead of striding over B's rows
+        b_tensor = _b_operand(sch[compute_tensor].op.body)
+        packed_b = sch.pack(b_tensor, "local", [compute_tensor], axis=-1, factor=cols)
+        sch[packed_b].compute_at(outer, block)
     inner = sch[compute_tensor]
     inner.compute_at(outer, tile_loops[1])
     *cb, ci, cj = inner.op_axis
@@ -376,6 +387,19 @@ def _schedule_k_blocked(target: Target, sch: Schedule, out: te.Tensor, attrs: di
     inner.reorder(cl, ck, ci, cj)
     inner.unroll(ci)
     inner.vectorize(cj)
+
+
+def batch_b(mm: te.Tensor) -> bool:
+    """Whether the matmul's B has batch dims (attention: small, packed per batch is waste)."""
+    loads = [x for x in E.walk(mm.op.body.source) if isinstance(x, E.Load)]
+    return len(loads) > 1 and len(loads[1].source.shape) > 2
+
+
+def _b_operand(body) -> te.Tensor:
+    """The right operand read by a matmul stage's reduction (the second tensor it loads)."""
+    loads = [x for x in E.walk(body.source if isinstance(body, E.Reduce) else body)
+             if isinstance(x, E.Load) and isinstance(x.source, te.Tensor)]
+    return loads[1].source
 
 
 def _a_operand(body) -> te.Tensor:
