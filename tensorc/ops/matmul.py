@@ -196,8 +196,9 @@ def _matmul_space(target: Target, out: te.Tensor, mm: te.Tensor, attrs: dict) ->
     k_choices = [WHOLE] + [c for c in K_BLOCK_CHOICES if c < k and k % c == 0 and out is mm]
     orders = ("panels", "rows") if tile_count > 1 and panel_count > 1 else ("panels",)
     pack = (False, True) if tile_count > 2 else (False,)
-    # a B that is an input, read by several row tiles: pack its column blocks
-    pack_b = (False, True) if not nr and m > 1 and not batch_b(mm) else (False,)
+    # a B that is an input, read by several row tiles: pack its column blocks (not with
+    # batch dims: a batched B is small (attention), a shared one would be packed per batch)
+    pack_b = (False, True) if not nr and m > 1 and out.ndim == 2 else (False,)
     return SearchSpace([
         Knob("rows", rows, default_rows, "rows of the register tile (mr)"),
         Knob("vectors", vectors, default_vectors, "column vectors of the register tile "
@@ -387,12 +388,6 @@ def _schedule_k_blocked(target: Target, sch: Schedule, out: te.Tensor, attrs: di
     inner.reorder(cl, ck, ci, cj)
     inner.unroll(ci)
     inner.vectorize(cj)
-
-
-def batch_b(mm: te.Tensor) -> bool:
-    """Whether the matmul's B has batch dims (attention: small, packed per batch is waste)."""
-    loads = [x for x in E.walk(mm.op.body.source) if isinstance(x, E.Load)]
-    return len(loads) > 1 and len(loads[1].source.shape) > 2
 
 
 def _b_operand(body) -> te.Tensor:
