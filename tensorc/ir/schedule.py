@@ -2,8 +2,8 @@
 
 A :class:`Schedule` holds one :class:`Stage` per computed tensor. Primitives (split, fuse,
 reorder, tile, vectorize, parallel, unroll, bind, compute_inline, compute_at, cache_read,
-cache_write, rfactor) rewrite the stages; every call is appended to ``schedule.trace``, a list of
-plain records that :func:`replay` applies to a fresh schedule of the same program.
+pack, cache_write, rfactor) rewrite the stages; every call is appended to ``schedule.trace``, a
+list of plain records that :func:`replay` applies to a fresh schedule of the same program.
 :func:`tensorc.ir.lower.lower` turns a schedule into a loop-IR PrimFunc.
 
 >>> s = create_schedule([C]); i, j = s[C].op_axis
@@ -315,9 +315,56 @@ class Schedule:
             rs.op = ComputeOp(rop.name, rop.axis, new_body, rop.tag)
         return cache
 
+    def pack(self, tensor: Tensor, scope: str, readers: Sequence[Tensor], axis: int,
+             factor: int) -> Tensor:
+        """Like :meth:`cache_read`, but the copy is laid out in blocks: ``axis`` is split by
+        ``factor``, the block index goes first and the index within the block last, so that a
+        reader walking the other axes with the block's elements side by side reads one
+        contiguous stream (a GEMM's A panel: ``A[M, K]`` -> ``P[ceil(M/mr), K, mr]``).
+        Rows past the end of ``axis`` repeat its last element.
 
-    def rfactor(self, tensor: Tensor, factor: int) -> Tensor:
+        >>> p = s.pack(A, "local", [C], axis=0, factor=6)   # p[io, k, ii] = A[io*6 + ii, k]
+        """
+        if factor < 1:
+            raise ScheduleError(f"pack factor must be >= 1, got {factor}")
+        shape = tensor.shape
+        axis %= len(shape)
+        self.trace.append({"prim": "pack", "stage": tensor.name, "scope": scope,
+                           "readers": [r.name for r in readers], "axis": axis,
+                           "factor": factor})
+        n = shape[axis]
+        others = [d for d in range(len(shape)) if d != axis]
+        packed_shape = (-(-n // factor), *(shape[d] for d in others), factor)
+        ivs = [IterVar(Var(f"ax{d}"), e) for d, e in enumerate(packed_shape)]
+        index: list[Expr] = [E.const(0)] * len(shape)
+        flat = ivs[0].var * factor + ivs[-1].var
+        index[axis] = flat if packed_shape[0] * factor == n else E.minimum(flat, n - 1)
+        for q, d in enumerate(others):
+            index[d] = ivs[1 + q].var
+        op = ComputeOp(self._unique(f"{tensor.name}.{scope}"), ivs, Load(tensor, index))
+        cache = Tensor(op, packed_shape, tensor.dtype)
+        reader_stages = [self[r] for r in readers]
+        first = min(reader_stages, key=self.stages.index)
+        cache_stage = self._add_stage(cache, op, before=first)
+        cache_stage.scope = scope
+
+        def packed_load(e: Expr):
+            if isinstance(e, Load) and e.source is tensor:
+                i = e.indices[axis]
+                return Load(cache, [i // factor, *(e.indices[d] for d in others), i % factor])
+            return None
+        for rs in reader_stages:
+            rop = rs.op
+            rs.op = ComputeOp(rop.name, rop.axis, transform(rop.body, packed_load), rop.tag)
+        return cache
+
+    def rfactor(self, tensor: Tensor, factor: int, blocked: bool = False) -> Tensor:
         """Split ``tensor``'s reduction into ``factor`` interleaved partial reductions.
+
+        ``blocked=True`` splits it into consecutive blocks of ``factor`` instead: RF's new
+        axis is the block (extent ceil(K / factor)), ``RF[..., b] = reduce(x[k = b * factor
+        + j] for j)``, a GEMM's k blocks (kc) whose partial sums are added to the output one
+        block at a time.
 
         With the reduction axes flattened to ``k`` (extent K), a new stage
         ``RF[..., j] = reduce(x[k = ko * factor + j] for ko)`` holds ``factor`` independent
@@ -337,7 +384,10 @@ class Schedule:
                                 f"split, fused or annotated")
         if factor < 2:
             raise ScheduleError(f"rfactor factor must be >= 2, got {factor}")
-        self.trace.append({"prim": "rfactor", "stage": stage.name, "factor": factor})
+        record = {"prim": "rfactor", "stage": stage.name, "factor": factor}
+        if blocked:
+            record["blocked"] = True
+        self.trace.append(record)
         body: Reduce = op.body
         extents = [iv.extent for iv in op.reduce_axis]
         total = 1
@@ -345,9 +395,14 @@ class Schedule:
             total *= n
         outer_extent = -(-total // factor)
         axis = [IterVar(Var(iv.var.name), iv.extent) for iv in op.axis]
-        lane = IterVar(Var("rf.j"), factor)
-        outer = IterVar(Var("rf.k"), outer_extent, "reduce")
-        k = outer.var * factor + lane.var
+        if blocked:
+            lane = IterVar(Var("rf.j"), outer_extent)
+            outer = IterVar(Var("rf.k"), factor, "reduce")
+            k = lane.var * factor + outer.var
+        else:
+            lane = IterVar(Var("rf.j"), factor)
+            outer = IterVar(Var("rf.k"), outer_extent, "reduce")
+            k = outer.var * factor + lane.var
         exact = outer_extent * factor == total
         flat = k if exact else E.minimum(k, total - 1)
         mapping: dict[Var, Expr] = {iv.var: nv.var for iv, nv in zip(op.axis, axis)}
@@ -362,9 +417,9 @@ class Schedule:
             source = E.select(E.Compare("lt", k, E.const(total)), source, body.init)
         rf_op = ComputeOp(self._unique(f"{op.name}.rf"), [*axis, lane],
                           Reduce(body.combiner, source, [outer], body.init), op.tag)
-        rf = Tensor(rf_op, (*tensor.shape, factor), body.dtype)
+        rf = Tensor(rf_op, (*tensor.shape, lane.extent), body.dtype)
         self._add_stage(rf, rf_op, before=stage)
-        final = IterVar(Var("rf.j"), factor, "reduce")
+        final = IterVar(Var("rf.j"), lane.extent, "reduce")
         stage.op = ComputeOp(op.name, op.axis, Reduce(
             body.combiner, Load(rf, [*(iv.var for iv in op.axis), final.var]), [final],
             body.init), op.tag)
@@ -393,11 +448,17 @@ def replay(schedule: Schedule, trace: Sequence[dict]) -> Schedule:
             schedule.cache_write(schedule[rec["stage"]].tensor, rec["scope"])
             continue
         if prim == "rfactor":
-            schedule.rfactor(schedule[rec["stage"]].tensor, rec["factor"])
+            schedule.rfactor(schedule[rec["stage"]].tensor, rec["factor"],
+                             rec.get("blocked", False))
             continue
         if prim == "cache_read":
             schedule.cache_read(schedule[rec["stage"]].tensor, rec["scope"],
                                 [schedule[r].tensor for r in rec["readers"]])
+            continue
+        if prim == "pack":
+            schedule.pack(schedule[rec["stage"]].tensor, rec["scope"],
+                          [schedule[r].tensor for r in rec["readers"]], rec["axis"],
+                          rec["factor"])
             continue
         stage = schedule[rec["stage"]]
         if prim == "split":

@@ -1,8 +1,16 @@
 """matmul: numpy.matmul semantics for operands of rank >= 2 (batch dims broadcast).
 
 The frontend turns 1-D operands into 2-D with a reshape, so the core op never sees them.
+
+A constant right operand ``B[K, N]`` is repacked at compile time (``passes/graph/
+alter_layout.py``) into column panels ``[ceil(N/nr), K, nr]`` with attrs ``b_panel=nr`` and
+``n=N``: one panel is what the micro-kernel's register tile (``rows x nr``) reads per step of
+k, contiguous. The schedule (BLIS-style, see ``_matmul_schedule``) is a function of the
+register tile and the cache blocks, all knobs.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,6 +32,11 @@ def _infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
     expect_arity("matmul", input_types, 2)
     a, b = input_types
     dtype = expect_same_dtype("matmul", input_types)
+    if attrs.get("b_panel"):        # B packed into column panels [N/nr, K, nr]
+        if b.ndim != 3 or b.shape[2] != attrs["b_panel"] or a.shape[-1] != b.shape[1]:
+            raise ShapeError(f"matmul: packed operand {b} does not match {a} and panel "
+                             f"width {attrs['b_panel']}")
+        return [TensorType(a.shape[:-1] + (attrs["n"],), dtype)]
     if a.ndim < 2 or b.ndim < 2:
         raise ShapeError(f"matmul: operands must have rank >= 2 (reshape vectors first), "
                          f"got {a} and {b}")
@@ -37,13 +50,61 @@ def _infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
 
 @matmul.reference
 def _reference(attrs: dict, a: np.ndarray, b: np.ndarray) -> list[np.ndarray]:
+    if attrs.get("b_panel"):
+        b = unpack_b_panels(b, attrs["n"])
     return [np.matmul(a, b)]
+
+
+def pack_b_panels(b: np.ndarray, nr: int) -> np.ndarray:
+    """``B[K, N]`` as column panels ``[ceil(N/nr), K, nr]``, the last one padded with zeros.
+
+    >>> pack_b_panels(np.arange(6.).reshape(2, 3), 2)[:, :, 0].tolist()
+    [[0.0, 3.0], [2.0, 5.0]]
+    """
+    k, n = b.shape
+    panels = -(-n // nr)
+    padded = np.zeros((k, panels * nr), b.dtype)
+    padded[:, :n] = b
+    return np.ascontiguousarray(padded.reshape(k, panels, nr).transpose(1, 0, 2))
+
+
+def unpack_b_panels(packed: np.ndarray, n: int) -> np.ndarray:
+    panels, k, nr = packed.shape
+    return packed.transpose(1, 0, 2).reshape(k, panels * nr)[:, :n]
+
+
+def micro_tile(target: Target) -> tuple[int, int]:
+    """The micro-kernel's register tile (rows, vectors) for the target's vector registers:
+    rows x vectors accumulators, plus the vectors of B and one broadcast of A, fit the
+    register file with none to spill (AVX2: 16 ymm -> 6 x 2; AVX-512: 32 zmm -> 14 x 2)."""
+    registers = 32 if target.vector_bits >= 512 else 16
+    vectors = 2
+    rows = (registers - vectors - 1) // vectors
+    return rows, vectors
+
+
+GEMV_VECTORS = 4     # a one-row product: 4 accumulator chains hide the FMA latency
+GEMV_ROW_VECTORS = (1, 2, 4, 8, 16, 32)
+
+
+def panel_width(target: Target, n: int, m: int = 2) -> int:
+    """Columns of a packed B panel: the register tile's width (one vector for narrow B; a
+    one-row A (GEMV) has a one-row tile and takes wider panels, for more FMA chains)."""
+    lanes = target.vector_lanes("float32")
+    if n <= lanes:
+        return lanes
+    vectors = GEMV_VECTORS if m == 1 else micro_tile(target)[1]
+    return lanes * min(vectors, -(-n // lanes))
 
 
 @matmul.compute
 def _matmul_compute(attrs: dict, a: te.Tensor, b: te.Tensor) -> te.Tensor:
     *batch_a, m, k = a.shape
-    *batch_b, _, n = b.shape
+    nr = attrs.get("b_panel")
+    if nr:
+        batch_b, n = [], attrs["n"]
+    else:
+        *batch_b, _, n = b.shape
     batch = tuple(np.broadcast_shapes(tuple(batch_a), tuple(batch_b)))
     nb = len(batch)
     r = te.reduce_axis(k, "k")
@@ -54,7 +115,8 @@ def _matmul_compute(attrs: dict, a: te.Tensor, b: te.Tensor) -> te.Tensor:
               for q, d in enumerate(batch_a)]
         bj = [E.const(0) if d == 1 else bi[nb - len(batch_b) + q]
               for q, d in enumerate(batch_b)]
-        return te.sum_(E.cast(acc, a[(*ai, i, r)]) * E.cast(acc, b[(*bj, r, j)]), axis=r)
+        b_load = b[(j // nr, r, j % nr)] if nr else b[(*bj, r, j)]
+        return te.sum_(E.cast(acc, a[(*ai, i, r)]) * E.cast(acc, b_load), axis=r)
     names = [f"b{q}" for q in range(nb)] + ["i", "j"]
     acc = te.accumulator_dtype(a.dtype)
     if acc == a.dtype:
@@ -65,30 +127,169 @@ def _matmul_compute(attrs: dict, a: te.Tensor, b: te.Tensor) -> te.Tensor:
     return te.compute(total.shape, lambda *o: E.cast(a.dtype, total[o]), name="matmul")
 
 
-MICRO_ROWS = 4          # rows of the output tile (unrolled)
-MICRO_VECTORS = 2       # vectors across the tile's columns: 4 x 2 accumulators in registers
+# The cache blocks. The micro-kernel reads nr floats of B per step of k and mr of A, so B's
+# panels are what must stay close: a column block of B (col_panels x K x nr) is kept in half
+# of L2 while every row strip of A streams past it (from L3; measured on Zen 3, 1024^3: 80
+# GFLOP/s with the B block in L2 and A streaming, 31-38 with A blocks in L2 and B streaming
+# from L3). A row block (row_tiles strips of A, optionally packed) is the searchable
+# alternative. A block knob's value must divide the number of tiles or panels (or cover them
+# all: WHOLE): a block that overhangs puts a guard inside the micro-kernel.
+L2_BYTES = 512 * 1024
+PACKED_A_BYTES = 1 << 20          # the most a packed A block (a stack buffer) may take
+WHOLE = 1 << 20
+PARALLEL_BLOCKS = 8
+ROW_CHOICES = (1, 2, 4, 6, 8, 10, 12, 14)     # the searched tile rows (and the default)
+ROW_BLOCK_MIN_ROWS = 64                       # fewer rows of A: no row blocks
+K_BLOCK_CHOICES = (128, 256, 512)
+BLOCK_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256, WHOLE)
+
+
+def _fits(block: int, count: int) -> bool:
+    return block >= count or count % block == 0
 
 
 def _matmul_space(target: Target, out: te.Tensor, mm: te.Tensor, attrs: dict) -> SearchSpace:
-    """rows x vectors: the register tile; parallel: tiles on threads."""
-    m = out.shape[-2]
-    rows = tuple(r for r in (1, 2, 3, 4, 6, 8) if r <= m) or (1,)
+    """rows x vectors: the register tile (mr x nr/lanes); col_panels: B panels per column
+    block (nc / nr); row_tiles: A strips per row block (mc / mr; WHOLE: no row blocks);
+    pack_a: copy each row block of A into mr-row panels; parallel: blocks on threads."""
+    m, n = out.shape[-2:]
+    if not mm.op.reduce_axis:
+        mm = mm.op.input_tensors()[0]
+    k = mm.op.reduce_axis[0].extent
+    lanes = target.vector_lanes(out.dtype)
+    tile_rows, tile_vectors = micro_tile(target)
+    limit = 14 if target.vector_bits >= 512 else 8
+    candidates = [r for r in (1, 2, 3, 4, 5, 6, 8, 10, 12, 14) if r <= min(m, limit)] or [1]
+    default_rows = _default_rows(m, [r for r in candidates if r <= tile_rows])
+    rows = tuple(sorted({r for r in candidates if r in ROW_CHOICES} | {default_rows}))
+    nr = attrs.get("b_panel")
+    if nr:
+        vectors = (max(1, nr // lanes),)
+    elif m == 1:
+        # a GEMV over a B that is an input walks B's rows: a wide row segment per step of k
+        # (accumulators spill to L1, which still outruns the stream of B from memory)
+        vectors = GEMV_ROW_VECTORS
+    else:
+        vectors = (1, 2, 3)
+    default_vectors = min(vectors, key=lambda v: abs(v - tile_vectors))
+    if m == 1 and not nr:
+        default_vectors = max(v for v in vectors if v * lanes <= max(lanes, n))
+    itemsize = 4 if out.dtype == "float32" else 8
+
+    rules = _BlockRules(m, n, k, lanes, attrs.get("b_panel") or 0, itemsize, out is mm)
+
+    def panels(c) -> int:
+        return rules.panels(c)
+    default = {"rows": default_rows, "vectors": default_vectors, "row_tiles": WHOLE,
+               "pack_a": False}
+    panel_count, tile_count = panels(default), rules.tiles(default)
+    width = _tile_cols(target, out, attrs, default)
+    fits_l2 = max(1, (L2_BYTES // 2) // (width * k * itemsize))
+    # and at least PARALLEL_BLOCKS column blocks, to share among threads
+    most = min(fits_l2, max(1, panel_count // PARALLEL_BLOCKS))
+    col_choices = [c for c in BLOCK_CHOICES if c < panel_count] + [WHOLE]
+    col_panels = max([c for c in col_choices[:-1] if c <= most and _fits(c, panel_count)],
+                     default=WHOLE)
+    # knobs that change nothing on a small problem keep one value (a small space)
+    big = m >= ROW_BLOCK_MIN_ROWS
+    row_choices = [c for c in BLOCK_CHOICES if c < tile_count and big] + [WHOLE]
+    k_choices = [WHOLE] + [c for c in K_BLOCK_CHOICES if c < k and k % c == 0 and out is mm]
+    orders = ("panels", "rows") if tile_count > 1 and panel_count > 1 else ("panels",)
+    pack = (False, True) if tile_count > 2 else (False,)
+    # a B that is an input, read by several row tiles: pack its column blocks (not with
+    # batch dims: a batched B is small (attention), a shared one would be packed per batch)
+    pack_b = (False, True) if not nr and m > 1 and out.ndim == 2 else (False,)
     return SearchSpace([
-        Knob("rows", rows, min(MICRO_ROWS, max(rows)), "rows of the register tile"),
-        Knob("vectors", (1, 2, 3), MICRO_VECTORS, "column vectors of the register tile"),
-        Knob("parallel", (True, False), True, "tiles on threads (when large enough)"),
-    ], name="matmul")
+        Knob("rows", rows, default_rows, "rows of the register tile (mr)"),
+        Knob("vectors", vectors, default_vectors, "column vectors of the register tile "
+             "(nr = vectors * lanes; fixed by the packed B's panel width)"),
+        Knob("col_panels", col_choices, col_panels, "B panels per column block (nc / nr)"),
+        Knob("row_tiles", row_choices, WHOLE, "A strips per row block (mc / mr)"),
+        Knob("pack_a", pack, False, "copy each row block of A into mr-row panels"),
+        Knob("pack_b", pack_b, pack_b[-1], "copy each column block of B (an input) into "
+             "nr-wide panels"),
+        Knob("k_block", k_choices, WHOLE, "rows of B per k block (kc; WHOLE: none; a plain "
+             "matmul only)"),
+        Knob("order", orders, "panels", "inside a block, B panels outer (each panel meets "
+             "every A strip) or A strips outer"),
+        Knob("parallel", (True, False), True, "blocks on threads (when large enough)"),
+    ], [rules], name="matmul")
+
+
+def _default_rows(m: int, rows: list[int]) -> int:
+    """The register tile's rows: the tallest that fits the registers (taller tiles load B
+    less often per FMA: on Zen 3, 6x16 ran 3-40% faster than 4x16 at M = 128 and 16). An
+    overhanging last tile costs little: loop partitioning peels it, and its row guards
+    fold away in the unrolled rows."""
+    return max(rows)
+
+
+def _tile_cols(target: Target, out: te.Tensor, attrs: dict, config) -> int:
+    """Columns of the register tile: nr, or the whole row when it is narrower."""
+    return _cols(out.shape[-1], target.vector_lanes(out.dtype), attrs.get("b_panel") or 0,
+                 config["vectors"])
+
+
+def _cols(n: int, lanes: int, nr: int, vectors: int) -> int:
+    width = nr if nr else lanes * vectors
+    return width if n >= width else (lanes if n >= lanes and not nr else n)
+
+
+@dataclass(frozen=True)
+class _BlockRules:
+    """The constraint between the matmul knobs (plain data, so a space pickles for the
+    autotuner's measuring processes): block knobs divide the tile and panel counts, k blocks
+    divide K of a plain matmul, a packed A block fits PACKED_A_BYTES."""
+
+    m: int
+    n: int
+    k: int
+    lanes: int
+    nr: int
+    itemsize: int
+    plain: bool
+
+    def tiles(self, c) -> int:
+        return -(-self.m // min(c["rows"], self.m))
+
+    def panels(self, c) -> int:
+        return -(-self.n // _cols(self.n, self.lanes, self.nr, c["vectors"]))
+
+    def __call__(self, c) -> str | None:
+        tiles, panels = self.tiles(c), self.panels(c)
+        if not _fits(c["row_tiles"], tiles):
+            return f"row_tiles={c['row_tiles']} does not divide the {tiles} row tiles"
+        if not _fits(c["col_panels"], panels):
+            return f"col_panels={c['col_panels']} does not divide the {panels} panels"
+        if c["k_block"] < self.k and (self.k % c["k_block"] or not self.plain):
+            return f"k_block={c['k_block']}: needs a plain matmul whose K ({self.k}) it divides"
+        if c["pack_a"] and min(c["row_tiles"], tiles) * c["rows"] * self.k * self.itemsize > \
+                PACKED_A_BYTES:
+            return "pack_a: the packed A block would exceed PACKED_A_BYTES"
+        return None
 
 
 @matmul.schedule(space=_matmul_space)
 def _matmul_schedule(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tensor,
                      attrs: dict, config) -> None:
-    """Register-tiled GEMM: each (i.o, j.o) tile of the output is accumulated in a local
-    rows x (vectors * lanes) block, k outermost inside the tile, the tile's rows
-    unrolled and its columns vectorized; tiles run in parallel."""
+    """BLIS-style register-blocked GEMM.
+
+        for (batch, jc, ic: parallel)          # nc columns x mc rows: the cache blocks
+          for jr                               # an nr-wide panel of B (the block in L2)
+            for ir                             # an mr-row strip of A (streams from L3)
+              C.local[mr, nr] = 0
+              for k: for r (unrolled): for c (vectorized):
+                C.local[r, c] += A[i + r, k] * B[panel, k, c]    # broadcast x vector FMA
+              out[i:i+mr, j:j+nr] = epilogue(C.local)
+
+    The accumulator tile lives in registers (mr x nr/lanes vectors plus one B vector per
+    column vector and one broadcast: no spills); the epilogue (bias, activation, residual)
+    is applied as the tile is stored."""
     if not mm.op.reduce_axis:      # a rounding stage: tile the accumulation under it
         mm = mm.op.input_tensors()[0]
-    lanes = target.vector_lanes(out.dtype)
+    if config["k_block"] < mm.op.reduce_axis[0].extent:
+        _schedule_k_blocked(target, sch, out, attrs, config)
+        return
     if out is mm:
         compute_tensor = sch.cache_write(mm, "local")
     else:
@@ -96,19 +297,119 @@ def _matmul_schedule(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tenso
     outer = sch[out]
     *batch, i, j = outer.op_axis
     m, n = out.shape[-2:]
-    vectors = config["vectors"]
-    cols = lanes * vectors if n >= lanes * vectors else (lanes if n >= lanes else n)
+    cols = _tile_cols(target, out, attrs, config)
     rows = min(config["rows"], m)
     io, jo, ii, ji = outer.tile(i, j, rows, cols)
+    row_tiles = -(-m // rows)
+    # the cache blocks (a block at least the extent leaves an outer loop of one iteration)
+    jc, jo = outer.split(jo, config["col_panels"])
+    ic, io = outer.split(io, config["row_tiles"])
     outer.vectorize(ji)
-    fused = outer.fuse(*batch, io, jo)
-    if config["parallel"] and out.shape and \
-            np.prod(out.shape) * mm.op.reduce_axis[0].extent >= 1 << 16:
-        outer.parallel(fused)
+    tile_loops = (jo, io) if config["order"] == "panels" else (io, jo)
+    if n % cols and (batch or config["row_tiles"] < row_tiles):
+        # the last column panel overhangs: keep the column blocks out of the parallel loop,
+        # serial, where loop partitioning peels that panel off and the other panels' inner
+        # loops run without a guard (a parallel loop is never partitioned)
+        outer.reorder(ic, jc, *tile_loops, ii, ji)
+        block = outer.fuse(*batch, ic)
+    else:
+        outer.reorder(jc, ic, *tile_loops, ii, ji)
+        block = outer.fuse(*batch, jc, ic)
+    work = np.prod(out.shape) * mm.op.reduce_axis[0].extent
+    if config["parallel"] and work >= 1 << 16:
+        outer.parallel(block)
+    if config["pack_a"] and rows > 1:
+        # A's block, packed into mr-row panels [tiles, K, mr]: the micro-kernel's broadcasts
+        # walk one contiguous stream
+        a_tensor = _a_operand(sch[compute_tensor].op.body)
+        packed = sch.pack(a_tensor, "local", [compute_tensor], axis=-2, factor=rows)
+        if config["row_tiles"] < row_tiles or batch:
+            sch[packed].compute_at(outer, block)
+        # else one row block: A is packed once, before the column blocks
+    if config["pack_b"]:
+        # B an input: its column block, copied into nr-wide panels [panels, K, nr] (as a
+        # constant B is at compile time), so that the micro-kernel streams one panel
+        # instead of striding over B's rows
+        b_tensor = _b_operand(sch[compute_tensor].op.body)
+        packed_b = sch.pack(b_tensor, "local", [compute_tensor], axis=-1, factor=cols)
+        sch[packed_b].compute_at(outer, block)
     inner = sch[compute_tensor]
-    inner.compute_at(outer, fused)
+    inner.compute_at(outer, tile_loops[1])
     *cb, ci, cj = inner.op_axis
     (ck,) = inner.reduce_axis
     inner.reorder(*cb, ck, ci, cj)
     inner.unroll(ci)
     inner.vectorize(cj)
+
+
+def _schedule_k_blocked(target: Target, sch: Schedule, out: te.Tensor, attrs: dict,
+                        config) -> None:
+    """The GEMM with K in blocks (BLIS's kc), so that the B panel of one block (k_block x
+    nr) stays in L1 while the A strips pass: a blocked rfactor gives each k block its own
+    partial sum, accumulated in registers by the micro-kernel and added to the output tile.
+
+        for (batch, jc: parallel)
+          out[block] = 0
+          for kc: for jr: for ir:
+            P.local[mr, nr] = 0
+            for k in block kc: for r (unrolled): for c (vectorized):
+              P.local[r, c] += A[i + r, k] * B[panel, k, c]
+            out[i:i+mr, j:j+nr] += P.local
+
+    Only a plain matmul (no epilogue) takes this form: an epilogue must wait for the last
+    k block."""
+    partial = sch.rfactor(out, config["k_block"], blocked=True)
+    stage = sch[out]
+    *batch, i, j = stage.op_axis
+    (kc,) = stage.reduce_axis
+    m, n = out.shape[-2:]
+    cols = _tile_cols(target, out, attrs, config)
+    rows = min(config["rows"], m)
+    io, jo, ii, ji = stage.tile(i, j, rows, cols)
+    jc, jo = stage.split(jo, config["col_panels"])
+    ic, io = stage.split(io, config["row_tiles"])
+    tile_loops = (jo, io) if config["order"] == "panels" else (io, jo)
+    stage.reorder(jc, kc, ic, *tile_loops, ii, ji)
+    stage.unroll(ii)
+    stage.vectorize(ji)
+    block = stage.fuse(*batch, jc)
+    work = np.prod(out.shape) * partial.shape[-1] * config["k_block"]
+    if config["parallel"] and work >= 1 << 16:
+        stage.parallel(block)
+    if config["pack_a"] and rows > 1:
+        # the A block of one k block and row block, packed into mr-row panels
+        a_tensor = _a_operand(sch[partial].op.body)
+        packed = sch.pack(a_tensor, "local", [partial], axis=-2, factor=rows)
+        sch[packed].compute_at(stage, ic)
+    inner = sch[partial]
+    inner.compute_at(stage, tile_loops[1])
+    *cb, ci, cj, cl = inner.op_axis
+    (ck,) = inner.reduce_axis
+    inner.reorder(cl, ck, ci, cj)
+    inner.unroll(ci)
+    inner.vectorize(cj)
+
+
+def _b_operand(body) -> te.Tensor:
+    """The right operand read by a matmul stage's reduction (the second tensor it loads)."""
+    loads = [x for x in E.walk(body.source if isinstance(body, E.Reduce) else body)
+             if isinstance(x, E.Load) and isinstance(x.source, te.Tensor)]
+    return loads[1].source
+
+
+def _a_operand(body) -> te.Tensor:
+    """The left operand read by a matmul stage's reduction (the first tensor it loads)."""
+    for load in E.walk(body.source if isinstance(body, E.Reduce) else body):
+        if isinstance(load, E.Load) and isinstance(load.source, te.Tensor):
+            return load.source
+    raise ValueError("matmul stage reads no tensor")
+
+
+# The GEMM template, for other ops whose kernels are GEMMs. A compute of the form
+# ``C[*batch, i, j] = sum(A[.., i, k] * B[.., k, j] for k)`` (optionally followed by an
+# elementwise epilogue ``out``) is scheduled by
+#     schedule_gemm(target, sch, out, C, attrs={}, config=gemm_space(target, out, C, {})...)
+# A 1x1 convolution in NCHW is one: out[n, f, p] = sum(W[f, c] * X[n, c, p] for c), with the
+# filters as the rows (broadcast from W) and the pixels as the vectorized columns.
+gemm_space = _matmul_space
+schedule_gemm = _matmul_schedule

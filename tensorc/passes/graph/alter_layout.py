@@ -6,12 +6,20 @@ vector are adjacent in memory. The repacking runs once, here, never at run time.
 
     %y = conv(%x, %w: float32[64,64,3,3])  ->  %y = conv(%x, %w_packed: float32[4,64,3,3,16])
                                                  {kernel_block=16}
+
+Constant matmul weights ``B[K, N]`` are repacked into column panels as wide as the GEMM
+micro-kernel's register tile, ``[ceil(N/nr), K, nr]`` (the last panel padded with zeros), so
+that the micro-kernel streams one contiguous panel (see ``ops/matmul.py``):
+
+    %y = matmul(%x, %w: float32[768,3072]) -> %y = matmul(%x, %w_packed: float32[192,768,16])
+                                                {b_panel=16, n=3072}
 """
 from __future__ import annotations
 
 import numpy as np
 
 from tensorc.ir.graph import Graph, Value
+from tensorc.ops.matmul import pack_b_panels, panel_width
 from tensorc.ops.nn.conv import conv_as_gemm
 
 KERNEL_BLOCKS = (16, 8)     # filters per block, the first that divides the filter count
@@ -26,6 +34,43 @@ def pack_conv_weight(w: np.ndarray, block: int) -> np.ndarray:
 def alter_layout(graph: Graph, target=None) -> Graph:
     if target is not None and target.kind != "llvm":
         return graph        # the blocked layout is what the CPU conv schedules want
+    _pack_conv_weights(graph)
+    if target is not None:
+        _pack_matmul_weights(graph, target)
+    return graph
+
+
+def _pack_matmul_weights(graph: Graph, target) -> None:
+    """Constant 2-D right operands of float32 matmuls -> column panels (b_panel, n attrs)."""
+    packed: dict[tuple, Value] = {}
+    repacked = set()
+    for node in graph.nodes:
+        if node.op != "matmul" or node.attrs.get("b_panel"):
+            continue
+        b = node.inputs[1]
+        if b not in graph.constants or b.type.ndim != 2 or b.type.dtype != "float32" or \
+                node.inputs[0].type.dtype != "float32":
+            continue
+        k, n = b.type.shape
+        nr = panel_width(target, n, int(np.prod(node.inputs[0].type.shape[:-1])))
+        if (b, nr) not in packed:
+            array = pack_b_panels(graph.constants[b], nr)
+            packed[(b, nr)] = graph.add_constant(array, f"{b.name}_panels")
+        repacked.add(b)
+        node.inputs[1] = packed[(b, nr)]
+        node.attrs["b_panel"] = nr
+        node.attrs["n"] = n
+    _drop_unused(graph, repacked)
+
+
+def _drop_unused(graph: Graph, values) -> None:
+    consumers = graph.consumers()
+    for v in values:
+        if not consumers.get(v) and v not in graph.outputs:
+            del graph.constants[v]
+
+
+def _pack_conv_weights(graph: Graph) -> None:
     consumers = graph.consumers()
     packed: dict[Value, Value] = {}
     for node in graph.nodes:
@@ -48,7 +93,6 @@ def alter_layout(graph: Graph, target=None) -> Graph:
         if all(n.op == "conv" and n.inputs[1] is not w for n in consumers.get(w, [])) \
                 and w not in graph.outputs:
             del graph.constants[w]
-    return graph
 
 
 alter_layout.needs_target = True

@@ -1,0 +1,272 @@
+"""The CPU GEMM: packed constant weights, the register-tiled micro-kernel and its cache blocks.
+
+Every value of every knob of a small matmul space (and a random sample of combinations)
+builds and matches numpy, with B packed into panels and with B an input; odd sizes through
+the whole compiler; the epilogue stays fused in one kernel; the micro-kernel's inner loop is
+FMAs on broadcasts with no spills.
+"""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from helpers import check_result, make_model, tensor_info
+from helpers_kernels import run_func
+from onnx import helper
+
+import tensorc
+from tensorc.ir import expr as E
+from tensorc.ir import te
+from tensorc.ir.lower import lower
+from tensorc.ir.schedule import create_schedule
+from tensorc.ops.matmul import micro_tile, pack_b_panels, panel_width, unpack_b_panels
+from tensorc.ops.registry import get_op
+from tensorc.target import Target
+
+HOST = Target.host()
+
+
+def rand(shape, seed) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(-1, 1, shape).astype(np.float32)
+
+
+def reference(a, b, bias):
+    return np.maximum(a.astype(np.float64) @ b + bias, 0).astype(np.float32)
+
+
+def knob_configs(space, samples: int = 8, seed: int = 0):
+    """The default, every legal single-knob change from it, and a few random configs."""
+    configs = {space.default()}
+    for name, knob in space.knobs.items():
+        for value in knob.choices:
+            config = space.default().replace(**{name: value})
+            if space.is_valid(config):
+                configs.add(config)
+    rng = random.Random(seed)
+    for _ in range(samples):
+        configs.add(space.sample(rng))
+    return sorted(configs, key=lambda c: c.to_json())
+
+
+def build_group(m: int, k: int, n: int, packed: bool, config=None):
+    """matmul + bias + relu over A[m, k] and B (packed panels or [k, n]), scheduled by the
+    CPU template with ``config`` (None: the space). Returns (func or space, inputs)."""
+    a, b, bias = rand((m, k), 1), rand((k, n), 2), rand((n,), 3)
+    attrs = {}
+    b_arg = b
+    if packed:
+        nr = panel_width(HOST, n, m)
+        attrs = {"b_panel": nr, "n": n}
+        b_arg = pack_b_panels(b, nr)
+    A = te.placeholder(a.shape, name="A")
+    B = te.placeholder(b_arg.shape, name="B")
+    C = te.placeholder(bias.shape, name="bias")
+    mm = get_op("matmul").compute_fn(attrs, A, B)
+    out = te.compute(mm.shape, lambda i, j: E.maximum(mm[i, j] + C[j], 0.0), name="relu")
+    template = get_op("matmul").template("llvm")
+    space = template.search_space(HOST, out, mm, attrs)
+    if config is None:
+        return space
+    sch = create_schedule(out)
+    template.apply(HOST, sch, out, mm, attrs, space.validate(config))
+    func = lower(sch, [A, B, C, out], "gemm")
+    return func, [a, b_arg, bias], reference(a, b, bias)
+
+
+@pytest.mark.parametrize("packed", [True, False], ids=["packed_b", "dynamic_b"])
+@pytest.mark.parametrize("m,k,n", [(13, 37, 41), (1, 37, 300)], ids=["gemm", "gemv"])
+def test_every_knob_value_matches_numpy(packed, m, k, n):
+    # tiles and panels overhang the tensors
+    space = build_group(m, k, n, packed)
+    for config in knob_configs(space):
+        func, inputs, want = build_group(m, k, n, packed, config)
+        (got,) = run_func(func, inputs, num_threads=2)
+        check_result(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_block_knobs_must_divide():
+    """A block that overhangs the tiles or panels would put a guard in the micro-kernel."""
+    space = build_group(130, 8, 80, True)
+    default = space.default()
+    tiles = -(-130 // default["rows"])
+    panels = -(-80 // panel_width(HOST, 80, 130))
+    for knob, count in (("row_tiles", tiles), ("col_panels", panels)):
+        bad = [c for c in space.knobs[knob].choices if 1 < c < count and count % c]
+        for value in bad:
+            reason = space.violation(default.replace(**{knob: value}))
+            assert reason is not None and knob in reason
+    assert any(1 < c < tiles and tiles % c for c in space.knobs["row_tiles"].choices)
+
+
+def test_pack_b_panels_round_trip():
+    b = rand((5, 37), 4)
+    packed = pack_b_panels(b, 16)
+    assert packed.shape == (3, 5, 16)
+    assert not packed[2, :, 5:].any()               # the last panel is padded with zeros
+    np.testing.assert_array_equal(unpack_b_panels(packed, 37), b)
+
+
+def test_micro_tile_fits_the_register_file():
+    for features, registers in (("+avx2,+fma", 16), ("+avx512f,+avx2,+fma", 32)):
+        target = Target("llvm", "x", features)
+        rows, vectors = micro_tile(target)
+        assert rows * vectors + vectors + 1 <= registers
+        assert rows >= 6
+
+
+def matmul_model(m, k, n, constant_b: bool, epilogue: bool = False):
+    inputs = [tensor_info("a", "float32", (m, k))]
+    inits = {}
+    b = rand((k, n), 5)
+    if constant_b:
+        inits["b"] = b
+    else:
+        inputs.append(tensor_info("b", "float32", (k, n)))
+    nodes = [helper.make_node("MatMul", ["a", "b"], ["y" if not epilogue else "mm"])]
+    if epilogue:
+        inits["bias"] = rand((n,), 6)
+        inputs.append(tensor_info("res", "float32", (m, n)))
+        nodes += [helper.make_node("Add", ["mm", "bias"], ["t"]),
+                  helper.make_node("Relu", ["t"], ["r"]),
+                  helper.make_node("Mul", ["r", "scale"], ["s"]),
+                  helper.make_node("Add", ["s", "res"], ["y"])]
+        inits["scale"] = np.array(0.5, np.float32)
+    return make_model(nodes, inputs, ["y"], initializers=inits), b, inits
+
+
+@pytest.mark.parametrize("constant_b", [True, False], ids=["packed_b", "dynamic_b"])
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (1, 77, 500), (7, 1, 7), (7, 500, 77),
+                                   (77, 7, 33), (500, 33, 7), (3, 3073, 17), (16, 64, 3073)])
+def test_odd_sizes(m, k, n, constant_b):
+    model, b, _ = matmul_model(m, k, n, constant_b)
+    a = rand((m, k), 7)
+    feeds = {"a": a} if constant_b else {"a": a, "b": b}
+    got = tensorc.compile(model).run(feeds)["y"]
+    check_result(got, (a.astype(np.float64) @ b).astype(np.float32), rtol=1e-4, atol=1e-4)
+
+
+def test_packed_weights_are_in_the_constant_pool():
+    model, b, _ = matmul_model(20, 30, 40, True)
+    mod = tensorc.compile(model)
+    nr = panel_width(HOST, 40)
+    # only the packed copy is stored: the pool holds ceil(40/nr) panels of 30 x nr floats
+    panels = -(-40 // nr)
+    assert mod._pool.nbytes >= panels * 30 * nr * 4
+    assert mod._pool.nbytes < panels * 30 * nr * 4 + 30 * 40 * 4
+
+
+@pytest.mark.parametrize("constant_b", [True, False], ids=["packed_b", "dynamic_b"])
+def test_epilogue_stays_fused(constant_b):
+    m, k, n = 19, 45, 50
+    model, b, inits = matmul_model(m, k, n, constant_b, epilogue=True)
+    a, res = rand((m, k), 8), rand((m, n), 9)
+    feeds = {"a": a, "res": res} if constant_b else {"a": a, "b": b, "res": res}
+    mod = tensorc.compile(model)
+    assert mod.info["kernels"] == 1
+    want = np.maximum(a.astype(np.float64) @ b + inits["bias"], 0) * 0.5 + res
+    check_result(mod.run(feeds)["y"], want.astype(np.float32), rtol=1e-4, atol=1e-5)
+
+
+def test_batched_matmul_both_inputs():
+    a, b = rand((2, 3, 17, 40), 10), rand((2, 3, 40, 19), 11)
+    model = make_model([helper.make_node("MatMul", ["a", "b"], ["y"])],
+                       [tensor_info("a", "float32", a.shape),
+                        tensor_info("b", "float32", b.shape)], ["y"])
+    got = tensorc.compile(model).run({"a": a, "b": b})["y"]
+    check_result(got, np.matmul(a.astype(np.float64), b).astype(np.float32), rtol=1e-4,
+                 atol=1e-5)
+
+
+@pytest.mark.parametrize("cpu,register", [("znver3", "ymm"), ("znver4", "zmm")])
+def test_micro_kernel_is_fma_on_broadcasts_without_spills(cpu, register):
+    """Compiled (not run) for an AVX2 and an AVX-512 CPU: the hottest loop is the register
+    tile's FMAs on the target's widest registers, fed by broadcasts, with no stack traffic."""
+    from tensorc.codegen.llvm import optimize_module
+    from tensorc.compiler import compile_graph
+    from tensorc.frontend.onnx import import_onnx
+    target = Target.from_string(f"llvm -mcpu={cpu}")
+    model, _, _ = matmul_model(64, 256, 256, True)
+    compiled = compile_graph(import_onnx(model), target)
+    config = compiled.kernels[0].func.attrs["config"]
+    mod, tm = optimize_module(compiled.llvm_ir, target)
+    loop = _hottest_loop(tm.emit_assembly(mod))
+    fmas = [line for line in loop if "vfmadd" in line and register in line]
+    assert len(fmas) >= config["rows"] * config["vectors"]
+    assert any("vbroadcastss" in line for line in loop)
+    assert not any("rsp" in line for line in loop)      # spills and reloads
+
+
+def _hottest_loop(asm: str) -> list[str]:
+    """The basic block (label to back-branch) with the most FMAs."""
+    blocks, current = [], []
+    for line in asm.splitlines():
+        if line.startswith(".LBB"):
+            blocks.append(current)
+            current = []
+        current.append(line)
+    blocks.append(current)
+    return max(blocks, key=lambda b: sum("vfmadd" in line for line in b))
+
+
+def test_pack_is_traced_and_replays():
+    from tensorc.ir.schedule import replay
+    A, B = te.placeholder((13, 20), name="A"), te.placeholder((20, 24), name="B")
+    mm = get_op("matmul").compute_fn({}, A, B)
+    template = get_op("matmul").template("llvm")
+    space = template.search_space(HOST, mm, mm, {})
+    config = space.validate(space.default().replace(pack_a=True))
+    sch = create_schedule(mm)
+    template.apply(HOST, sch, mm, mm, {}, config)
+    assert any(rec["prim"] == "pack" for rec in sch.trace)
+    again = replay(create_schedule(mm), sch.trace)
+    assert str(lower(again, [A, B, mm], "k")) == str(lower(sch, [A, B, mm], "k"))
+    a, b = rand((13, 20), 12), rand((20, 24), 13)
+    (got,) = run_func(lower(again, [A, B, mm], "k"), [a, b])
+    check_result(got, (a.astype(np.float64) @ b).astype(np.float32), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("packed", [True, False], ids=["packed_b", "dynamic_b"])
+def test_k_blocks_match_numpy(packed):
+    """The k-blocked GEMM (a blocked rfactor; a plain matmul only) with row blocks and a
+    packed A block per k block."""
+    m, k, n = 70, 512, 41
+    a, b = rand((m, k), 14), rand((k, n), 15)
+    attrs, b_arg = {}, b
+    if packed:
+        nr = panel_width(HOST, n, m)
+        attrs, b_arg = {"b_panel": nr, "n": n}, pack_b_panels(b, nr)
+    A, B = te.placeholder(a.shape, name="A"), te.placeholder(b_arg.shape, name="B")
+    mm = get_op("matmul").compute_fn(attrs, A, B)
+    template = get_op("matmul").template("llvm")
+    space = template.search_space(HOST, mm, mm, attrs)
+    default = space.default()
+    for k_block, pack_a, row_tiles in ((128, False, 1048576), (256, True, 1048576),
+                                       (128, True, 1), (256, False, 2)):
+        config = space.validate(default.replace(k_block=k_block, pack_a=pack_a,
+                                                row_tiles=row_tiles))
+        sch = create_schedule(mm)
+        template.apply(HOST, sch, mm, mm, attrs, config)
+        assert any(rec["prim"] == "rfactor" for rec in sch.trace)
+        (got,) = run_func(lower(sch, [A, B, mm], "k"), [a, b_arg], num_threads=2)
+        check_result(got, (a.astype(np.float64) @ b).astype(np.float32), rtol=1e-4,
+                     atol=1e-4)
+
+
+def test_a_pointwise_conv_scheduled_as_a_gemm():
+    """The hook a 1x1 convolution can use: out[n, f, p] = sum_c W[f, c] * X[n, c, p]."""
+    from tensorc.ops.matmul import gemm_space, schedule_gemm
+    n, c, f, p = 2, 24, 20, 49
+    W, X = te.placeholder((f, c), name="W"), te.placeholder((n, c, p), name="X")
+    r = te.reduce_axis(c, "c")
+    conv = te.compute((n, f, p), lambda b, i, j: te.sum_(W[i, r] * X[b, r, j], axis=r),
+                      name="conv1x1", axis_names=["n", "f", "p"])
+    out = te.compute(conv.shape, lambda *i: E.maximum(conv[i], 0.0), name="relu")
+    space = gemm_space(HOST, out, conv, {})
+    for config in (space.default(), space.default().replace(rows=space.knobs["rows"].choices[0])):
+        sch = create_schedule(out)
+        schedule_gemm(HOST, sch, out, conv, {}, config)
+        w, x = rand((f, c), 16), rand((n, c, p), 17)
+        (got,) = run_func(lower(sch, [W, X, out], "conv1x1"), [w, x])
+        want = np.maximum(np.einsum("fc,ncp->nfp", w.astype(np.float64), x), 0)
+        check_result(got, want.astype(np.float32), rtol=1e-4, atol=1e-5)
