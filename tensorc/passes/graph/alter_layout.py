@@ -34,7 +34,7 @@ def pack_conv_weight(w: np.ndarray, block: int) -> np.ndarray:
 def alter_layout(graph: Graph, target=None) -> Graph:
     if target is not None and target.kind != "llvm":
         return graph        # the blocked layout is what the CPU conv schedules want
-    _pack_conv_weights(graph)
+    _pack_conv_weights(graph, target)
     if target is not None:
         _pack_matmul_weights(graph, target)
     return graph
@@ -70,7 +70,7 @@ def _drop_unused(graph: Graph, values) -> None:
             del graph.constants[v]
 
 
-def _pack_conv_weights(graph: Graph) -> None:
+def _pack_conv_weights(graph: Graph, target=None) -> None:
     consumers = graph.consumers()
     packed: dict[Value, Value] = {}
     for node in graph.nodes:
