@@ -195,10 +195,13 @@ def _matmul_space(target: Target, out: te.Tensor, mm: te.Tensor, attrs: dict) ->
     row_choices = [c for c in BLOCK_CHOICES if c < tile_count and big] + [WHOLE]
     k_choices = [WHOLE] + [c for c in K_BLOCK_CHOICES if c < k and k % c == 0 and out is mm]
     orders = ("panels", "rows") if tile_count > 1 and panel_count > 1 else ("panels",)
-    pack = (False, True) if tile_count > 2 else (False,)
+    # x @ x: one tensor is both operands, and a packed copy of it would serve both reads
+    # (its region, all of it, recomputed per block): neither is packed
+    same = not nr and _a_operand(mm.op.body) is _b_operand(mm.op.body)
+    pack = (False, True) if tile_count > 2 and not same else (False,)
     # a B that is an input, read by several row tiles: pack its column blocks (not with
     # batch dims: a batched B is small (attention), a shared one would be packed per batch)
-    pack_b = (False, True) if not nr and m > 1 and out.ndim == 2 else (False,)
+    pack_b = (False, True) if not nr and m > 1 and out.ndim == 2 and not same else (False,)
     return SearchSpace([
         Knob("rows", rows, default_rows, "rows of the register tile (mr)"),
         Knob("vectors", vectors, default_vectors, "column vectors of the register tile "

@@ -270,3 +270,13 @@ def test_a_pointwise_conv_scheduled_as_a_gemm():
         (got,) = run_func(lower(sch, [W, X, out], "conv1x1"), [w, x])
         want = np.maximum(np.einsum("fc,ncp->nfp", w.astype(np.float64), x), 0)
         check_result(got, want.astype(np.float32), rtol=1e-4, atol=1e-5)
+
+
+def test_a_tensor_times_itself() -> None:
+    """x @ x: one input is both operands (nothing is packed: a packed copy would serve both
+    reads, recomputed per block); the product matches numpy."""
+    x = rand((96, 96), 11)
+    model = make_model([helper.make_node("MatMul", ["x", "x"], ["y"])],
+                       [tensor_info("x", "float32", (96, 96))], ["y"])
+    got = tensorc.compile(model).run({"x": x})["y"]
+    check_result(got, (x.astype(np.float64) @ x).astype(np.float32), rtol=1e-4, atol=1e-4)
