@@ -73,20 +73,28 @@ def _along(axis: int, ndim: int):
     return index
 
 
-def _max_and_sum(x: te.Tensor, axis: int, name: str) -> tuple[te.Tensor, te.Tensor]:
-    """The row maxima and the sums of exp(x - max), each with the axis kept (extent 1)."""
+def _max_and_sum(x: te.Tensor, axis: int, name: str, keep_exp: bool = False):
+    """The row maxima and the sums of exp(x - max), each with the axis kept (extent 1); with
+    ``keep_exp`` also exp(x - max) as a stage of its own that the sums read (else None)."""
     shape = x.shape
     reduced = shape[:axis] + (1,) + shape[axis + 1:]
     along = _along(axis, len(shape))
     rmax = te.reduce_axis(shape[axis], "k")
     peak = te.compute(reduced, lambda *o: te.max_(x[along(o, rmax.var)], axis=rmax),
                       name=f"{name}_max", tag=f"anchor:{name}_max")
-    rsum = te.reduce_axis(shape[axis], "k")
     zero = E.const(0)
-    total = te.compute(reduced, lambda *o: te.sum_(
-        _shifted_exp(x[along(o, rsum.var)], peak[along(o, zero)]), axis=rsum),
-        name=f"{name}_sum", tag=f"anchor:{name}_sum")
-    return peak, total
+    exps = None
+    if keep_exp:
+        exps = te.compute(shape, lambda *o: _shifted_exp(x[o], peak[along(o, zero)]),
+                          name=f"{name}_exp", tag=f"anchor:{name}_exp")
+    rsum = te.reduce_axis(shape[axis], "k")
+
+    def term(o):
+        k = along(o, rsum.var)
+        return exps[k] if exps is not None else _shifted_exp(x[k], peak[along(o, zero)])
+    total = te.compute(reduced, lambda *o: te.sum_(term(o), axis=rsum),
+                       name=f"{name}_sum", tag=f"anchor:{name}_sum")
+    return peak, exps, total
 
 
 def _shifted_exp(value: E.Expr, peak: E.Expr) -> E.Expr:
@@ -106,29 +114,20 @@ def _softmax_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
     and other axes compute it twice rather than hold it."""
     axis = attrs["axis"]
     along, zero = _along(axis, x.ndim), E.const(0)
-    if x.shape[axis] > CACHED_ROW or axis != x.ndim - 1:
-        peak, total = _max_and_sum(x, axis, "softmax")
+    keep = x.shape[axis] <= CACHED_ROW and axis == x.ndim - 1
+    peak, exps, total = _max_and_sum(x, axis, "softmax", keep_exp=keep)
+    if exps is None:
         return te.compute(x.shape, lambda *o: E.cast(x.dtype, _shifted_exp(
             x[o], peak[along(o, zero)]) / total[along(o, zero)]), name="softmax")
-    shape = x.shape
-    reduced = shape[:axis] + (1,) + shape[axis + 1:]
-    rmax = te.reduce_axis(shape[axis], "k")
-    peak = te.compute(reduced, lambda *o: te.max_(x[along(o, rmax.var)], axis=rmax),
-                      name="softmax_max", tag="anchor:softmax_max")
-    exps = te.compute(shape, lambda *o: _shifted_exp(x[o], peak[along(o, zero)]),
-                      name="softmax_exp", tag="anchor:softmax_exp")
-    rsum = te.reduce_axis(shape[axis], "k")
-    total = te.compute(reduced, lambda *o: te.sum_(exps[along(o, rsum.var)], axis=rsum),
-                       name="softmax_sum", tag="anchor:softmax_sum")
     one = E.Const(1, exps.dtype)
-    return te.compute(shape, lambda *o: E.cast(x.dtype, exps[o] * (
+    return te.compute(x.shape, lambda *o: E.cast(x.dtype, exps[o] * (
         one / total[along(o, zero)])), name="softmax")
 
 
 @log_softmax.compute
 def _log_softmax_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
     axis = attrs["axis"]
-    peak, total = _max_and_sum(x, axis, "log_softmax")
+    peak, _, total = _max_and_sum(x, axis, "log_softmax")
     along, zero = _along(axis, x.ndim), E.const(0)
     acc = te.accumulator_dtype(x.dtype)
     return te.compute(x.shape, lambda *o: E.cast(x.dtype, E.cast(

@@ -387,7 +387,6 @@ def _conv_schedule(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.Ten
             return
         conv_t = inner
     inputs = conv_t.op.input_tensors()
-    pad_stage = next((sch[t] for t in inputs if t.op.name == "pad"), None)
     if attrs["groups"] == out.shape[1] and attrs["groups"] > 1 and \
             all(t.shape[1] in (1, attrs["groups"]) for t in inputs):
         # depthwise: a weighted pooling window per channel, scheduled as pooling is
@@ -398,9 +397,7 @@ def _conv_schedule(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.Ten
     if spatial != 2:
         schedule_reduction(target, sch, out, conv_t)
         return
-    if pad_stage is not None:
-        pad_stage.compute_root()
-        schedule_injective(target, sch, pad_stage.tensor)
+    _materialize_pad(target, sch, conv_t)
     lanes = target.vector_lanes(out.dtype)
     block = config["filter_tile"]
     compute_tensor = sch.cache_write(conv_t, "local") if out is conv_t else conv_t
@@ -414,12 +411,7 @@ def _conv_schedule(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.Ten
     st.vectorize(xi)
     if config["parallel"] and np.prod(out.shape) >= PARALLEL_MIN_ELEMENTS:
         st.parallel(fused)
-    cs = sch[compute_tensor]
-    cs.compute_at(st, xo)
-    cn, cf, cy, cx = cs.op_axis
-    cs.reorder(cn, cy, *cs.reduce_axis, cf, cx)
-    cs.unroll(cf)
-    cs.vectorize(cx)
+    _accumulate_in_registers(sch, compute_tensor, st, xo)
 
 
 def _schedule_flat(target: Target, sch: Schedule, out: te.Tensor, flat: te.Tensor,
@@ -428,10 +420,7 @@ def _schedule_flat(target: Target, sch: Schedule, out: te.Tensor, flat: te.Tenso
     registers over (channel, kernel row, kernel column) and run in parallel; the padded input
     is materialized first; the epilogue (bias, activation, residual) reads the flat result
     row by row."""
-    pad = next((t for t in flat.op.input_tensors() if t.op.name == "pad"), None)
-    if pad is not None:
-        sch[pad].compute_root()
-        schedule_injective(target, sch, pad)
+    _materialize_pad(target, sch, flat)
     local = sch.cache_write(flat, "local")
     st = sch[flat]
     n, f, q = st.op_axis
@@ -442,12 +431,7 @@ def _schedule_flat(target: Target, sch: Schedule, out: te.Tensor, flat: te.Tenso
     st.vectorize(qi)
     if config["parallel"] and np.prod(flat.shape) >= PARALLEL_MIN_ELEMENTS:
         st.parallel(fused)
-    ls = sch[local]
-    ls.compute_at(st, fused)
-    ln, lf, lq = ls.op_axis
-    ls.reorder(ln, *ls.reduce_axis, lf, lq)
-    ls.unroll(lf)
-    ls.vectorize(lq)
+    _accumulate_in_registers(sch, local, st, fused)
     schedule_injective(target, sch, out)
 
 
@@ -484,12 +468,7 @@ def _schedule_gemm(target: Target, sch: Schedule, out: te.Tensor, gemm: te.Tenso
     block = st.fuse(n, *lines, qo)
     if config["parallel"] and np.prod(out.shape) >= PARALLEL_MIN_ELEMENTS:
         st.parallel(block)
-    ls = sch[local]
-    ls.compute_at(st, fo)
-    ln, lf, *l_lines, lq = ls.op_axis
-    ls.reorder(ln, *l_lines, *ls.reduce_axis, lf, lq)
-    ls.unroll(lf)
-    ls.vectorize(lq)
+    _accumulate_in_registers(sch, local, st, fo)
     ps = sch[patches]
     ps.compute_at(st, block)
     ps.vectorize(ps.op_axis[-1])
@@ -501,10 +480,7 @@ def _schedule_gemm_pitched(target: Target, sch: Schedule, out: te.Tensor, gemm: 
     materialized once; per block of GEMM_COLUMNS columns (blocks in parallel) the patches are
     copied with contiguous loads, and each register tile of filters accumulates over K; the
     epilogue then reads the GEMM's result row by row, dropping the garbage columns."""
-    pad = next((t for t in patches.op.input_tensors() if t.op.name == "pad"), None)
-    if pad is not None:
-        sch[pad].compute_root()
-        schedule_injective(target, sch, pad)
+    _materialize_pad(target, sch, patches)
     local = sch.cache_write(gemm, "local")
     st = sch[gemm]
     n, f, q = st.op_axis
@@ -515,16 +491,31 @@ def _schedule_gemm_pitched(target: Target, sch: Schedule, out: te.Tensor, gemm: 
     st.vectorize(qi)
     if config["parallel"] and np.prod(gemm.shape) >= PARALLEL_MIN_ELEMENTS:
         st.parallel(block)
-    ls = sch[local]
-    ls.compute_at(st, fo)
-    ln, lf, lq = ls.op_axis
-    ls.reorder(ln, *ls.reduce_axis, lf, lq)
-    ls.unroll(lf)
-    ls.vectorize(lq)
+    _accumulate_in_registers(sch, local, st, fo)
     ps = sch[patches]
     ps.compute_at(st, block)
     ps.vectorize(ps.op_axis[-1])
     schedule_injective(target, sch, out)
+
+
+def _materialize_pad(target: Target, sch: Schedule, consumer: te.Tensor) -> None:
+    """The padded input that ``consumer`` reads, if any, computed once at the root (the
+    padding decided there, not at every tap)."""
+    pad = next((t for t in consumer.op.input_tensors() if t.op.name == "pad"), None)
+    if pad is not None:
+        sch[pad].compute_root()
+        schedule_injective(target, sch, pad)
+
+
+def _accumulate_in_registers(sch: Schedule, local: te.Tensor, st, at) -> None:
+    """A register tile: ``local`` (n, filters, [rows,] columns), computed at ``st``'s loop
+    ``at`` with its reduction loops outside the unrolled filters and vectorized columns."""
+    ls = sch[local]
+    ls.compute_at(st, at)
+    ln, lf, *lines, lq = ls.op_axis
+    ls.reorder(ln, *lines, *ls.reduce_axis, lf, lq)
+    ls.unroll(lf)
+    ls.vectorize(lq)
 
 
 def _divisor_at_most(n: int, limit: int) -> int:
