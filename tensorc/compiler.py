@@ -48,14 +48,27 @@ def optimize_graph(graph: Graph, target: Target) -> Graph:
 
 def _materialize_outputs(graph: Graph) -> Graph:
     """Every graph output must be written by a kernel into the caller's array: copy outputs
-    that are inputs, constants or views, or that are listed twice."""
+    that are inputs, constants or listed twice, and views whose base cannot be computed in
+    the caller's array itself (plan_memory places a view output's base there)."""
     seen: set[Value] = set()
+    bases: set[Value] = set()
     for k, v in enumerate(graph.outputs):
-        if v in seen or v.producer is None or v.producer.op == "reshape":
+        base = view_base(v)
+        if v.producer is not None and v.producer.op == "reshape" and base.producer is not None \
+                and base not in graph.outputs and base not in bases and v not in seen:
+            bases.add(base)
+        elif v in seen or v.producer is None or v.producer.op == "reshape":
             (graph.outputs[k],) = graph.add_node("cast", [v], {"dtype": v.type.dtype},
                                                  [v.type], name=f"output_copy_{k}")
         seen.add(graph.outputs[k])
     return graph
+
+
+def view_base(v: Value) -> Value:
+    """The value whose storage ``v`` shares: through reshapes (views) to their input."""
+    while v.producer is not None and v.producer.op == "reshape":
+        v = v.producer.inputs[0]
+    return v
 
 
 # ---------------------------------------------------------------------------------------------
@@ -227,7 +240,7 @@ def make_entry(graph: Graph, kernels: list[Kernel], plan: MemoryPlan) -> PrimFun
             elif place.kind == "arena":
                 args.append((arena, place.offset))
             else:
-                args.append((by_kind[place.kind][place.index], 0))
+                args.append((by_kind[place.kind][place.index], place.offset))
         calls.append(KernelCall(kernel.func.name, args))
     return PrimFunc(ENTRY, [*inputs, *outputs, pool, arena], seq(*calls) if calls else seq())
 

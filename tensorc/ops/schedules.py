@@ -9,7 +9,7 @@ from __future__ import annotations
 from tensorc.ir import expr as E
 from tensorc.ir.lower import loop_extents
 from tensorc.ir.schedule import Schedule, Stage
-from tensorc.ir.te import Tensor
+from tensorc.ir.te import ComputeOp, Tensor
 from tensorc.ops.registry import Template
 from tensorc.ops.space import Knob, SearchSpace
 from tensorc.target import Target
@@ -112,12 +112,76 @@ def parallel_prefix(stage: Stage, loops: list, size: int) -> None:
 def schedule_injective(target: Target, sch: Schedule, out: Tensor, anchor: Tensor | None = None,
                        attrs: dict | None = None, config=None) -> None:
     """Elementwise, broadcast and injective groups: vectorize the inner loop, parallel outer
-    (in the stage's current loop order)."""
+    (in the stage's current loop order). A transposing group, whose innermost axis reads its
+    input with a stride, is vectorized along the axis its input is contiguous in instead
+    (``transposed_axis``): contiguous loads and full vectors for the math, the stores
+    scattered, rather than a gather per vector."""
     config = config or injective_space(target, out, anchor, attrs).default()
     stage = sch[out]
-    outer = vectorize_inner(target, stage, out.shape[-1] if out.shape else 1, out.dtype,
-                            config["registers"])
+    extent = out.shape[-1] if out.shape else 1
+    axis = transposed_axis(out, target.vector_lanes(out.dtype))
+    if axis is not None and stage.leaf_vars == stage.op_axis:
+        order = list(stage.op_axis)
+        stage.reorder(*order[:axis], *order[axis + 1:], order[axis])
+        extent = out.shape[axis]
+    outer = vectorize_inner(target, stage, extent, out.dtype, config["registers"])
     parallel_prefix(stage, outer, _size(out) if config["parallel"] else 0)
+
+
+def _input_loads(t: Tensor, indices: tuple, depth: int = 0) -> list:
+    """The loads of placeholders that computing ``t[indices]`` makes, through the compute
+    stages in between (as if all were inlined): (tensor, index expressions) pairs."""
+    op = t.op
+    if not isinstance(op, ComputeOp) or op.reduce_axis or depth > 12:
+        return [(t, indices)]
+    body = E.substitute(op.body, {iv.var: i for iv, i in zip(op.axis, indices)})
+    loads = []
+    for e in E.walk(body):
+        if isinstance(e, E.Load) and isinstance(e.source, Tensor):
+            loads += _input_loads(e.source, e.indices, depth + 1)
+    return loads
+
+
+def _unclamp(e: E.Expr) -> E.Expr | None:
+    """min(x, c) and max(x, c) as x: the clamps that keep a concat's or a pad's discarded
+    loads in bounds do not change which way the kept ones walk memory."""
+    if isinstance(e, E.Binary) and e.op in ("min", "max") and isinstance(e.b, E.Const):
+        return e.a
+    return None
+
+
+def transposed_axis(out: Tensor, lanes: int) -> int | None:
+    """The output axis to vectorize instead of the innermost one, when the group transposes:
+    its large inputs are all read with a stride along the innermost output axis and
+    contiguously along one other axis (at least a vector long). None otherwise."""
+    if len(out.shape) < 2 or out.shape[-1] % lanes == 0 and out.shape[-1] >= 4 * lanes:
+        return None
+    axes = [iv.var for iv in out.op.axis] if isinstance(out.op, ComputeOp) else []
+    if not axes:
+        return None
+    size = _size(out)
+    votes = set()
+    for tensor, indices in _input_loads(out, tuple(axes)):
+        if _size(tensor) * 2 < size or len(indices) != len(tensor.shape):
+            continue
+        flat, stride = E.const(0), 1
+        for d in reversed(range(len(indices))):
+            flat = flat + indices[d] * stride
+            stride *= tensor.shape[d]
+        flat = E.transform(flat, _unclamp)
+        coeffs = [E.linear_coeff(flat, v) for v in axes]
+        if coeffs[-1] is None:
+            continue
+        if coeffs[-1][1] in (0, 1):
+            return None
+        unit = [d for d, c in enumerate(coeffs[:-1]) if c is not None and c[1] == 1]
+        if len(unit) != 1:
+            return None
+        votes.add(unit[0])
+    if len(votes) != 1:
+        return None
+    (axis,) = votes
+    return axis if out.shape[axis] >= lanes else None
 
 
 def reduction_space(target: Target, out: Tensor, anchor: Tensor, attrs: dict | None

@@ -68,3 +68,21 @@ def test_too_many_pieces_keep_the_loop_whole():
     inputs = [random_array(RNG, (1, 3)) for _ in parts]
     (out,) = run_func(func, inputs)
     np.testing.assert_array_equal(out, np.concatenate(inputs))
+
+
+def test_a_three_way_concat_is_split_at_exactly_its_two_boundaries():
+    """Split sizes 2, 2, 81 (a YOLO head's xy, wh, conf): the comparisons i < 2 and i < 4
+    are decided on [0, 2), [2, 4) and [4, 85), three pieces and no select."""
+    A = placeholder((85, 9), name="A")
+    C = compute((85, 9), lambda i, j: E.select(
+        E.Compare("lt", i, E.const(2)), A[i, j] * 2.0,
+        E.select(E.Compare("lt", i, E.const(4)), A[i, j] * 3.0, A[i, j])), name="C")
+    func = optimize(lower(create_schedule(C), [A, C], "three"))
+    text = str(func)
+    assert "select" not in text
+    assert [line.strip() for line in text.splitlines() if "for (i:" in line] == [
+        "for (i: serial, 0, 2)", "for (i: serial, 0, 2)", "for (i: serial, 0, 81)"]
+    a = random_array(RNG, (85, 9))
+    (out,) = run_func(func, [a])
+    want = np.concatenate([a[:2] * 2, a[2:4] * 3, a[4:]])
+    np.testing.assert_allclose(out, want, rtol=1e-6)

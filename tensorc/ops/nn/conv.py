@@ -120,6 +120,24 @@ def padded_input(x: te.Tensor, pads: tuple[int, ...], overhang: tuple[int, ...] 
     return te.compute(shape, body, name="pad", tag="pad")
 
 
+def phase_split(x: te.Tensor, pads: tuple[int, ...], strides: tuple[int, int],
+                phases: tuple[int, int]) -> te.Tensor:
+    """x [N, C, H, W] padded by ``pads`` (the padded sizes multiples of ``strides``) and split
+    into its first ``phases`` phases: out[n, c, a, b, i, j] = padded[n, c, i*sh + a, j*sw + b],
+    so that a stride-s window's taps read each phase plane with stride 1."""
+    sh, sw = strides
+    height = (x.shape[2] + pads[0] + pads[2]) // sh
+    width = (x.shape[3] + pads[1] + pads[3]) // sw
+
+    def body(n, c, a, b, i, j):
+        src = [i * sh + a - pads[0], j * sw + b - pads[1]]
+        conds = [in_range(s, x.shape[2 + d]) for d, s in enumerate(src)]
+        load = x[n, c, clamp(src[0], x.shape[2]), clamp(src[1], x.shape[3])]
+        return E.select(E.all_of(*conds), load, E.Const(0.0, x.dtype))
+    return te.compute(x.shape[:2] + tuple(phases) + (height, width), body, name="pad",
+                      tag="pad")
+
+
 @conv.compute
 def _conv_compute(attrs: dict, x: te.Tensor, w: te.Tensor) -> te.Tensor:
     spatial = x.ndim - 2
@@ -207,9 +225,11 @@ def _conv_flat(attrs: dict, x: te.Tensor, w: te.Tensor, kernel, out) -> te.Tenso
 # direct form vectorizes badly along the output row: 1-D front ends with long kernels and
 # large strides (gathers), stems with 1 to 4 input channels (a reduction too short to hide
 # anything), strided patch convs (stride >= 3), and pointwise convs (a plain matrix
-# product). Output rows are padded to whole blocks of GEMM_COLUMNS (the epilogue drops the
-# padding), so the register tile never needs a guard and a block never straddles two rows:
-# its patches are strided loads, not gathers. A pointwise conv's positions are one flat row.
+# product). 2-D convs run their columns over the padded input's rows laid end to end, split
+# into stride x stride phases when strided, so that a block's patches are contiguous loads;
+# pointwise and 1-D convs over their output positions as one flat row. The columns are
+# padded to whole blocks of GEMM_COLUMNS (the epilogue drops the padding), so the register
+# tile never needs a guard.
 GEMM_COLUMNS = 16
 GEMM_BELOW_VECTOR_BITS = 512    # narrower vectors: every dense conv is a GEMM (conv_as_gemm)
 
@@ -243,27 +263,35 @@ def _conv_gemm(attrs: dict, x: te.Tensor, w: te.Tensor, kernel, out) -> te.Tenso
     depth = channels * int(np.prod(kernel))
     pointwise = _pointwise(attrs, w.shape)
     pads = list(attrs["pads"])
-    pitch = None
-    if spatial == 2 and not pointwise and tuple(strides) == (1, 1):
-        # stride 1: columns run over the padded input's rows laid end to end (pitch Wp), so a
-        # block's patches are contiguous loads; the Wp - W garbage columns of each row are
+    pitch = phases = None
+    if spatial == 2 and not pointwise:
+        # columns run over the rows of the padded input laid end to end (pitch Wp), so a
+        # block's patches are contiguous loads; the garbage columns at each row's end are
         # computed and dropped by the epilogue, and zero rows below keep the last block's
-        # reads in bounds
-        pitch = x.shape[3] + pads[1] + pads[3]
+        # reads in bounds. With stride s the padded input is first split into its s x s
+        # phases (phase (a, b) holds rows a, a+s, ... and columns b, b+s, ...): tap (ky, kx)
+        # of output (y, x) is then phase (ky % s, kx % s) at (y + ky // s, x + kx // s),
+        # contiguous in x again instead of a stride-s gather per block.
+        taps = [(kernel[d] - 1) * dilations[d] for d in range(2)]
+        phases = tuple(min(strides[d], taps[d] + 1) for d in range(2))
+        pitch = -(-(x.shape[3] + pads[1] + pads[3]) // strides[1])
         columns = -(-out[0] * pitch // GEMM_COLUMNS) * GEMM_COLUMNS
-        last_read = columns - 1 + (kernel[0] - 1) * dilations[0] * pitch + \
-            (kernel[1] - 1) * dilations[1]
-        rows = -(-(last_read + 1) // pitch)
-        pads[2] += max(0, rows - (x.shape[2] + pads[0] + pads[2]))
+        last_read = columns - 1 + taps[0] // strides[0] * pitch + taps[1] // strides[1]
         grid = (columns,)
+        height = x.shape[2] + pads[0] + pads[2]
+        rows = max(-(-(last_read + 1) // pitch), -(-height // strides[0]))
+        pads[2] += rows * strides[0] - height
+        pads[3] += pitch * strides[1] - (x.shape[3] + pads[1] + pads[3])
     else:
-        # rows of output positions, each padded to whole blocks, or one flat row where
-        # padding each row would waste more (a block's patches are then gathered across row
-        # ends: once per block, for all its filters)
-        flat = pointwise or spatial == 1 or _flat_positions(out)
-        grid = (int(np.prod(out)),) if flat else tuple(out)
-        grid = (*grid[:-1], -(-grid[-1] // GEMM_COLUMNS) * GEMM_COLUMNS)
-    padded = padded_input(x, tuple(pads))
+        # pointwise convs and 1-D ones: one flat row of output positions, padded to whole
+        # blocks (a block's patches are gathered across row ends: once per block, for all
+        # its filters)
+        grid = (int(np.prod(out)),)
+        grid = (-(-grid[0] // GEMM_COLUMNS) * GEMM_COLUMNS,)
+    if phases is not None and any(st > 1 for st in strides):
+        padded = phase_split(x, tuple(pads), tuple(strides), phases)
+    else:
+        padded = padded_input(x, tuple(pads))
 
     def unflatten(index, extents):
         """Row-major coordinates of a flat index (the last one fastest)."""
@@ -280,19 +308,18 @@ def _conv_gemm(attrs: dict, x: te.Tensor, w: te.Tensor, kernel, out) -> te.Tenso
             return x[(n, k, *unflatten(q, tuple(out)))]
         c, *offset = unflatten(k, (channels, *kernel))
         if pitch is not None:
-            t = g[0] + offset[0] * dilations[0] * pitch + offset[1] * dilations[1]
-            return padded[n, c, t // pitch, t % pitch]
-        # padding columns read the row's last real position
-        if len(grid) == 1 and spatial > 1:
-            o = unflatten(E.minimum(g[0], int(np.prod(out)) - 1), tuple(out))
-        else:
-            o = [*g[:-1], E.minimum(g[-1], out[-1] - 1)]
-        pos = [o[d] * strides[d] + offset[d] * dilations[d] for d in range(spatial)]
-        return padded[(n, c, *pos)]
-    grid_names = ["q"] if len(grid) == 1 else ["y", "q"]
+            tap = [offset[d] * dilations[d] for d in range(2)]
+            t = g[0] + tap[0] // strides[0] * pitch + tap[1] // strides[1]
+            row, col = t // pitch, t % pitch
+            if padded.ndim == 6:
+                return padded[n, c, tap[0] % strides[0], tap[1] % strides[1], row, col]
+            return padded[n, c, row, col]
+        # 1-D: the padding columns read the last real position
+        o = E.minimum(g[0], out[0] - 1)
+        return padded[n, c, o * strides[0] + offset[0] * dilations[0]]
     patches = te.compute((n_batch, depth, *grid), patch, name="im2col",
                          tag="anchor:im2col" + ("_pitched" if pitch else ""),
-                         axis_names=["n", "k", *grid_names])
+                         axis_names=["n", "k", "q"])
     rk = te.reduce_axis(depth, "rk")
     acc = te.accumulator_dtype(x.dtype)
 
@@ -300,11 +327,11 @@ def _conv_gemm(attrs: dict, x: te.Tensor, w: te.Tensor, kernel, out) -> te.Tenso
         return w[(f, *unflatten(k, (channels, *kernel)))]
     gemm = te.compute((n_batch, filters, *grid), lambda n, f, *g: te.sum_(
         E.cast(acc, weight(f, rk.var)) * E.cast(acc, patches[(n, rk, *g)]), axis=rk),
-        name="conv_gemm", tag="anchor:conv_gemm", axis_names=["n", "f", *grid_names])
+        name="conv_gemm", tag="anchor:conv_gemm", axis_names=["n", "f", "q"])
 
     def result(n, f, *o):
-        if len(grid) == len(o):
-            return E.cast(x.dtype, gemm[(n, f, *o)])
+        if spatial == 1:
+            return E.cast(x.dtype, gemm[n, f, o[0]])
         if pitch is not None:
             return E.cast(x.dtype, gemm[n, f, o[0] * pitch + o[1]])
         q = o[0]
@@ -312,14 +339,6 @@ def _conv_gemm(attrs: dict, x: te.Tensor, w: te.Tensor, kernel, out) -> te.Tenso
             q = q * out[d] + o[d]
         return E.cast(x.dtype, gemm[n, f, q])
     return te.compute((n_batch, filters, *out), result, name="conv")
-
-
-def _flat_positions(out) -> bool:
-    """Whether a 2-D conv's GEMM columns run over all output positions as one flat row:
-    where padding each output row to whole blocks would compute an eighth more columns."""
-    rows = out[0] * -(-out[-1] // GEMM_COLUMNS) * GEMM_COLUMNS
-    flat = -(-int(np.prod(out)) // GEMM_COLUMNS) * GEMM_COLUMNS
-    return rows * 8 > flat * 9
 
 
 def gemm_tile(target: Target, rows: int, columns: int) -> tuple[int, int]:

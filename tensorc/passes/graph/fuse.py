@@ -194,7 +194,48 @@ def fuse(graph: Graph) -> list[FusedGroup]:
     result = [_make_group(nodes, groups) for nodes in members.values()]
     # A group runs when its last node can: after every group that feeds it.
     result.sort(key=lambda g: position[g.nodes[-1]])
+    _concats_in_place(graph, result, consumers)
     return result
+
+
+def _concats_in_place(graph: Graph, groups: list[FusedGroup],
+                      consumers: dict[Value, list[Node]]) -> None:
+    """A lone concat whose inputs are contiguous slabs of its output (every dim before the
+    axis is 1, as channel concats at batch 1) becomes a view: the kernels that produce its
+    inputs write them into their slabs (plan_memory places them there), and no kernel copies
+    them. Each input must be (a reshape of) a kernel's output read by nothing else."""
+    producer_group = {g.output: g for g in groups}
+    claimed: set[Value] = set()
+    for group in groups:
+        if group.view or len(group.nodes) != 1 or group.nodes[0].op != "concat":
+            continue
+        node = group.nodes[0]
+        out = node.outputs[0]
+        axis = node.attrs["axis"] % len(out.type.shape)
+        if any(d != 1 for d in out.type.shape[:axis]):
+            continue
+        bases = [_sole_base(v, node, consumers, producer_group, graph) for v in node.inputs]
+        if any(b is None or b in claimed for b in bases) or len(set(bases)) != len(bases):
+            continue
+        claimed.update(bases)
+        group.view = True
+
+
+def _sole_base(v: Value, reader: Node, consumers: dict[Value, list[Node]],
+               producer_group: dict[Value, FusedGroup], graph: Graph) -> Value | None:
+    """The kernel output that ``v`` is (through reshapes), if ``reader`` is all that reads it
+    and it can live in another value's storage (not a graph input, output or constant)."""
+    while True:
+        if len(consumers.get(v, [])) != 1 or consumers[v][0] is not reader or \
+                v in graph.outputs or v.producer is None:
+            return None
+        if v.producer.op != "reshape":
+            break
+        reader, v = v.producer, v.producer.inputs[0]
+    group = producer_group.get(v)
+    if group is None or group.view or v.type.size == 0:
+        return None
+    return v
 
 
 def _make_group(nodes: list[Node], groups: _Groups) -> FusedGroup:

@@ -66,12 +66,24 @@ def plan_memory(graph: Graph, groups: list[FusedGroup]) -> MemoryPlan:
                 offset += _align(len(raw))
     pool = np.frombuffer(b"".join(pool_parts) or b"\0" * ALIGN, dtype=np.uint8).copy()
 
-    # a view's storage is its base's; the base must live until the view's last reader
+    # a view's storage is its base's; the base must live until the view's last reader. A
+    # concat view (fuse._concats_in_place) is a base itself, whose inputs' bases are computed
+    # in its slabs: it is placed when the first of them is
     base_of: dict[Value, Value] = {}
+    slabs: dict[Value, tuple[Value, int]] = {}       # input base -> (concat, byte offset)
     for group in groups:
-        if group.view:
+        if group.view and group.nodes[0].op == "concat":
+            offset = 0
+            for v in group.nodes[0].inputs:
+                slabs[base_of.get(v, v)] = (group.output, offset)
+                offset += v.type.nbytes
+        elif group.view:
             src = group.nodes[0].inputs[0]
             base_of[group.output] = base_of.get(src, src)
+    # an output that is a view: its base is computed in the caller's array
+    for k, v in enumerate(graph.outputs):
+        if v in base_of and base_of[v] not in places:
+            places[base_of[v]] = Place("output", k)
     last_use: dict[Value, int] = {}
     for step, group in enumerate(groups):
         for v in group.inputs:
@@ -82,22 +94,34 @@ def plan_memory(graph: Graph, groups: list[FusedGroup]) -> MemoryPlan:
     for step, group in enumerate(groups):
         live = [blk for blk in live if last_use.get(blk[2], -1) >= step]
         out = group.output
-        if group.view:
+        if group.view and out in base_of:
             places[out] = places[base_of[out]]
             continue
+        if out in slabs and out not in places:
+            concat, offset = slabs[out]
+            if concat not in places:
+                arena_size = _allocate(concat, places, live, arena_size)
+            whole = places[concat]
+            places[out] = Place(whole.kind, whole.index, whole.offset + offset)
         if out in places:
             continue
-        size = _align(out.type.nbytes)
-        at = 0
-        for off, sz, _ in sorted(live, key=lambda b: b[0]):
-            if at + size <= off:
-                break
-            at = max(at, off + sz)
-        places[out] = Place("arena", 0, at)
-        live.append((at, size, out))
-        arena_size = max(arena_size, at + size)
+        arena_size = _allocate(out, places, live, arena_size)
     _check_arena(arena_size)
     return MemoryPlan(places, max(arena_size, ALIGN), pool)
+
+
+def _allocate(v: Value, places: dict, live: list, arena_size: int) -> int:
+    """Place ``v`` in the arena at the first gap that fits among the ``live`` blocks (first
+    fit); returns the arena size."""
+    size = _align(v.type.nbytes)
+    at = 0
+    for off, sz, _ in sorted(live, key=lambda b: b[0]):
+        if at + size <= off:
+            break
+        at = max(at, off + sz)
+    places[v] = Place("arena", 0, at)
+    live.append((at, size, v))
+    return max(arena_size, at + size)
 
 
 def _check_arena(arena_size: int) -> None:

@@ -108,20 +108,25 @@ def _breakpoints(loop: For, n: int, ranges: dict) -> list[int]:
     cuts: set[int] = set()
     for cond in _conditions(loop.body):
         for cmp in _comparisons(cond):
-            lin = E.linear_coeff(cmp.a - cmp.b, loop.var)
+            # each comparison as (or as the negation of) coeff * v + base < 0
+            diff = cmp.a - cmp.b if cmp.op in ("lt", "ge") else \
+                cmp.a - cmp.b - 1 if cmp.op == "le" else cmp.b - cmp.a
+            lin = E.linear_coeff(diff, loop.var)
             if lin is None or lin[1] == 0:
                 continue
             base, coeff = lin
             lo, hi = E.const_bounds(E.simplify(base, inner), inner)
             if lo is None or hi is None:
                 continue
-            # coeff * v + bound crosses zero at v = -bound / coeff: the integers around
-            # that root start the pieces where the comparison is decided one way
+            # it holds for every base in [lo, hi] from one point on (or up to one), and
+            # fails for every base from (or up to) another: those points start the pieces
             for bound in (lo, hi):
-                num, den = (-bound, coeff) if coeff > 0 else (bound, -coeff)
-                for point in (-((-num) // den), num // den + 1):
-                    if 0 < point < n:
-                        cuts.add(int(point))
+                if coeff > 0:
+                    point = -(bound // coeff)       # ceil(-bound / coeff)
+                else:
+                    point = bound // -coeff + 1     # floor(bound / -coeff) + 1
+                if 0 < point < n:
+                    cuts.add(int(point))
     if len(cuts) + 1 > MAX_PIECES:
         return []
     return sorted(cuts)
