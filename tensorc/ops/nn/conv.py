@@ -521,9 +521,17 @@ def _materialize_pad(target: Target, sch: Schedule, consumer: te.Tensor) -> None
     """The padded input that ``consumer`` reads, if any, computed once at the root (the
     padding decided there, not at every tap)."""
     pad = next((t for t in consumer.op.input_tensors() if t.op.name == "pad"), None)
-    if pad is not None:
-        sch[pad].compute_root()
-        schedule_injective(target, sch, pad)
+    if pad is None:
+        return
+    sch[pad].compute_root()
+    # rows of whole vectors and a guarded tail (loop partitioning peels it), rather than
+    # vectors of a divisor of the row (5 lanes for 65), planes in parallel; a phase split's
+    # loads are strided (one wide load and a shuffle each)
+    st = sch[pad]
+    *rows, j = st.op_axis
+    jo, ji = st.split(j, target.vector_lanes(pad.dtype))
+    st.vectorize(ji)
+    st.parallel(st.fuse(*rows[:len(rows) - 1]))
 
 
 def _accumulate_in_registers(sch: Schedule, local: te.Tensor, st, at) -> None:
