@@ -24,7 +24,7 @@ from tensorc.ops.space import InvalidConfigError
 from tensorc.ops.schedules import INJECTIVE
 from tensorc.passes import loop as loop_passes
 from tensorc.passes.graph import GRAPH_PIPELINE
-from tensorc.passes.graph.fuse import FusedGroup, fuse
+from tensorc.passes.graph.fuse import VIEW_OPS, FusedGroup, fuse, view_base
 from tensorc.passes.graph.plan_memory import MemoryPlan, plan_memory
 from tensorc.profile import KernelInfo
 from tensorc.target import Target
@@ -51,24 +51,18 @@ def _materialize_outputs(graph: Graph) -> Graph:
     that are inputs, constants or listed twice, and views whose base cannot be computed in
     the caller's array itself (plan_memory places a view output's base there)."""
     seen: set[Value] = set()
-    bases: set[Value] = set()
+    bases: set[Value] = set()       # view outputs' bases, each computed in one output
     for k, v in enumerate(graph.outputs):
-        base = view_base(v)
-        if v.producer is not None and v.producer.op == "reshape" and base.producer is not None \
-                and base not in graph.outputs and base not in bases and v not in seen:
+        copy = v in seen or v.producer is None
+        if not copy and v.producer.op in VIEW_OPS:
+            base = view_base(v)
+            copy = base.producer is None or base in graph.outputs or base in bases
             bases.add(base)
-        elif v in seen or v.producer is None or v.producer.op == "reshape":
+        if copy:
             (graph.outputs[k],) = graph.add_node("cast", [v], {"dtype": v.type.dtype},
                                                  [v.type], name=f"output_copy_{k}")
         seen.add(graph.outputs[k])
     return graph
-
-
-def view_base(v: Value) -> Value:
-    """The value whose storage ``v`` shares: through reshapes (views) to their input."""
-    while v.producer is not None and v.producer.op == "reshape":
-        v = v.producer.inputs[0]
-    return v
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,11 +7,13 @@ anchor itself, or the end of an elementwise epilogue fused after it).
 from __future__ import annotations
 
 from tensorc.ir import expr as E
+from tensorc.ir.loop import Buffer
 from tensorc.ir.lower import loop_extents
 from tensorc.ir.schedule import Schedule, Stage
 from tensorc.ir.te import ComputeOp, Tensor
 from tensorc.ops.registry import Template
 from tensorc.ops.space import Knob, SearchSpace
+from tensorc.passes.loop.flatten import flat_index
 from tensorc.target import Target
 
 # below this many output elements a kernel runs on one thread: waking the pool costs more
@@ -164,11 +166,8 @@ def transposed_axis(out: Tensor, lanes: int) -> int | None:
     for tensor, indices in _input_loads(out, tuple(axes)):
         if _size(tensor) * 2 < size or len(indices) != len(tensor.shape):
             continue
-        flat, stride = E.const(0), 1
-        for d in reversed(range(len(indices))):
-            flat = flat + indices[d] * stride
-            stride *= tensor.shape[d]
-        flat = E.transform(flat, _unclamp)
+        flat = E.transform(flat_index(Buffer(tensor.name, tensor.shape, tensor.dtype), indices),
+                           _unclamp)
         coeffs = [E.linear_coeff(flat, v) for v in axes]
         if coeffs[-1] is None:
             continue

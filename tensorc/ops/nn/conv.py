@@ -113,11 +113,16 @@ def padded_input(x: te.Tensor, pads: tuple[int, ...], overhang: tuple[int, ...] 
                                 for d in range(spatial))
 
     def body(n, c, *pos):
-        src = [p - pads[d] for d, p in enumerate(pos)]
-        conds = [in_range(s, x.shape[2 + d]) for d, s in enumerate(src)]
-        load = x[(n, c, *[clamp(s, x.shape[2 + d]) for d, s in enumerate(src)])]
-        return E.select(E.all_of(*conds), load, E.Const(value, x.dtype))
+        return _load_or(x, n, c, [p - pads[d] for d, p in enumerate(pos)], value)
     return te.compute(shape, body, name="pad", tag="pad")
+
+
+def _load_or(x: te.Tensor, n, c, src: list, value: float) -> E.Expr:
+    """x[n, c, *src] where src is inside x's spatial extent, else ``value`` (the load
+    clamped, so never out of bounds)."""
+    conds = [in_range(s, x.shape[2 + d]) for d, s in enumerate(src)]
+    load = x[(n, c, *[clamp(s, x.shape[2 + d]) for d, s in enumerate(src)])]
+    return E.select(E.all_of(*conds), load, E.Const(value, x.dtype))
 
 
 def phase_split(x: te.Tensor, pads: tuple[int, ...], strides: tuple[int, int],
@@ -130,10 +135,7 @@ def phase_split(x: te.Tensor, pads: tuple[int, ...], strides: tuple[int, int],
     width = (x.shape[3] + pads[1] + pads[3]) // sw
 
     def body(n, c, a, b, i, j):
-        src = [i * sh + a - pads[0], j * sw + b - pads[1]]
-        conds = [in_range(s, x.shape[2 + d]) for d, s in enumerate(src)]
-        load = x[n, c, clamp(src[0], x.shape[2]), clamp(src[1], x.shape[3])]
-        return E.select(E.all_of(*conds), load, E.Const(0.0, x.dtype))
+        return _load_or(x, n, c, [i * sh + a - pads[0], j * sw + b - pads[1]], 0.0)
     return te.compute(x.shape[:2] + tuple(phases) + (height, width), body, name="pad",
                       tag="pad")
 
@@ -263,7 +265,7 @@ def _conv_gemm(attrs: dict, x: te.Tensor, w: te.Tensor, kernel, out) -> te.Tenso
     depth = channels * int(np.prod(kernel))
     pointwise = _pointwise(attrs, w.shape)
     pads = list(attrs["pads"])
-    pitch = phases = None
+    pitch = None
     if spatial == 2 and not pointwise:
         # columns run over the rows of the padded input laid end to end (pitch Wp), so a
         # block's patches are contiguous loads; the garbage columns at each row's end are
@@ -282,15 +284,13 @@ def _conv_gemm(attrs: dict, x: te.Tensor, w: te.Tensor, kernel, out) -> te.Tenso
         rows = max(-(-(last_read + 1) // pitch), -(-height // strides[0]))
         pads[2] += rows * strides[0] - height
         pads[3] += pitch * strides[1] - (x.shape[3] + pads[1] + pads[3])
+        padded = phase_split(x, tuple(pads), tuple(strides), phases) \
+            if any(st > 1 for st in strides) else padded_input(x, tuple(pads))
     else:
         # pointwise convs and 1-D ones: one flat row of output positions, padded to whole
         # blocks (a block's patches are gathered across row ends: once per block, for all
         # its filters)
-        grid = (int(np.prod(out)),)
-        grid = (-(-grid[0] // GEMM_COLUMNS) * GEMM_COLUMNS,)
-    if phases is not None and any(st > 1 for st in strides):
-        padded = phase_split(x, tuple(pads), tuple(strides), phases)
-    else:
+        grid = (-(-int(np.prod(out)) // GEMM_COLUMNS) * GEMM_COLUMNS,)
         padded = padded_input(x, tuple(pads))
 
     def unflatten(index, extents):
@@ -529,7 +529,7 @@ def _materialize_pad(target: Target, sch: Schedule, consumer: te.Tensor) -> None
     # loads are strided (one wide load and a shuffle each)
     st = sch[pad]
     *rows, j = st.op_axis
-    jo, ji = st.split(j, target.vector_lanes(pad.dtype))
+    _, ji = st.split(j, target.vector_lanes(pad.dtype))
     st.vectorize(ji)
     st.parallel(st.fuse(*rows[:len(rows) - 1]))
 

@@ -221,6 +221,13 @@ def _concats_in_place(graph: Graph, groups: list[FusedGroup],
         group.view = True
 
 
+def view_base(v: Value) -> Value:
+    """The value whose storage ``v`` shares: through views (reshapes) to their input."""
+    while v.producer is not None and v.producer.op in VIEW_OPS:
+        v = v.producer.inputs[0]
+    return v
+
+
 def _sole_base(v: Value, reader: Node, consumers: dict[Value, list[Node]],
                producer_group: dict[Value, FusedGroup], graph: Graph) -> Value | None:
     """The kernel output that ``v`` is (through reshapes), if ``reader`` is all that reads it
@@ -229,7 +236,7 @@ def _sole_base(v: Value, reader: Node, consumers: dict[Value, list[Node]],
         if len(consumers.get(v, [])) != 1 or consumers[v][0] is not reader or \
                 v in graph.outputs or v.producer is None:
             return None
-        if v.producer.op != "reshape":
+        if v.producer.op not in VIEW_OPS:
             break
         reader, v = v.producer, v.producer.inputs[0]
     group = producer_group.get(v)
