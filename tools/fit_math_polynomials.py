@@ -53,8 +53,11 @@ def main() -> None:
         # log(1 + f) = f - f^2/2 + f^3 P(f), relative error
         "LOG_P": fit(np.log1p, lambda f: f - f * f / 2, math.sqrt(0.5) - 1, math.sqrt(2) - 1,
                      powers(3, 1, 8), lambda f: 1 / np.abs(np.log1p(f))),
-        # tanh(x) = x + x^3 P(x^2) on [0, 0.9], relative error
-        "TANH_P": fit(np.tanh, lambda x: x, 1e-5, 0.9, powers(3, 2, 7),
+        # expm1(r) = r + r^2 P(r), relative error (a little beyond the reduced range)
+        "EXPM1_P": fit(np.expm1, lambda r: r, -half_ln2 - 0.001, half_ln2 + 0.001,
+                       powers(2, 1, 5), lambda r: 1 / np.abs(np.expm1(r))),
+        # tanh(x) = x + x^3 P(x^2) on [0, 0.3], relative error
+        "TANH_P": fit(np.tanh, lambda x: x, 1e-5, 0.3, powers(3, 2, 3),
                       lambda x: 1 / np.tanh(x)),
         # erf(x) = x + x P(x^2) on [0, 1], relative error
         "ERF_P": fit(erf, lambda x: x, 1e-5, 1.0, powers(1, 2, 7), lambda x: 1 / erf(x)),

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from llvmlite import ir
 
 from tensorc.codegen.llvm_types import I32, I64, like, splat
@@ -39,11 +40,13 @@ ROUND_MAGIC = 12582912.0            # 1.5 * 2^23: x + this rounds x to an intege
 LOG_P = (0.3333333134651184, -0.2500081956386566, 0.2000124305486679, -0.1662341058254242,
          0.14201541244983673, -0.13159553706645966, 0.12762469053268433, -0.0763690397143364)
 SQRT_HALF_BITS = 0x3F3504F3
-# tanh(x) = x + x^3 * P(x^2) on |x| < TANH_SMALL (2^-29.8)
-TANH_SMALL = 0.9
-TANH_P = (-0.33333322405815125, 0.13332980871200562, -0.05392947420477867,
-          0.021664094179868698, -0.008265464566648006, 0.0025834408588707447,
-          -0.0004557178763207048)
+# expm1(r) = r + r^2 * P(r) on |r| <= ln2/2 (relative error 2^-26.1)
+EXPM1_P = (0.4999999701976776, 0.1666654497385025, 0.04166743531823158, 0.008366451598703861,
+           0.0013870890252292156)
+# tanh(x) = x + x^3 * P(x^2) on |x| < TANH_SMALL (2^-26.3)
+TANH_SMALL = 0.3
+TANH_P = (-0.33333060145378113, 0.13314810395240784, -0.05036460608243942)
+TANH_ONE = 9.1      # tanh(x) rounds to 1 in float32 for x > 9.02
 # erf(x) = x + x * P(x^2) on |x| < 1 (2^-29.4); erf(x) = 1 - exp(Q(x)) on 1 <= x < ERF_ONE
 # (Q fits log(erfc(x)), absolute error of erf 2^-35.3); erf(x) rounds to 1 beyond ERF_ONE
 ERF_P = (0.12837916612625122, -0.3761262595653534, 0.11283578723669052, -0.026853347197175026,
@@ -57,6 +60,10 @@ SIN_P = tuple((-1) ** k / math.factorial(2 * k + 1) for k in range(1, 5))
 COS_P = tuple((-1) ** k / math.factorial(2 * k) for k in range(2, 6))
 # pi/2 in three float64 parts (fma reduction)
 PIO2 = (1.5707963267948966, 6.123233995736766e-17, -1.4973849048591698e-33)
+
+
+def _float_bits(value: float) -> int:
+    return int(np.float32(value).view(np.uint32))
 
 
 def _split(parts: tuple[float, ...], bits: int, count: int) -> tuple[float, ...]:
@@ -116,6 +123,18 @@ class MathOps:
         acc = self._fc(x, coeffs[-1])
         for c in reversed(coeffs[:-1]):
             acc = self._fma(acc, x, self._fc(x, c))
+        return acc
+
+    def _estrin(self, x: ir.Value, x2: ir.Value, coeffs) -> ir.Value:
+        """coeffs[0] + coeffs[1] x + ... in pairs (c0 + c1 x) + x^2 (c2 + c3 x) + ...: a
+        shorter dependency chain than Horner's for the same number of operations, given
+        x^2."""
+        pairs = [self._fma(self._fc(x, coeffs[k + 1]), x, self._fc(x, coeffs[k]))
+                 if k + 1 < len(coeffs) else self._fc(x, coeffs[k])
+                 for k in range(0, len(coeffs), 2)]
+        acc = pairs[-1]
+        for pair in reversed(pairs[:-1]):
+            acc = self._fma(acc, x2, pair)
         return acc
 
     def _abs(self, x: ir.Value) -> ir.Value:
@@ -194,17 +213,34 @@ class MathOps:
         return b.select(exact, log_u, corrected)
 
     def _math_tanh(self, x: ir.Value) -> ir.Value:
-        """An odd polynomial for small |x|, else (1 - e) / (1 + e) with e = exp(-2|x|)."""
+        """An odd polynomial for |x| < TANH_SMALL, else E / (E + 2) with
+        E = expm1(2 min(|x|, TANH_ONE)); the sign from x.
+
+        E = 2^n (expm1(r) + 1) - 1 = 2^n expm1(r) + (2^n - 1), n = round(2|x| / ln 2) >= 1,
+        so the two terms never cancel much (at worst 2^2 expm1(-0.35) + 3). E is at most
+        8e7: no clamps or two-factor scaling as in :meth:`_math_exp`, 2^n is the rounding
+        sum's bits shifted into the exponent, and one float32 ln 2 reduces exactly enough
+        (n <= 27; the error of E matters less as n grows). Below TANH_SMALL the roundings of
+        E + 2 and of the quotient would add up to 2.3 ulp."""
         b = self.b
         a = self._abs(x)
-        x2 = b.fmul(x, x)
-        small = self._fma(b.fmul(x2, x), self._horner(x2, TANH_P), x)
-        e = self._math_exp(b.fmul(a, self._fc(x, -2.0)))
-        one = self._fc(x, 1.0)
-        large = b.fdiv(b.fsub(one, e), b.fadd(one, e))
-        # the sign from x (also tanh(-0) = -0, which the fma's rounding would lose)
-        return self._copysign(b.select(b.fcmp_ordered("<", a, self._fc(x, TANH_SMALL)),
-                                       self._abs(small), large), x)
+        a = b.select(b.fcmp_ordered(">", a, self._fc(x, TANH_ONE)), self._fc(x, TANH_ONE), a)
+        t = self._fma(a, self._fc(x, 2.0 * LOG2E), self._fc(x, ROUND_MAGIC))
+        r = self._fma(b.fsub(t, self._fc(x, ROUND_MAGIC)), self._fc(x, -math.log(2)),
+                      b.fadd(a, a))                             # 2a is exact
+        r2 = b.fmul(r, r)
+        expm1_r = self._fma(r2, self._estrin(r, r2, EXPM1_P), r)
+        # t's bits are bits(ROUND_MAGIC) + n, so (n + 127) << 23 is t's bits << 23 + a constant
+        bias = ((127 - _float_bits(ROUND_MAGIC)) << 23) & 0xFFFFFFFF
+        scale = self._as_float(b.add(b.shl(self._as_int(t), self._ic(x, 23)),
+                                     self._ic(x, bias - (1 << 32) if bias >= 1 << 31 else bias)))
+        big = self._fma(scale, expm1_r, b.fsub(scale, self._fc(x, 1.0)))
+        large = b.fdiv(big, b.fadd(big, self._fc(x, 2.0)))
+        a2 = b.fmul(a, a)
+        small = self._fma(b.fmul(a2, a), self._horner(a2, TANH_P), a)
+        # tanh(-0) = -0; NaN is not small and stays NaN (the clamp keeps it)
+        return self._copysign(
+            b.select(b.fcmp_ordered("<", a, self._fc(x, TANH_SMALL)), small, large), x)
 
     def _math_erf(self, x: ir.Value) -> ir.Value:
         """x + x P(x^2) for |x| < 1, else 1 - exp(Q(|x|)) (Q ~ log erfc), 1 beyond 3.9375."""
