@@ -65,8 +65,12 @@ class _NestInfo:
         for rel in reversed(stage.relations):
             if isinstance(rel, Split):
                 inner = ext[rel.inner]
-                value[rel.parent] = value[rel.outer] * inner + value[rel.inner]
-                if ext[rel.outer] * inner != ext[rel.parent]:
+                start = value[rel.outer] * inner
+                if rel.shift_tail and ext[rel.outer] * inner != ext[rel.parent]:
+                    # the last block ends at the extent: no guard, an overlap instead
+                    start = E.minimum(start, E.const(ext[rel.parent] - inner))
+                value[rel.parent] = start + value[rel.inner]
+                if ext[rel.outer] * inner != ext[rel.parent] and not rel.shift_tail:
                     guards.append((rel.parent, E.Compare("lt", value[rel.parent],
                                                          E.const(ext[rel.parent]))))
             else:

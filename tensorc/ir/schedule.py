@@ -43,6 +43,9 @@ class Split:
     inner: SVar
     factor: int | None
     nparts: int | None
+    # the last block moved back to end at the extent (overlapping the one before it)
+    # instead of a guarded partial block
+    shift_tail: bool = False
 
 
 @dataclass(eq=False)
@@ -127,10 +130,13 @@ class Stage:
         self.schedule.trace.append({"prim": prim, "stage": self.name, **args})
 
     # primitives -------------------------------------------------------------------------------
-    def split(self, var, factor: int | None = None, nparts: int | None = None
-              ) -> tuple[SVar, SVar]:
+    def split(self, var, factor: int | None = None, nparts: int | None = None,
+              shift_tail: bool = False) -> tuple[SVar, SVar]:
         """Split ``var`` into ``outer * factor + inner``; a factor that does not divide the
-        extent leaves a guard."""
+        extent leaves a guard, or with ``shift_tail`` the last block starts ``factor`` before
+        the end (``min(outer * factor, extent - factor) + inner``): whole blocks only, some
+        elements computed twice. Only for stages whose recomputation writes the same values
+        (no in-place update) and whose outer loop is not parallel."""
         sv = self._leaf(var)
         if (factor is None) == (nparts is None):
             raise ScheduleError("split takes exactly one of factor= and nparts=")
@@ -138,10 +144,13 @@ class Stage:
         if amount < 1:
             raise ScheduleError(f"split {'factor' if factor is not None else 'nparts'} must be "
                                 f">= 1, got {amount}")
-        self._record("split", var=sv.name, factor=factor, nparts=nparts)
+        if shift_tail and (factor is None or sv.kind != "spatial"):
+            raise ScheduleError("shift_tail splits a spatial loop by a factor")
+        self._record("split", var=sv.name, factor=factor, nparts=nparts,
+                     **({"shift_tail": True} if shift_tail else {}))
         outer = SVar(self._fresh_name(f"{sv.name}.o"), sv.kind)
         inner = SVar(self._fresh_name(f"{sv.name}.i"), sv.kind)
-        self.relations.append(Split(sv, outer, inner, factor, nparts))
+        self.relations.append(Split(sv, outer, inner, factor, nparts, shift_tail))
         pos = self.leaf_vars.index(sv)
         self.leaf_vars[pos:pos + 1] = [outer, inner]
         return outer, inner
@@ -195,6 +204,9 @@ class Stage:
         sv = self._leaf(var)
         if sv.kind == "reduce":
             raise ScheduleError(f"cannot run reduction loop {sv.name} in parallel")
+        if any(isinstance(r, Split) and r.shift_tail and r.outer is sv for r in self.relations):
+            raise ScheduleError(f"cannot run loop {sv.name} in parallel: its last block "
+                                f"overlaps the one before it (a shift_tail split)")
         self._annotate("parallel", var, "parallel")
 
     def unroll(self, var) -> None:
@@ -462,7 +474,8 @@ def replay(schedule: Schedule, trace: Sequence[dict]) -> Schedule:
             continue
         stage = schedule[rec["stage"]]
         if prim == "split":
-            stage.split(rec["var"], factor=rec["factor"], nparts=rec["nparts"])
+            stage.split(rec["var"], factor=rec["factor"], nparts=rec["nparts"],
+                        shift_tail=rec.get("shift_tail", False))
         elif prim == "fuse":
             stage.fuse(*rec["vars"])
         elif prim == "reorder":

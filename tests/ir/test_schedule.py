@@ -120,6 +120,45 @@ def test_split_that_does_not_divide_leaves_a_guard():
     check_numbers(s, [A, B], lambda a: a * 2)
 
 
+def test_a_shift_tail_split_ends_its_last_block_at_the_extent():
+    A, B = scale(10, 27)
+    s = create_schedule(B)
+    jo, ji = s[B].split(s[B].op_axis[1], 8, shift_tail=True)
+    s[B].vectorize(ji)
+    # four whole blocks, the last one starting at 19 (overlapping the third): no guard
+    assert str(guarded(lower(s, [A, B], "f"))) == nest("""
+        func f(A: float32[10, 27], B: float32[10, 27])
+          for (i: serial, 0, 10)
+            for (j.o: serial, 0, 4)
+              for (j.i: vectorized, 0, 8)
+                B[i*27 + j.i + min(j.o*8, 19)] = A[i*27 + j.i + min(j.o*8, 19)]*2.0f
+        """)
+    assert s.trace[-2]["shift_tail"] is True
+    check_numbers(s, [A, B], lambda a: a * 2)
+    with pytest.raises(ScheduleError, match="overlaps the one before it"):
+        s[B].parallel(jo)
+
+
+def test_a_shift_tail_block_attached_computes_its_whole_region():
+    A, B, C = stencil()
+    s = create_schedule(C)
+    xo, xi = s[C].split(s[C].op_axis[1], 5, shift_tail=True)
+    s[B].compute_at(s[C], xo)
+    # each block reads a 3 x 5 box of B, the last one B[y:y+3, 7:12]: whole, unguarded
+    assert str(optimize(lower(s, [A, C], "f"))) == nest("""
+        func f(A: float32[16, 12], C: float32[14, 12])
+          for (y: serial, 0, 14)
+            for (x.o: serial, 0, 3)
+              allocate B: float32[3, 5] (local)
+              for (i: serial, 0, 3)
+                for (j: serial, 0, 5)
+                  B[i*5 + j] = A[i*12 + j + y*12 + min(x.o*5, 7)]*2.0f
+              for (x.i: serial, 0, 5)
+                C[x.i + y*12 + min(x.o*5, 7)] = B[x.i] + B[x.i + 5] + B[x.i + 10]
+        """)
+    check_numbers(s, [A, C], lambda a: 2 * (a[:-2] + a[1:-1] + a[2:]))
+
+
 def test_split_by_nparts():
     A, B = scale()
     s = create_schedule(B)
@@ -382,6 +421,10 @@ def _split_nparts_zero(s, A, B, R, C):
     s[C].split(s[C].op_axis[0], nparts=0)
 
 
+def _shift_tail_reduction(s, A, B, R, C):
+    s[R].split(s[R].reduce_axis[0], 3, shift_tail=True)
+
+
 def _split_both(s, A, B, R, C):
     s[C].split(s[C].op_axis[0], factor=2, nparts=2)
 
@@ -458,6 +501,7 @@ def _cache_write_after_split(s, A, B, R, C):
     (_split_zero, "split factor must be >= 1, got 0"),
     (_split_nparts_zero, "split nparts must be >= 1, got 0"),
     (_split_both, "exactly one of factor= and nparts="),
+    (_shift_tail_reduction, "shift_tail splits a spatial loop by a factor"),
     (_fuse_non_consecutive, "fuse needs consecutive loops"),
     (_fuse_spatial_and_reduce, "cannot fuse a spatial loop with a reduction loop"),
     (_parallel_reduce, "cannot run reduction loop k in parallel"),

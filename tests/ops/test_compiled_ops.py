@@ -156,6 +156,10 @@ CONV_2D = [
     ((2, 16, 9, 9), (16, 1, 3, 3), {"group": 16, "strides": [2, 2], "pads": [1, 1, 1, 1]},
      False),
     ((1, 4, 8, 8), (8, 1, 3, 3), {"group": 4}, True),    # depthwise, channel multiplier 2
+    # depthwise rows of 28 and 27: blocks of two vectors, the last overlapping the one before
+    ((1, 3, 56, 56), (3, 1, 5, 5), {"group": 3, "strides": [2, 2], "pads": [2, 2, 2, 2]},
+     True),
+    ((1, 2, 27, 27), (2, 1, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}, False),
     ((1, 3, 9, 8), (5, 3, 3, 2), {"pads": [0, 1, 2, 0]}, True),   # asymmetric pads / kernel
     ((1, 3, 9, 9), (4, 3, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 1],
                                   "dilations": [1, 2]}, True),
@@ -531,6 +535,11 @@ REAL_POOLS = [
     ((1, 2, 26, 26), {"kernel_shape": [1, 1], "strides": [2, 2]}),
     ((1, 2, 34, 34), {"kernel_shape": [3, 3], "strides": [4, 4], "pads": [1, 1, 1, 1],
                       "ceil_mode": 1}),
+    # rows with no whole blocks of registers: the last block overlaps the one before it
+    ((1, 2, 111, 111), {"kernel_shape": [2, 2]}),
+    ((1, 3, 27, 27), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
+    ((1, 2, 60, 60), {"kernel_shape": [5, 5], "pads": [2, 2, 2, 2]}),
+    ((1, 2, 52, 52), {"kernel_shape": [3, 3], "strides": [2, 2]}),
 ]
 
 

@@ -86,3 +86,27 @@ def test_a_three_way_concat_is_split_at_exactly_its_two_boundaries():
     (out,) = run_func(func, [a])
     want = np.concatenate([a[:2] * 2, a[2:4] * 3, a[4:]])
     np.testing.assert_allclose(out, want, rtol=1e-6)
+
+
+def test_a_guarded_last_block_keeps_only_the_vectors_in_range():
+    """A row of 27 in blocks of 3 x 8 lanes (an unrolled loop of vectors): once the block
+    loop is split into the whole block and the last one, the last block's unrolled loop is
+    split too, and its two vectors past the end of the row are dropped, not run masked."""
+    A = placeholder((4, 27), name="A")
+    B = compute((4, 27), lambda i, j: A[i, j] * 2.0, name="B")
+    s = create_schedule(B)
+    jo, ji = s[B].split(s[B].op_axis[1], 24)
+    vo, vi = s[B].split(ji, 8)
+    s[B].unroll(vo)
+    s[B].vectorize(vi)
+    func = optimize(lower(s, [A, B], "blocks"))
+    assert str(func).splitlines()[-6:] == [
+        "    for (j.i.o: unrolled, 0, 3)",
+        "      for (j.i.i: vectorized, 0, 8)",
+        "        B[i*27 + j.i.i + j.i.o*8] = A[i*27 + j.i.i + j.i.o*8]*2.0f",
+        "    for (j.i.i: vectorized, 0, 8)",
+        "      if ((j.i.i + 24) < 27)",
+        "        B[i*27 + j.i.i + 24] = A[i*27 + j.i.i + 24]*2.0f"]
+    a = random_array(RNG, (4, 27))
+    (out,) = run_func(func, [a])
+    np.testing.assert_array_equal(out, a * 2)

@@ -200,6 +200,14 @@ def window_space(target: Target, out: te.Tensor, anchor: te.Tensor, attrs: dict
     ], name="pool")
 
 
+def _row_stride(window: te.Tensor) -> int:
+    """How far apart in its input the window's consecutive outputs along the row start."""
+    x = window.op.axis[-1].var
+    strides = [E.linear_coeff(load.indices[-1], x) for load in E.walk(window.op.body)
+               if isinstance(load, E.Load) and len(load.indices) == len(window.shape)]
+    return max([abs(s[1]) for s in strides if s is not None] or [1])
+
+
 def schedule_window(target: Target, sch: Schedule, out: te.Tensor, window: te.Tensor,
                     config=None) -> None:
     """Pooling (a reduction over a window of a padded input, ``window``; depthwise convs
@@ -208,8 +216,9 @@ def schedule_window(target: Target, sch: Schedule, out: te.Tensor, window: te.Te
     Output rows (n, c, leading spatial dims) run in parallel; the padded input is copied into
     a local buffer once (the padding decided there, not at every tap): each output row's
     input rows, or for a small map the channel's whole padded plane; the output row is split
-    into whole vector blocks (see ``vector_block``), each accumulated in registers over the
-    window with unconditional loads from that buffer:
+    into blocks of up to four vectors (the last block of a row they do not divide overlaps
+    the one before it), each accumulated in registers over the window with unconditional
+    loads from that buffer:
 
         for (n.c.y: parallel)
           pad_rows[K, Wp] = padded input rows y*s .. y*s+K-1      (masked loads at the edges)
@@ -224,17 +233,28 @@ def schedule_window(target: Target, sch: Schedule, out: te.Tensor, window: te.Te
     width = out.shape[-1]
     block = vector_block(width, lanes) if config["registers"] >= 2 else \
         (width if width <= lanes else lanes)
-    vectors = 1
+    vectors, shift = 1, False
     if config["registers"] == 4 and width % block == 0 and block % lanes == 0:
         # several vectors per output block, each its own accumulator: the window's taps are
         # a chain of dependent adds (or maxes) per accumulator, and one chain leaves the
-        # vector units idle for most of each add's latency; whole registers only: blocks
-        # of odd vectors (7 lanes of a 28-wide row) would overlap in the accumulator buffer
-        # and measured 5-8x slower
+        # vector units idle for most of each add's latency
         vectors = max(d for d in range(1, 5) if (width // block) % d == 0)
         block *= vectors
+    whole = width % block == 0 and block >= lanes
+    if config["registers"] == 4 and width > 2 * lanes and not (whole and
+                                                                _row_stride(window) > 1):
+        # else blocks of whole registers, up to four side by side, as few vector operations
+        # per row as can be: a row of 110 is 7 blocks of two vectors, not 22 chains of 5
+        # lanes. A block that does not divide the row ends the row overlapping the one
+        # before it: a guarded last block runs masked loads and stores at every tap, as
+        # slow as several blocks. (Strided windows keep whole blocks of 9 lanes: a strided
+        # vector load is a shuffle of two, and the overlap would add shuffles.)
+        vectors = min(range(1, min(4, width // lanes) + 1),
+                      key=lambda v: (-(-width // (v * lanes)) * v, -v))
+        block = vectors * lanes
+        shift = width % block != 0
     if block < width:
-        x_outer, x_inner = stage.split(x, block)
+        x_outer, x_inner = stage.split(x, block, shift_tail=shift)
     else:
         x_outer, x_inner = None, x
     stage.vectorize(x_inner)

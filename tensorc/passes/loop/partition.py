@@ -16,7 +16,7 @@ from tensorc.ir.loop import Allocate, For, IfThenElse, PrimFunc, Seq, Stmt, Stor
 from tensorc.passes.loop.simplify import simplify
 
 MAX_PIECES = 4         # a loop is split into at most this many ranges
-PARTITIONED = ("serial", "parallel")
+PARTITIONED = ("serial", "parallel", "unrolled")
 
 
 def partition_loops(func: PrimFunc) -> PrimFunc:
@@ -30,18 +30,22 @@ def partition_loops(func: PrimFunc) -> PrimFunc:
 
 def _visit(s: Stmt, ranges: dict) -> Stmt:
     if isinstance(s, For):
+        # outer loops first: each piece's narrower range can decide conditions of the loops
+        # inside it (the guarded last block of a row decides which of its unrolled vectors
+        # are in range)
         n = E.as_const_int(s.extent)
-        inner = dict(ranges)
-        if n is not None:
-            inner[s.var] = (0, n - 1)
-        body = _visit(s.body, inner)
-        loop = For(s.var, s.extent, s.kind, body)
-        if n is None or s.kind not in PARTITIONED or _declares_shared(body):
-            return loop
-        cuts = _breakpoints(loop, n, ranges)
-        if not cuts:
-            return loop
-        return _split(loop, [0, *cuts, n], ranges)
+        cuts = []
+        if n is not None and s.kind in PARTITIONED and not _declares_shared(s.body):
+            cuts = _breakpoints(s, n, ranges)
+        pieces = _split(s, [0, *cuts, n]) if cuts else [s]
+        out = []
+        for loop in pieces:
+            inner = dict(ranges)
+            extent = E.as_const_int(loop.extent)
+            if extent is not None:
+                inner[loop.var] = (0, extent - 1)
+            out.append(For(loop.var, loop.extent, loop.kind, _visit(loop.body, inner)))
+        return seq(*out)
     if isinstance(s, Seq):
         return seq(*[_visit(c, ranges) for c in s.stmts])
     if isinstance(s, Allocate):
@@ -132,7 +136,7 @@ def _breakpoints(loop: For, n: int, ranges: dict) -> list[int]:
     return sorted(cuts)
 
 
-def _split(loop: For, points: list[int], ranges: dict) -> Stmt:
+def _split(loop: For, points: list[int]) -> list[For]:
     pieces = []
     for start, stop in zip(points, points[1:]):
         if stop <= start:
@@ -141,4 +145,4 @@ def _split(loop: For, points: list[int], ranges: dict) -> Stmt:
         shifted = var + start if start else var
         body = map_stmt(loop.body, lambda e, v=shifted: E.substitute(e, {loop.var: v}))
         pieces.append(For(var, E.const(stop - start), loop.kind, body))
-    return seq(*pieces)
+    return pieces
