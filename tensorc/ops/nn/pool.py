@@ -260,6 +260,18 @@ def schedule_window(target: Target, sch: Schedule, out: te.Tensor, window: te.Te
     stage.vectorize(x_inner)
     work = int(np.prod(out.shape)) if config["parallel"] else 0
     pad = _padded_input_of(window)
+    # a short row (one block of one or two registers) alone is one chain of dependent
+    # multiply-adds per register over the whole window (25 for a 5x5 depthwise conv, 4
+    # cycles each): accumulate several rows side by side, up to four registers
+    row_block = 1
+    if config["registers"] == 4 and x_outer is None and config["buffer"] == "plane" and \
+            len(rows) >= 3:
+        row_block = min(max(1, 4 // -(-width // lanes)), out.shape[-2])
+    y_inner = None
+    if row_block > 1:
+        height = out.shape[-2]
+        rows[-1], y_inner = stage.split(rows[-1], row_block,
+                                        shift_tail=height % row_block != 0)
     if config["buffer"] == "plane":
         # (n, c) in parallel, the leading spatial loops inside: the plane is reused by them
         plane = parallel_outer(stage, rows[:2], work)
@@ -274,7 +286,12 @@ def schedule_window(target: Target, sch: Schedule, out: te.Tensor, window: te.Te
     acc = sch[window]
     acc.compute_at(stage, x_outer if x_outer is not None else row)
     *acc_rows, acc_x = acc.op_axis
-    if vectors > 1:
+    if y_inner is not None:
+        *acc_rows, acc_y = acc_rows
+        acc.reorder(*acc_rows, *acc.reduce_axis, acc_y, acc_x)
+        acc.unroll(acc_y)
+        acc.vectorize(acc_x)
+    elif vectors > 1:
         acc_o, acc_i = acc.split(acc_x, block // vectors)
         acc.reorder(*acc_rows, *acc.reduce_axis, acc_o, acc_i)
         acc.unroll(acc_o)
