@@ -122,10 +122,20 @@ def schedule_injective(target: Target, sch: Schedule, out: Tensor, anchor: Tenso
     stage = sch[out]
     extent = out.shape[-1] if out.shape else 1
     axis = transposed_axis(out, target.vector_lanes(out.dtype))
+    lanes = target.vector_lanes(out.dtype)
     if axis is not None and stage.leaf_vars == stage.op_axis:
         order = list(stage.op_axis)
         stage.reorder(*order[:axis], *order[axis + 1:], order[axis])
         extent = out.shape[axis]
+        if extent > lanes and vector_block(extent, lanes) < lanes and len(order) > 2:
+            # no divisor of a register's width (52 = 13 x 4): whole registers, the last
+            # one overlapping the one before it (the math of a YOLO head's decode is most of
+            # its cost, at half width in 4-lane vectors); a loop inside the parallel ones
+            outer, inner = stage.split(order[axis], lanes, shift_tail=True)
+            stage.vectorize(inner)
+            parallel_prefix(stage, [*order[:axis], *order[axis + 1:]],
+                            _size(out) if config["parallel"] else 0)
+            return
     outer = vectorize_inner(target, stage, extent, out.dtype, config["registers"])
     parallel_prefix(stage, outer, _size(out) if config["parallel"] else 0)
 

@@ -111,3 +111,16 @@ def test_a_transposing_kernel_is_vectorized_along_its_inputs_contiguous_axis():
     assert vector_loops and all("i3" in line for line in vector_loops), vector_loops
     feeds = random_feeds(model)
     assert_close(tensorc.compile(model).run(feeds), ort_run(model, feeds), 1e-5, 1e-6)
+
+
+def test_a_transposing_kernel_with_no_vector_divisor_runs_whole_registers():
+    """Width 52 (13 x 4): 4-lane vectors would do the sigmoid at half width; whole registers
+    instead, the last one overlapping the one before it (a min() in the index, no guard)."""
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[0, 1, 3, 4, 2]),
+             helper.make_node("Sigmoid", ["t"], ["y"])]
+    model = make_model(nodes, [tensor_info("x", "float32", [1, 2, 85, 3, 52])], ["y"])
+    loops = tensorc.inspect(model, stage="loops")
+    lanes = tensorc.Target.host().vector_lanes("float32")
+    assert f"vectorized, 0, {lanes})" in loops and "min(" in loops and "if (" not in loops
+    feeds = random_feeds(model)
+    assert_close(tensorc.compile(model).run(feeds), ort_run(model, feeds), 1e-5, 1e-6)
