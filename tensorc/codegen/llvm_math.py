@@ -179,6 +179,25 @@ class MathOps:
         half = b.ashr(ni, self._ic(ni, 1))
         return b.fmul(b.fmul(p, self._pow2(half)), self._pow2(b.sub(ni, half)))
 
+    def _exp_normal(self, x: ir.Value) -> ir.Value:
+        """exp(x) for x known to give a normal float (-87 < x < 88): no clamps, and 2^n in
+        one factor, from the rounding sum's bits."""
+        b = self.b
+        t = self._fma(x, self._fc(x, LOG2E), self._fc(x, ROUND_MAGIC))
+        n = b.fsub(t, self._fc(x, ROUND_MAGIC))
+        r = self._fma(n, self._fc(x, -LN2_LO), self._fma(n, self._fc(x, -LN2_HI), x))
+        r2 = b.fmul(r, r)
+        p = b.fadd(self._fma(r2, self._estrin(r, r2, EXP_P), r), self._fc(x, 1.0))
+        return b.fmul(p, self._pow2_of_rounded(t))
+
+    def _pow2_of_rounded(self, t: ir.Value) -> ir.Value:
+        """2^n for t = n + ROUND_MAGIC (n in [-126, 127]): t's bits are bits(ROUND_MAGIC) + n,
+        so (n + 127) << 23 is t's bits << 23 plus a constant."""
+        bias = ((127 - _float_bits(ROUND_MAGIC)) << 23) & 0xFFFFFFFF
+        return self._as_float(self.b.add(self.b.shl(self._as_int(t), self._ic(t, 23)),
+                                          self._ic(t, bias - (1 << 32) if bias >= 1 << 31
+                                                   else bias)))
+
     def _math_log(self, x: ir.Value) -> ir.Value:
         """log(x) = k ln 2 + log(m), m in [sqrt(1/2), sqrt(2)) from the float's bits."""
         b = self.b
@@ -230,10 +249,7 @@ class MathOps:
                       b.fadd(a, a))                             # 2a is exact
         r2 = b.fmul(r, r)
         expm1_r = self._fma(r2, self._estrin(r, r2, EXPM1_P), r)
-        # t's bits are bits(ROUND_MAGIC) + n, so (n + 127) << 23 is t's bits << 23 + a constant
-        bias = ((127 - _float_bits(ROUND_MAGIC)) << 23) & 0xFFFFFFFF
-        scale = self._as_float(b.add(b.shl(self._as_int(t), self._ic(x, 23)),
-                                     self._ic(x, bias - (1 << 32) if bias >= 1 << 31 else bias)))
+        scale = self._pow2_of_rounded(t)
         big = self._fma(scale, expm1_r, b.fsub(scale, self._fc(x, 1.0)))
         large = b.fdiv(big, b.fadd(big, self._fc(x, 2.0)))
         a2 = b.fmul(a, a)
@@ -246,9 +262,13 @@ class MathOps:
         """x + x P(x^2) for |x| < 1, else 1 - exp(Q(|x|)) (Q ~ log erfc), 1 beyond 3.9375."""
         b = self.b
         a = self._abs(x)
-        small = self._fma(x, self._horner(b.fmul(x, x), ERF_P), x)
+        # the polynomials in Estrin's form: shorter dependency chains (erf was latency bound)
+        x2 = b.fmul(x, x)
+        small = self._fma(x, self._estrin(x2, b.fmul(x2, x2), ERF_P), x)
         clamped = self._clamp(a, 1.0, ERF_ONE)
-        large = b.fsub(self._fc(x, 1.0), self._math_exp(self._horner(clamped, ERF_Q)))
+        # Q is in [-17.7, -1.8] there: exp's result is a normal float
+        large = b.fsub(self._fc(x, 1.0), self._exp_normal(
+            self._estrin(clamped, b.fmul(clamped, clamped), ERF_Q)))
         large = b.select(b.fcmp_ordered("<", a, self._fc(x, ERF_ONE)), large, self._fc(x, 1.0))
         large = self._copysign(large, x)
         # NaN takes the small branch, which keeps it
