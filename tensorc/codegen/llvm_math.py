@@ -167,14 +167,8 @@ class MathOps:
         """exp(x) = 2^n * exp(r), n = round(x / ln 2), r = x - n ln 2 (Cody-Waite)."""
         b = self.b
         # beyond these, the result is inf or 0 anyway; the clamp keeps n in [-150, 129]
-        x = self._clamp(x, -104.0, 89.0)
-        t = self._fma(x, self._fc(x, LOG2E), self._fc(x, ROUND_MAGIC))
-        n = b.fsub(t, self._fc(x, ROUND_MAGIC))
+        t, p = self._exp_reduced(self._clamp(x, -104.0, 89.0))
         ni = b.sub(self._as_int(t), self._as_int(self._fc(x, ROUND_MAGIC)))
-        r = self._fma(n, self._fc(x, -LN2_HI), x)
-        r = self._fma(n, self._fc(x, -LN2_LO), r)
-        p = self._fma(b.fmul(r, r), self._horner(r, EXP_P), r)
-        p = b.fadd(p, self._fc(x, 1.0))
         # 2^n in two factors, so that overflow gives inf and a denormal result is rounded once
         half = b.ashr(ni, self._ic(ni, 1))
         return b.fmul(b.fmul(p, self._pow2(half)), self._pow2(b.sub(ni, half)))
@@ -182,13 +176,17 @@ class MathOps:
     def _exp_normal(self, x: ir.Value) -> ir.Value:
         """exp(x) for x known to give a normal float (-87 < x < 88): no clamps, and 2^n in
         one factor, from the rounding sum's bits."""
+        t, p = self._exp_reduced(x)
+        return self.b.fmul(p, self._pow2_of_rounded(t))
+
+    def _exp_reduced(self, x: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """(t, exp(r)) with t = n + ROUND_MAGIC, n = round(x / ln 2) and r = x - n ln 2: exp(x)
+        is exp(r) * 2^n."""
         b = self.b
         t = self._fma(x, self._fc(x, LOG2E), self._fc(x, ROUND_MAGIC))
         n = b.fsub(t, self._fc(x, ROUND_MAGIC))
         r = self._fma(n, self._fc(x, -LN2_LO), self._fma(n, self._fc(x, -LN2_HI), x))
-        r2 = b.fmul(r, r)
-        p = b.fadd(self._fma(r2, self._estrin(r, r2, EXP_P), r), self._fc(x, 1.0))
-        return b.fmul(p, self._pow2_of_rounded(t))
+        return t, b.fadd(self._fma(b.fmul(r, r), self._horner(r, EXP_P), r), self._fc(x, 1.0))
 
     def _pow2_of_rounded(self, t: ir.Value) -> ir.Value:
         """2^n for t = n + ROUND_MAGIC (n in [-126, 127]): t's bits are bits(ROUND_MAGIC) + n,

@@ -66,11 +66,12 @@ class _NestInfo:
             if isinstance(rel, Split):
                 inner = ext[rel.inner]
                 start = value[rel.outer] * inner
-                if rel.shift_tail and ext[rel.outer] * inner != ext[rel.parent]:
+                partial = ext[rel.outer] * inner != ext[rel.parent]
+                if partial and rel.shift_tail:
                     # the last block ends at the extent: no guard, an overlap instead
                     start = E.minimum(start, E.const(ext[rel.parent] - inner))
                 value[rel.parent] = start + value[rel.inner]
-                if ext[rel.outer] * inner != ext[rel.parent] and not rel.shift_tail:
+                if partial and not rel.shift_tail:
                     guards.append((rel.parent, E.Compare("lt", value[rel.parent],
                                                          E.const(ext[rel.parent]))))
             else:

@@ -121,8 +121,8 @@ def schedule_injective(target: Target, sch: Schedule, out: Tensor, anchor: Tenso
     config = config or injective_space(target, out, anchor, attrs).default()
     stage = sch[out]
     extent = out.shape[-1] if out.shape else 1
-    axis = transposed_axis(out, target.vector_lanes(out.dtype))
     lanes = target.vector_lanes(out.dtype)
+    axis = transposed_axis(out, lanes)
     if axis is not None and stage.leaf_vars == stage.op_axis:
         order = list(stage.op_axis)
         stage.reorder(*order[:axis], *order[axis + 1:], order[axis])

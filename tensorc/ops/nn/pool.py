@@ -240,9 +240,9 @@ def schedule_window(target: Target, sch: Schedule, out: te.Tensor, window: te.Te
         # vector units idle for most of each add's latency
         vectors = max(d for d in range(1, 5) if (width // block) % d == 0)
         block *= vectors
+    strided = _row_stride(window) > 1
     whole = width % block == 0 and block >= lanes
-    if config["registers"] == 4 and width > 2 * lanes and not (whole and
-                                                                _row_stride(window) > 1):
+    if config["registers"] == 4 and width > 2 * lanes and not (whole and strided):
         # else blocks of whole registers, up to four side by side, as few vector operations
         # per row as can be: a row of 110 is 7 blocks of two vectors, not 22 chains of 5
         # lanes. A block that does not divide the row ends the row overlapping the one
@@ -266,7 +266,7 @@ def schedule_window(target: Target, sch: Schedule, out: te.Tensor, window: te.Te
     row_block = 1
     # (not for strided windows: measured 1.3-1.7x slower on 7x7 outputs of 14x14 maps)
     if config["registers"] == 4 and x_outer is None and config["buffer"] == "plane" and \
-            len(rows) >= 3 and _row_stride(window) == 1:
+            len(rows) >= 3 and not strided:
         row_block = min(max(1, 4 // -(-width // lanes)), out.shape[-2])
     y_inner = None
     if row_block > 1:
