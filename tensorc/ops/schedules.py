@@ -61,7 +61,15 @@ def vectorize_inner(target: Target, stage: Stage, extent: int, dtype: str, regis
     if not axes:
         return []
     if extent >= lanes:
-        outer, inner = stage.split(axes[-1], vector_block(extent, lanes))
+        block = vector_block(extent, lanes)
+        if len(axes) > 1 and extent > 2 * lanes and (block < lanes or extent % block):
+            # no divisor of a register's width (150 = 25 x 6): whole registers, the last one
+            # overlapping the one before it, instead of narrow or masked vectors; the rows
+            # outside it are the loops to run in parallel
+            outer, inner = stage.split(axes[-1], lanes, shift_tail=True)
+            stage.vectorize(inner)
+            return list(axes[:-1])
+        outer, inner = stage.split(axes[-1], block)
         stage.vectorize(inner)
         return [*axes[:-1], outer]
     if len(axes) > 1:

@@ -124,3 +124,15 @@ def test_a_transposing_kernel_with_no_vector_divisor_runs_whole_registers():
     assert f"vectorized, 0, {lanes})" in loops and "min(" in loops and "if (" not in loops
     feeds = random_feeds(model)
     assert_close(tensorc.compile(model).run(feeds), ort_run(model, feeds), 1e-5, 1e-6)
+
+
+def test_an_elementwise_kernel_with_no_vector_divisor_runs_whole_registers():
+    """Rows of 150 (25 x 6): whole registers, the last one overlapping the one before it,
+    rather than 6-lane vectors (a conv's epilogue on a 150-wide map ran 2x slower so)."""
+    nodes = [helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Mul", ["x", "s"], ["y"])]
+    model = make_model(nodes, [tensor_info("x", "float32", [2, 5, 150])], ["y"])
+    loops = tensorc.inspect(model, stage="loops")
+    lanes = tensorc.Target.host().vector_lanes("float32")
+    assert f"vectorized, 0, {lanes})" in loops and "min(" in loops and "if (" not in loops
+    feeds = random_feeds(model)
+    assert_close(tensorc.compile(model).run(feeds), ort_run(model, feeds), 1e-5, 1e-6)
