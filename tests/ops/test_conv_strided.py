@@ -37,6 +37,12 @@ def conv_ref(x, w, strides, pads, dilations) -> np.ndarray:
     (16, (14, 14), 24, (1, 1), (2, 2), (0, 0, 0, 0), (1, 1)),     # a 1x1 downsample
     (3, (16, 16), 8, (4, 4), (4, 4), (0, 0, 0, 0), (1, 1)),       # a patch embedding
     (6, (9, 12), 5, (3, 3), (2, 1), (1, 1, 1, 1), (1, 1)),        # stride in rows only
+    # few channels and rows of two column blocks or more: the GEMM runs along output rows
+    (3, (65, 75), 16, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),      # 38 wide: last block shifted
+    (3, (40, 70), 8, (7, 7), (2, 2), (3, 3, 3, 3), (1, 1)),       # a 7x7 stem, 35 wide
+    (2, (20, 50), 7, (3, 3), (1, 1), (2, 2, 2, 2), (2, 2)),       # dilated, stride 1
+    (4, (17, 64), 12, (5, 3), (1, 2), (2, 0, 1, 2), (1, 1)),      # 32 wide, asymmetric
+    (1, (9, 140), 5, (3, 3), (4, 4), (0, 0, 0, 0), (1, 1)),       # stride 4, one channel
 ])
 def test_strided_conv_matches_numpy(channels, hw, filters, kernel, strides, pads, dilations):
     rng = np.random.default_rng(sum(hw) + filters)
@@ -59,3 +65,22 @@ def test_a_stride_2_conv_reads_its_patches_from_phase_planes():
     loops = tensorc.inspect(model, stage="loops")
     # the padded 32x32 input as 2 x 2 phases of 16 x 16 (plus the zero rows below)
     assert "allocate pad: float32[1, 3, 2, 2, " in loops, loops
+
+
+def test_a_few_channel_stem_writes_its_epilogue_from_the_register_tile():
+    # 3 -> 8, 3x3 stride 2 on 75 columns: the GEMM runs along the 38-column output rows (one
+    # patch block of 16 columns at a time, the last shifted back), so no GEMM buffer is
+    # allocated and the ReLU is applied to the register tile as it is stored
+    conv = helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[3, 3], strides=[2, 2],
+                            pads=[1, 1, 1, 1])
+    relu = helper.make_node("Relu", ["c"], ["y"])
+    model = make_model([conv, relu], [tensor_info("x", "float32", [1, 3, 9, 75])], ["y"])
+    w = np.random.default_rng(3).standard_normal((8, 3, 3, 3)).astype(np.float32)
+    model.graph.initializer.append(numpy_helper.from_array(w, "w"))
+    loops = tensorc.inspect(model, stage="loops")
+    assert "allocate im2col: float32[1, 27, 1, 16]" in loops, loops
+    assert "allocate conv_gemm:" not in loops, loops
+    x = np.random.default_rng(4).standard_normal((1, 3, 9, 75)).astype(np.float32)
+    got = tensorc.compile(model).run({"x": x})["y"]
+    check_result(got, np.maximum(conv_ref(x, w, (2, 2), (1, 1, 1, 1), (1, 1)), 0),
+                 rtol=1e-4, atol=1e-4)
