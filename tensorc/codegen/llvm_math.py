@@ -36,6 +36,7 @@ LN2_HI = 0.693145751953125          # 15 significant bits: n * LN2_HI is exact f
 LN2_LO = 1.4286068202862268e-06     # ln 2 - LN2_HI
 LOG2E = 1.4426950408889634
 ROUND_MAGIC = 12582912.0            # 1.5 * 2^23: x + this rounds x to an integer (|x| < 2^22)
+EXP_NONPOSITIVE_SHIFT = 64          # exp(x <= 0) scales by 2^(n + 64) (normal), then 2^-64
 # log(1 + f) = f - f^2/2 + f^3 * P(f) on sqrt(1/2) - 1 <= f < sqrt(2) - 1 (2^-27.3)
 LOG_P = (0.3333333134651184, -0.2500081956386566, 0.2000124305486679, -0.1662341058254242,
          0.14201541244983673, -0.13159553706645966, 0.12762469053268433, -0.0763690397143364)
@@ -173,6 +174,17 @@ class MathOps:
         half = b.ashr(ni, self._ic(ni, 1))
         return b.fmul(b.fmul(p, self._pow2(half)), self._pow2(b.sub(ni, half)))
 
+    def _math_exp_nonpositive(self, x: ir.Value) -> ir.Value:
+        """exp(x) for x <= 0 (or NaN), as sigmoid's exp(-|y|): one clamp, and 2^n (n down to
+        -150) as 2^(n + 64), a normal float from the rounding sum's bits, times 2^-64, so a
+        denormal result is rounded once."""
+        b = self.b
+        low = self._fc(x, -104.0)
+        x = b.select(b.fcmp_ordered("<", x, low), low, x)
+        t, p = self._exp_reduced(x)
+        scaled = b.fmul(p, self._pow2_of_rounded(t, EXP_NONPOSITIVE_SHIFT))
+        return b.fmul(scaled, self._fc(x, 2.0 ** -EXP_NONPOSITIVE_SHIFT))
+
     def _exp_normal(self, x: ir.Value) -> ir.Value:
         """exp(x) for x known to give a normal float (-87 < x < 88): no clamps, and 2^n in
         one factor, from the rounding sum's bits."""
@@ -188,10 +200,10 @@ class MathOps:
         r = self._fma(n, self._fc(x, -LN2_LO), self._fma(n, self._fc(x, -LN2_HI), x))
         return t, b.fadd(self._fma(b.fmul(r, r), self._horner(r, EXP_P), r), self._fc(x, 1.0))
 
-    def _pow2_of_rounded(self, t: ir.Value) -> ir.Value:
-        """2^n for t = n + ROUND_MAGIC (n in [-126, 127]): t's bits are bits(ROUND_MAGIC) + n,
-        so (n + 127) << 23 is t's bits << 23 plus a constant."""
-        bias = ((127 - _float_bits(ROUND_MAGIC)) << 23) & 0xFFFFFFFF
+    def _pow2_of_rounded(self, t: ir.Value, shift: int = 0) -> ir.Value:
+        """2^(n + shift) for t = n + ROUND_MAGIC (n + shift in [-126, 127]): t's bits are
+        bits(ROUND_MAGIC) + n, so (n + shift + 127) << 23 is t's bits << 23 plus a constant."""
+        bias = ((127 + shift - _float_bits(ROUND_MAGIC)) << 23) & 0xFFFFFFFF
         return self._as_float(self.b.add(self.b.shl(self._as_int(t), self._ic(t, 23)),
                                           self._ic(t, bias - (1 << 32) if bias >= 1 << 31
                                                    else bias)))

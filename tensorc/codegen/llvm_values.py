@@ -222,6 +222,8 @@ class ValueOps(llvm_math.MathOps):
             return self.pow_by_constant(x, e.args[1].value)
         if name not in llvm_math.INLINE:
             return None
+        if name == "exp" and _negated_abs(arg):
+            name = "exp_nonpositive"     # exp(-|y|), as sigmoid computes it: no overflow
         if name == "log" and isinstance(arg, E.Binary) and arg.op == "add":
             for one, rest in ((arg.a, arg.b), (arg.b, arg.a)):
                 if isinstance(one, E.Const) and one.value == 1.0:
@@ -354,3 +356,9 @@ def _type_suffix(ty: ir.Type) -> str:
     if isinstance(ty, ir.PointerType):
         return "p0"
     return {"float": "f32", "double": "f64", "half": "f16"}.get(str(ty), str(ty))
+
+
+def _negated_abs(e: E.Expr) -> bool:
+    """Whether ``e`` is -|y| (written 0 - fabs(y)): never above zero."""
+    return isinstance(e, E.Binary) and e.op == "sub" and isinstance(e.a, E.Const) and \
+        e.a.value == 0 and isinstance(e.b, E.Call) and e.b.name == "fabs"
