@@ -55,6 +55,17 @@ def test_flops_and_bytes_of_conv_and_matmul(profile) -> None:
     assert matmul.info.bytes == 4 * (800 + 800 * lanes + 5)
 
 
+def test_an_activation_with_no_instruction_counts_its_vector_arithmetic() -> None:
+    # x * sigmoid(x) on 2 x 64: the sigmoid counts the 13 operations of its exp-based form
+    # per element (MATH_FLOPS), the multiply one
+    nodes = [helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Mul", ["x", "s"], ["y"])]
+    model = make_model(nodes, [tensor_info("x", "float32", (2, 64))], ["y"])
+    prof = tensorc.compile(model, num_threads=1).profile(seconds=0.01, min_runs=2,
+                                                         roofline=ROOFLINE, model="silu")
+    (kernel,) = prof.kernels
+    assert kernel.info.flops == (13 + 1) * 2 * 64
+
+
 def test_timings_and_roofline_arithmetic(profile) -> None:
     _, prof = profile
     assert prof.runs >= 5 and prof.threads == 1

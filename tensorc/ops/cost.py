@@ -3,7 +3,10 @@
 These are the numerators of the roofline: a kernel's bound is
 ``max(flops / peak_flops, bytes / bandwidth)``, and the profiler reports how close each kernel
 comes to it. FLOPs count a multiply-add as 2; an elementwise or reduction op counts one
-operation per element it touches; data movement (transpose, concat, pad) counts none.
+operation per element it touches, except the functions with no instruction of their own
+(exp, tanh, sigmoid, erf, ...), which count the operations of their least vector evaluation
+(MATH_FLOPS: range reduction, polynomial, reconstruction); data movement (transpose, concat,
+pad) counts none.
 
 >>> node_flops(conv_node)      # 2 * N * F * OH * OW * C/groups * KH * KW
 """
@@ -67,6 +70,18 @@ FLOPS = {
     "log_softmax": _softmax,
 }
 
+# Operations per element of the functions a CPU has no instruction for, as their shortest
+# float32 vector evaluation does them: exp is a Cody-Waite reduction (3), a degree-5
+# polynomial (5) and a 2^n scaling (2); sigmoid is that exp of -|x|, an add, a divide and a
+# select; log, tanh, erf, sin and cos are a reduction and a polynomial of similar length;
+# softplus is an exp and a log1p; mish is x * tanh(softplus(x)). Counted as 1 each, a kernel
+# whose time is its activation's arithmetic (a conv + SiLU stem) looked 4x below a bound no
+# implementation can reach.
+MATH_FLOPS = {
+    "exp": 10, "elu": 12, "celu": 12, "selu": 12, "log": 12, "sigmoid": 13, "swish": 14,
+    "tanh": 14, "erf": 14, "sin": 14, "cos": 14, "gelu": 17, "softplus": 22, "mish": 36,
+}
+
 _MOVES_DATA_ONLY = {"reshape", "transpose", "concat", "pad", "slice", "broadcast_to", "tile",
                     "gather", "gather_elements", "gather_nd", "reverse_sequence", "resize_axis",
                     "cast", "bitcast"}
@@ -81,7 +96,7 @@ def node_flops(node: Node) -> int:
         return 0
     if get_op(node.op).pattern == Pattern.REDUCTION:
         return _input_elements(node)
-    return math.prod(node.outputs[0].type.shape)
+    return MATH_FLOPS.get(node.op, 1) * math.prod(node.outputs[0].type.shape)
 
 
 def bytes_moved(inputs, output) -> int:
