@@ -765,16 +765,25 @@ class LLVMCodegen(ValueOps):
                 self._contiguous_store(ptr, self._to_storage(value, buf.dtype), buf, lanes,
                                        index)
                 return
-            idx = self.expr(index, lanes)
             mask = self._masked(buf, index, store=True)
-            for k in range(lanes):
-                lane = self.b.extract_element(idx, ir.Constant(I32, k))
+            if lin is not None:
+                # a constant stride: lane k at a constant offset from one scalar address
+                # (not an index vector whose lanes are moved to scalar registers one by one)
+                base = self._pointer(buf, self._scalar_index(lin[0]))
+                ety = storage_type(buf.dtype)
+                pointers = [self.b.gep(base, [ir.Constant(I64, k * lin[1])], source_etype=ety)
+                            for k in range(lanes)]
+            else:
+                idx = self.expr(index, lanes)
+                pointers = [self._pointer(buf, self.b.extract_element(idx, ir.Constant(I32, k)))
+                            for k in range(lanes)]
+            for k, ptr in enumerate(pointers):
                 x = self.b.extract_element(value, ir.Constant(I32, k))
                 if mask is None:
-                    self.b.store(self._to_storage(x, buf.dtype), self._pointer(buf, lane))
+                    self.b.store(self._to_storage(x, buf.dtype), ptr)
                     continue
                 with self.b.if_then(self.b.extract_element(mask, ir.Constant(I32, k))):
-                    self.b.store(self._to_storage(x, buf.dtype), self._pointer(buf, lane))
+                    self.b.store(self._to_storage(x, buf.dtype), ptr)
             return
         if isinstance(value.type, ir.VectorType):
             # a lane-invariant store in a vector loop: every lane writes the same element
