@@ -277,7 +277,8 @@ def conv_cases() -> list[Case]:
             (32, 147, 64, 3, 1, None), (64, 35, 96, 3, 1, None),
             (160, 17, 192, (1, 7), 1, [0, 3, 0, 3]), (160, 17, 192, (7, 1), 1, [3, 0, 3, 0]),
             (64, 56, 64, 3, 1, None), (128, 56, 128, 3, 2, None), (256, 14, 256, 3, 1, None),
-            (512, 7, 512, 3, 1, None), (48, 27, 128, 3, 1, None), (256, 13, 512, 3, 1, None)]:
+            (512, 7, 512, 3, 1, None), (48, 27, 128, 3, 1, None), (256, 13, 512, 3, 1, None),
+            (16, 208, 32, 3, 2, None), (32, 104, 64, 3, 2, None)]:     # YOLO's downsamplers
         model, feeds = _conv((1, c, size, size), filters, kernel, stride, pads=pads)
         k = "x".join(map(str, kernel)) if isinstance(kernel, tuple) else f"{kernel}x{kernel}"
         cases.append(Case("dense", f"Conv {c}->{filters} {k} s{stride} {size}x{size}",
