@@ -457,3 +457,29 @@ def test_an_opset_onnxruntime_has_no_kernel_for():
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     np.testing.assert_array_equal(tensorc.compile(model).run({"x": x})["y"],
                                   np.concatenate([x, x]))
+
+
+@pytest.mark.parametrize("op", ["ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
+                                "ReduceL2", "ReduceLogSum", "ReduceLogSumExp"])
+def test_reduction_over_an_empty_axis_gives_what_onnxruntime_gives(op):
+    # the mean of nothing was NaN (numpy's); ONNX leaves it undefined, onnxruntime gives 0
+    from helpers import ort_run
+    node = helper.make_node(op, ["x"], ["y"], axes=[1], keepdims=1, name="reduce")
+    model = _model(node, [tensor_info("x", "float32", [2, 0])], opset=13)
+    feeds = {"x": np.zeros((2, 0), np.float32)}
+    np.testing.assert_array_equal(tensorc.compile(model).run(feeds)["y"],
+                                  ort_run(model, feeds)["y"])
+
+
+@pytest.mark.parametrize("op, data_shape, indices, extra, expected", [
+    # the output is empty, so no kernel reads the indices; onnxruntime refuses them anyway
+    ("Gather", [0, 0], np.array([1, 0, -1], np.int64), {"axis": 0},
+     "gather: indices [1, 0, -1] are out of range for an axis of size 0"),
+    ("GatherND", [2, 3], np.array([[0, 3]], np.int64), {},
+     "gather_nd: indices [3] are out of range for an axis of size 3"),
+])
+def test_constant_indices_out_of_range(op, data_shape, indices, extra, expected):
+    node = helper.make_node(op, ["x", "i"], ["y"], name="pick", **extra)
+    model = _model(node, [tensor_info("x", "float32", data_shape)], initializers={"i": indices})
+    message = _error(model, ShapeError)
+    assert f"node 'pick' ({op}, opset 17)" in message and expected in message
