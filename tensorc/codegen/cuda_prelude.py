@@ -39,6 +39,9 @@ template <class T> __device__ __forceinline__ T tc_fmax(T a, T b) {
   return a != a ? a : (b != b ? b : (a > b ? a : b));
 }
 template <class T> __device__ __forceinline__ bool tc_isnan(T a) { return a != a; }
+template <class T> __device__ __forceinline__ bool tc_isinf(T a) {
+  return a - a != a - a && a == a;
+}
 // check_index (ir/expr.py): an index outside [-size, size) fails the run. The first failing
 // check records the number of its kernel in the source (from 1), the index and the axis
 // size; the host reads them after the run (runtime/cuda.py) and clears them. The index goes
@@ -52,9 +55,6 @@ __device__ __forceinline__ long long tc_check_index(long long index, long long s
     tc_index_check[2] = (unsigned long long)size;
   }
   return index;
-}
-template <class T> __device__ __forceinline__ bool tc_isinf(T a) {
-  return a - a != a - a && a == a;
 }
 // half-precision values are computed in float and rounded to half after every operation;
 // bfloat16 values are float32 until they are stored or cast

@@ -3,12 +3,12 @@
 The converters trust what this module checked: the input and output counts are within the
 schema's range, every required input is given (not the empty name), every attribute has the
 schema's type and is given once, required attributes are present, boolean attributes are 0
-or 1, and sizes
-read from attributes are not absurd. What fails is an :class:`InvalidModelError` naming the
-model, the node (name, op type, opset), the problem and the fix; onnxruntime rejects all of
-these models as invalid too, except boolean attributes outside {0, 1}: onnxruntime reads
-``keepdims=2`` as false but ``transB=2`` as true, an inconsistency tensorc refuses to guess
-at.
+or 1, and sizes read from attributes are not absurd. What fails is an
+:class:`InvalidModelError` naming the model, the node (name, op type, opset), the problem
+and the fix; onnxruntime rejects all of these models as invalid too, except boolean
+attributes outside {0, 1}: onnxruntime reads ``keepdims=2`` as false but ``transB=2`` as
+true, an inconsistency tensorc refuses to guess at. The README's "Validation" lists what
+the importer checks and where it is more lenient than onnxruntime, on purpose.
 
 >>> check_node(node, opset=17, where="model 'm': node 'relu1' (Relu, opset 17)")  # doctest: +SKIP
 """

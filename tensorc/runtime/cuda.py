@@ -24,7 +24,7 @@ from typing import Any, Mapping
 import ml_dtypes  # noqa: F401  (registers bfloat16 with numpy)
 import numpy as np
 
-from tensorc.errors import ArtifactError, InputError, KernelRuntimeError, TensorcError
+from tensorc.errors import ArtifactError, InputError, TensorcError
 from tensorc.runtime import artifact
 from tensorc.runtime.launch_plan import LaunchPlan, resolve_args
 
