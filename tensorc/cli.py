@@ -33,6 +33,7 @@ from tensorc.reference import (
     run_onnxruntime,
     run_session,
 )
+from tensorc.ir.types import format_shape
 from tensorc.runtime.artifact import is_artifact
 
 EXIT_CHECK_FAILED = 1
@@ -187,11 +188,7 @@ def _jsonable(value: Any) -> Any:
 
 def _print_signature(title: str, signature: list[tuple[str, tuple[int, ...], str]]) -> None:
     for name, shape, dtype in signature:
-        print(f"  {title} {name}: {dtype}[{_fmt_shape(shape)}]")
-
-
-def _fmt_shape(shape: Sequence[int]) -> str:
-    return "x".join(str(d) for d in shape) if len(shape) else "scalar"
+        print(f"  {title} {name}: {dtype}{format_shape(shape)}")
 
 
 # --- subcommands ----------------------------------------------------------------------------
@@ -211,7 +208,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     print(f"compiling {model} for target {args.target}")
     if input_shapes:
         for name, shape in input_shapes.items():
-            print(f"  binding input {name} to {_fmt_shape(shape)}")
+            print(f"  binding input {name} to shape {format_shape(shape)}")
     start = time.perf_counter()
     module = tensorc.compile(
         str(model),
@@ -351,7 +348,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 stats = f"  min {info['min']:.4g}  max {info['max']:.4g}  mean {info['mean']:.4g}"
             head = ", ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in info["head"])
             print(
-                f"{name}: {value.dtype}[{_fmt_shape(value.shape)}]{stats}  [{head}"
+                f"{name}: {value.dtype}{format_shape(value.shape)}{stats}  [{head}"
                 f"{', ...' if value.size > 5 else ''}]"
             )
         print(f"ran in {run_ms:.3f} ms (first call)")

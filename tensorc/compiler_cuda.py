@@ -109,9 +109,10 @@ def launch_plan(graph: Graph, kernels: list[Kernel], plan: MemoryPlan,
             places[id(buf)] = (place.kind, index, place.offset)
         for buf, offset in workspace_layout(dev.workspace).items():
             places[id(buf)] = ("arena", 0, workspace_base + offset)
+        nodes = tuple((n.name or n.op, n.op) for n in group.nodes)
         for k in dev.kernels:
             launches.append(Launch(k.name, k.attrs["grid"], k.attrs["block"],
-                                   [places[id(b)] for b in k.params], group.name))
+                                   [places[id(b)] for b in k.params], group.name, nodes))
     return LaunchPlan(launches, workspace_base + workspace)
 
 

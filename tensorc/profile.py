@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tensorc.errors import TensorcError
+from tensorc.ir.types import format_shape
 from tensorc.runtime.machine import Roofline
 
 
@@ -97,7 +98,7 @@ class Profile:
         shown = self.by_time()[:top] if top else self.by_time()
         for k in shown:
             rows.append([str(k.index), k.info.name, _ops_text(k.info.ops),
-                         "x".join(map(str, k.info.shape)) or "scalar",
+                         format_shape(k.info.shape),
                          f"{k.seconds * 1e3:.4f}", f"{k.seconds / total:.1%}",
                          f"{k.info.flops / 1e6:.2f}", f"{k.info.bytes / 1e3:.1f}",
                          f"{k.gflops:.1f}", f"{k.gbs:.1f}", f"{k.roofline_fraction:.0%}"])
@@ -142,7 +143,7 @@ class Profile:
             events.append({"name": k.info.name, "cat": "kernel", "ph": "X", "ts": now,
                            "dur": dur, "pid": 1, "tid": 1,
                            "args": {"ops": " ".join(k.info.ops),
-                                    "shape": "x".join(map(str, k.info.shape)),
+                                    "shape": format_shape(k.info.shape),
                                     "GFLOP/s": round(k.gflops, 2), "GB/s": round(k.gbs, 2),
                                     "roofline": round(k.roofline_fraction, 3)}})
             now += dur

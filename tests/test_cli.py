@@ -44,7 +44,7 @@ def test_compile_writes_an_artifact(tmp_path: Path, capsys: pytest.CaptureFixtur
     text = capsys.readouterr().out
     assert f"compiling {MLP}" in text
     assert "compiled in" in text and f"saved {out}" in text
-    assert "x: float32[1x784]" in text and "y: float32[1x10]" in text
+    assert "x: float32[1,784]" in text and "y: float32[1,10]" in text
     assert is_artifact(out)
 
 
@@ -102,7 +102,7 @@ def test_run_prints_outputs(mlp_artifact: Path, capsys: pytest.CaptureFixture[st
     assert main(["run", str(mlp_artifact)]) == 0
     text = capsys.readouterr().out
     assert "random inputs (seed 0): x" in text
-    assert "y: float32[1x10]" in text
+    assert "y: float32[1,10]" in text
 
 
 def test_run_json_matches_onnxruntime(

@@ -6,7 +6,9 @@ Each device kernel (one launch, see passes/loop/split_kernels.py) becomes an
 launch's dimension); shared buffers are ``__shared__`` arrays, local buffers per-thread arrays
 (registers, once nvcc unrolls the loops that index them); a vectorized loop of 2 or 4
 float32 lanes moves ``float2``/``float4`` where its accesses are contiguous and provably
-aligned; a ThreadReduce calls the prelude's warp-shuffle reduction.
+aligned; a ThreadReduce calls the prelude's warp-shuffle reduction. A run-time index check
+(``check_index``) calls the prelude's ``tc_check_index`` with the kernel's number in the source
+(from 1), which the first failing check records for the host to report (runtime/cuda.py).
 
 Half-precision values are computed in float and rounded to half after every operation (what
 IEEE half arithmetic gives); bfloat16 values are float until stored, as on the CPU.
@@ -109,7 +111,8 @@ class CudaCodegen:
 
     def add_kernel(self, kernel: PrimFunc) -> None:
         """Render a device kernel (a PrimFunc with attrs grid and block)."""
-        self.kernels.append(_KernelWriter(kernel, self.fast_math).render())
+        number = len(self.kernels) + 1      # what a failed index check records
+        self.kernels.append(_KernelWriter(kernel, self.fast_math, number).render())
         self.names.append(kernel.name)
 
     def source(self) -> str:
@@ -164,9 +167,10 @@ def c_identifier(name: str) -> str:
 
 
 class _KernelWriter:
-    def __init__(self, kernel: PrimFunc, fast_math: bool):
+    def __init__(self, kernel: PrimFunc, fast_math: bool, number: int = 1):
         self.kernel = kernel
         self.fast_math = fast_math
+        self.number = number
         self.grid = kernel.attrs.get("grid", (1, 1, 1))
         self.block = kernel.attrs.get("block", (1, 1, 1))
         self.lines: list[str] = []
@@ -510,8 +514,8 @@ class _KernelWriter:
         src = e.args[0].dtype
         if e.name == "bitcast":
             return self.bitcast(args[0], src, e.dtype)
-        if e.name == "check_index":  # not checked on the GPU yet: the kernels clamp
-            return args[0]
+        if e.name == "check_index":  # see tc_check_index in the prelude
+            return f"tc_check_index({args[0]}, {args[1]}, {self.number}ULL)"
         if e.name in ("isnan", "isinf"):
             return f"tc_{e.name}({args[0]})"
         if not E.is_float(src):

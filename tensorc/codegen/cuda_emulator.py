@@ -339,6 +339,13 @@ template <class T> inline T __shfl_up_sync(unsigned mask, T v, unsigned delta, i
 template <class T> inline T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
   (void)mask; return tc_emu::shuffle(v, tc_emu::lane_idx, src, width);
 }
+// one emulated thread runs at a time, so a compare-and-swap is a plain one
+inline unsigned long long atomicCAS(unsigned long long* address, unsigned long long compare,
+                                    unsigned long long value) {
+  unsigned long long old = *address;
+  if (old == compare) *address = value;
+  return old;
+}
 """
 
 CXX_FLAGS = ("-std=c++17", "-O1", "-fPIC", "-shared", "-fwrapv", "-fno-strict-aliasing",
@@ -365,6 +372,10 @@ class EmulatedKernels:
             fn.argtypes = [ctypes.POINTER(ctypes.c_uint), ctypes.POINTER(ctypes.c_void_p)]
             fn.restype = ctypes.c_int
             self._launchers[name] = fn
+
+    def global_address(self, name: str) -> int:
+        """The address of the global ``name`` (an ``extern "C"`` one) in the library."""
+        return ctypes.addressof(ctypes.c_uint64.in_dll(self._lib, name))
 
     def launch(self, name: str, grid: tuple[int, int, int], block: tuple[int, int, int],
                pointers: list[int]) -> None:

@@ -2,7 +2,8 @@
 
 Integer floor division and modulo (Python's, which the loop IR uses), NaN-propagating min and
 max (numpy's), rounding to half and bfloat16 precision, bit casts, and the cross-thread
-reduction: warp shuffles within a warp, shared memory across the warps of a block.
+reduction: warp shuffles within a warp, shared memory across the warps of a block; the
+run-time index check.
 
 The same text compiles with nvcc for a GPU and with the host C++ compiler against the CPU
 emulation header (codegen/cuda_emulator.py), so the helpers use only what both provide.
@@ -40,6 +41,20 @@ template <class T> __device__ __forceinline__ T tc_fmax(T a, T b) {
 template <class T> __device__ __forceinline__ bool tc_isnan(T a) { return a != a; }
 template <class T> __device__ __forceinline__ bool tc_isinf(T a) {
   return a - a != a - a && a == a;
+}
+// check_index (ir/expr.py): an index outside [-size, size) fails the run. The first failing
+// check records the number of its kernel in the source (from 1), the index and the axis
+// size; the host reads them after the run (runtime/cuda.py) and clears them. The index goes
+// on (clamped by the caller), so no load leaves its buffer.
+extern "C" { __device__ unsigned long long tc_index_check[3]; }
+__device__ __forceinline__ long long tc_check_index(long long index, long long size,
+                                                    unsigned long long kernel) {
+  if ((unsigned long long)(index + size) >= (unsigned long long)(2 * size) &&
+      atomicCAS(&tc_index_check[0], 0ULL, kernel) == 0ULL) {
+    tc_index_check[1] = (unsigned long long)index;
+    tc_index_check[2] = (unsigned long long)size;
+  }
+  return index;
 }
 // half-precision values are computed in float and rounded to half after every operation;
 // bfloat16 values are float32 until they are stored or cast

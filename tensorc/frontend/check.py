@@ -21,6 +21,7 @@ import onnx
 
 from tensorc.errors import ConstantRequiredError, ShapeError, TensorcError, UnsupportedOpError
 from tensorc.frontend.converters import find_converter
+from tensorc.ir.types import format_shape
 from tensorc.frontend.onnx import (
     DEFAULT_DOMAINS, _all_nodes, _check_structure, _convert_node, _input_specs, _node_label,
     bind_input_shapes, default_opset, load_model, new_context, unsupported_reasons,
@@ -97,7 +98,7 @@ class InputReport:
             "?" if d is None else str(d) for d in self.dims)
         text = f"{self.name}: {self.dtype}[{dims}]"
         if self.dims is None:
-            given = ("x".join(map(str, self.shape)) if self.bound else "unbound")
+            given = format_shape(self.shape) if self.bound else "unbound"
             return f"{text}  rank unknown: {given}"
         if not self.symbolic:
             return f"{text}  static"

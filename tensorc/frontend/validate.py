@@ -2,12 +2,13 @@
 
 The converters trust what this module checked: the input and output counts are within the
 schema's range, every required input is given (not the empty name), every attribute has the
-schema's type, required attributes are present, boolean attributes are 0 or 1, and sizes
-read from attributes are not absurd. What fails is an :class:`InvalidModelError` naming the
-model, the node (name, op type, opset), the problem and the fix; onnxruntime rejects all of
-these models as invalid too, except boolean attributes outside {0, 1}: onnxruntime reads
-``keepdims=2`` as false but ``transB=2`` as true, an inconsistency tensorc refuses to guess
-at.
+schema's type and is given once, required attributes are present, boolean attributes are 0
+or 1, and sizes read from attributes are not absurd. What fails is an
+:class:`InvalidModelError` naming the model, the node (name, op type, opset), the problem
+and the fix; onnxruntime rejects all of these models as invalid too, except boolean
+attributes outside {0, 1}: onnxruntime reads ``keepdims=2`` as false but ``transB=2`` as
+true, an inconsistency tensorc refuses to guess at. The README's "Validation" lists what
+the importer checks and where it is more lenient than onnxruntime, on purpose.
 
 >>> check_node(node, opset=17, where="model 'm': node 'relu1' (Relu, opset 17)")  # doctest: +SKIP
 """
@@ -77,7 +78,8 @@ def check_input_types(node: onnx.NodeProto, opset: int, dtypes: list[str | None]
         types = allowed.get(formal.type_str, [formal.type_str])
         tensor_types = [t for t in types if t.startswith("tensor(")]
         kinds = {_kind(t) for t in tensor_types}
-        if kinds and kinds <= {"int", "bool"} and _kind(given) not in kinds:
+        if tensor_types and given not in tensor_types and (
+                kinds <= {"int", "bool"} or (_kind(given) == "bool" and "bool" not in kinds)):
             raise InvalidModelError(
                 f"{where}: input {position} ({formal.name!r}) is {given}, but "
                 f"{node.op_type}-{schema.since_version} takes {', '.join(tensor_types)} there; "
@@ -94,10 +96,13 @@ def check_input_types(node: onnx.NodeProto, opset: int, dtypes: list[str | None]
 
 
 def _kind(type_string: str) -> str:
-    """A type string's kind. tensorc computes on more element types than the schemas list
-    (a bfloat16 Sin, an int8 Sum: onnxruntime has kernels for some of them only), so it
-    checks kinds, and only where a schema takes integers or booleans alone: shapes, indices,
-    axes, counts and conditions (a float shape is an error, an integer Sum is not)."""
+    """A type string's kind. tensorc computes on more numeric element types than the
+    schemas list (a bfloat16 Sin, an int8 Sum: onnxruntime has kernels for some of them
+    only; a documented leniency, see the README's "Validation"), so for numbers it checks
+    kinds only: an input whose schema takes integers or booleans alone (shapes, indices,
+    axes, counts, conditions) must have one of the exact types listed (an int8 or float
+    index is an error, an integer Sum is not), and a boolean goes only where the schema
+    takes booleans (no ArgMax or Add of booleans)."""
     name = type_string.removeprefix("tensor(").removesuffix(")")
     if name == "bool" or name == "string":
         return name
@@ -144,7 +149,13 @@ def _check_arity(node: onnx.NodeProto, schema: defs.OpSchema, where: str) -> Non
 
 
 def _check_attributes(node: onnx.NodeProto, schema: defs.OpSchema, where: str) -> None:
-    given = {a.name: a for a in node.attribute}
+    given: dict[str, onnx.AttributeProto] = {}
+    for attribute in node.attribute:
+        if attribute.name in given:
+            raise InvalidModelError(
+                f"{where}: attribute {attribute.name!r} is given twice ("
+                f"{_describe(given[attribute.name])} and {_describe(attribute)}); keep one")
+        given[attribute.name] = attribute
     for name, spec in schema.attributes.items():
         if spec.required and name not in given:
             raise InvalidModelError(f"{where}: required attribute {name!r} is missing; set "

@@ -376,6 +376,11 @@ def uses_var(expr: Expr, var: Var) -> bool:
     return any(e is var for e in walk(expr))
 
 
+def checks_index(expr: Expr) -> bool:
+    """Whether ``expr`` holds a ``check_index`` call: a side effect that folding must keep."""
+    return any(isinstance(e, Call) and e.name == "check_index" for e in walk(expr))
+
+
 def same(a: Expr, b: Expr) -> bool:
     """Structural equality."""
     if a is b:
@@ -549,16 +554,16 @@ def to_affine(e: Expr, bounds: Bounds) -> Affine:
             a, b = to_affine(e.a, bounds), to_affine(e.b, bounds)
             diff = a.add(b, -1)
             lo, hi = const_bounds(diff.to_expr(), bounds)
-            if e.op == "min":
-                if hi is not None and hi <= 0:
-                    return a
-                if lo is not None and lo >= 0:
-                    return b
-            else:
-                if lo is not None and lo >= 0:
-                    return a
-                if hi is not None and hi <= 0:
-                    return b
+            first = (hi is not None and hi <= 0) if e.op == "min" else \
+                (lo is not None and lo >= 0)
+            second = (lo is not None and lo >= 0) if e.op == "min" else \
+                (hi is not None and hi <= 0)
+            # the operand a fold drops must not check an index: clamping a run-time index
+            # into an axis of size 1 is the constant 0, but its check still has to run
+            if first and not checks_index(b.to_expr()):
+                return a
+            if second and not checks_index(a.to_expr()):
+                return b
             if a.is_const() and b.is_const():
                 return Affine({}, min(a.const, b.const) if e.op == "min" else
                               max(a.const, b.const), e.dtype)
@@ -676,7 +681,7 @@ def simplify(e: Expr, bounds: Bounds | None = None) -> Expr:
             diff = simplify(Binary("sub", a, b), bounds)
             lo, hi = const_bounds(diff, bounds)
             decided = _decide(e.op, lo, hi)
-            if decided is not None:
+            if decided is not None and not checks_index(diff):
                 return Const(decided, "bool")
         if isinstance(a, Const) and isinstance(b, Const):
             return Const(_CMP[e.op](a.value, b.value), "bool")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import math
 import os
@@ -21,6 +22,16 @@ DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32",
 
 def dtype_of(array: np.ndarray) -> str:
     return np.dtype(array.dtype).name
+
+
+def format_shape(shape: Sequence[int]) -> str:
+    """A shape as tensorc prints it everywhere (messages, the CLI, reports): ``[1,3,224,224]``,
+    ``[]`` for a scalar. (Flags that take a shape spell it ``1x3x224x224``.)
+
+    >>> format_shape((1, 784))
+    '[1,784]'
+    """
+    return f"[{','.join(str(d) for d in shape)}]"
 
 
 @dataclass(frozen=True)
@@ -53,7 +64,7 @@ class TensorType:
         return self.size * np.dtype(self.dtype).itemsize
 
     def __str__(self) -> str:
-        return f"{self.dtype}[{','.join(str(d) for d in self.shape)}]"
+        return f"{self.dtype}{format_shape(self.shape)}"
 
     __repr__ = __str__
 

@@ -52,8 +52,10 @@ def _expect_indices(op: str, t: TensorType, which: str = "indices") -> None:
         raise ShapeError(f"{op}: {which} must be int32 or int64, got {t}")
 
 
-def _checked(op: str, indices: np.ndarray, size: int) -> np.ndarray:
-    """Constant indices with negatives resolved; out-of-range ones are an error."""
+def checked_indices(op: str, indices: np.ndarray, size: int) -> np.ndarray:
+    """Constant indices with negatives resolved; out-of-range ones are an error (the
+    references use it, and the importer for constant indices into run-time data: a kernel
+    whose output is empty never reads them, yet onnxruntime refuses them)."""
     indices = indices.astype(np.int64)
     if indices.size and (indices.min() < -size or indices.max() >= size):
         raise ShapeError(f"{op}: indices {indices.reshape(-1).tolist()[:8]} are out of range "
@@ -78,7 +80,7 @@ def _gather_infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType
 @gather.reference
 def _gather_reference(attrs: dict, data: np.ndarray, indices: np.ndarray) -> list[np.ndarray]:
     axis = attrs["axis"]
-    return [np.take(data, _checked("gather", indices, data.shape[axis]), axis=axis)]
+    return [np.take(data, checked_indices("gather", indices, data.shape[axis]), axis=axis)]
 
 
 @gather_elements.infer
@@ -99,7 +101,7 @@ def _gather_elements_infer(attrs: dict, input_types: list[TensorType]) -> list[T
 def _gather_elements_reference(attrs: dict, data: np.ndarray, indices: np.ndarray
                                ) -> list[np.ndarray]:
     axis = attrs["axis"]
-    index = _checked("gather_elements", indices, data.shape[axis])
+    index = checked_indices("gather_elements", indices, data.shape[axis])
     return [np.take_along_axis(data, index, axis=axis)]
 
 
@@ -126,7 +128,7 @@ def _gather_nd_reference(attrs: dict, data: np.ndarray, indices: np.ndarray
     batch, depth = attrs["batch_dims"], indices.shape[-1]
     shape = _gather_nd_shape(TensorType(data.shape, data.dtype.name),
                              TensorType(indices.shape, indices.dtype.name), batch)
-    index = np.stack([_checked("gather_nd", indices[..., j], data.shape[batch + j])
+    index = np.stack([checked_indices("gather_nd", indices[..., j], data.shape[batch + j])
                       for j in range(depth)], axis=-1) if depth else indices.astype(np.int64)
     out = np.empty(shape, data.dtype)
     for pos in np.ndindex(*indices.shape[:-1]):
@@ -162,7 +164,7 @@ _NUMPY_REDUCE = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np
 def _scatter_elements_reference(attrs: dict, data: np.ndarray, indices: np.ndarray,
                                 updates: np.ndarray) -> list[np.ndarray]:
     axis, reduction = attrs["axis"], attrs.get("reduction", "none")
-    index = _checked("scatter_elements", indices, data.shape[axis])
+    index = checked_indices("scatter_elements", indices, data.shape[axis])
     out = data.copy()
     for pos in np.ndindex(*indices.shape):  # in order: the last of duplicates wins
         target = pos[:axis] + (index[pos],) + pos[axis + 1:]
@@ -197,7 +199,7 @@ def _scatter_nd_reference(attrs: dict, data: np.ndarray, indices: np.ndarray,
     fn = _NUMPY_REDUCE.get(attrs.get("reduction", "none"))
     out = data.copy()
     for pos in np.ndindex(*indices.shape[:-1]):
-        target = tuple(int(_checked("scatter_nd", indices[pos + (j,)], data.shape[j]))
+        target = tuple(int(checked_indices("scatter_nd", indices[pos + (j,)], data.shape[j]))
                        for j in range(depth))
         out[target] = updates[pos] if fn is None else fn(out[target], updates[pos])
     return [out]

@@ -29,6 +29,8 @@ from tensorc.runtime import artifact
 from tensorc.runtime.launch_plan import LaunchPlan, resolve_args
 
 Signature = list[tuple[str, tuple[int, ...], str]]
+# the device array where kernels record a failed index check (codegen/cuda_prelude.py)
+CHECK_RECORD = "tc_index_check"
 # device pointers passed through by the caller must allow float4 accesses
 DEVICE_ALIGN = 16
 
@@ -79,6 +81,10 @@ class CudaModule:
         once and reused by every run."""
         self._device = device
         self._kernels = device.load(self)
+        # where the kernels record a failed index check, if any kernel checks (the prelude
+        # defines tc_check_index; sources from before the check have neither)
+        self._check_ptr = device.global_address(CHECK_RECORD) \
+            if self.source.count("tc_check_index(") > 1 else None
         self._pool_ptr = device.alloc(max(1, self.const_pool.nbytes))
         device.upload(self._pool_ptr, self.const_pool)
         self._arena_ptr = device.alloc(max(1, self.plan.arena_size))
@@ -105,6 +111,7 @@ class CudaModule:
         for launch, args in zip(self.plan.launches, self._launch_args(in_ptrs, out_ptrs)):
             device.launch(self._kernels[launch.kernel], launch.grid, launch.block, args)
         device.synchronize()
+        self._check_indices()
         result = {}
         for (name, shape, dtype), ptr in zip(self.outputs, out_ptrs):
             if device_outputs:
@@ -132,6 +139,25 @@ class CudaModule:
         return [{"kernel": launch.kernel, "group": launch.group, "grid": launch.grid,
                  "block": launch.block, "ms": float(np.median(times))}
                 for launch, times in zip(self.plan.launches, samples)]
+
+    def _check_indices(self) -> None:
+        """Raise KernelRuntimeError where a kernel of the run read an index out of range
+        (the record is cleared for the next run)."""
+        if self._check_ptr is None:
+            return
+        record = np.zeros(3, np.int64)
+        self.device.download(record, self._check_ptr)
+        if not record[0]:
+            return
+        self.device.upload(self._check_ptr, np.zeros(3, np.int64))
+        from tensorc.runtime.module import index_out_of_range
+        heads = _KERNEL_HEAD.findall(self.source)
+        number = int(record[0])
+        kernel = heads[number - 1] if 0 < number <= len(heads) else f"#{number}"
+        nodes = [n for launch in self.plan.launches if launch.kernel == kernel
+                 for n in launch.nodes]
+        raise index_out_of_range(list(dict.fromkeys(nodes)), kernel, int(record[1]),
+                                 int(record[2]))
 
     def _launch_args(self, in_ptrs: list[int], out_ptrs: list[int]) -> list[list[int]]:
         """Every launch's argument pointers, resolved once per set of input and output
@@ -320,6 +346,10 @@ class PyCudaDevice:
         self.arch = f"sm_{major}{minor}"
         return kernels
 
+    def global_address(self, name: str) -> int:
+        """The device address of a global of the module loaded last."""
+        return int(self.module.get_global(name)[0])
+
     def alloc(self, nbytes: int) -> int:
         allocation = self.driver.mem_alloc(nbytes)
         ptr = int(allocation)
@@ -372,6 +402,10 @@ class EmulatedDevice:
         from tensorc.codegen.cuda_emulator import build_emulator
         self.kernels = build_emulator(module.source, kernel_sync_flags(module.source))
         return {name: name for name in module.plan.kernel_names}
+
+    def global_address(self, name: str) -> int:
+        """The address of a global of the kernels loaded last (host memory)."""
+        return self.kernels.global_address(name)
 
     def alloc(self, nbytes: int) -> int:
         raw = np.zeros(nbytes + 256, np.uint8)

@@ -25,24 +25,28 @@ REGIONS = ("input", "output", "const", "arena")
 @dataclass
 class Launch:
     """One kernel launch: grid and block dimensions, and one (region, index, byte offset)
-    per kernel parameter."""
+    per kernel parameter; the group it computes and that group's (node name, op) pairs, for
+    messages."""
 
     kernel: str
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     args: list[tuple[str, int, int]]
     group: str = ""
+    nodes: tuple[tuple[str, str], ...] = ()
 
     def to_json(self) -> dict:
         return {"kernel": self.kernel, "grid": list(self.grid), "block": list(self.block),
-                "args": [list(a) for a in self.args], "group": self.group}
+                "args": [list(a) for a in self.args], "group": self.group,
+                "nodes": [list(n) for n in self.nodes]}
 
     @staticmethod
     def from_json(data: dict) -> Launch:
         return Launch(str(data["kernel"]), tuple(int(d) for d in data["grid"]),
                       tuple(int(d) for d in data["block"]),
                       [(str(k), int(i), int(o)) for k, i, o in data["args"]],
-                      str(data.get("group", "")))
+                      str(data.get("group", "")),
+                      tuple((str(n), str(op)) for n, op in data.get("nodes", ())))
 
 
 @dataclass

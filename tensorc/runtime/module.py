@@ -10,7 +10,7 @@ import ctypes
 import os
 from dataclasses import asdict
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import ml_dtypes  # noqa: F401  (registers bfloat16 with numpy for signatures that use it)
 import numpy as np
@@ -21,6 +21,22 @@ from tensorc.profile import KernelInfo, Profile, build_profile
 from tensorc.runtime.cpu import NativeLibrary
 
 Signature = list[tuple[str, tuple[int, ...], str]]
+
+
+def index_out_of_range(nodes: Sequence[tuple[str, str]], kernel: str, index: int | None,
+                       size: int | None) -> KernelRuntimeError:
+    """The error for a run stopped by a failed index check (CPU and GPU alike): ``nodes``
+    are the (name, op) pairs of the failing kernel's nodes, of which the gathers and
+    scatters are named."""
+    checked = [(node, op) for node, op in nodes if op.startswith(("gather", "scatter"))] \
+        or list(nodes)
+    where = ", ".join(f"{node!r} ({op})" for node, op in checked) or kernel
+    rule = ("the axis is empty, so no index is valid" if size == 0 else
+            f"indices must lie in [{-size}, {size})" if size else
+            "indices must lie in [-size, size)")
+    return KernelRuntimeError(
+        f"the run stopped: node {where} read the index {index}, out of range for an axis "
+        f"of size {size}: {rule}; check the index inputs fed to the model")
 
 
 class Module:
@@ -106,13 +122,7 @@ class Module:
         if info is None:
             return KernelRuntimeError(f"the run stopped: a runtime check failed (status "
                                       f"{status})")
-        checked = [(node, op) for node, op in zip(info.nodes, info.ops)
-                   if op.startswith(("gather", "scatter"))] or list(zip(info.nodes, info.ops))
-        where = ", ".join(f"{node!r} ({op})" for node, op in checked) or info.name
-        return KernelRuntimeError(
-            f"the run stopped: node {where} read the index {index}, out of range for an axis "
-            f"of size {size}: indices must lie in [{-size if size else '-size'}, "
-            f"{size if size else 'size'}); check the index inputs fed to the model")
+        return index_out_of_range(list(zip(info.nodes, info.ops)), info.name, index, size)
 
     def _check_feeds(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         # fast path: a dict of exactly the inputs, as contiguous arrays of the right type

@@ -137,8 +137,8 @@ def test_cli_input_value(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert not out.exists()
     assert main(["compile", str(source), "-o", str(out), "--input-value", "sr=8000"]) == 0
     text = capsys.readouterr().out
-    assert "output frames: float32[6x80]" in text
-    assert "input  x: float32[1x480]" in text and "input  sr" not in text
+    assert "output frames: float32[6,80]" in text
+    assert "input  x: float32[1,480]" in text and "input  sr" not in text
     assert tensorc.load(out).input_names == ["x"]
     # the artifact's source model has sr bound too, so onnxruntime runs it on the same feeds
     assert main(["run", str(out), "--check-onnxruntime"]) == 0

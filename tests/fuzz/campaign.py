@@ -21,7 +21,7 @@ from fuzz.mutate import mutate
 from fuzz.seeds import seed_models
 
 # outcomes that keep the contract but whose details are worth a look
-REPORTED = ("wrapped", "nonfinite", "ort_rejects")
+REPORTED = ("wrapped", "nonfinite", "ort_rejects", "ort_crash", "documented")
 
 
 def main(argv: list[str] | None = None) -> int:

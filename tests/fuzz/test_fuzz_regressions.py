@@ -294,3 +294,192 @@ def test_rnn_activations_of_the_wrong_count():
     message = _error(model, ShapeError)
     assert "node 'gru' (GRU, opset 17)" in message
     assert "activations ['Tanh'] must name 2 function(s) per direction" in message
+
+
+@pytest.mark.parametrize("op, data_shape, index_shape, updates_shape, attributes, good, bad, "
+                         "shown", [
+    ("Gather", [4, 1], [3], None, {"axis": 1}, [0, -1, 0], [0, 1, 0], "1"),
+    ("GatherElements", [4, 1], [4, 2], None, {"axis": 1}, np.zeros((4, 2)),
+     [[0, 0], [0, -2], [0, 0], [0, 0]], "-2"),
+    ("GatherND", [4, 1], [2, 2], None, {}, [[0, 0], [3, -1]], [[0, 1], [0, 0]], "1"),
+    ("ScatterElements", [4, 1], [4, 1], [4, 1], {"axis": 1}, np.zeros((4, 1)),
+     [[0], [1], [0], [0]], "1"),
+    ("ScatterND", [1, 37], [1, 1], [1, 37], {}, [[-1]], [[-2]], "-2"),
+])
+def test_out_of_range_index_into_an_axis_of_size_one(op, data_shape, index_shape,
+                                                     updates_shape, attributes, good, bad,
+                                                     shown):
+    """Clamping an index into an axis of size 1 folded to the constant 0 and dropped its
+    check: a bad index gave a silent answer where onnxruntime raises."""
+    from helpers import ort_run
+    model = _indexing_model(op, data_shape, index_shape, updates_shape, **attributes)
+    module = tensorc.compile(model)
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.standard_normal(data_shape).astype(np.float32),
+             "i": np.asarray(good, np.int64).reshape(index_shape)}
+    if updates_shape is not None:
+        feeds["u"] = rng.standard_normal(updates_shape).astype(np.float32)
+    np.testing.assert_allclose(module.run(feeds)["y"], ort_run(model, feeds)["y"], rtol=1e-5)
+    feeds["i"] = np.asarray(bad, np.int64).reshape(index_shape)
+    with pytest.raises(Exception):
+        ort_run(model, feeds)
+    with pytest.raises(tensorc.errors.KernelRuntimeError) as info:
+        module.run(feeds)
+    message = str(info.value)
+    assert "node 'pick'" in message and f"read the index {shown}, out of range for an axis " \
+                                        f"of size 1: indices must lie in [-1, 1)" in message
+
+
+def test_index_into_an_empty_axis():
+    model = _indexing_model("Gather", [4, 0], [2], None, axis=1)
+    module = tensorc.compile(model)
+    with pytest.raises(tensorc.errors.KernelRuntimeError) as info:
+        module.run({"x": np.zeros((4, 0), np.float32), "i": np.zeros(2, np.int64)})
+    assert "read the index 0, out of range for an axis of size 0: the axis is empty, so no " \
+           "index is valid" in str(info.value)
+
+
+# more models onnxruntime rejects that tensorc compiled (campaign seed 3): each is now an
+# InvalidModelError naming the node, the problem and the fix
+I22 = tensor_info("i", "int64", [2, 2])
+X1455 = tensor_info("x", "float32", [1, 4, 5, 5])
+
+
+def _typed(name, dtype, shape):
+    return tensor_info(name, dtype, shape)
+
+
+@pytest.mark.parametrize("node, inputs, initializers, expected", [
+    # index and shape inputs must have a type the schema lists, not just an integer one
+    (helper.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=1, name="se"),
+     [X23, _typed("i", "int8", [2, 2]), _typed("u", "float32", [2, 2])], None,
+     "input 1 ('indices') is tensor(int8), but ScatterElements-16 takes tensor(int32), "
+     "tensor(int64) there"),
+    (helper.make_node("GatherND", ["x", "i"], ["y"], name="gnd"),
+     [X23, _typed("i", "int32", [2, 2])], None,
+     "input 1 ('indices') is tensor(int32), but GatherND-13 takes tensor(int64) there"),
+    (helper.make_node("ScatterND", ["x", "i", "u"], ["y"], name="snd"),
+     [X23, _typed("i", "uint8", [1, 1]), _typed("u", "float32", [1, 3])], None,
+     "input 1 ('indices') is tensor(uint8), but ScatterND-16 takes tensor(int64) there"),
+    # booleans only where the schema takes them
+    (helper.make_node("ArgMax", ["x"], ["y"], axis=1, name="am"),
+     [_typed("x", "bool", [2, 3])], None, "input 0 ('data') is tensor(bool), but ArgMax-13 "
+                                          "takes tensor(uint8)"),
+    # an attribute given twice
+    (helper.make_node("Conv", ["x", "w"], ["y"], group=-7, kernel_shape=[3, 3], name="conv"),
+     [X1455], {"w": np.ones((2, 4, 3, 3), np.float32)}, "attribute 'group' is given twice "
+                                                        "(-7 and 1); keep one"),
+    # Clip's bounds are scalars
+    (helper.make_node("Clip", ["x", "", "x"], ["y"], name="clip"), [X23], None,
+     "its max input is float32[2,3], but Clip takes a scalar there (shape [] or [1])"),
+    (helper.make_node("Clip", ["x", "lo"], ["y"], name="clip"), [X23],
+     {"lo": np.zeros((1, 1), np.float32)}, "its min input is float32[1,1], but Clip takes a "
+                                           "scalar there"),
+    # a pooling window wholly in the padding
+    (helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3, 1], pads=[1, 1, 1, 1],
+                      name="pool"), [X1455], None,
+     "pads [1, 1, 1, 1] must each be smaller than the kernel [3, 1] on their axis"),
+    (helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], pads=[0, 2, 0, 0],
+                      name="pool"), [X1455], None,
+     "pads [0, 2, 0, 0] must each be smaller than the kernel [2, 2]"),
+    (helper.make_node("LpPool", ["x"], ["y"], kernel_shape=[2, 2], pads=[0, 0, 0, 3],
+                      name="pool"), [X1455], None,
+     "pads [0, 0, 0, 3] must each be smaller than the kernel [2, 2]"),
+    # Gemm's C broadcasts one way, to the product's shape
+    (helper.make_node("Gemm", ["x", "x", "c"], ["y"], transB=1, name="gemm"), [X23],
+     {"c": np.ones(4, np.float32)}, "C float32[4] does not broadcast to the product's shape "
+                                    "[2, 2] (M, N)"),
+])
+def test_more_models_onnxruntime_rejects(node, inputs, initializers, expected):
+    if node.op_type == "Conv":  # make_node cannot repeat an attribute
+        node.attribute.append(helper.make_attribute("group", 1))
+    model = _model(node, inputs, list(node.output), initializers=initializers)
+    message = _error(model, InvalidModelError)
+    assert f"node '{node.name}' ({node.op_type}, opset 17)" in message
+    assert expected in message
+    from helpers import ort_run, random_feeds
+    with pytest.raises(Exception):  # onnxruntime refuses it too (at load or at run time)
+        ort_run(model, random_feeds(model))
+
+
+def test_group_norm_scale_of_the_wrong_size_is_refused_before_allocating():
+    # the fuzzer's model: a per-group scale repeated over 10^9 channels took 15 GB first
+    x = tensor_info("x", "float32", [1, 10 ** 9, 5, 0])
+    node = helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=2,
+                            name="gn")
+    model = _model(node, [x], opset=21, initializers={"s": np.ones(4, np.float32),
+                                                      "b": np.zeros(4, np.float32)})
+    import resource
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    message = _error(model, InvalidModelError)
+    assert (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) < 512 * 1024
+    assert "node 'gn' (GroupNormalization, opset 21)" in message
+    assert "scale is float32[4], but num_groups=2 and x float32[1,1000000000,5,0] make it " \
+           "[1000000000] (one value per channel, opset 21) or [2] (one per group" in message
+
+
+def test_recurrence_over_an_empty_sequence():
+    # was a wrapped IndexError; onnxruntime aborts on it
+    node = helper.make_node("GRU", ["x", "w", "r"], ["y"], hidden_size=2, name="gru")
+    model = _model(node, [tensor_info("x", "float32", [0, 1, 2])], initializers={
+        "w": np.ones((1, 6, 2), np.float32), "r": np.ones((1, 6, 2), np.float32)})
+    message = _error(model, ShapeError)
+    assert "node 'gru' (GRU, opset 17)" in message
+    assert "X float32[0,1,2] holds a sequence of length 0" in message
+
+
+# documented leniencies (README, "Validation"): tensorc gives the specification's answer
+def test_split_with_an_empty_last_chunk_follows_the_specification():
+    from onnx.reference import ReferenceEvaluator
+    node = helper.make_node("Split", ["x"], ["a", "b", "c"], axis=1, num_outputs=3,
+                            name="split")
+    model = _model(node, [tensor_info("x", "float32", [2, 4])], ["a", "b", "c"], opset=18)
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    got = tensorc.compile(model).run({"x": x})
+    for name, want in zip("abc", ReferenceEvaluator(model).run(None, {"x": x})):
+        np.testing.assert_array_equal(got[name], want)
+    assert got["c"].shape == (2, 0)
+
+
+def test_split_input_given_as_the_empty_name_is_omitted():
+    node = helper.make_node("Split", ["x", ""], ["a", "b"], axis=1, num_outputs=2,
+                            name="split")
+    model = _model(node, [tensor_info("x", "float32", [2, 4])], ["a", "b"], opset=18)
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    got = tensorc.compile(model).run({"x": x})
+    np.testing.assert_array_equal(got["a"], x[:, :2])
+    np.testing.assert_array_equal(got["b"], x[:, 2:])
+
+
+def test_an_opset_onnxruntime_has_no_kernel_for():
+    node = helper.make_node("Concat", ["x", "x"], ["y"], axis=0, name="concat")
+    model = _model(node, [X23], opset=1)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(tensorc.compile(model).run({"x": x})["y"],
+                                  np.concatenate([x, x]))
+
+
+@pytest.mark.parametrize("op", ["ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
+                                "ReduceL2", "ReduceLogSum", "ReduceLogSumExp"])
+def test_reduction_over_an_empty_axis_gives_what_onnxruntime_gives(op):
+    # the mean of nothing was NaN (numpy's); ONNX leaves it undefined, onnxruntime gives 0
+    from helpers import ort_run
+    node = helper.make_node(op, ["x"], ["y"], axes=[1], keepdims=1, name="reduce")
+    model = _model(node, [tensor_info("x", "float32", [2, 0])], opset=13)
+    feeds = {"x": np.zeros((2, 0), np.float32)}
+    np.testing.assert_array_equal(tensorc.compile(model).run(feeds)["y"],
+                                  ort_run(model, feeds)["y"])
+
+
+@pytest.mark.parametrize("op, data_shape, indices, extra, expected", [
+    # the output is empty, so no kernel reads the indices; onnxruntime refuses them anyway
+    ("Gather", [0, 0], np.array([1, 0, -1], np.int64), {"axis": 0},
+     "gather: indices [1, 0, -1] are out of range for an axis of size 0"),
+    ("GatherND", [2, 3], np.array([[0, 3]], np.int64), {},
+     "gather_nd: indices [3] are out of range for an axis of size 3"),
+])
+def test_constant_indices_out_of_range(op, data_shape, indices, extra, expected):
+    node = helper.make_node(op, ["x", "i"], ["y"], name="pick", **extra)
+    model = _model(node, [tensor_info("x", "float32", data_shape)], initializers={"i": indices})
+    message = _error(model, ShapeError)
+    assert f"node 'pick' ({op}, opset 17)" in message and expected in message

@@ -344,3 +344,16 @@ def test_linear_coeff_is_exact(e, bounds, var):
     base, stride = lin
     for env in _points(bounds):
         assert evaluate(base, env) + stride * env[var] == evaluate(e, env)
+
+
+def test_folding_keeps_index_checks():
+    """Clamping a checked run-time index into an axis of size 1 is the constant 0, but the
+    check must still run: neither the clamp nor a comparison it decides may fold it away
+    (the fuzzer found Gather, GatherND and ScatterND on a size-1 axis ignoring bad indices)."""
+    checked = Call("check_index", (x, const(1)), "int64")
+    clamp = minimum(maximum(checked, 0), 0)
+    assert "check_index" in show(clamp)
+    assert "check_index" in show(eq(clamp, i), {i: (0, 0)})
+    # without a check the same expressions fold as before
+    assert show(minimum(maximum(x, 0), 0)) == "0"
+    assert show(eq(minimum(maximum(x, 0), 0), i), {i: (0, 0)}) == "True"

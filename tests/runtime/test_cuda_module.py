@@ -2,8 +2,8 @@
 outputs out, device arrays through, per-launch profile), save and load, the clear error where
 there is no GPU, and the pycuda glue run against a stand-in for ``pycuda.driver`` that
 executes the kernels on the emulator (pycuda's documented calls: init, Device,
-retain_primary_context, module_from_buffer, get_function, prepare, prepared_call, mem_alloc,
-memcpy_htod / memcpy_dtoh, Event, Context.synchronize)."""
+retain_primary_context, module_from_buffer, get_function, get_global, prepare, prepared_call,
+mem_alloc, memcpy_htod / memcpy_dtoh, Event, Context.synchronize); run-time index checks."""
 from __future__ import annotations
 
 import ctypes
@@ -234,7 +234,9 @@ class FakeDriver(types.ModuleType):
                 emulated.launch(self.name, tuple(grid) + (1,) * (3 - len(grid)), tuple(block),
                                 list(args))
 
-        return types.SimpleNamespace(get_function=Function)
+        return types.SimpleNamespace(get_function=Function,
+                                     get_global=lambda name: (emulated.global_address(name),
+                                                              24))
 
     def mem_alloc(self, nbytes: int):
         raw = np.zeros(nbytes + 256, np.uint8)
@@ -278,3 +280,50 @@ def test_pycuda_device_runs_the_plan_through_the_driver_api(monkeypatch, mlp) ->
     assert len(fake.allocations) == 4
     gpu_mod.run(feeds)
     assert len(fake.allocations) == 4
+
+
+# ---------------------------------------------------------------------------------------------
+# run-time index checks: kernels record the first out-of-range index, the host raises
+
+def _gather_module() -> tuple[CudaModule, object]:
+    from helpers import make_model, tensor_info
+    from onnx import helper
+    node = helper.make_node("Gather", ["x", "i"], ["y"], axis=1, name="pick")
+    model = make_model([node], [tensor_info("x", "float32", [4, 37]),
+                                tensor_info("i", "int64", [5])], ["y"])
+    proto, label = load_model(model)
+    compiled = compile_graph_cuda(import_onnx(proto, label=label), CUDA)
+    return cuda_module(compiled, CUDA, build=False), model
+
+
+def _check_gather_runs(mod: CudaModule, model) -> None:
+    from tensorc.errors import KernelRuntimeError
+    x = np.random.default_rng(0).standard_normal((4, 37)).astype(np.float32)
+    good = {"x": x, "i": np.array([0, 1, -1, 36, -37], np.int64)}
+    want = tensorc.compile(model).run(good)["y"]
+    np.testing.assert_array_equal(mod.run(good)["y"], want)
+    with pytest.raises(KernelRuntimeError) as info:
+        mod.run({"x": x, "i": np.array([0, 1, 37, 2, 3], np.int64)})
+    assert "node 'pick' (gather) read the index 37, out of range for an axis of size 37: " \
+           "indices must lie in [-37, 37)" in str(info.value)
+    np.testing.assert_array_equal(mod.run(good)["y"], want)   # the record was cleared
+
+
+def test_out_of_range_index_stops_a_cuda_run() -> None:
+    """CUDA kernels clamped run-time indices silently; they now fail the run as the CPU's
+    do (and as onnxruntime does)."""
+    mod, model = _gather_module()
+    assert "tc_check_index(" in mod.source.split("extern \"C\" __global__", 1)[1]
+    assert mod.plan.launches[0].nodes == (("pick", "gather"),)
+    _check_gather_runs(mod.use_device(EmulatedDevice()), model)
+
+
+def test_out_of_range_index_through_the_driver_api(monkeypatch) -> None:
+    mod, model = _gather_module()
+    fake = FakeDriver(sources={b"FATBIN": mod.source})
+    monkeypatch.setitem(sys.modules, "pycuda", types.ModuleType("pycuda"))
+    monkeypatch.setitem(sys.modules, "pycuda.driver", fake)
+    gpu_mod = CudaModule(mod.source, b"FATBIN", mod.plan, mod.inputs, mod.outputs,
+                         mod.const_pool, mod.target)
+    gpu_mod.use_device(PyCudaDevice())
+    _check_gather_runs(gpu_mod, model)

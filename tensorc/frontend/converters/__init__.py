@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
-from tensorc.errors import ShapeError
+from tensorc.errors import InvalidModelError, ShapeError
 from tensorc.ir.graph import Value
 
 if TYPE_CHECKING:
@@ -83,9 +83,11 @@ def scalar(ctx: ImportContext, value: float, like: Value) -> Value:
 
 
 def spatial_attrs(x: Value, kernel: Sequence[int], strides: Sequence[int] | None,
-                   dilations: Sequence[int] | None, pads: Sequence[int] | None, auto_pad: str
-                   ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
-    """Resolve ONNX window attributes to explicit (strides, pads, dilations)."""
+                  dilations: Sequence[int] | None, pads: Sequence[int] | None, auto_pad: str,
+                  pool: bool = False
+                  ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """Resolve ONNX window attributes to explicit (strides, pads, dilations). A pooling
+    window (``pool``) must overlap its input: its pads are smaller than the kernel."""
     spatial = len(kernel)
     if spatial != x.type.ndim - 2:
         raise ShapeError(f"the kernel {tuple(kernel)} has {spatial} spatial axes, x {x.type} "
@@ -97,6 +99,11 @@ def spatial_attrs(x: Value, kernel: Sequence[int], strides: Sequence[int] | None
                              f"{spatial} spatial axes)")
         if values is not None and name != "pads" and min(values, default=1) < 1:
             raise ShapeError(f"{name} {list(values)} must be positive")
+    if pool and pads is not None and auto_pad in ("NOTSET", "") and any(
+            p >= k for p, k in zip(pads, list(kernel) * 2)):
+        raise InvalidModelError(f"pads {list(pads)} must each be smaller than the kernel "
+                                f"{list(kernel)} on their axis (a window wholly in the "
+                                f"padding has no input to pool); shrink the pads")
     strides = tuple(strides or (1,) * spatial)
     dilations = tuple(dilations or (1,) * spatial)
     if auto_pad in ("NOTSET", ""):

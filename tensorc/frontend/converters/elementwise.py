@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from tensorc.errors import ShapeError
+from tensorc.errors import InvalidModelError, ShapeError
 from tensorc.frontend.converters import converter, scalar
 from tensorc.ir.graph import Value
 
@@ -182,6 +182,11 @@ def clip_inputs(ctx: ImportContext, inputs: list[Value]) -> Value:
     for key, bound, op in (("min", low, "maximum"), ("max", high, "minimum")):
         if bound is None:
             continue
+        if bound.type.shape not in ((), (1,)):
+            raise InvalidModelError(f"its {key} input is {bound.type}, but Clip takes a "
+                                    f"scalar there (shape [] or [1]); give one {key} value for "
+                                    f"the whole tensor (or use Max/Min for an elementwise "
+                                    f"bound)")
         array = ctx.constant(bound)
         if array is not None:
             bounds[key] = array.item()

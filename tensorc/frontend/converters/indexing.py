@@ -9,11 +9,26 @@ import numpy as np
 from tensorc.errors import ShapeError
 from tensorc.frontend.converters import converter, normalize_axis
 from tensorc.ir.graph import Value
+from tensorc.ops.indexing import checked_indices
 
 if TYPE_CHECKING:
     from tensorc.frontend.onnx import ImportContext
 
 INDEX_DTYPES = ("int32", "int64")
+
+
+def _check_constant(ctx: ImportContext, op: str, indices: Value, sizes: list[int],
+                    per_component: bool = False) -> None:
+    """Constant indices must lie within their axes (``sizes[0]``; with ``per_component``,
+    the last axis of the indices holds one index per data axis in ``sizes``)."""
+    array = ctx.constant(indices)
+    if array is None:
+        return
+    if not per_component:
+        checked_indices(op, array, sizes[0])
+        return
+    for j, size in enumerate(sizes[:array.shape[-1] if array.ndim else 0]):
+        checked_indices(op, array[..., j], size)
 
 
 def _as_index(ctx: ImportContext, indices: Value) -> Value:
@@ -27,6 +42,7 @@ def _as_index(ctx: ImportContext, indices: Value) -> Value:
 def gather(ctx: ImportContext, inputs: list[Value], *, axis: int = 0) -> Value:
     data, indices = inputs
     axis = normalize_axis(axis, data.type.ndim)
+    _check_constant(ctx, "gather", indices, [data.type.shape[axis]])
     return ctx.emit("gather", [data, _as_index(ctx, indices)], axis=axis)
 
 
@@ -34,12 +50,14 @@ def gather(ctx: ImportContext, inputs: list[Value], *, axis: int = 0) -> Value:
 def gather_elements(ctx: ImportContext, inputs: list[Value], *, axis: int = 0) -> Value:
     data, indices = inputs
     axis = normalize_axis(axis, data.type.ndim)
+    _check_constant(ctx, "gather_elements", indices, [data.type.shape[axis]])
     return ctx.emit("gather_elements", [data, _as_index(ctx, indices)], axis=axis)
 
 
 @converter("GatherND", since=11)
 def gather_nd(ctx: ImportContext, inputs: list[Value], *, batch_dims: int = 0) -> Value:
     data, indices = inputs
+    _check_constant(ctx, "gather_nd", indices, list(data.type.shape[batch_dims:]), True)
     return ctx.emit("gather_nd", [data, _as_index(ctx, indices)], batch_dims=batch_dims)
 
 
@@ -53,6 +71,7 @@ def scatter_elements(ctx: ImportContext, inputs: list[Value], *, axis: int = 0,
                      reduction: str = "none") -> Value:
     data, indices, updates = inputs
     axis = normalize_axis(axis, data.type.ndim)
+    _check_constant(ctx, "scatter_elements", indices, [data.type.shape[axis]])
     return ctx.emit("scatter_elements", [data, _as_index(ctx, indices), updates], axis=axis,
                     reduction=reduction)
 
@@ -60,6 +79,7 @@ def scatter_elements(ctx: ImportContext, inputs: list[Value], *, axis: int = 0,
 @converter("ScatterND", since=11)
 def scatter_nd(ctx: ImportContext, inputs: list[Value], *, reduction: str = "none") -> Value:
     data, indices, updates = inputs
+    _check_constant(ctx, "scatter_nd", indices, list(data.type.shape), True)
     return ctx.emit("scatter_nd", [data, _as_index(ctx, indices), updates],
                     reduction=reduction)
 

@@ -5,7 +5,7 @@ import math
 from typing import TYPE_CHECKING, Callable, Sequence
 
 
-from tensorc.errors import ShapeError, UnsupportedOpError
+from tensorc.errors import InvalidModelError, ShapeError, UnsupportedOpError
 from tensorc.frontend.converters import (
     converter, normalize_axis, reshape, scalar, spatial_attrs,
 )
@@ -47,6 +47,13 @@ def gemm(ctx: ImportContext, inputs: list[Value], *, alpha: float = 1.0, beta: f
         else:
             a = ctx.emit("mul", [a, scalar(ctx, alpha, a)])
     y = ctx.emit("matmul", [a, b])
+    if c is not None:
+        shape = c.type.shape
+        if len(shape) > 2 or any(d not in (1, n) for d, n in zip(shape[::-1],
+                                                                   y.type.shape[::-1])):
+            raise InvalidModelError(f"C {c.type} does not broadcast to the product's shape "
+                                    f"{list(y.type.shape)} (M, N); give C of shape [N], "
+                                    f"[M, N], [1, N], [M, 1] or a scalar")
     if c is not None and beta != 0.0:
         if beta != 1.0:
             c = ctx.emit("mul", [c, scalar(ctx, beta, c)])
@@ -89,7 +96,7 @@ def max_pool(ctx: ImportContext, inputs: list[Value], *, auto_pad: str = "NOTSET
              ) -> tuple[Value, None]:
     x = inputs[0]
     strides, pads, dilations = spatial_attrs(x, kernel_shape, strides, dilations, pads,
-                                              auto_pad)
+                                             auto_pad, pool=True)
     y = ctx.emit("max_pool", [x], kernel_shape=tuple(kernel_shape), strides=strides, pads=pads,
                  dilations=dilations, ceil_mode=bool(ceil_mode))
     return y, None  # the Indices output is not supported
@@ -103,7 +110,7 @@ def average_pool(ctx: ImportContext, inputs: list[Value], *, auto_pad: str = "NO
                  ) -> Value:
     x = inputs[0]
     strides, pads, dilations = spatial_attrs(x, kernel_shape, strides, dilations, pads,
-                                              auto_pad)
+                                             auto_pad, pool=True)
     return ctx.emit("avg_pool", [x], kernel_shape=tuple(kernel_shape), strides=strides,
                     pads=pads, dilations=dilations, ceil_mode=bool(ceil_mode),
                     count_include_pad=bool(count_include_pad))
@@ -127,7 +134,7 @@ def lp_pool(ctx: ImportContext, inputs: list[Value], *, auto_pad: str = "NOTSET"
             strides: Sequence[int] | None = None) -> Value:
     x = inputs[0]
     strides, pads, dilations = spatial_attrs(x, kernel_shape, strides, dilations, pads,
-                                              auto_pad)
+                                             auto_pad, pool=True)
     return ctx.emit("lp_pool", [x], kernel_shape=tuple(kernel_shape), strides=strides,
                     pads=pads, dilations=dilations, ceil_mode=bool(ceil_mode), p=float(p))
 

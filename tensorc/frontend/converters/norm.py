@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
-from tensorc.errors import ShapeError, UnsupportedOpError
+from tensorc.errors import InvalidModelError, ShapeError, UnsupportedOpError
 from tensorc.frontend.converters import converter, normalize_axis, reshape, scalar
 from tensorc.ir.graph import Value
 
@@ -106,6 +106,12 @@ def group_norm(ctx: ImportContext, inputs: list[Value], *, num_groups: int,
         raise ShapeError(f"GroupNormalization: num_groups={num_groups} must divide the "
                          f"channels of x {x.type} ([N, C, spatial...])")
     channels, groups = shape[1], num_groups
+    for name, value in (("scale", scale), ("bias", bias)):
+        if value.type.shape not in ((groups,), (channels,)):
+            raise InvalidModelError(
+                f"{name} is {value.type}, but num_groups={groups} and x {x.type} make it "
+                f"[{channels}] (one value per channel, opset 21) or [{groups}] (one per "
+                f"group, opset 18); fix num_groups or the {name}")
     # statistics per (sample, group); the scale and bias then apply per channel, in the same
     # kernel (opset 18 gives one per group: repeated per channel)
     y = ctx.emit("normalize", [_widen(ctx, x, stash_type)], axes=tuple(range(1, len(shape))),

@@ -21,10 +21,11 @@ REDUCE = {"ReduceSum": ("reduce_sum", 13), "ReduceMean": ("reduce_mean", 18),
           "ReduceLogSumExp": ("reduce_log_sum_exp", 18),
           "ReduceSumSquare": ("reduce_sum_square", 18)}
 
-# what a reduction of no elements gives (ONNX: the combiner's identity)
+# what a reduction of no elements gives (ONNX: the combiner's identity; the mean of nothing
+# is undefined there, and onnxruntime gives 0 where numpy gives NaN: tensorc gives 0 too)
 _EMPTY = {"reduce_sum": 0, "reduce_l1": 0, "reduce_l2": 0, "reduce_sum_square": 0,
           "reduce_prod": 1, "reduce_log_sum": -np.inf, "reduce_log_sum_exp": -np.inf,
-          "reduce_mean": np.nan, "reduce_max": "lowest", "reduce_min": "highest"}
+          "reduce_mean": 0, "reduce_max": "lowest", "reduce_min": "highest"}
 
 
 def _empty_value(op: str, dtype: np.dtype):

@@ -81,9 +81,12 @@ class _Recurrence:
             given = "is missing" if hidden_size is None else f"is {hidden_size}"
             raise ShapeError(f"hidden_size {given}; set it to the number of hidden units "
                              f"(R's last dim, {r.type.shape[-1] if r.type.ndim else '?'})")
-        self.steps, self.batch = x.type.shape[0], x.type.shape[1]
         _check_weights(x, w, r, self.bias, gates, hidden_size,
                        2 if direction == "bidirectional" else 1)
+        self.steps, self.batch = x.type.shape[0], x.type.shape[1]
+        if self.steps == 0:
+            raise ShapeError(f"X {inputs[0].type} holds a sequence of length 0 (layout "
+                             f"{layout}); give it at least one step")
         self.hidden, self.gates, self.layout = hidden_size, gates, layout
         self.directions = {"forward": [False], "reverse": [True],
                            "bidirectional": [False, True]}[direction]
