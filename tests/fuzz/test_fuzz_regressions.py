@@ -474,7 +474,9 @@ def test_reduction_over_an_empty_axis_gives_what_onnxruntime_gives(op):
 @pytest.mark.parametrize("op, data_shape, indices, extra, expected", [
     # the output is empty, so no kernel reads the indices; onnxruntime refuses them anyway
     ("Gather", [0, 0], np.array([1, 0, -1], np.int64), {"axis": 0},
-     "gather: indices [1, 0, -1] are out of range for an axis of size 0"),
+     "gather: indices int64[3] index an axis of size 0, where no index is valid"),
+    ("Gather", [2, 0], np.array([1, 0, -3], np.int64), {"axis": 0},
+     "gather: indices [1, 0, -3] are out of range for an axis of size 2"),
     ("GatherND", [2, 3], np.array([[0, 3]], np.int64), {},
      "gather_nd: indices [3] are out of range for an axis of size 3"),
 ])
@@ -483,3 +485,23 @@ def test_constant_indices_out_of_range(op, data_shape, indices, extra, expected)
     model = _model(node, [tensor_info("x", "float32", data_shape)], initializers={"i": indices})
     message = _error(model, ShapeError)
     assert f"node 'pick' ({op}, opset 17)" in message and expected in message
+
+
+def test_indices_into_an_axis_of_size_zero():
+    # runtime indices into an empty axis: the output is empty, so no kernel reads them
+    node = helper.make_node("ScatterND", ["x", "i", "u"], ["y"], name="snd")
+    model = _model(node, [tensor_info("x", "float32", [0, 3]), tensor_info("i", "int64", [1, 1]),
+                          tensor_info("u", "float32", [1, 3])])
+    message = _error(model, ShapeError)
+    assert "node 'snd' (ScatterND, opset 17)" in message
+    assert "scatter_nd: indices int64[1,1] index an axis of size 0, where no index is valid" \
+        in message
+
+
+@pytest.mark.parametrize("opset", [9, 13])
+def test_split_into_unequal_parts_before_opset_18(opset):
+    node = helper.make_node("Split", ["x"], ["a", "b", "c"], axis=1, name="split")
+    model = _model(node, [tensor_info("x", "float32", [2, 4])], ["a", "b", "c"], opset=opset)
+    message = _error(model, InvalidModelError)
+    assert f"node 'split' (Split, opset {opset})" in message
+    assert "Split into 3 equal parts, but axis 1 of float32[2,4] has 4 elements" in message
