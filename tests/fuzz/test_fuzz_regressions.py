@@ -505,3 +505,48 @@ def test_split_into_unequal_parts_before_opset_18(opset):
     message = _error(model, InvalidModelError)
     assert f"node 'split' (Split, opset {opset})" in message
     assert "Split into 3 equal parts, but axis 1 of float32[2,4] has 4 elements" in message
+
+
+def test_time_loop_too_long_to_unroll():
+    # seq_length 10^9 (batch 0) unrolled for ever: the fuzzer's hang
+    node = helper.make_node("GRU", ["x", "w", "r"], ["y"], hidden_size=2, name="gru")
+    model = _model(node, [tensor_info("x", "float32", [10 ** 9, 0, 2])], initializers={
+        "w": np.ones((1, 6, 2), np.float32), "r": np.ones((1, 6, 2), np.float32)})
+    message = _error(model, tensorc.errors.UnsupportedOpError)
+    assert "node 'gru' (GRU, opset 17)" in message
+    assert "X float32[1000000000,0,2]: 1000000000 steps to unroll; tensorc unrolls the time " \
+           "loop at compile time, up to 4096 steps" in message
+
+
+def test_loop_with_a_huge_trip_count_stops_unrolling():
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c_in"], ["c_out"]),
+         helper.make_node("Add", ["v_in", "one"], ["v_out"])], "body",
+        [tensor_info("i", "int64", []), tensor_info("c_in", "bool", []),
+         tensor_info("v_in", "float32", [2, 3])],
+        [tensor_info("c_out", "bool", []), tensor_info("v_out", "float32", [2, 3])],
+        initializer=[numpy_helper.from_array(np.ones((2, 3), np.float32), "one")])
+    node = helper.make_node("Loop", ["n", "c", "x"], ["y"], body=body, name="loop")
+    model = _model(node, [X23], initializers={"n": np.array(10 ** 9, np.int64),
+                                              "c": np.array(True)})
+    message = _error(model, tensorc.errors.UnsupportedOpError)
+    assert "node 'loop' (Loop, opset 17)" in message
+    assert "trip count 1000000000 and the condition still true after 4096 iterations" in message
+
+
+def test_folding_does_not_expand_huge_constants(monkeypatch):
+    # a mean of an empty [10^9, 0] input is [10^9, 1] zeros: it was a 4 GB constant built at
+    # compile time (11 GB peak); an expansion past the limit is computed at run time instead
+    from helpers import ort_run
+
+    from tensorc.ops import interpret
+    monkeypatch.setattr(interpret, "MAX_FOLDED_EXPANSION_BYTES", 1024)
+    for op, value in (("ReduceMean", 0.0), ("ReduceMax", -np.inf)):
+        node = helper.make_node(op, ["x"], ["y"], axes=[1], keepdims=1, name="reduce")
+        model = _model(node, [tensor_info("x", "float32", [1000, 0])], opset=13)
+        module = tensorc.compile(model)
+        assert module.const_pool.nbytes < 1024  # no 4000-byte filled constant
+        feeds = {"x": np.zeros((1000, 0), np.float32)}
+        got = module.run(feeds)["y"]
+        np.testing.assert_array_equal(got, np.full((1000, 1), value, np.float32))
+        np.testing.assert_array_equal(got, ort_run(model, feeds)["y"])
