@@ -27,7 +27,7 @@ from tensorc.frontend.validate import check_input_types, check_node, newest_opse
 from tensorc.ir.graph import Graph, Value, eliminate_dead_code
 from tensorc.ir.types import DTYPES, TensorType, check_type, dtype_of
 from tensorc.ops.build import emit, infer_types
-from tensorc.ops.interpret import evaluate
+from tensorc.ops.interpret import evaluate, worth_folding
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
@@ -367,15 +367,17 @@ class ImportContext:
         return [env[o.name] for o in body.output]
 
     def emit(self, op: str, inputs: list[Value], **attrs: Any) -> Value:
-        """Add ``op``, or its value when every input is a constant (constant folding)."""
+        """Add ``op``, or its value when every input is a constant (constant folding, unless
+        it would expand data past ops.interpret.MAX_FOLDED_EXPANSION_BYTES)."""
         arrays = [self.constant(v) for v in inputs]
         if inputs and all(a is not None for a in arrays):
             (expected,) = infer_types(op, attrs, [v.type for v in inputs])
-            (result,) = evaluate(op, attrs, arrays)
-            if TensorType(result.shape, dtype_of(result)) != expected:  # a bug, not user error
-                raise TensorcError(f"{op}: the reference computed {result.dtype}"
-                                   f"{list(result.shape)}, the shape rule says {expected}")
-            return self.const(result)
+            if worth_folding(arrays, [expected]):
+                (result,) = evaluate(op, attrs, arrays)
+                if TensorType(result.shape, dtype_of(result)) != expected:  # a bug in tensorc
+                    raise TensorcError(f"{op}: the reference computed {result.dtype}"
+                                       f"{list(result.shape)}, the shape rule says {expected}")
+                return self.const(result)
         result = emit(self.graph, op, inputs, **attrs)
         assert isinstance(result, Value) and result.producer is not None
         result.producer.name = self.node_name

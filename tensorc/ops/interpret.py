@@ -12,6 +12,19 @@ from tensorc.ops.build import infer_types
 from tensorc.ops.registry import get_op
 
 
+# Constant folding never expands data past this many bytes: a broadcast, tile or filled
+# constant that large (a reduction of an empty [10^9, 0] tensor to [10^9, 1], say) is computed
+# at run time, in the arena, rather than built at compile time and stored in the constant pool.
+MAX_FOLDED_EXPANSION_BYTES = 256 << 20
+
+
+def worth_folding(arrays: list[np.ndarray], outputs: list[TensorType]) -> bool:
+    """Whether constant folding may evaluate a node of inputs ``arrays`` into ``outputs``:
+    not where its results are past MAX_FOLDED_EXPANSION_BYTES and more than its inputs."""
+    made = sum(t.nbytes for t in outputs)
+    return made <= MAX_FOLDED_EXPANSION_BYTES or made <= sum(a.nbytes for a in arrays)
+
+
 def evaluate(op: str, attrs: dict[str, Any], arrays: list[np.ndarray]) -> list[np.ndarray]:
     """Run the numpy reference of core op ``op``; outputs are contiguous arrays.
 

@@ -479,7 +479,9 @@ def test_reduction_over_an_empty_axis_gives_what_onnxruntime_gives(op):
 @pytest.mark.parametrize("op, data_shape, indices, extra, expected", [
     # the output is empty, so no kernel reads the indices; onnxruntime refuses them anyway
     ("Gather", [0, 0], np.array([1, 0, -1], np.int64), {"axis": 0},
-     "gather: indices [1, 0, -1] are out of range for an axis of size 0"),
+     "gather: indices int64[3] index an axis of size 0, where no index is valid"),
+    ("Gather", [2, 0], np.array([1, 0, -3], np.int64), {"axis": 0},
+     "gather: indices [1, 0, -3] are out of range for an axis of size 2"),
     ("GatherND", [2, 3], np.array([[0, 3]], np.int64), {},
      "gather_nd: indices [3] are out of range for an axis of size 3"),
 ])
@@ -488,3 +490,68 @@ def test_constant_indices_out_of_range(op, data_shape, indices, extra, expected)
     model = _model(node, [tensor_info("x", "float32", data_shape)], initializers={"i": indices})
     message = _error(model, ShapeError)
     assert f"node 'pick' ({op}, opset 17)" in message and expected in message
+
+
+def test_indices_into_an_axis_of_size_zero():
+    # runtime indices into an empty axis: the output is empty, so no kernel reads them
+    node = helper.make_node("ScatterND", ["x", "i", "u"], ["y"], name="snd")
+    model = _model(node, [tensor_info("x", "float32", [0, 3]), tensor_info("i", "int64", [1, 1]),
+                          tensor_info("u", "float32", [1, 3])])
+    message = _error(model, ShapeError)
+    assert "node 'snd' (ScatterND, opset 17)" in message
+    assert "scatter_nd: indices int64[1,1] index an axis of size 0, where no index is valid" \
+        in message
+
+
+@pytest.mark.parametrize("opset", [9, 13])
+def test_split_into_unequal_parts_before_opset_18(opset):
+    node = helper.make_node("Split", ["x"], ["a", "b", "c"], axis=1, name="split")
+    model = _model(node, [tensor_info("x", "float32", [2, 4])], ["a", "b", "c"], opset=opset)
+    message = _error(model, InvalidModelError)
+    assert f"node 'split' (Split, opset {opset})" in message
+    assert "Split into 3 equal parts, but axis 1 of float32[2,4] has 4 elements" in message
+
+
+def test_time_loop_too_long_to_unroll():
+    # seq_length 10^9 (batch 0) unrolled for ever: the fuzzer's hang
+    node = helper.make_node("GRU", ["x", "w", "r"], ["y"], hidden_size=2, name="gru")
+    model = _model(node, [tensor_info("x", "float32", [10 ** 9, 0, 2])], initializers={
+        "w": np.ones((1, 6, 2), np.float32), "r": np.ones((1, 6, 2), np.float32)})
+    message = _error(model, tensorc.errors.UnsupportedOpError)
+    assert "node 'gru' (GRU, opset 17)" in message
+    assert "X float32[1000000000,0,2]: 1000000000 steps to unroll; tensorc unrolls the time " \
+           "loop at compile time, up to 4096 steps" in message
+
+
+def test_loop_with_a_huge_trip_count_stops_unrolling():
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c_in"], ["c_out"]),
+         helper.make_node("Add", ["v_in", "one"], ["v_out"])], "body",
+        [tensor_info("i", "int64", []), tensor_info("c_in", "bool", []),
+         tensor_info("v_in", "float32", [2, 3])],
+        [tensor_info("c_out", "bool", []), tensor_info("v_out", "float32", [2, 3])],
+        initializer=[numpy_helper.from_array(np.ones((2, 3), np.float32), "one")])
+    node = helper.make_node("Loop", ["n", "c", "x"], ["y"], body=body, name="loop")
+    model = _model(node, [X23], initializers={"n": np.array(10 ** 9, np.int64),
+                                              "c": np.array(True)})
+    message = _error(model, tensorc.errors.UnsupportedOpError)
+    assert "node 'loop' (Loop, opset 17)" in message
+    assert "trip count 1000000000 and the condition still true after 4096 iterations" in message
+
+
+def test_folding_does_not_expand_huge_constants(monkeypatch):
+    # a mean of an empty [10^9, 0] input is [10^9, 1] zeros: it was a 4 GB constant built at
+    # compile time (11 GB peak); an expansion past the limit is computed at run time instead
+    from helpers import ort_run
+
+    from tensorc.ops import interpret
+    monkeypatch.setattr(interpret, "MAX_FOLDED_EXPANSION_BYTES", 1024)
+    for op, value in (("ReduceMean", 0.0), ("ReduceMax", -np.inf)):
+        node = helper.make_node(op, ["x"], ["y"], axes=[1], keepdims=1, name="reduce")
+        model = _model(node, [tensor_info("x", "float32", [1000, 0])], opset=13)
+        module = tensorc.compile(model)
+        assert module.const_pool.nbytes < 1024  # no 4000-byte filled constant
+        feeds = {"x": np.zeros((1000, 0), np.float32)}
+        got = module.run(feeds)["y"]
+        np.testing.assert_array_equal(got, np.full((1000, 1), value, np.float32))
+        np.testing.assert_array_equal(got, ort_run(model, feeds)["y"])

@@ -16,15 +16,15 @@ import numpy as np
 
 from tensorc.errors import ConstantRequiredError, ShapeError, UnsupportedOpError
 from tensorc.frontend.converters import converter, normalize_axis, reshape
-from tensorc.frontend.converters.rnn import take
+from tensorc.frontend.converters.rnn import (
+    MAX_UNROLLED_ITERATIONS, check_unrolled_steps, take,
+)
 from tensorc.ir.graph import Value
 
 if TYPE_CHECKING:
     import onnx
 
     from tensorc.frontend.onnx import ImportContext
-
-MAX_UNROLLED_ITERATIONS = 4096
 
 
 @converter("If", since=1)
@@ -82,6 +82,11 @@ def loop(ctx: ImportContext, inputs: list[Value | None], *, body: onnx.GraphProt
     scans: list[list[Value]] = []
     iteration = 0
     while keep_going and iteration < max_trips:
+        if iteration == MAX_UNROLLED_ITERATIONS:
+            raise UnsupportedOpError(f"Loop: trip count {max_trips} and the condition still "
+                                     f"true after {MAX_UNROLLED_ITERATIONS} iterations; "
+                                     f"tensorc unrolls loops, up to "
+                                     f"{MAX_UNROLLED_ITERATIONS} iterations")
         step_inputs = [ctx.const(np.array(iteration, np.int64)),
                        ctx.const(np.array(True))] + list(carried)
         cond_out, *rest = ctx.inline_graph(body, step_inputs)
@@ -118,6 +123,7 @@ def scan(ctx: ImportContext, inputs: list[Value], *, body: onnx.GraphProto,
     if len(lengths) != 1:
         raise ShapeError(f"Scan: the scanned inputs have different lengths {sorted(lengths)}")
     steps = lengths.pop()
+    check_unrolled_steps("Scan", steps)
     outputs_per_step: list[list[Value]] = []
     for t in range(steps):
         slices = [take(ctx, v, a, steps - 1 - t if rev else t, keep_axis=False)

@@ -17,17 +17,24 @@ if TYPE_CHECKING:
 INDEX_DTYPES = ("int32", "int64")
 
 
-def _check_constant(ctx: ImportContext, op: str, indices: Value, sizes: list[int],
-                    per_component: bool = False) -> None:
-    """Constant indices must lie within their axes (``sizes[0]``; with ``per_component``,
-    the last axis of the indices holds one index per data axis in ``sizes``)."""
+def _check_indices(ctx: ImportContext, op: str, indices: Value, sizes: list[int],
+                   per_component: bool = False) -> None:
+    """What can be known of the indices before a run: they index ``sizes[0]`` (with
+    ``per_component``, the last axis of the indices holds one index per data axis in
+    ``sizes``). Constant ones must lie within their axes, and no index is valid for an axis
+    of size 0. The kernels check every index they read, but one whose output is empty reads
+    none, where onnxruntime still refuses them."""
+    depth = (indices.type.shape[-1] if indices.type.ndim else 0) if per_component else 1
+    if indices.type.size and 0 in sizes[:depth]:
+        raise ShapeError(f"{op}: indices {indices.type} index an axis of size 0, where no "
+                         f"index is valid; give the data elements along it, or no indices")
     array = ctx.constant(indices)
     if array is None:
         return
     if not per_component:
         checked_indices(op, array, sizes[0])
         return
-    for j, size in enumerate(sizes[:array.shape[-1] if array.ndim else 0]):
+    for j, size in enumerate(sizes[:depth]):
         checked_indices(op, array[..., j], size)
 
 
@@ -42,7 +49,7 @@ def _as_index(ctx: ImportContext, indices: Value) -> Value:
 def gather(ctx: ImportContext, inputs: list[Value], *, axis: int = 0) -> Value:
     data, indices = inputs
     axis = normalize_axis(axis, data.type.ndim)
-    _check_constant(ctx, "gather", indices, [data.type.shape[axis]])
+    _check_indices(ctx, "gather", indices, [data.type.shape[axis]])
     return ctx.emit("gather", [data, _as_index(ctx, indices)], axis=axis)
 
 
@@ -50,14 +57,14 @@ def gather(ctx: ImportContext, inputs: list[Value], *, axis: int = 0) -> Value:
 def gather_elements(ctx: ImportContext, inputs: list[Value], *, axis: int = 0) -> Value:
     data, indices = inputs
     axis = normalize_axis(axis, data.type.ndim)
-    _check_constant(ctx, "gather_elements", indices, [data.type.shape[axis]])
+    _check_indices(ctx, "gather_elements", indices, [data.type.shape[axis]])
     return ctx.emit("gather_elements", [data, _as_index(ctx, indices)], axis=axis)
 
 
 @converter("GatherND", since=11)
 def gather_nd(ctx: ImportContext, inputs: list[Value], *, batch_dims: int = 0) -> Value:
     data, indices = inputs
-    _check_constant(ctx, "gather_nd", indices, list(data.type.shape[batch_dims:]), True)
+    _check_indices(ctx, "gather_nd", indices, list(data.type.shape[batch_dims:]), True)
     return ctx.emit("gather_nd", [data, _as_index(ctx, indices)], batch_dims=batch_dims)
 
 
@@ -71,7 +78,7 @@ def scatter_elements(ctx: ImportContext, inputs: list[Value], *, axis: int = 0,
                      reduction: str = "none") -> Value:
     data, indices, updates = inputs
     axis = normalize_axis(axis, data.type.ndim)
-    _check_constant(ctx, "scatter_elements", indices, [data.type.shape[axis]])
+    _check_indices(ctx, "scatter_elements", indices, [data.type.shape[axis]])
     return ctx.emit("scatter_elements", [data, _as_index(ctx, indices), updates], axis=axis,
                     reduction=reduction)
 
@@ -79,7 +86,7 @@ def scatter_elements(ctx: ImportContext, inputs: list[Value], *, axis: int = 0,
 @converter("ScatterND", since=11)
 def scatter_nd(ctx: ImportContext, inputs: list[Value], *, reduction: str = "none") -> Value:
     data, indices, updates = inputs
-    _check_constant(ctx, "scatter_nd", indices, list(data.type.shape), True)
+    _check_indices(ctx, "scatter_nd", indices, list(data.type.shape), True)
     return ctx.emit("scatter_nd", [data, _as_index(ctx, indices), updates],
                     reduction=reduction)
 

@@ -50,7 +50,8 @@ def _reduce(ctx: ImportContext, x: Value, op: str, axes: Sequence[int] | None, k
     shape = reduced_shape(x.type.shape, axes, bool(keepdims))
     if x.type.size == 0:  # nothing to compute: the result is known now
         dtype = np.dtype(x.type.dtype)
-        return ctx.const(np.full(shape, _empty_value(op, dtype), dtype=dtype))
+        value = ctx.const(np.array(_empty_value(op, dtype), dtype=dtype))
+        return ctx.emit("broadcast_to", [value], shape=shape)  # folds unless it is huge
     if x.type.dtype == "bool":
         # max / min of booleans are any / all: reduce them as 0 / 1 bytes
         if op not in ("reduce_max", "reduce_min"):

@@ -22,6 +22,18 @@ if TYPE_CHECKING:
 
 ACTIVATIONS = {"sigmoid": "sigmoid", "tanh": "tanh", "relu": "relu"}
 
+# Loop, Scan and the recurrent ops unroll at import, up to this many iterations
+MAX_UNROLLED_ITERATIONS = 4096
+
+
+def check_unrolled_steps(op: str, steps: int) -> None:
+    """Scan and the recurrent ops unroll their time loop at import: refuse a length past
+    MAX_UNROLLED_ITERATIONS before building (10^9 steps would run for hours)."""
+    if steps > MAX_UNROLLED_ITERATIONS:
+        raise UnsupportedOpError(f"{op}: {steps} steps to unroll; tensorc unrolls the time "
+                                 f"loop at compile time, up to {MAX_UNROLLED_ITERATIONS} "
+                                 f"steps; shorten the sequence (or split it into chunks)")
+
 
 def take(ctx: ImportContext, x: Value, axis: int, start: int, size: int = 1,
          keep_axis: bool = True) -> Value:
@@ -87,6 +99,7 @@ class _Recurrence:
         if self.steps == 0:
             raise ShapeError(f"X {inputs[0].type} holds a sequence of length 0 (layout "
                              f"{layout}); give it at least one step")
+        check_unrolled_steps(f"X {inputs[0].type}", self.steps)
         self.hidden, self.gates, self.layout = hidden_size, gates, layout
         self.directions = {"forward": [False], "reverse": [True],
                            "bidirectional": [False, True]}[direction]

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from tensorc.errors import ShapeError, UnsupportedOpError
+from tensorc.errors import InvalidModelError, ShapeError, UnsupportedOpError
 from tensorc.frontend.converters import (
     converter, normalize_axis, reshape,
 )
@@ -277,13 +277,20 @@ def slice_input(ctx: ImportContext, inputs: list[Value]) -> Value:
 
 
 def _split(ctx: ImportContext, x: Value, axis: int, sizes: Sequence[int] | None,
-           count: int) -> tuple[Value, ...]:
-    """One slice per output: fusion wants single-output nodes, and each part is a view."""
+           count: int, even: bool = False) -> tuple[Value, ...]:
+    """One slice per output: fusion wants single-output nodes, and each part is a view.
+    Without sizes the parts are equal, the last one smaller unless ``even`` (before opset
+    18, the axis must divide evenly)."""
     axis = normalize_axis(axis, x.type.ndim)
     n = x.type.shape[axis]
     if sizes is None:
         if count < 1:
             raise ShapeError("Split has no outputs")
+        if even and n % count:
+            raise InvalidModelError(
+                f"Split into {count} equal parts, but axis {axis} of {x.type} has {n} "
+                f"elements, which {count} does not divide (before opset 18 the parts must be "
+                f"equal); give the split sizes, or as many outputs as divide {n}")
         part = -(-n // count)  # ONNX: equal parts, the last one smaller when n % count
         sizes = [part] * (count - 1) + [n - part * (count - 1)]
         if sizes[-1] < 0:
@@ -301,7 +308,7 @@ def split_attribute(ctx: ImportContext, inputs: list[Value], *, axis: int = 0,
                     split: Sequence[int] | None = None) -> tuple[Value, ...]:
     if split is None and len(inputs) > 1 and inputs[1] is not None:  # opset 1's split input
         split = ctx.require_constant(inputs[1], "split").tolist()
-    return _split(ctx, inputs[0], axis, split, ctx.num_outputs)
+    return _split(ctx, inputs[0], axis, split, ctx.num_outputs, even=True)
 
 
 @converter("Split", since=13)
@@ -320,7 +327,8 @@ def split_input(ctx: ImportContext, inputs: list[Value], *, axis: int = 0,
         if num_outputs > size:
             raise ShapeError(f"Split num_outputs={num_outputs} is more than the size {size} "
                              f"of the axis it splits")
-    return _split(ctx, inputs[0], axis, sizes, num_outputs or ctx.num_outputs)
+    return _split(ctx, inputs[0], axis, sizes, num_outputs or ctx.num_outputs,
+                  even=ctx.opset < 18)
 
 
 def _pad(ctx: ImportContext, x: Value, mode: str, pads: Sequence[int], value: float,

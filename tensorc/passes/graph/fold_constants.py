@@ -1,15 +1,19 @@
-"""Constant folding: evaluate every node whose inputs are all constants."""
+"""Constant folding: evaluate every node whose inputs are all constants (except where that
+would expand data past ops.interpret.MAX_FOLDED_EXPANSION_BYTES)."""
 from __future__ import annotations
 
 from tensorc.ir.graph import Graph, Node, Value, rewrite
-from tensorc.ops.interpret import evaluate_node
+from tensorc.ops.interpret import evaluate_node, worth_folding
 from tensorc.passes.graph.simplify import eliminate_dead_code
 
 
 def _fold(g: Graph, node: Node) -> list[Value] | None:
     if not node.inputs or not all(g.is_constant(v) for v in node.inputs):
         return None
-    results = evaluate_node(node, [g.constants[v] for v in node.inputs])
+    arrays = [g.constants[v] for v in node.inputs]
+    if not worth_folding(arrays, [v.type for v in node.outputs]):
+        return None
+    results = evaluate_node(node, arrays)
     return [g.add_constant(array) for array in results]
 
 
