@@ -222,3 +222,17 @@ def test_no_libm_call_in_the_generated_assembly():
     # and the math really is vector code
     if "+avx" in target.features.split(","):
         assert re.search(r"\bvfmadd\w+ps\s+%ymm|\bvmulps\s+%[yz]mm", assembly)
+
+
+def test_code_reaches_its_constants_by_absolute_address():
+    """MCJIT maps code, constants and globals wherever mmap puts them, possibly more than
+    2 GiB apart in a long-lived process; a 32-bit PC-relative reference (``x(%rip)``) to a
+    constant pool would then be out of range and LLVM would abort the process while linking.
+    Static relocations with the large code model address them with 64-bit constants
+    (``movabs``), with no GOT either."""
+    target = Target.host()
+    compiled = compile_graph(import_onnx(_model_with_every_function()), target)
+    assembly = emit_assembly(compiled.llvm_ir, target)
+    assert re.search(r"movabsq\s+\$\.LCPI", assembly), "no constant pool read at all"
+    relative = sorted(set(re.findall(r"[\w.$]+\(%rip\)", assembly)))
+    assert not relative, f"PC-relative references: {relative[:10]}"
