@@ -296,12 +296,33 @@ def conv_cases() -> list[Case]:
     return cases
 
 
+def transpose_cases() -> list[Case]:
+    """Data movement that transposes: layout changes, a detector head's decode, a channel
+    shuffle, attention heads, a plain matrix."""
+    cases = []
+    for shape, perm, label in [((1, 64, 56, 56), [0, 2, 3, 1], "NCHW->NHWC"),
+                               ((1, 56, 56, 64), [0, 3, 1, 2], "NHWC->NCHW"),
+                               ((1, 24, 112, 112), [0, 2, 3, 1], "NCHW->NHWC"),
+                               ((1, 3, 85, 52, 52), [0, 1, 3, 4, 2], "detector head"),
+                               ((1, 2, 116, 28, 28), [0, 2, 1, 3, 4], "channel shuffle"),
+                               ((1, 128, 12, 64), [0, 2, 1, 3], "attention heads"),
+                               ((1000, 300), [1, 0], "matrix")]:
+        model, feeds = _model([_node("Transpose", ["x"], perm=perm)], shape)
+        cases.append(Case("transpose", f"Transpose {label} {_shape(*shape)}", model, feeds))
+    model, feeds = _model([_node("Transpose", ["x"], "t", perm=[0, 1, 3, 4, 2]),
+                           _node("Sigmoid", ["t"])], (1, 3, 85, 52, 52))
+    cases.append(Case("transpose", f"Transpose + Sigmoid detector head "
+                      f"{_shape(1, 3, 85, 52, 52)}", model, feeds))
+    return cases
+
+
 FAMILIES = {
     "pool": pool_cases,
     "reduce": reduce_cases,
     "softmax": row_cases,   # softmax, log-softmax and layernorm rows
     "elementwise": elementwise_cases,
     "conv": conv_cases,     # 1-D convs, few-channel convs, conv + epilogue
+    "transpose": transpose_cases,
 }
 
 

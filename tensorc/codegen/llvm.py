@@ -260,6 +260,8 @@ class LLVMCodegen(ValueOps):
             self.fs.ranges[s.var] = (0, n - 1)
         if s.kind == "vectorized" and n is not None and n > 1 and self.vector_loop(s, n):
             return
+        if s.kind == "unrolled" and n is not None and self._transposed_tile(s, n):
+            return
         if s.kind == "unrolled" and n is not None and n <= UNROLL_LIMIT:
             for k in range(n):
                 self.fs.env[s.var] = ir.Constant(I64, k)
@@ -407,6 +409,76 @@ class LLVMCodegen(ValueOps):
         self.lane_mask = saved_mask
         del self.fs.env[s.var]
         return True
+
+    def _transposed_tile(self, s: For, n: int) -> bool:
+        """An n x n tile stored transposed, from registers: ``s`` an unrolled loop over u
+        around a vector loop over v (n lanes), storing ``out[base + u + stride * v]``:
+        contiguous along u, so as written each vector (one u) would be scattered lane by
+        lane. Instead the n vectors are computed first, transposed with shuffles, and stored
+        as n contiguous vectors (one per v). A transposing group (``transposed_axis`` in
+        ops/schedules.py) is tiled so; False where ``s`` is not such a tile."""
+        inner = s.body
+        if getattr(self, "vec_var", None) in self.fs.env or not isinstance(inner, For) or \
+                inner.kind != "vectorized" or E.as_const_int(inner.extent) != n or \
+                n not in (4, 8, 16) or not isinstance(inner.body, Store):
+            return False
+        st = inner.body
+        if len(st.indices) != 1 or _itemsize(st.buffer.dtype) != 4 or \
+                not _vectorizable(st, inner.var) or \
+                any(isinstance(e, E.Load) and e.source == st.buffer
+                    for e in E.walk(st.value)):
+            return False
+        (index,) = st.indices
+        lin_u = E.linear_coeff(index, s.var)
+        lin_v = E.linear_coeff(index, inner.var)
+        if lin_u is None or lin_v is None or lin_u[1] != 1 or lin_v[1] < n:
+            return False
+        stride = lin_v[1]
+        values = []
+        saved_mask = self.lane_mask
+        self.fs.ranges[s.var] = (0, n - 1)
+        for k in range(n):
+            self.fs.env[s.var] = ir.Constant(I64, k)
+            self.vec_var, self.lanes, self.active_lanes = inner.var, n, n
+            self._set_lanes(list(range(n)))
+            self.fs.ranges[inner.var] = (0, n - 1)
+            self.lane_mask = None
+            values.append(self._to_storage(self._broadcast(self.expr(st.value, n), n),
+                                           st.buffer.dtype))
+            del self.fs.env[inner.var]
+        self.lane_mask = saved_mask
+        self.fs.env[s.var] = ir.Constant(I64, 0)
+        self.fs.env[inner.var] = ir.Constant(I64, 0)
+        base = self._pointer(st.buffer, self._scalar_index(index))
+        del self.fs.env[inner.var], self.fs.env[s.var]
+        ety = storage_type(st.buffer.dtype)
+        for j, row in enumerate(self._transpose(values)):
+            ptr = self.b.gep(base, [ir.Constant(I64, j * stride)], source_etype=ety) if j \
+                else base
+            self.b.store(row, ptr).align = 4
+        return True
+
+    def _transpose(self, rows: list[ir.Value]) -> list[ir.Value]:
+        """The transpose of n vectors of n lanes (n a power of two): for each bit of the
+        row index, swap it with the same bit of the lane index, one shuffle per row."""
+        n = len(rows)
+        rows = list(rows)
+        bit = n // 2
+        while bit:
+            out = list(rows)
+            for i in range(n):
+                if i & bit:
+                    continue
+                j = i | bit
+                low = [c if not c & bit else n + (c ^ bit) for c in range(n)]
+                high = [c ^ bit if not c & bit else n + c for c in range(n)]
+                out[i] = self.b.shuffle_vector(rows[i], rows[j],
+                                               ir.Constant(ir.VectorType(I32, n), low))
+                out[j] = self.b.shuffle_vector(rows[i], rows[j],
+                                               ir.Constant(ir.VectorType(I32, n), high))
+            rows = out
+            bit //= 2
+        return rows
 
     def _set_lanes(self, lane_ids: list[int]) -> None:
         """Bind the vector variable to the values ``lane_ids`` (one per vector element)."""

@@ -4,6 +4,8 @@ transposing kernel is vectorized along the axis its input is contiguous in. Each
 onnxruntime, with the kernels that remain counted."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from helpers import assert_close, make_model, ort_run, random_feeds, tensor_info
@@ -122,6 +124,45 @@ def test_a_transposing_kernel_with_no_vector_divisor_runs_whole_registers():
     loops = tensorc.inspect(model, stage="loops")
     lanes = tensorc.Target.host().vector_lanes("float32")
     assert f"vectorized, 0, {lanes})" in loops and "min(" in loops and "if (" not in loops
+    feeds = random_feeds(model)
+    assert_close(tensorc.compile(model).run(feeds), ort_run(model, feeds), 1e-5, 1e-6)
+
+
+@pytest.mark.parametrize("shape,perm,dtype", [
+    ((1, 2, 85, 12, 20), [0, 1, 3, 4, 2], "float32"),   # a detector head: odd both ways
+    ((1, 64, 9, 11), [0, 2, 3, 1], "float32"),          # NCHW -> NHWC
+    ((1, 24, 40, 17), [0, 3, 1, 2], "float32"),         # NHWC -> NCHW
+    ((37, 300), [1, 0], "float32"),                     # 2-D: the tiles' rows in parallel
+    ((2, 16, 24, 40), [0, 2, 3, 1], "int32"),
+    ((1, 16, 10, 12), [0, 2, 3, 1], "int64"),           # not 4-byte: stores scattered
+    ((1, 32, 16, 20), [0, 2, 3, 1], "float16"),
+])
+def test_a_transposing_kernel_stores_whole_tiles(shape, perm, dtype):
+    """Transposes whose two axes are each a vector long run in square tiles: a vector along
+    the input's contiguous axis per element of the output's innermost one, transposed in
+    registers and stored as whole vectors; each against numpy, for every thread count."""
+    nodes = [helper.make_node("Transpose", ["x"], ["y"], perm=perm)]
+    model = make_model(nodes, [tensor_info("x", dtype, list(shape))], ["y"])
+    lanes = tensorc.Target.host().vector_lanes(dtype)
+    loops = tensorc.inspect(model, stage="loops")
+    assert f"unrolled, 0, {lanes})" in loops and f"vectorized, 0, {lanes})" in loops, loops
+    x = (RNG.standard_normal(shape) * 100).astype(dtype)
+    module = tensorc.compile(model)
+    for threads in (1, 2):
+        module.num_threads = threads
+        np.testing.assert_array_equal(module.run({"x": x})["y"], np.transpose(x, perm))
+
+
+def test_a_transposed_tile_is_stored_from_registers():
+    """Both axes whole vectors (NCHW -> NHWC, 16 channels, width 40): no element is stored
+    on its own; the tiles are transposed with shuffles and stored as vectors."""
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 3, 1]),
+             helper.make_node("Sigmoid", ["t"], ["y"])]
+    model = make_model(nodes, [tensor_info("x", "float32", [1, 16, 24, 40])], ["y"])
+    ir_text = tensorc.inspect(model, stage="llvm")
+    assert "shufflevector" in ir_text
+    assert not re.search(r"store float ", ir_text), "elements stored one by one"
+    assert re.search(r"store <\d+ x float>", ir_text)
     feeds = random_feeds(model)
     assert_close(tensorc.compile(model).run(feeds), ort_run(model, feeds), 1e-5, 1e-6)
 
