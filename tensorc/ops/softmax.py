@@ -152,11 +152,16 @@ def _row_space(target: Target, out: te.Tensor, anchor: te.Tensor, attrs: dict
     finishing pass in vectors; parallel: rows on threads (when large enough)."""
     if attrs["axis"] != len(out.shape) - 1 or len(out.shape) < 2:
         return EMPTY
-    return SearchSpace([
-        Knob("rfactor", (True, False), True, "row reductions in vector partial results"),
-        Knob("vectorize", (True, False), True, "the finishing pass in vectors"),
-        Knob("parallel", (True, False), True, "rows on threads (when large enough)"),
-    ], name="softmax rows")
+    # only the knobs that change this schedule: a row shorter than a vector is neither
+    # vectorized nor reduced in vectors, and a small tensor never runs on threads
+    knobs = []
+    if out.shape[-1] >= target.vector_lanes(out.dtype):
+        knobs += [Knob("rfactor", (True, False), True, "row reductions in vector partial "
+                       "results"),
+                  Knob("vectorize", (True, False), True, "the finishing pass in vectors")]
+    if np.prod(out.shape) >= PARALLEL_MIN_ELEMENTS:
+        knobs.append(Knob("parallel", (True, False), True, "rows on threads"))
+    return SearchSpace(knobs, name="softmax rows") if knobs else EMPTY
 
 
 def _row_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
@@ -170,7 +175,8 @@ def _row_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tens
     *rows, col = st.op_axis
     row = st.fuse(*rows)
     lanes = target.vector_lanes(out.dtype)
-    config = config or _row_space(target, out, anchor, attrs).default()
+    config = {"rfactor": True, "vectorize": True, "parallel": True,
+              **(config or _row_space(target, out, anchor, attrs).default())}
     if out.shape[-1] >= lanes and config["vectorize"]:
         st.vectorize(st.split(col, lanes)[1])
     if np.prod(out.shape) >= PARALLEL_MIN_ELEMENTS and config["parallel"]:

@@ -34,6 +34,13 @@ def matmul_model(m: int = 8, k: int = 32, n: int = 24) -> "onnx.ModelProto":  # 
                       name="tiny_matmul")
 
 
+def softmax_model(rows: int = 4, columns: int = 64) -> "onnx.ModelProto":  # noqa: F821
+    """Softmax over rows longer than any vector (so its row knobs change the schedule)."""
+    nodes = [helper.make_node("Softmax", ["x"], ["y"], axis=-1)]
+    return make_model(nodes, [tensor_info("x", "float32", (rows, columns))],
+                      [tensor_info("y", "float32", (rows, columns))], name="tiny_softmax")
+
+
 @pytest.fixture(scope="session")
 def tiny_conv(tmp_path_factory):
     import onnx
@@ -47,4 +54,12 @@ def tiny_matmul(tmp_path_factory):
     import onnx
     path = tmp_path_factory.mktemp("models") / "tiny_matmul.onnx"
     onnx.save(matmul_model(), str(path))
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_softmax(tmp_path_factory):
+    import onnx
+    path = tmp_path_factory.mktemp("models") / "tiny_softmax.onnx"
+    onnx.save(softmax_model(), str(path))
     return path

@@ -33,8 +33,8 @@ def test_task_is_standalone_and_picklable(tiny_conv):
 
 @pytest.mark.parametrize("which", ["conv", "softmax", "matmul"])
 def test_every_config_of_a_small_space_builds_and_matches_numpy(which, tiny_conv,
-                                                                tiny_matmul):
-    model = tiny_matmul if which == "matmul" else tiny_conv
+                                                                tiny_matmul, tiny_softmax):
+    model = {"conv": tiny_conv, "softmax": tiny_softmax, "matmul": tiny_matmul}[which]
     task = next(t for t in extract_tasks(model, measure=False) if which in t.ops)
     space = task.space()
     configs = list(space.configs())

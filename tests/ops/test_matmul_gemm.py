@@ -211,7 +211,7 @@ def _hottest_loop(asm: str) -> list[str]:
 
 def test_pack_is_traced_and_replays():
     from tensorc.ir.schedule import replay
-    A, B = te.placeholder((13, 20), name="A"), te.placeholder((20, 24), name="B")
+    A, B = te.placeholder((29, 20), name="A"), te.placeholder((20, 24), name="B")
     mm = get_op("matmul").compute_fn({}, A, B)
     template = get_op("matmul").template("llvm")
     space = template.search_space(HOST, mm, mm, {})
@@ -221,7 +221,7 @@ def test_pack_is_traced_and_replays():
     assert any(rec["prim"] == "pack" for rec in sch.trace)
     again = replay(create_schedule(mm), sch.trace)
     assert str(lower(again, [A, B, mm], "k")) == str(lower(sch, [A, B, mm], "k"))
-    a, b = rand((13, 20), 12), rand((20, 24), 13)
+    a, b = rand((29, 20), 12), rand((20, 24), 13)
     (got,) = run_func(lower(again, [A, B, mm], "k"), [a, b])
     check_result(got, (a.astype(np.float64) @ b).astype(np.float32), rtol=1e-4, atol=1e-5)
 
@@ -230,7 +230,7 @@ def test_pack_is_traced_and_replays():
 def test_k_blocks_match_numpy(packed):
     """The k-blocked GEMM (a blocked rfactor; a plain matmul only) with row blocks and a
     packed A block per k block."""
-    m, k, n = 70, 512, 41
+    m, k, n = 80, 512, 41     # an even count of row tiles (6 or 14 rows), the last overhanging
     a, b = rand((m, k), 14), rand((k, n), 15)
     attrs, b_arg = {}, b
     if packed:
