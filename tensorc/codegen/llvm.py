@@ -262,6 +262,8 @@ class LLVMCodegen(ValueOps):
             return
         if s.kind == "unrolled" and n is not None and self._transposed_tile(s, n):
             return
+        if s.kind == "serial" and n is not None and self._horizontal_reduction(s, n):
+            return
         if s.kind == "unrolled" and n is not None and n <= UNROLL_LIMIT:
             for k in range(n):
                 self.fs.env[s.var] = ir.Constant(I64, k)
@@ -456,6 +458,76 @@ class LLVMCodegen(ValueOps):
             ptr = self.b.gep(base, [ir.Constant(I64, j * stride)], source_etype=ety) if j \
                 else base
             self.b.store(row, ptr).align = 4
+        return True
+
+    def _horizontal_reduction(self, s: For, n: int) -> bool:
+        """``acc[i] = acc[i] op part(j)`` over a serial ``j`` whose ``part`` reads local
+        buffers contiguously in ``j``: the partial results of an rfactor (a row's max or sum
+        kept in a few vector registers). As written it is one dependent scalar op per partial
+        (64 of them after a 4-register row sum, about 200 cycles); instead the partials are
+        loaded as whole vectors, combined pairwise and reduced across lanes with shuffles.
+        max and min are exact in any order; a sum is reassociated as the rfactor already did.
+        False where ``s`` is no such loop."""
+        st = s.body
+        if getattr(self, "vec_var", None) in self.fs.env or not isinstance(st, Store) or \
+                len(st.indices) != 1 or E.uses_var(st.indices[0], s.var):
+            return False
+        value = st.value
+        if not isinstance(value, E.Binary) or value.op not in ("add", "max", "min") or \
+                not E.is_float(value.dtype):
+            return False
+
+        def is_acc(e: E.Expr) -> bool:
+            return isinstance(e, E.Load) and e.source is st.buffer and \
+                E.same(e.indices[0], st.indices[0])
+        def partial_read(e: E.Expr) -> bool:
+            """Not a load, or one that reads partials: a local buffer, contiguous in j."""
+            if not isinstance(e, E.Load) or e.source is st.buffer:
+                return not isinstance(e, E.Load)
+            if not E.uses_var(e.indices[0], s.var):
+                return True
+            step = E.linear_coeff(e.indices[0], s.var)
+            return e.source.scope == "local" and step is not None and step[1] == 1
+        acc, part = (value.a, value.b) if is_acc(value.a) else (value.b, value.a)
+        if not is_acc(acc) or not E.uses_var(part, s.var) or \
+                not all(partial_read(e) for e in E.walk(part)):
+            return False
+        lanes = self._register_lanes(value.dtype)
+        if n < lanes:
+            return False
+        lane = E.Var(f"{s.var.name}.lane")
+        vectors = []
+        self.fs.ranges[lane] = (0, lanes - 1)
+        saved_mask, self.lane_mask = self.lane_mask, None
+        for k in range(n // lanes):
+            self.vec_var, self.lanes, self.active_lanes = lane, lanes, lanes
+            self._set_lanes(list(range(lanes)))
+            chunk = E.substitute(part, {s.var: lane + k * lanes})
+            vectors.append(self._broadcast(self.expr(chunk, lanes), lanes))
+            del self.fs.env[lane]
+        self.lane_mask = saved_mask
+        while len(vectors) > 1:
+            pairs = [self.binary(value.op, value.dtype, a, b)
+                     for a, b in zip(vectors[0::2], vectors[1::2])]
+            vectors = pairs + vectors[len(pairs) * 2:]
+        (vector,) = vectors
+        ety = vector.type.element
+        if value.op == "add":
+            fn = self._declare(f"llvm.vector.reduce.fadd.v{lanes}{_type_suffix(ety)}", ety,
+                               [ety, vector.type])
+            total = self.b.call(fn, [ir.Constant(ety, -0.0), vector], fastmath=("reassoc",))
+        else:
+            name = "fmaximum" if value.op == "max" else "fminimum"
+            fn = self._declare(f"llvm.vector.reduce.{name}.v{lanes}{_type_suffix(ety)}", ety,
+                               [vector.type])
+            total = self.b.call(fn, [vector], fastmath=("nsz",))
+        for j in range(n // lanes * lanes, n):     # partials past the last whole vector
+            self.fs.env[s.var] = ir.Constant(I64, j)
+            total = self.binary(value.op, value.dtype, total, self.expr(part))
+        self.fs.env.pop(s.var, None)
+        self.b.store(self._to_storage(self.binary(value.op, value.dtype, self.expr(acc), total),
+                                      st.buffer.dtype),
+                     self._pointer(st.buffer, self._scalar_index(st.indices[0])))
         return True
 
     def _transpose(self, rows: list[ir.Value]) -> list[ir.Value]:

@@ -163,12 +163,43 @@ class MathOps:
         b = self.b
         return self._as_float(b.shl(b.add(n, self._ic(n, 127)), self._ic(n, 23)))
 
+    def _scalef(self, p: ir.Value, t: ir.Value) -> ir.Value | None:
+        """p * 2^n for t = n + ROUND_MAGIC, rounded once (a denormal result too; inf past
+        the range), as AVX-512's one instruction ``vscalefps``; None where the target has no
+        such instruction for ``p``'s type (then the callers build 2^n from bits)."""
+        features = self.target.features.split(",")
+        if "+avx512f" not in features or not isinstance(p.type, ir.VectorType) or \
+                p.type.element != F32:
+            return None
+        lanes = p.type.count
+        if lanes % 16 == 0:
+            width = 16
+        elif lanes in (4, 8) and "+avx512vl" in features:
+            width = lanes
+        else:
+            return None
+        b = self.b
+        n = b.fsub(t, self._fc(t, ROUND_MAGIC))
+        vty = ir.VectorType(F32, width)
+        mask_ty = ir.IntType(max(8, width))
+        args = [vty, vty, vty, mask_ty] + ([I32] if width == 16 else [])
+        fn = self._declare(f"llvm.x86.avx512.mask.scalef.ps.{32 * width}", vty, args)
+        tail = [ir.Constant(I32, 4)] if width == 16 else []    # the current rounding mode
+        parts = []
+        for start in range(0, lanes, width):
+            pp, nn = self._slice(p, start, width), self._slice(n, start, width)
+            parts.append(b.call(fn, [pp, nn, pp, ir.Constant(mask_ty, -1), *tail]))
+        return self._concat(parts)
+
     # functions --------------------------------------------------------------------------
     def _math_exp(self, x: ir.Value) -> ir.Value:
         """exp(x) = 2^n * exp(r), n = round(x / ln 2), r = x - n ln 2 (Cody-Waite)."""
         b = self.b
         # beyond these, the result is inf or 0 anyway; the clamp keeps n in [-150, 129]
         t, p = self._exp_reduced(self._clamp(x, -104.0, 89.0))
+        scaled = self._scalef(p, t)
+        if scaled is not None:
+            return scaled
         ni = b.sub(self._as_int(t), self._as_int(self._fc(x, ROUND_MAGIC)))
         # 2^n in two factors, so that overflow gives inf and a denormal result is rounded once
         half = b.ashr(ni, self._ic(ni, 1))
@@ -182,6 +213,9 @@ class MathOps:
         low = self._fc(x, -104.0)
         x = b.select(b.fcmp_ordered("<", x, low), low, x)
         t, p = self._exp_reduced(x)
+        scaled = self._scalef(p, t)
+        if scaled is not None:
+            return scaled
         scaled = b.fmul(p, self._pow2_of_rounded(t, EXP_NONPOSITIVE_SHIFT))
         return b.fmul(scaled, self._fc(x, 2.0 ** -EXP_NONPOSITIVE_SHIFT))
 
@@ -189,7 +223,8 @@ class MathOps:
         """exp(x) for x known to give a normal float (-87 < x < 88): no clamps, and 2^n in
         one factor, from the rounding sum's bits."""
         t, p = self._exp_reduced(x)
-        return self.b.fmul(p, self._pow2_of_rounded(t))
+        scaled = self._scalef(p, t)
+        return scaled if scaled is not None else self.b.fmul(p, self._pow2_of_rounded(t))
 
     def _exp_reduced(self, x: ir.Value) -> tuple[ir.Value, ir.Value]:
         """(t, exp(r)) with t = n + ROUND_MAGIC, n = round(x / ln 2) and r = x - n ln 2: exp(x)

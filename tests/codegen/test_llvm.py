@@ -550,3 +550,40 @@ def test_python_errors_in_the_child_come_back(monkeypatch) -> None:
     monkeypatch.setattr(llvm_codegen, "optimize_module", fail)
     with pytest.raises(ValueError, match="bad IR"):
         llvm_codegen.emit_object("", Target.host())
+
+
+# ---------------------------------------------------------------------------------------------
+# the partials of an rfactor, reduced across lanes
+
+@pytest.mark.parametrize("combiner, partials", [("sum", 64), ("max", 16), ("min", 40),
+                                                ("max", 100)])
+def test_a_row_reductions_partials_are_combined_in_vectors(combiner, partials):
+    """row[i] = reduce(A[i, :]) with ``partials`` partial results per row (an rfactor): the
+    final pass over the partials is whole vectors combined pairwise and one reduction across
+    lanes (no chain of one scalar op per partial); partials past the last whole vector (40,
+    100) are folded in one by one. Against numpy, NaN propagating through max and min."""
+    from tensorc.ir.te import max_, min_
+    reduce_fn = {"sum": sum_, "max": max_, "min": min_}[combiner]
+    n = 301
+    A = placeholder((6, n), name="A")
+    k = reduce_axis(n, "k")
+    B = compute((6,), lambda i: reduce_fn(A[i, k], axis=k), name="B")
+    s = create_schedule(B)
+    rf = s.rfactor(B, partials)
+    (i,) = s[B].op_axis
+    s[rf].compute_at(s[B], i)
+    *_, j = s[rf].op_axis
+    s[rf].reorder(*s[rf].reduce_axis, j)
+    s[rf].vectorize(j)
+    func = optimize(lower(s, [A, B], "rows"))
+    ir_text = llvm_ir(func)
+    intrinsic = {"sum": "llvm.vector.reduce.fadd", "max": "llvm.vector.reduce.fmaximum",
+                 "min": "llvm.vector.reduce.fminimum"}[combiner]
+    assert intrinsic in ir_text
+    a = RNG.standard_normal((6, n)).astype(np.float32)
+    a[2, 77] = np.nan
+    want = {"sum": np.sum, "max": np.max, "min": np.min}[combiner](a.astype(np.float64), axis=1)
+    (got,) = run_func(func, [a])
+    np.testing.assert_allclose(got, want.astype(np.float32), rtol=1e-5, atol=1e-5)
+    if combiner != "sum":
+        assert np.isnan(got[2]) and not np.isnan(got[[0, 1, 3, 4, 5]]).any()

@@ -236,3 +236,15 @@ def test_code_reaches_its_constants_by_absolute_address():
     assert re.search(r"movabsq\s+\$\.LCPI", assembly), "no constant pool read at all"
     relative = sorted(set(re.findall(r"[\w.$]+\(%rip\)", assembly)))
     assert not relative, f"PC-relative references: {relative[:10]}"
+
+
+@pytest.mark.parametrize("cpu, scalef", [("znver4", True), ("znver3", False)])
+def test_exp_scales_by_2_to_the_n_in_one_instruction_with_avx512(cpu, scalef):
+    """exp's result p * 2^n is one ``vscalefps`` where the target has AVX-512 (rounded once,
+    denormals and overflow included); without, 2^n is built from the float's bits. The
+    10^6-point sweeps above check the numbers on the host's path."""
+    target = Target.from_string(f"llvm -mcpu={cpu}")
+    model = make_model([helper.make_node("Exp", ["x"], ["y"])],
+                       [tensor_info("x", "float32", (4, 256))], ["y"])
+    assembly = emit_assembly(compile_graph(import_onnx(model), target).llvm_ir, target)
+    assert bool(re.search(r"\bvscalefps\b", assembly)) == scalef
