@@ -398,6 +398,10 @@ def _typed(name, dtype, shape):
     (helper.make_node("Gemm", ["x", "x", "c"], ["y"], transB=1, name="gemm"), [X23],
      {"c": np.ones(4, np.float32)}, "C float32[4] does not broadcast to the product's shape "
                                     "[2, 2] (M, N)"),
+    # Gemm multiplies matrices (campaign seed 7: a rank-3 A was computed as a batched product)
+    (helper.make_node("Gemm", ["x", "w"], ["y"], name="gemm"),
+     [tensor_info("x", "float32", [2, 3, 3])], {"w": np.ones((3, 4), np.float32)},
+     "input A float32[2,3,3] must have rank 2 (a matrix)"),
 ])
 def test_more_models_onnxruntime_rejects(node, inputs, initializers, expected):
     if node.op_type == "Conv":  # make_node cannot repeat an attribute

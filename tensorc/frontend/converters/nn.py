@@ -37,6 +37,10 @@ def gemm(ctx: ImportContext, inputs: list[Value], *, alpha: float = 1.0, beta: f
          transA: int = 0, transB: int = 0) -> Value:
     a, b = inputs[:2]
     c = inputs[2] if len(inputs) > 2 else None
+    for which, v in (("A", a), ("B", b)):
+        if v.type.ndim != 2:
+            raise InvalidModelError(f"input {which} {v.type} must have rank 2 (a matrix); "
+                                    f"use MatMul for batched or vector products")
     if transA:
         a = ctx.emit("transpose", [a], perm=(1, 0))
     if transB:
