@@ -622,16 +622,33 @@ def merge_div_mod(aff: Affine) -> Affine:
                 div_key = expr_key(Binary("floordiv", atom.a.a, const(atom.a.b.value * c,
                                                                       atom.a.b.dtype)))
                 div = aff.terms.get(div_key)
+            whole = atom.a
+            if div is None:
+                # (y // c) * c + x % c with y - x a multiple of c is y: a split's tail at
+                # offset 160 of a row of 13, (q + 160) // 13 * 13 + (q + 4) % 13
+                div_key, div, whole = _shifted_div(aff, atom.a, c, coeff)
             if div is None or div[1] != coeff * c:
                 continue
             terms = dict(aff.terms)
             del terms[key]
             del terms[div_key]
-            aff = Affine(terms, aff.const, aff.dtype).add(
-                to_affine(atom.a, {}).scale(coeff))
+            aff = Affine(terms, aff.const, aff.dtype).add(to_affine(whole, {}).scale(coeff))
             changed = True
             break
     return aff
+
+
+def _shifted_div(aff: Affine, x: Expr, c: int, coeff: int):
+    """A term ``coeff*c * (y // c)`` of ``aff`` whose y - x is a constant multiple of c:
+    (its key, (atom, coefficient), y), or (None, None, None)."""
+    for key, (atom, k) in aff.terms.items():
+        if k != coeff * c or not (isinstance(atom, Binary) and atom.op == "floordiv" and
+                                  isinstance(atom.b, Const) and atom.b.value == c):
+            continue
+        diff = to_affine(atom.a, {}).add(to_affine(x, {}), -1)
+        if diff.is_const() and diff.const % c == 0:
+            return key, (atom, k), atom.a
+    return None, None, None
 
 
 _FOLD = {

@@ -148,21 +148,56 @@ def _fits(block: int, count: int) -> bool:
     return block >= count or count % block == 0
 
 
+@dataclass(frozen=True)
+class Gemm:
+    """What the GEMM template knows of a group: ``out[*batch, i, j] = epilogue(C)`` with
+    ``C[*batch, i, j] = sum(A[.., i, k] * B[.., k, j] for k)``, M x N x K. A constant A may
+    come packed into mr-row panels [M/mr, K, mr] (``a_panel``: a conv's weights), a constant
+    B into nr-column panels [N/nr, K, nr] (``b_panel``); ``plain``: no epilogue (out is C)."""
+
+    m: int
+    n: int
+    k: int
+    batched: bool = False
+    a_panel: int = 0
+    b_panel: int = 0
+    plain: bool = False
+    same_operands: bool = False     # x @ x: one tensor is both A and B
+    itemsize: int = 4
+    packable_b: bool = True         # B is a [.., K, N] tensor that pack_b may copy in panels
+
+    @classmethod
+    def of_matmul(cls, out: te.Tensor, mm: te.Tensor, attrs: dict) -> Gemm:
+        if not mm.op.reduce_axis:
+            mm = mm.op.input_tensors()[0]
+        m, n = out.shape[-2:]
+        nr = attrs.get("b_panel") or 0
+        return cls(m, n, mm.op.reduce_axis[0].extent, batched=out.ndim > 2, b_panel=nr,
+                   plain=out is mm,
+                   same_operands=not nr and _a_operand(mm.op.body) is _b_operand(mm.op.body),
+                   itemsize=4 if out.dtype == "float32" else 8)
+
+
 def _matmul_space(target: Target, out: te.Tensor, mm: te.Tensor, attrs: dict) -> SearchSpace:
+    return gemm_space(target, Gemm.of_matmul(out, mm, attrs), out.dtype)
+
+
+def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
     """rows x vectors: the register tile (mr x nr/lanes); col_panels: B panels per column
     block (nc / nr); row_tiles: A strips per row block (mc / mr; WHOLE: no row blocks);
     pack_a: copy each row block of A into mr-row panels; parallel: blocks on threads."""
-    m, n = out.shape[-2:]
-    if not mm.op.reduce_axis:
-        mm = mm.op.input_tensors()[0]
-    k = mm.op.reduce_axis[0].extent
-    lanes = target.vector_lanes(out.dtype)
+    m, n, k = gemm.m, gemm.n, gemm.k
+    lanes = target.vector_lanes(dtype)
     tile_rows, tile_vectors = micro_tile(target)
     limit = 14 if target.vector_bits >= 512 else 8
     candidates = [r for r in (1, 2, 3, 4, 5, 6, 8, 10, 12, 14) if r <= min(m, limit)] or [1]
-    default_rows = _default_rows(m, [r for r in candidates if r <= tile_rows])
-    rows = tuple(sorted({r for r in candidates if r in ROW_CHOICES} | {default_rows}))
-    nr = attrs.get("b_panel")
+    if gemm.a_panel:        # a packed A's tile is its panel
+        default_rows = min(gemm.a_panel, m)
+        rows = (default_rows,)
+    else:
+        default_rows = _default_rows(m, [r for r in candidates if r <= tile_rows])
+        rows = tuple(sorted({r for r in candidates if r in ROW_CHOICES} | {default_rows}))
+    nr = gemm.b_panel
     if nr:
         vectors = (max(1, nr // lanes),)
     elif m == 1:
@@ -170,21 +205,23 @@ def _matmul_space(target: Target, out: te.Tensor, mm: te.Tensor, attrs: dict) ->
         # (accumulators spill to L1, which still outruns the stream of B from memory)
         vectors = GEMV_ROW_VECTORS
     else:
-        vectors = (1, 2, 3)
+        registers = 32 if target.vector_bits >= 512 else 16
+        # a packed A fixes the tile's rows: as many column vectors as the registers hold
+        vectors = tuple(v for v in (1, 2, 3) if not gemm.a_panel or
+                        (gemm.a_panel + 1) * v + 1 <= registers) or (1,)
     default_vectors = min(vectors, key=lambda v: abs(v - tile_vectors))
     if m == 1 and not nr:
         default_vectors = max(v for v in vectors if v * lanes <= max(lanes, n))
-    itemsize = 4 if out.dtype == "float32" else 8
 
-    rules = _BlockRules(m, n, k, lanes, attrs.get("b_panel") or 0, itemsize, out is mm)
+    rules = _BlockRules(m, n, k, lanes, nr, gemm.itemsize, gemm.plain)
 
     def panels(c) -> int:
         return rules.panels(c)
     default = {"rows": default_rows, "vectors": default_vectors, "row_tiles": WHOLE,
                "pack_a": False}
     panel_count, tile_count = panels(default), rules.tiles(default)
-    width = _tile_cols(target, out, attrs, default)
-    fits_l2 = max(1, (L2_BYTES // 2) // (width * k * itemsize))
+    width = _cols(n, lanes, nr, default_vectors)
+    fits_l2 = max(1, (L2_BYTES // 2) // (width * k * gemm.itemsize))
     # and at least PARALLEL_BLOCKS column blocks, to share among threads
     most = min(fits_l2, max(1, panel_count // PARALLEL_BLOCKS))
     col_choices = [c for c in BLOCK_CHOICES if c < panel_count] + [WHOLE]
@@ -193,17 +230,19 @@ def _matmul_space(target: Target, out: te.Tensor, mm: te.Tensor, attrs: dict) ->
     # knobs that change nothing on a small problem keep one value (a small space)
     big = m >= ROW_BLOCK_MIN_ROWS
     row_choices = [c for c in BLOCK_CHOICES if c < tile_count and big] + [WHOLE]
-    k_choices = [WHOLE] + [c for c in K_BLOCK_CHOICES if c < k and k % c == 0 and out is mm]
+    k_choices = [WHOLE] + [c for c in K_BLOCK_CHOICES if c < k and k % c == 0 and gemm.plain]
     orders = ("panels", "rows") if tile_count > 1 and panel_count > 1 else ("panels",)
     # x @ x: one tensor is both operands, and a packed copy of it would serve both reads
     # (its region, all of it, recomputed per block): neither is packed
-    same = not nr and _a_operand(mm.op.body) is _b_operand(mm.op.body)
-    pack = (False, True) if tile_count > 2 and not same else (False,)
+    same = gemm.same_operands
+    pack = (False, True) if tile_count > 2 and not same and not gemm.a_panel else (False,)
     # a B that is an input, read by several row tiles: pack its column blocks (not with
     # batch dims: a batched B is small (attention), a shared one would be packed per batch)
-    pack_b = (False, True) if not nr and m > 1 and out.ndim == 2 and not same else (False,)
+    pack_b = (False, True) if not nr and m > 1 and not gemm.batched and not same and \
+        gemm.packable_b else (False,)
     return SearchSpace([
-        Knob("rows", rows, default_rows, "rows of the register tile (mr)"),
+        Knob("rows", rows, default_rows, "rows of the register tile (mr; fixed by a packed "
+             "A's panel height)"),
         Knob("vectors", vectors, default_vectors, "column vectors of the register tile "
              "(nr = vectors * lanes; fixed by the packed B's panel width)"),
         Knob("col_panels", col_choices, col_panels, "B panels per column block (nc / nr)"),
@@ -225,12 +264,6 @@ def _default_rows(m: int, rows: list[int]) -> int:
     overhanging last tile costs little: loop partitioning peels it, and its row guards
     fold away in the unrolled rows."""
     return max(rows)
-
-
-def _tile_cols(target: Target, out: te.Tensor, attrs: dict, config) -> int:
-    """Columns of the register tile: nr, or the whole row when it is narrower."""
-    return _cols(out.shape[-1], target.vector_lanes(out.dtype), attrs.get("b_panel") or 0,
-                 config["vectors"])
 
 
 def _cols(n: int, lanes: int, nr: int, vectors: int) -> int:
@@ -275,6 +308,11 @@ class _BlockRules:
 @matmul.schedule(space=_matmul_space)
 def _matmul_schedule(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tensor,
                      attrs: dict, config) -> None:
+    schedule_gemm(target, sch, out, mm, Gemm.of_matmul(out, mm, attrs), config)
+
+
+def schedule_gemm(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tensor, gemm: Gemm,
+                  config, axes=None) -> None:
     """BLIS-style register-blocked GEMM.
 
         for (batch, jc, ic: parallel)          # nc columns x mc rows: the cache blocks
@@ -287,20 +325,21 @@ def _matmul_schedule(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tenso
 
     The accumulator tile lives in registers (mr x nr/lanes vectors plus one B vector per
     column vector and one broadcast: no spills); the epilogue (bias, activation, residual)
-    is applied as the tile is stored."""
+    is applied as the tile is stored. ``axes``: out's loops (*batch, i, j), when they are
+    not its own axes (a conv's output rows and columns fused into j)."""
     if not mm.op.reduce_axis:      # a rounding stage: tile the accumulation under it
         mm = mm.op.input_tensors()[0]
-    if config["k_block"] < mm.op.reduce_axis[0].extent:
-        _schedule_k_blocked(target, sch, out, attrs, config)
+    if config["k_block"] < gemm.k:
+        _schedule_k_blocked(target, sch, out, gemm, config)
         return
     if out is mm:
         compute_tensor = sch.cache_write(mm, "local")
     else:
         compute_tensor = mm
     outer = sch[out]
-    *batch, i, j = outer.op_axis
-    m, n = out.shape[-2:]
-    cols = _tile_cols(target, out, attrs, config)
+    *batch, i, j = axes or outer.op_axis
+    m, n = gemm.m, gemm.n
+    cols = _cols(n, target.vector_lanes(out.dtype), gemm.b_panel, config["vectors"])
     rows = min(config["rows"], m)
     io, jo, ii, ji = outer.tile(i, j, rows, cols)
     row_tiles = -(-m // rows)
@@ -318,7 +357,7 @@ def _matmul_schedule(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tenso
     else:
         outer.reorder(jc, ic, *tile_loops, ii, ji)
         block = outer.fuse(*batch, jc, ic)
-    work = np.prod(out.shape) * mm.op.reduce_axis[0].extent
+    work = np.prod(out.shape) * gemm.k
     if config["parallel"] and work >= 1 << 16:
         outer.parallel(block)
     if config["pack_a"] and rows > 1:
@@ -345,7 +384,7 @@ def _matmul_schedule(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tenso
     inner.vectorize(cj)
 
 
-def _schedule_k_blocked(target: Target, sch: Schedule, out: te.Tensor, attrs: dict,
+def _schedule_k_blocked(target: Target, sch: Schedule, out: te.Tensor, gemm: Gemm,
                         config) -> None:
     """The GEMM with K in blocks (BLIS's kc), so that the B panel of one block (k_block x
     nr) stays in L1 while the A strips pass: a blocked rfactor gives each k block its own
@@ -365,8 +404,8 @@ def _schedule_k_blocked(target: Target, sch: Schedule, out: te.Tensor, attrs: di
     stage = sch[out]
     *batch, i, j = stage.op_axis
     (kc,) = stage.reduce_axis
-    m, n = out.shape[-2:]
-    cols = _tile_cols(target, out, attrs, config)
+    m, n = gemm.m, gemm.n
+    cols = _cols(n, target.vector_lanes(out.dtype), gemm.b_panel, config["vectors"])
     rows = min(config["rows"], m)
     io, jo, ii, ji = stage.tile(i, j, rows, cols)
     jc, jo = stage.split(jo, config["col_panels"])
@@ -406,13 +445,3 @@ def _a_operand(body) -> te.Tensor:
         if isinstance(load, E.Load) and isinstance(load.source, te.Tensor):
             return load.source
     raise ValueError("matmul stage reads no tensor")
-
-
-# The GEMM template, for other ops whose kernels are GEMMs. A compute of the form
-# ``C[*batch, i, j] = sum(A[.., i, k] * B[.., k, j] for k)`` (optionally followed by an
-# elementwise epilogue ``out``) is scheduled by
-#     schedule_gemm(target, sch, out, C, attrs={}, config=gemm_space(target, out, C, {})...)
-# A 1x1 convolution in NCHW is one: out[n, f, p] = sum(W[f, c] * X[n, c, p] for c), with the
-# filters as the rows (broadcast from W) and the pixels as the vectorized columns.
-gemm_space = _matmul_space
-schedule_gemm = _matmul_schedule

@@ -341,10 +341,10 @@ def _row_reduction(t: Tensor, lanes: int) -> bool:
 # Partial results of a row reduction (reduce ops over contiguous rows, softmax,
 # normalizations): up to this many registers of them, while each still takes at least 8
 # vectors of the row, so that the additions (or max) form independent chains rather than one
-# waiting on the last. Four measured at one thread: softmax rows of 1000-4096 0.23-0.24 -> 0.20-0.21 ms, layernorm rows
-# of 1000 and 4096 0.12 -> 0.08 ms (262,144 elements each), ReduceMean over 112 x 112 (24
-# channels) 0.048 -> 0.028 ms, GlobalAveragePool 144 x 56 x 56 0.057 -> 0.040 ms; rows of 64
-# keep one register (two measured 6-15% slower).
+# waiting on the last. Four measured at one thread: softmax rows of 1000-4096 0.23-0.24 ->
+# 0.20-0.21 ms, layernorm rows of 1000 and 4096 0.12 -> 0.08 ms (262,144 elements each),
+# ReduceMean over 112 x 112 (24 channels) 0.048 -> 0.028 ms, GlobalAveragePool 144 x 56 x 56
+# 0.057 -> 0.040 ms; rows of 64 keep one register (two measured 6-15% slower).
 ROW_REGISTERS = 4
 
 

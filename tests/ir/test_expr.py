@@ -51,6 +51,9 @@ def test_affine_canonical_form(expr, printed):
     ((x // 4) * 8 + (x % 4) * 2 + 1, "x*2 + 1"),      # k*c*(x//c) + k*(x%c) -> k*x
     ((i * 4 + 3) // 4 * 4 + (i * 4 + 3) % 4, "i*4 + 3"),
     ((x + j) // 5 * 5 + (x + j) % 5, "j + x"),
+    # the numerators differ by a multiple of c: a split's tail at offset 160 of rows of 13
+    ((x + 160) // 13 * 13 + (x + 4) % 13, "x + 160"),
+    ((x + 26) // 13 * 26 + (x + 13) % 13 * 2, "x*2 + 52"),
 ])
 def test_div_mod_pair_merges(expr, printed):
     assert show(expr) == printed
@@ -59,6 +62,8 @@ def test_div_mod_pair_merges(expr, printed):
 def test_div_mod_pair_with_mismatched_coefficients_stays():
     # (x//8)*4 + x%8 is not a multiple of x
     assert show(x // 8 * 4 + x % 8) == "(x % 8) + (x // 8)*4"
+    # (x + 25) // 13 and (x + 4) % 13: 21 apart, no multiple of 13
+    assert show((x + 25) // 13 * 13 + (x + 4) % 13) == "((x + 25) // 13)*13 + ((x + 4) % 13)"
 
 
 @pytest.mark.parametrize("expr, printed", [

@@ -255,17 +255,18 @@ def test_k_blocks_match_numpy(packed):
 
 def test_a_pointwise_conv_scheduled_as_a_gemm():
     """The hook a 1x1 convolution can use: out[n, f, p] = sum_c W[f, c] * X[n, c, p]."""
-    from tensorc.ops.matmul import gemm_space, schedule_gemm
+    from tensorc.ops.matmul import Gemm, gemm_space, schedule_gemm
     n, c, f, p = 2, 24, 20, 49
     W, X = te.placeholder((f, c), name="W"), te.placeholder((n, c, p), name="X")
     r = te.reduce_axis(c, "c")
     conv = te.compute((n, f, p), lambda b, i, j: te.sum_(W[i, r] * X[b, r, j], axis=r),
                       name="conv1x1", axis_names=["n", "f", "p"])
     out = te.compute(conv.shape, lambda *i: E.maximum(conv[i], 0.0), name="relu")
-    space = gemm_space(HOST, out, conv, {})
+    gemm = Gemm.of_matmul(out, conv, {})
+    space = gemm_space(HOST, gemm, out.dtype)
     for config in (space.default(), space.default().replace(rows=space.knobs["rows"].choices[0])):
         sch = create_schedule(out)
-        schedule_gemm(HOST, sch, out, conv, {}, config)
+        schedule_gemm(HOST, sch, out, conv, gemm, config)
         w, x = rand((f, c), 16), rand((n, c, p), 17)
         (got,) = run_func(lower(sch, [W, X, out], "conv1x1"), [w, x])
         want = np.maximum(np.einsum("fc,ncp->nfp", w.astype(np.float64), x), 0)

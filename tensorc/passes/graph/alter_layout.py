@@ -2,7 +2,9 @@
 
 Constant 2-D conv weights are repacked from OIHW into blocks of ``b`` filters,
 ``[F/b, C/g, KH, KW, b]``, so that the ``b`` weights a kernel broadcasts against one input
-vector are adjacent in memory. The repacking runs once, here, never at run time.
+vector are adjacent in memory. Pointwise convs (any rank) take blocks of the GEMM tile's
+rows, the last one padded with zero filters (attr ``filters``): the A panels of the matmul
+micro-kernel they run on. The repacking runs once, here, never at run time.
 
     %y = conv(%x, %w: float32[64,64,3,3])  ->  %y = conv(%x, %w_packed: float32[4,64,3,3,16])
                                                  {kernel_block=16}
@@ -20,15 +22,9 @@ import numpy as np
 
 from tensorc.ir.graph import Graph, Value
 from tensorc.ops.matmul import pack_b_panels, panel_width
-from tensorc.ops.nn.conv import conv_as_gemm
+from tensorc.ops.nn.conv import conv_as_gemm, conv_as_matmul, filter_panel, pack_weight
 
 KERNEL_BLOCKS = (16, 8)     # filters per block, the first that divides the filter count
-
-
-def pack_conv_weight(w: np.ndarray, block: int) -> np.ndarray:
-    f = w.shape[0]
-    packed = w.reshape((f // block, block) + w.shape[1:])
-    return np.ascontiguousarray(np.moveaxis(packed, 1, -1))
 
 
 def alter_layout(graph: Graph, target=None) -> Graph:
@@ -72,24 +68,34 @@ def _drop_unused(graph: Graph, values) -> None:
 
 def _pack_conv_weights(graph: Graph, target=None) -> None:
     consumers = graph.consumers()
-    packed: dict[Value, Value] = {}
+    packed: dict[tuple, Value] = {}
     for node in graph.nodes:
         if node.op != "conv" or node.attrs.get("kernel_block") or len(node.inputs) != 2:
             continue
         w = node.inputs[1]
-        if w not in graph.constants or w.type.ndim != 4:
+        if w not in graph.constants:
             continue
         filters, per_group = w.type.shape[:2]
-        block = next((b for b in KERNEL_BLOCKS if filters % b == 0), None)
-        if per_group == 1 or block is None or \
-                conv_as_gemm(node.attrs, node.inputs[0].type.shape, w.type.shape, target):
-            continue        # depthwise convs, odd filter counts and GEMM convs keep OIHW
-        if w not in packed:
-            array = pack_conv_weight(graph.constants[w], block)
-            packed[w] = graph.add_constant(array, f"{w.name}_packed")
-        node.inputs[1] = packed[w]
+        if target is not None and w.type.dtype == "float32" and \
+                conv_as_matmul(node.attrs, w.type.shape[2:]):
+            # a pointwise conv on the matmul micro-kernel: panels of a tile's rows
+            block = filter_panel(target, filters)
+        elif w.type.ndim == 4:
+            block = next((b for b in KERNEL_BLOCKS if filters % b == 0), None)
+            if per_group == 1 or block is None or \
+                    conv_as_gemm(node.attrs, node.inputs[0].type.shape, w.type.shape, target):
+                continue    # depthwise convs, odd filter counts and GEMM convs keep OIHW
+        else:
+            continue
+        if (w, block) not in packed:
+            array = pack_weight(graph.constants[w], block)
+            packed[(w, block)] = graph.add_constant(array, f"{w.name}_packed")
+        node.inputs[1] = packed[(w, block)]
         node.attrs["kernel_block"] = block
-    for w in packed:
+        if filters % block:
+            node.attrs["filters"] = filters
+    originals = {w for w, _ in packed}
+    for w in originals:
         if all(n.op == "conv" and n.inputs[1] is not w for n in consumers.get(w, [])) \
                 and w not in graph.outputs:
             del graph.constants[w]

@@ -1,0 +1,60 @@
+"""Pointwise convs on the matmul's micro-kernel (conv.py, ``conv_as_matmul``): the weights,
+packed at compile time into panels of the GEMM tile's rows (padded with zero filters where
+the tile does not divide the filters), are A; the input's channels x positions are B.
+Against numpy over filter counts no tile divides, odd position counts, batches, 1-D and 3-D
+convs and fused epilogues."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import check_result, make_model, tensor_info
+from onnx import helper, numpy_helper
+
+import tensorc
+from tensorc.ops.nn.conv import filter_panel, pack_weight, unpack_weight
+from tensorc.target import Target
+
+
+@pytest.mark.parametrize("x_shape, filters", [
+    ((1, 512, 13, 13), 1000),       # a SqueezeNet classifier: 1000 = 71 x 14 + 6
+    ((1, 24, 9, 11), 40),           # 99 positions, 40 filters
+    ((2, 16, 7, 7), 19),            # a batch of two, a prime filter count
+    ((1, 32, 30), 17),              # 1-D
+    ((1, 8, 3, 5, 6), 20),          # 3-D
+    ((3, 5, 1, 1), 7),              # one position per image
+])
+def test_pointwise_conv_matches_numpy(x_shape, filters):
+    rng = np.random.default_rng(sum(x_shape) + filters)
+    channels, spatial = x_shape[1], len(x_shape) - 2
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = (rng.standard_normal((filters, channels) + (1,) * spatial) * 0.3).astype(np.float32)
+    b = rng.standard_normal(filters).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"]),
+             helper.make_node("Sigmoid", ["c"], ["s"]),
+             helper.make_node("Mul", ["c", "s"], ["y"])]
+    model = make_model(nodes, [tensor_info("x", "float32", list(x_shape))], ["y"])
+    model.graph.initializer.extend([numpy_helper.from_array(w, "w"),
+                                    numpy_helper.from_array(b, "b")])
+    graph = tensorc.inspect(model, stage="graph")
+    assert "kernel_block=" in graph                     # packed for the micro-kernel
+    assert "conv_matmul" in tensorc.inspect(model, stage="loops")
+    module = tensorc.compile(model)
+    assert len(module.kernels) == 1                     # the SiLU fused into the GEMM
+    got = module.run({"x": x})["y"]
+    c = np.einsum("fc,nc...->nf...", w.reshape(filters, channels).astype(np.float64), x)
+    c += b.reshape((1, filters) + (1,) * spatial)
+    check_result(got, (c / (1 + np.exp(-c))).astype(np.float32), rtol=1e-4, atol=1e-4)
+
+
+def test_weights_pack_into_tile_panels_with_zero_filters():
+    w = np.arange(5 * 3, dtype=np.float32).reshape(5, 3, 1, 1)
+    packed = pack_weight(w, 2)
+    assert packed.shape == (3, 3, 1, 1, 2)
+    assert (packed[2, :, 0, 0, 1] == 0).all()           # the sixth filter: zeros
+    np.testing.assert_array_equal(unpack_weight({"kernel_block": 2, "filters": 5}, packed), w)
+
+
+@pytest.mark.parametrize("filters, panel", [(1000, 14), (64, 8), (24, 12), (96, 14), (5, 5),
+                                            (1, 1)])
+def test_the_panel_is_the_tallest_tile_that_pads_little(filters, panel):
+    assert filter_panel(Target.from_string("llvm -mcpu=znver4"), filters) == panel
