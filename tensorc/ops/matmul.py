@@ -240,14 +240,27 @@ def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
     # batch dims: a batched B is small (attention), a shared one would be packed per batch)
     pack_b = (False, True) if not nr and m > 1 and not gemm.batched and not same and \
         gemm.packable_b else (False,)
+    # an A larger than half of L2: a tile's mr broadcast streams, each a row of A, become
+    # one packed stream. A is packed once: every column in each row block (B streams past
+    # from L3), at least PARALLEL_BLOCKS row blocks for the threads. On Zen 4: 1024^3 85 ->
+    # 104-109 GFLOP/s (onnxruntime 97-99), 500x1024x1024 84 -> 110, 128x3072x768 86 -> 107;
+    # an A that L2 holds measured 4-10% slower packed (77x768, 128x256).
+    pack_default = pack[-1] and big and m * k * gemm.itemsize > L2_BYTES
+    row_tiles = WHOLE
+    if pack_default:
+        fit = [c for c in row_choices if _fits(c, tile_count) and
+               c * default_rows * k * gemm.itemsize <= PACKED_A_BYTES]
+        row_tiles = max([c for c in fit if c <= max(1, tile_count // PARALLEL_BLOCKS)] or
+                        fit[:1] or [WHOLE])
+        col_panels = WHOLE
     return SearchSpace([
         Knob("rows", rows, default_rows, "rows of the register tile (mr; fixed by a packed "
              "A's panel height)"),
         Knob("vectors", vectors, default_vectors, "column vectors of the register tile "
              "(nr = vectors * lanes; fixed by the packed B's panel width)"),
         Knob("col_panels", col_choices, col_panels, "B panels per column block (nc / nr)"),
-        Knob("row_tiles", row_choices, WHOLE, "A strips per row block (mc / mr)"),
-        Knob("pack_a", pack, False, "copy each row block of A into mr-row panels"),
+        Knob("row_tiles", row_choices, row_tiles, "A strips per row block (mc / mr)"),
+        Knob("pack_a", pack, pack_default, "copy each row block of A into mr-row panels"),
         Knob("pack_b", pack_b, pack_b[-1], "copy each column block of B (an input) into "
              "nr-wide panels"),
         Knob("k_block", k_choices, WHOLE, "rows of B per k block (kc; WHOLE: none; a plain "
