@@ -350,7 +350,11 @@ def schedule_gemm(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tensor, 
     else:
         compute_tensor = mm
     outer = sch[out]
-    *batch, i, j = axes or outer.op_axis
+    if axes is None:        # out's own axes; a batch dim of one is no batch
+        *batch, i, j = outer.op_axis
+        batch = [b for b, extent in zip(batch, out.shape) if extent > 1]
+    else:
+        *batch, i, j = axes
     m, n = gemm.m, gemm.n
     cols = _cols(n, target.vector_lanes(out.dtype), gemm.b_panel, config["vectors"])
     rows = min(config["rows"], m)

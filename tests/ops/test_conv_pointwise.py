@@ -1,8 +1,8 @@
-"""Pointwise convs on the matmul's micro-kernel (conv.py, ``conv_as_matmul``): the weights,
+"""1x1 convs on the matmul's micro-kernel (conv.py, ``conv_as_matmul``): the weights,
 packed at compile time into panels of the GEMM tile's rows (padded with zero filters where
 the tile does not divide the filters), are A; the input's channels x positions are B.
 Against numpy over filter counts no tile divides, odd position counts, batches, 1-D and 3-D
-convs and fused epilogues."""
+convs, strides (the input's every s-th position copied first) and fused epilogues."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,21 +15,25 @@ from tensorc.ops.nn.conv import filter_panel, pack_weight, unpack_weight
 from tensorc.target import Target
 
 
-@pytest.mark.parametrize("x_shape, filters", [
-    ((1, 512, 13, 13), 1000),       # a SqueezeNet classifier: 1000 = 71 x 14 + 6
-    ((1, 24, 9, 11), 40),           # 99 positions, 40 filters
-    ((2, 16, 7, 7), 19),            # a batch of two, a prime filter count
-    ((1, 32, 30), 17),              # 1-D
-    ((1, 8, 3, 5, 6), 20),          # 3-D
-    ((3, 5, 1, 1), 7),              # one position per image
+@pytest.mark.parametrize("x_shape, filters, strides", [
+    ((1, 512, 13, 13), 1000, None),     # a SqueezeNet classifier: 1000 = 71 x 14 + 6
+    ((1, 24, 9, 11), 40, None),         # 99 positions, 40 filters
+    ((2, 16, 7, 7), 19, None),          # a batch of two, a prime filter count
+    ((1, 32, 30), 17, None),            # 1-D
+    ((1, 8, 3, 5, 6), 20, None),        # 3-D
+    ((3, 5, 1, 1), 7, None),            # one position per image
+    ((1, 24, 14, 13), 40, (2, 2)),      # a strided 1x1 (ResNet's downsample): 7x7 outputs
+    ((2, 6, 9, 20), 10, (3, 2)),
+    ((1, 16, 31), 9, (4,)),
 ])
-def test_pointwise_conv_matches_numpy(x_shape, filters):
+def test_pointwise_conv_matches_numpy(x_shape, filters, strides):
     rng = np.random.default_rng(sum(x_shape) + filters)
     channels, spatial = x_shape[1], len(x_shape) - 2
+    strides = strides or (1,) * spatial
     x = rng.standard_normal(x_shape).astype(np.float32)
     w = (rng.standard_normal((filters, channels) + (1,) * spatial) * 0.3).astype(np.float32)
     b = rng.standard_normal(filters).astype(np.float32)
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"]),
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], strides=list(strides)),
              helper.make_node("Sigmoid", ["c"], ["s"]),
              helper.make_node("Mul", ["c", "s"], ["y"])]
     model = make_model(nodes, [tensor_info("x", "float32", list(x_shape))], ["y"])
@@ -41,6 +45,7 @@ def test_pointwise_conv_matches_numpy(x_shape, filters):
     module = tensorc.compile(model)
     assert len(module.kernels) == 1                     # the SiLU fused into the GEMM
     got = module.run({"x": x})["y"]
+    x = x[(slice(None), slice(None), *[slice(None, None, st) for st in strides])]
     c = np.einsum("fc,nc...->nf...", w.reshape(filters, channels).astype(np.float64), x)
     c += b.reshape((1, filters) + (1,) * spatial)
     check_result(got, (c / (1 + np.exp(-c))).astype(np.float32), rtol=1e-4, atol=1e-4)

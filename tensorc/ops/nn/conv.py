@@ -285,13 +285,12 @@ def conv_as_gemm(attrs: dict, x_shape, w_shape, target: Target | None = None) ->
 
 def conv_as_matmul(attrs: dict, kernel) -> bool:
     """Whether a conv is a plain matrix product, out[n, f, p] = sum(W[f, c] * X[n, c, p]):
-    a pointwise conv (1x1, stride 1, no padding) of one group. With its weights packed into
-    panels of a GEMM tile's rows (kernel_block, see passes/graph/alter_layout.py) it runs on
-    the matmul's micro-kernel (``ops/matmul.py``, ``schedule_gemm``): the weights are A, the
-    input's channels x positions B. Measured on Zen 4 beside the im2col GEMM it replaces:
-    512 -> 1000 on 13x13 52 -> ~100 GFLOP/s."""
-    return attrs["groups"] == 1 and all(k == 1 for k in kernel) and \
-        all(st == 1 for st in attrs["strides"]) and not any(attrs["pads"])
+    a 1x1 conv of one group with no padding (strided: X is the input's every s-th position,
+    copied once). With its weights packed into panels of a GEMM tile's rows (kernel_block,
+    see passes/graph/alter_layout.py) it runs on the matmul's micro-kernel (``ops/matmul.py``,
+    ``schedule_gemm``): the weights are A, the input's channels x positions B. Measured on
+    Zen 4 beside the im2col GEMM it replaces: 512 -> 1000 on 13x13 52 -> ~100 GFLOP/s."""
+    return attrs["groups"] == 1 and all(k == 1 for k in kernel) and not any(attrs["pads"])
 
 
 def _conv_matmul(attrs: dict, x: te.Tensor, w: te.Tensor, out) -> te.Tensor:
@@ -301,6 +300,10 @@ def _conv_matmul(attrs: dict, x: te.Tensor, w: te.Tensor, out) -> te.Tensor:
     block = attrs["kernel_block"]
     filters = unpacked_weight_shape(attrs, w.shape)[0]
     zeros = (0,) * (x.ndim - 2)
+    strides = attrs["strides"]
+    if any(st > 1 for st in strides):
+        x = te.compute((n_batch, channels, *out), lambda n, c, *o: x[(n, c, *[
+            o[d] * strides[d] for d in range(len(out))])], name="subsample", tag="subsample")
     rc = te.reduce_axis(channels, "rc")
     acc = te.accumulator_dtype(x.dtype)
 
@@ -330,7 +333,7 @@ def _unflatten(index, extents) -> list:
 
 
 def matmul_gemm(out: te.Tensor, product: te.Tensor, attrs: dict) -> Gemm:
-    """The GEMM a pointwise conv's group is (see :func:`conv_as_matmul`)."""
+    """The GEMM a 1x1 conv's group is (see :func:`conv_as_matmul`)."""
     n_batch, filters, positions = product.shape
     return Gemm(filters, positions, product.op.reduce_axis[0].extent, batched=n_batch > 1,
                 a_panel=attrs["kernel_block"], itemsize=4 if out.dtype == "float32" else 8,
@@ -525,6 +528,7 @@ def _conv_schedule(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.Ten
             q = st.fuse(*spatial) if len(spatial) > 1 else spatial[0]
             axes = (f, q) if out.shape[0] == 1 else (n, f, q)     # (a fused n and f would
             # hide the tile's rows from bounds inference: all filters computed per tile)
+            _materialize_pad(target, sch, inner)       # a strided conv's subsampled input
             schedule_gemm(target, sch, out, inner, matmul_gemm(out, inner, attrs), config,
                           axes)
             return
@@ -672,9 +676,10 @@ def _schedule_gemm_rows(target: Target, sch: Schedule, out: te.Tensor, gemm: te.
 
 
 def _materialize_pad(target: Target, sch: Schedule, consumer: te.Tensor) -> None:
-    """The padded input that ``consumer`` reads, if any, computed once at the root (the
-    padding decided there, not at every tap)."""
-    pad = next((t for t in consumer.op.input_tensors() if t.op.name == "pad"), None)
+    """The padded (or subsampled) input that ``consumer`` reads, if any, computed once at
+    the root (the padding decided there, not at every tap)."""
+    pad = next((t for t in consumer.op.input_tensors() if t.op.name in ("pad", "subsample")),
+               None)
     if pad is None:
         return
     sch[pad].compute_root()

@@ -76,14 +76,15 @@ def _pack_conv_weights(graph: Graph, target=None) -> None:
         if w not in graph.constants:
             continue
         filters, per_group = w.type.shape[:2]
+        x_shape = node.inputs[0].type.shape
         if target is not None and w.type.dtype == "float32" and \
                 conv_as_matmul(node.attrs, w.type.shape[2:]):
-            # a pointwise conv on the matmul micro-kernel: panels of a tile's rows
+            # a 1x1 conv on the matmul micro-kernel: panels of a tile's rows
             block = filter_panel(target, filters)
         elif w.type.ndim == 4:
             block = next((b for b in KERNEL_BLOCKS if filters % b == 0), None)
             if per_group == 1 or block is None or \
-                    conv_as_gemm(node.attrs, node.inputs[0].type.shape, w.type.shape, target):
+                    conv_as_gemm(node.attrs, x_shape, w.type.shape, target):
                 continue    # depthwise convs, odd filter counts and GEMM convs keep OIHW
         else:
             continue
