@@ -253,6 +253,7 @@ def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
         row_tiles = max([c for c in fit if c <= max(1, tile_count // PARALLEL_BLOCKS)] or
                         fit[:1] or [WHOLE])
         col_panels = WHOLE
+    pack_b_default = pack_b[-1] and not (pack_default and row_tiles < tile_count)
     return SearchSpace([
         Knob("rows", rows, default_rows, "rows of the register tile (mr; fixed by a packed "
              "A's panel height)"),
@@ -261,8 +262,8 @@ def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
         Knob("col_panels", col_choices, col_panels, "B panels per column block (nc / nr)"),
         Knob("row_tiles", row_choices, row_tiles, "A strips per row block (mc / mr)"),
         Knob("pack_a", pack, pack_default, "copy each row block of A into mr-row panels"),
-        Knob("pack_b", pack_b, pack_b[-1], "copy each column block of B (an input) into "
-             "nr-wide panels"),
+        Knob("pack_b", pack_b, pack_b_default, "copy each column block of B (an input) "
+             "into nr-wide panels"),
         Knob("k_block", k_choices, WHOLE, "rows of B per k block (kc; WHOLE: none; a plain "
              "matmul only)"),
         Knob("order", orders, "panels", "inside a block, B panels outer (each panel meets "
@@ -315,6 +316,8 @@ class _BlockRules:
         if c["pack_a"] and min(c["row_tiles"], tiles) * c["rows"] * self.k * self.itemsize > \
                 PACKED_A_BYTES:
             return "pack_a: the packed A block would exceed PACKED_A_BYTES"
+        if c["pack_b"] and c["col_panels"] >= panels and c["row_tiles"] < tiles:
+            return "pack_b: one column block is all of B, packed again for every row block"
         return None
 
 
@@ -350,11 +353,8 @@ def schedule_gemm(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tensor, 
     else:
         compute_tensor = mm
     outer = sch[out]
-    if axes is None:        # out's own axes; a batch dim of one is no batch
-        *batch, i, j = outer.op_axis
-        batch = [b for b, extent in zip(batch, out.shape) if extent > 1]
-    else:
-        *batch, i, j = axes
+    *batch, i, j = axes or outer.op_axis
+    batched = any(extent > 1 for extent in out.shape[:len(batch)])   # dims of one: no batch
     m, n = gemm.m, gemm.n
     cols = _cols(n, target.vector_lanes(out.dtype), gemm.b_panel, config["vectors"])
     rows = min(config["rows"], m)
@@ -365,7 +365,7 @@ def schedule_gemm(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tensor, 
     ic, io = outer.split(io, config["row_tiles"])
     outer.vectorize(ji)
     tile_loops = (jo, io) if config["order"] == "panels" else (io, jo)
-    if n % cols and (batch or config["row_tiles"] < row_tiles):
+    if n % cols and (batched or config["row_tiles"] < row_tiles):
         # the last column panel overhangs: keep the column blocks out of the parallel loop,
         # serial, where loop partitioning peels that panel off and the other panels' inner
         # loops run without a guard (a parallel loop is never partitioned)
@@ -382,7 +382,7 @@ def schedule_gemm(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tensor, 
         # walk one contiguous stream
         a_tensor = _a_operand(sch[compute_tensor].op.body)
         packed = sch.pack(a_tensor, "local", [compute_tensor], axis=-2, factor=rows)
-        if config["row_tiles"] < row_tiles or batch:
+        if config["row_tiles"] < row_tiles or batched:
             sch[packed].compute_at(outer, block)
         # else one row block: A is packed once, before the column blocks
     if config["pack_b"]:

@@ -1,6 +1,8 @@
 """The flattened formulation of narrow stride-1 convs (conv.py, _conv_flat) against numpy."""
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 from helpers import check_result, make_model, tensor_info
@@ -12,9 +14,12 @@ from tensorc.ops.nn import conv as conv_op
 
 @pytest.fixture(autouse=True)
 def direct_forms(monkeypatch):
-    """The flattened form is what 512-bit targets pick; on any host, test it by lowering the
-    vector width below which dense convs become GEMMs."""
+    """The flattened form is what 512-bit targets pick for wide maps; on any host and map,
+    test it by lowering the vector width below which dense convs become GEMMs and turning
+    the filters-in-lanes form off."""
     monkeypatch.setattr(conv_op, "GEMM_BELOW_VECTOR_BITS", 0)
+    monkeypatch.setattr(importlib.import_module("tensorc.passes.graph.alter_layout"),
+                        "filter_lanes_wins", lambda *args: False)
 
 
 def conv_ref(x: np.ndarray, w: np.ndarray, pads, dilations) -> np.ndarray:

@@ -22,7 +22,9 @@ import numpy as np
 
 from tensorc.ir.graph import Graph, Value
 from tensorc.ops.matmul import pack_b_panels, panel_width
-from tensorc.ops.nn.conv import conv_as_gemm, conv_as_matmul, filter_panel, pack_weight
+from tensorc.ops.nn.conv import (
+    conv_as_gemm, conv_as_matmul, filter_lanes_wins, filter_panel, pack_weight,
+)
 
 KERNEL_BLOCKS = (16, 8)     # filters per block, the first that divides the filter count
 
@@ -81,6 +83,11 @@ def _pack_conv_weights(graph: Graph, target=None) -> None:
                 conv_as_matmul(node.attrs, w.type.shape[2:]):
             # a 1x1 conv on the matmul micro-kernel: panels of a tile's rows
             block = filter_panel(target, filters)
+        elif w.type.dtype == "float32" and \
+                filter_lanes_wins(node.attrs, x_shape, w.type.shape, target):
+            # filters in vector lanes: blocks of a vector (the last one padded)
+            block = target.vector_lanes("float32")
+            node.attrs["filter_lanes"] = block
         elif w.type.ndim == 4:
             block = next((b for b in KERNEL_BLOCKS if filters % b == 0), None)
             if per_group == 1 or block is None or \
