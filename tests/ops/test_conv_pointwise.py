@@ -22,7 +22,7 @@ from tensorc.target import Target
     ((1, 32, 30), 17, None),            # 1-D
     ((1, 8, 3, 5, 6), 20, None),        # 3-D
     ((3, 5, 1, 1), 7, None),            # one position per image
-    ((1, 24, 14, 13), 40, (2, 2)),      # a strided 1x1 (ResNet's downsample): 7x7 outputs
+    ((1, 24, 30, 29), 40, (2, 2)),      # a strided 1x1 (ResNet's downsample): 15x15 out
     ((2, 6, 9, 20), 10, (3, 2)),
     ((1, 16, 31), 9, (4,)),
 ])

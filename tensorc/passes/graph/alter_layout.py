@@ -79,15 +79,15 @@ def _pack_conv_weights(graph: Graph, target=None) -> None:
             continue
         filters, per_group = w.type.shape[:2]
         x_shape = node.inputs[0].type.shape
-        if target is not None and w.type.dtype == "float32" and \
-                conv_as_matmul(node.attrs, w.type.shape[2:]):
-            # a 1x1 conv on the matmul micro-kernel: panels of a tile's rows
-            block = filter_panel(target, filters)
-        elif w.type.dtype == "float32" and \
+        if w.type.dtype == "float32" and \
                 filter_lanes_wins(node.attrs, x_shape, w.type.shape, target):
             # filters in vector lanes: blocks of a vector (the last one padded)
             block = target.vector_lanes("float32")
             node.attrs["filter_lanes"] = block
+        elif target is not None and w.type.dtype == "float32" and \
+                conv_as_matmul(node.attrs, w.type.shape[2:]):
+            # a 1x1 conv on the matmul micro-kernel: panels of a tile's rows
+            block = filter_panel(target, filters)
         elif w.type.ndim == 4:
             block = next((b for b in KERNEL_BLOCKS if filters % b == 0), None)
             if per_group == 1 or block is None or \
