@@ -78,9 +78,12 @@ def test_small_maps_take_filter_lanes_on_avx512_only():
     strided = dict(attrs, strides=(2, 2))
     assert filter_lanes_wins(strided, (1, 64, 56, 56), (64, 64, 3, 3), zen4)     # unless strided
     assert not filter_lanes_wins(attrs, (1, 3, 13, 13), (64, 3, 3, 3), zen4)     # K = 27
-    # 1x1 convs take the matmul micro-kernel but for strided ones onto 7x7 maps
+    # 1x1 convs take the matmul micro-kernel but onto maps of short rows (with filters in
+    # whole pairs of vectors)
     pointwise = dict(attrs, pads=(0, 0, 0, 0))
-    assert not filter_lanes_wins(pointwise, (1, 256, 14, 14), (512, 256, 1, 1), zen4)
+    assert not filter_lanes_wins(pointwise, (1, 256, 28, 28), (512, 256, 1, 1), zen4)
+    assert filter_lanes_wins(pointwise, (1, 960, 7, 7), (160, 960, 1, 1), zen4)
+    assert not filter_lanes_wins(pointwise, (1, 512, 13, 13), (1000, 512, 1, 1), zen4)
     assert filter_lanes_wins(dict(pointwise, strides=(2, 2)), (1, 256, 14, 14),
                              (512, 256, 1, 1), zen4)
     assert not filter_lanes_wins(dict(pointwise, strides=(2, 2)), (1, 64, 56, 56),

@@ -226,11 +226,13 @@ def filter_lanes_wins(attrs: dict, x_shape, w_shape, target: Target) -> bool:
     out = output_spatial(attrs, TensorType(tuple(x_shape), "float32"),
                          TensorType(tuple(w_shape), "float32"))
     if conv_as_matmul(attrs, w_shape[2:]):
-        # 1x1 convs run on the matmul micro-kernel, but for strided ones onto maps whose
-        # rows are too short for its columns (7x7 outputs: 49 of 64 columns; 256->512 s2
-        # on 14x14 measured 0.26 ms there, 0.20 ms here; 28x28 maps equal, 56x56 12% slower)
-        return max(attrs["strides"]) > 1 and out[1] <= FILTER_LANES_MAX_WIDTH // 2 and \
-            w_shape[0] >= target.vector_lanes("float32")
+        # 1x1 convs run on the matmul micro-kernel, but for maps whose rows are too short
+        # for its columns (7x7 outputs: 49 of 64 columns), with whole pairs of filter
+        # vectors. Measured (tensorc / onnxruntime, matmul -> lanes): 960->160 on 7x7 1.61
+        # -> 0.98, 160->960 1.50 -> 1.00, 256->512 s2 on 14x14 1.31 -> 1.00, 384->64 on
+        # 14x14 1.09 -> 0.87; 28x28 maps equal, 56x56 12% slower, 1000 filters 2.3x slower
+        return out[1] <= FILTER_LANES_MAX_WIDTH // 2 and \
+            w_shape[0] % (2 * target.vector_lanes("float32")) == 0
     return (out[1] <= FILTER_LANES_MAX_WIDTH or max(attrs["strides"]) > 1) and \
         int(np.prod(w_shape[1:])) >= FILTER_LANES_MIN_DEPTH and \
         w_shape[0] >= target.vector_lanes("float32")
