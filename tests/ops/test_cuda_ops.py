@@ -215,6 +215,13 @@ def _cases() -> list[Case]:
     add("avg_pool", [node("AveragePool", ["av_x"], "avg_pool", kernel_shape=[2, 2],
                           strides=[2, 2])],
         {"av_x": rand((2, 3, 8, 8), 59)}, lambda x: pool_ref(x, 2, 2, 0, "avg"))
+    # large windows: a pass along the rows, then one across them (pool_separable.py)
+    add("max_pool_9x9", [node("MaxPool", ["mx9_x"], "max_pool_9x9", kernel_shape=[9, 9],
+                              pads=[4, 4, 4, 4])],
+        {"mx9_x": rand((1, 3, 13, 11), 62)}, lambda x: pool_ref(x, 9, 1, 4, "max"))
+    add("avg_pool_5x5", [node("AveragePool", ["av5_x"], "avg_pool_5x5", kernel_shape=[5, 5],
+                              count_include_pad=1, pads=[2, 2, 2, 2])],
+        {"av5_x": rand((1, 3, 9, 10), 63)}, lambda x: pool_ref(x, 5, 1, 2, "avg"))
     add("conv_transpose", [node("ConvTranspose", ["ct_x", "ct_w"], "conv_transpose",
                                 strides=[2, 2])],
         {"ct_x": rand((1, 3, 5, 5), 60)}, None, {"ct_w": rand((3, 4, 3, 3), 61)})

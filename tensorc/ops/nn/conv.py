@@ -125,7 +125,7 @@ def unpack_weight(attrs: dict, w: np.ndarray) -> np.ndarray:
 
 
 def padded_input(x: te.Tensor, pads: tuple[int, ...], overhang: tuple[int, ...] = (),
-                 value: float = 0.0) -> te.Tensor:
+                 value: float = 0.0, name: str = "pad") -> te.Tensor:
     """x with its spatial dims padded by ``value`` (loads clamped, so never out of bounds)."""
     spatial = x.ndim - 2
     extra = tuple(overhang) or (0,) * spatial
@@ -136,7 +136,7 @@ def padded_input(x: te.Tensor, pads: tuple[int, ...], overhang: tuple[int, ...] 
 
     def body(n, c, *pos):
         return _load_or(x, n, c, [p - pads[d] for d, p in enumerate(pos)], value)
-    return te.compute(shape, body, name="pad", tag="pad")
+    return te.compute(shape, body, name=name, tag="pad")
 
 
 def _load_or(x: te.Tensor, n, c, src: list, value: float) -> E.Expr:

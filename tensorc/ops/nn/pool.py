@@ -2,6 +2,10 @@
 
 max_pool attrs: kernel_shape, strides, pads, dilations, ceil_mode.
 avg_pool attrs: kernel_shape, strides, pads, dilations, ceil_mode, count_include_pad.
+
+Large windows are computed in two passes, along the rows and then across them
+(pool_separable.py, scheduled by :func:`schedule_separable`); the others in one pass over each
+window (:func:`schedule_window`).
 """
 from __future__ import annotations
 
@@ -10,12 +14,13 @@ import numpy as np
 from tensorc.errors import ShapeError
 from tensorc.ir import expr as E
 from tensorc.ir import te
-from tensorc.ir.schedule import Schedule
+from tensorc.ir.schedule import Schedule, Stage
 from tensorc.ir.types import TensorType
 from tensorc.ops.nn.conv import padded_input
+from tensorc.ops.nn.pool_separable import ROWS, separable, separable_max, separable_sum
 from tensorc.ops.nn.windows import pad_spatial, window_slices
 from tensorc.ops.registry import Pattern, define
-from tensorc.ops.schedules import parallel_outer, vector_block
+from tensorc.ops.schedules import PARALLEL_MIN_ELEMENTS, parallel_outer, vector_block
 from tensorc.ops.space import Knob, SearchSpace, divisors
 from tensorc.ops.shape_rules import (
     check_window_attrs,
@@ -127,6 +132,8 @@ def _window_positions(attrs: dict, spatial: int, out_index, reduce_axes) -> list
 def _max_pool_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
     spatial = x.ndim - 2
     out = output_spatial(attrs, x.shape)
+    if separable(attrs, x.shape, 2 if E.is_float(x.dtype) else 1):
+        return separable_max(x, attrs, out, overhang(attrs, x.shape, out))
     lowest = te.min_value(x.dtype).value
     padded = padded_input(x, attrs["pads"], overhang(attrs, x.shape, out), lowest)
     rk = [te.reduce_axis(k, f"r{d}") for d, k in enumerate(attrs["kernel_shape"])]
@@ -142,11 +149,14 @@ def _avg_pool_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
     spatial = x.ndim - 2
     out = output_spatial(attrs, x.shape)
     pads, strides, kernel = attrs["pads"], attrs["strides"], attrs["kernel_shape"]
-    padded = padded_input(x, pads, overhang(attrs, x.shape, out), 0.0)
-    rk = [te.reduce_axis(k, f"r{d}") for d, k in enumerate(kernel)]
-    total = te.compute(x.shape[:2] + out, lambda n, c, *o: te.sum_(
-        padded[(n, c, *_window_positions(attrs, spatial, o, rk))], axis=rk),
-        name="pool_sum", tag="anchor:pool_sum")
+    if separable(attrs, x.shape, 1):
+        total = separable_sum(x, attrs, out, overhang(attrs, x.shape, out))
+    else:
+        padded = padded_input(x, pads, overhang(attrs, x.shape, out), 0.0)
+        rk = [te.reduce_axis(k, f"r{d}") for d, k in enumerate(kernel)]
+        total = te.compute(x.shape[:2] + out, lambda n, c, *o: te.sum_(
+            padded[(n, c, *_window_positions(attrs, spatial, o, rk))], axis=rk),
+            name="pool_sum", tag="anchor:pool_sum")
     include = bool(attrs["count_include_pad"])
 
     dilations = _dilations(attrs, spatial)
@@ -225,16 +235,37 @@ def schedule_window(target: Target, sch: Schedule, out: te.Tensor, window: te.Te
           for (x.o)  [for (ry, rx)  for (x.i: vectorized)  acc = max(acc, pad_rows[ry, ...])]
     """
     config = config or window_space(target, out, window, {}).default()
+    stage, plane, window = _window_blocks(target, sch, out, window, config["registers"],
+                                          config["parallel"], config["buffer"])
+    pad = _padded_input_of(window)
+    if pad is not None and config["buffer"] != "none":
+        _buffer_at(target, sch[pad], stage, plane)
+
+
+def _buffer_at(target: Target, st, stage, loop) -> None:
+    """A copy (padding) stage computed once per iteration of ``stage``'s ``loop``, in a
+    register-wide block with a masked tail."""
+    st.compute_at(stage, loop)
+    st.vectorize(st.split(st.op_axis[-1], target.vector_lanes(st.tensor.dtype))[1])
+
+
+def _window_blocks(target: Target, sch: Schedule, out: te.Tensor, window: te.Tensor,
+                   registers: int, parallel: bool, buffer: str, row_registers: int | None = None):
+    """The output's loops and the window's accumulation in registers (see
+    :func:`schedule_window`); ``row_registers``: how many vector registers of output rows
+    accumulate side by side (by default 4 when ``registers`` is). Returns the output stage,
+    the loop per buffered input (a channel's plane with ``buffer`` "plane", else an output
+    row) and the tensor that accumulates the window."""
     if out is window:
         window = sch.cache_write(window, "local")
     lanes = target.vector_lanes(out.dtype)
     stage = sch[out]
     *rows, x = stage.op_axis
     width = out.shape[-1]
-    block = vector_block(width, lanes) if config["registers"] >= 2 else \
+    block = vector_block(width, lanes) if registers >= 2 else \
         (width if width <= lanes else lanes)
     vectors, shift = 1, False
-    if config["registers"] == 4 and width % block == 0 and block % lanes == 0:
+    if registers == 4 and width % block == 0 and block % lanes == 0:
         # several vectors per output block, each its own accumulator: the window's taps are
         # a chain of dependent adds (or maxes) per accumulator, and one chain leaves the
         # vector units idle for most of each add's latency
@@ -242,7 +273,7 @@ def schedule_window(target: Target, sch: Schedule, out: te.Tensor, window: te.Te
         block *= vectors
     strided = _row_stride(window) > 1
     whole = width % block == 0 and block >= lanes
-    if config["registers"] == 4 and width > 2 * lanes and not (whole and strided):
+    if registers == 4 and width > 2 * lanes and not (whole and strided):
         # else blocks of whole registers, up to four side by side, as few vector operations
         # per row as can be: a row of 110 is 7 blocks of two vectors, not 22 chains of 5
         # lanes. A block that does not divide the row ends the row overlapping the one
@@ -258,8 +289,7 @@ def schedule_window(target: Target, sch: Schedule, out: te.Tensor, window: te.Te
     else:
         x_outer, x_inner = None, x
     stage.vectorize(x_inner)
-    work = int(np.prod(out.shape)) if config["parallel"] else 0
-    pad = _padded_input_of(window)
+    work = int(np.prod(out.shape)) if parallel else 0
     # a short row (one block of one or two registers) alone is one chain of dependent
     # multiply-adds per register over the whole window (25 for a 5x5 depthwise conv, 4
     # cycles each): accumulate several rows side by side, up to four registers. Rows of
@@ -267,31 +297,27 @@ def schedule_window(target: Target, sch: Schedule, out: te.Tensor, window: te.Te
     # of the height: 5x5 depthwise convs on 28 and 56 measured 11-14% faster, 3x3 on 52 13%,
     # and 3x3 on 27 15% slower with a shifted last pair of rows.
     row_block = 1
+    if row_registers is None:
+        row_registers = 4 if registers == 4 else 1
     # (not for strided windows: measured 1.3-1.7x slower on 7x7 outputs of 14x14 maps)
-    if config["registers"] == 4 and config["buffer"] == "plane" and \
-            len(rows) >= 3 and not strided:
+    if row_registers > 1 and buffer == "plane" and len(rows) >= 3 and not strided:
         height = out.shape[-2]
         if x_outer is None:
-            row_block = min(max(1, 4 // -(-width // lanes)), height)
+            row_block = min(max(1, row_registers // -(-width // lanes)), height)
         else:
-            row_block = divisors(height, max(1, 4 // vectors))[-1]
+            row_block = divisors(height, max(1, row_registers // vectors))[-1]
     y_inner = None
     if row_block > 1:
         rows[-1], y_inner = stage.split(rows[-1], row_block,
                                         shift_tail=height % row_block != 0)
         if x_outer is not None:
             stage.reorder(*rows, x_outer, y_inner, x_inner)
-    if config["buffer"] == "plane":
+    if buffer == "plane":
         # (n, c) in parallel, the leading spatial loops inside: the plane is reused by them
         plane = parallel_outer(stage, rows[:2], work)
         row = rows[-1]
     else:
         plane = row = parallel_outer(stage, rows, work)
-    if pad is not None and config["buffer"] != "none":
-        pad_stage = sch[pad]
-        pad_stage.compute_at(stage, plane)
-        # (the copy runs once per row or plane; a register-wide block with a masked tail)
-        pad_stage.vectorize(pad_stage.split(pad_stage.op_axis[-1], lanes)[1])
     acc = sch[window]
     acc.compute_at(stage, x_outer if x_outer is not None else row)
     *acc_rows, acc_x = acc.op_axis
@@ -313,15 +339,135 @@ def schedule_window(target: Target, sch: Schedule, out: te.Tensor, window: te.Te
     else:
         acc.reorder(*acc_rows, *acc.reduce_axis, acc_x)
         acc.vectorize(acc_x)
+    return stage, plane, window
 
 
-@max_pool.schedule(space=window_space)
+# ---------------------------------------------------------------------------------------------
+# the separable form (pool_separable.py): a pass along the rows, then one across them
+
+def separable_space(target: Target, out: te.Tensor, anchor: te.Tensor, attrs: dict
+                    ) -> SearchSpace:
+    """registers: vector registers per block of either pass; across_rows: how many
+    registers' worth of output rows the pass across rows accumulates side by side (each row
+    of the row pass's result it loads serves them all); parallel."""
+    knobs = [
+        Knob("registers", (1, 2, 4), 4, "vector registers per block of either pass (at "
+             "most): 1, a register-wide vector; 2, a vector of up to two registers; 4, up to "
+             "four such vectors (or rows of the row pass) accumulated side by side"),
+        Knob("across_rows", (1, 4, 8), 8, "vector registers of output rows accumulated "
+             "side by side in the pass across rows"),
+    ]
+    if np.prod(out.shape) >= PARALLEL_MIN_ELEMENTS:     # (else one thread in any case)
+        knobs.append(Knob("parallel", (True, False), True, "channels on threads"))
+    return SearchSpace(knobs, name="pool (separable)")
+
+
+def _separable_window(anchor: te.Tensor) -> te.Tensor | None:
+    """The pass across the rows of a separable pooling group, or None for a single pass."""
+    window = anchor if anchor.op.reduce_axis else anchor.op.input_tensors()[0]
+    frontier = list(window.op.input_tensors())
+    while frontier:         # the row pass's result, padded or not
+        t = frontier.pop()
+        if t.op.name in ROWS:
+            return window
+        if isinstance(t.op, te.ComputeOp) and not t.op.reduce_axis:
+            frontier += t.op.input_tensors()
+    return None
+
+
+def schedule_separable(target: Target, sch: Schedule, out: te.Tensor, window: te.Tensor,
+                       config) -> None:
+    """The two passes of a separable window, both once per channel plane, so that the row
+    pass's result stays in cache for the pass across rows:
+
+        for (n.c: parallel)
+          padded[H, Wp]                the input rows, padded along the row
+          rows[H, OW] = max over kx    (a few rows side by side, each in vector registers)
+          rows_padded[Hp, OW]          padded across the rows (or the row pass ran over
+                                       the padding rows too)
+          for (y.o)  for (x.o)  [for (ry)  for (y.i: unrolled)  for (x.i: vectorized)
+                                    acc[y.i] = max(acc[y.i], rows_padded[y*sy + ry, x])]
+
+    Max pooling carries each row's NaN marks the same way (see pool_separable.py), folded
+    just before the row's maximum (the unrolled ``rp`` loop inside ``ry``). Every stage is a
+    plane's buffer, none the whole tensor.
+    """
+    stage, plane, window = _window_blocks(target, sch, out, window, config["registers"],
+                                          config.get("parallel", False), "plane",
+                                          config["across_rows"])
+    acc = sch[window]
+    for sv in acc.reduce_axis:
+        if sv.name == "rp":
+            acc.unroll(sv)
+    # every stage between the input and the pass across rows, computed per plane
+    producers, frontier = [], [window]
+    while frontier:
+        for t in frontier.pop().op.input_tensors():
+            if isinstance(t.op, te.ComputeOp) and all(t is not p for p in producers):
+                producers.append(t)
+                frontier.append(t)
+    for t in sorted(producers, key=lambda t: sch.stages.index(sch[t])):
+        if t.op.reduce_axis:
+            _schedule_row_pass(target, sch[t], stage, plane, config["registers"])
+        else:
+            _buffer_at(target, sch[t], stage, plane)
+
+
+def _schedule_row_pass(target: Target, st: Stage, stage: Stage, plane, registers: int
+                       ) -> None:
+    """The pass along the rows, computed once per plane: each block of an output row (up to
+    ``registers`` vectors, the last block of a row they do not divide overlapping the one
+    before it) accumulates over the row's taps in registers, beside the same block of the
+    next rows up to ``registers`` vectors in all (independent chains of maxes or adds)."""
+    st.compute_at(stage, plane)
+    *lead, x = st.op_axis[2:]
+    lanes = target.vector_lanes(st.tensor.dtype)
+    width = st.tensor.shape[-1]
+    if width <= 2 * lanes or registers == 1:
+        block = width if registers >= 2 or width <= lanes else lanes
+        vectors = 1
+    else:
+        vectors = min(range(1, min(registers, width // lanes) + 1),
+                      key=lambda v: (-(-width // (v * lanes)) * v, -v))
+        block = vectors * lanes
+    x_outer = x_vector = y_inner = None
+    if block < width:
+        x_outer, x = st.split(x, block, shift_tail=width % block != 0)
+    if vectors > 1:
+        x_vector, x = st.split(x, lanes)
+    per_row = vectors if vectors > 1 else -(-min(block, width) // lanes)
+    height = st.tensor.shape[-2]
+    row_block = min(max(1, registers // per_row), height)
+    if row_block > 1:
+        lead[-1], y_inner = st.split(lead[-1], row_block, shift_tail=height % row_block != 0)
+    inner = [v for v in (y_inner, x_vector) if v is not None]
+    st.reorder(*lead, *([x_outer] if x_outer is not None else []), *st.reduce_axis, *inner, x)
+    for v in inner:
+        st.unroll(v)
+    st.vectorize(x)
+
+
+def pool_space(target: Target, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> SearchSpace:
+    """The separable form's space, or the single pass's (:func:`window_space`)."""
+    if _separable_window(anchor) is not None:
+        return separable_space(target, out, anchor, attrs)
+    return window_space(target, out, anchor, attrs)
+
+
+@max_pool.schedule(space=pool_space)
 def _max_pool_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
                        attrs: dict, config) -> None:
+    if _separable_window(anchor) is not None:
+        schedule_separable(target, sch, out, anchor, config)
+        return
     schedule_window(target, sch, out, anchor, config)
 
 
-@avg_pool.schedule(space=window_space)
+@avg_pool.schedule(space=pool_space)
 def _avg_pool_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
                        attrs: dict, config) -> None:
-    schedule_window(target, sch, out, anchor.op.input_tensors()[0], config)
+    window = anchor.op.input_tensors()[0]
+    if _separable_window(anchor) is not None:
+        schedule_separable(target, sch, out, window, config)
+        return
+    schedule_window(target, sch, out, window, config)
