@@ -207,6 +207,8 @@ def build_kernels(graph: Graph, groups: list[FusedGroup], target: Target,
             except InvalidConfigError:      # the space changed since the log was written
                 configs.reject(key)
                 func = schedule_group(group, graph, target, name)
+            if configs is not None and not func.attrs["config"]:
+                configs.untunable(key)      # no knobs: nothing a log could hold for it
             by_key[key] = func
         kernels.append(Kernel(func, group, key))
     return kernels

@@ -153,6 +153,11 @@ class BestConfigs:
         self.applied.add(workload)
         return record["config"]
 
+    def untunable(self, key: tuple) -> None:
+        """A kernel whose schedule has no knobs: neither tuned nor missing a record."""
+        from tensorc.autotune.space import workload_hash
+        self.missing.discard(workload_hash(key))
+
     def reject(self, key: tuple) -> None:
         from tensorc.autotune.space import workload_hash
         workload = workload_hash(key)

@@ -62,7 +62,12 @@ def test_compile_applies_the_best_record_of_this_target_and_version(tmp_path, ti
         mod = tensorc.compile(tiny_conv, tuning_log=log.path)
     notes = [w for w in caught if issubclass(w.category, TuningLogNote)]
     assert len(notes) == 1      # one note, not one per kernel
-    assert "1 of 2 kernels" in str(notes[0].message)
+    # the softmax has no record: a default it could be tuned from (rows of 12 on AVX2), or
+    # no knobs at all (on AVX-512, rows shorter than a vector): then it is not counted
+    if len(next(t for t in conv_tasks if t.ops[0] == "softmax").space()) > 1:
+        assert "1 of 2 kernels" in str(notes[0].message)
+    else:
+        assert "no usable record" not in str(notes[0].message)
     assert "2 records of another target or tensorc version" in str(notes[0].message)
     assert mod.info["tuning"]["tuned_kernels"] == 1
     x = np.random.default_rng(0).standard_normal((1, 8, 12, 12)).astype("float32")
