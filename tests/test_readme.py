@@ -1,8 +1,9 @@
 """Every ``tensorc ...`` command in README.md's code blocks runs as written and exits 0.
 
 The commands run in a scratch directory holding a link to ``models/`` (so that the files they
-write, mlp.tcz and the like, land there) and in order, since later ones read what earlier ones
-wrote. Changes, each for speed only: ``bench`` gets ``--repeat 2 --seconds 0.1``. Skipped:
+write, mlp.tcz and the like, land there). Later ones read what earlier ones wrote, and pytest-xdist
+may run them on different workers or out of order, so a command whose input an earlier README
+command writes (``-o FILE``, ``--log FILE``) runs that command first when the file is missing. Changes, each for speed only: ``bench`` gets ``--repeat 2 --seconds 0.1``. Skipped:
 commands that need nvcc when it is not installed (the CUDA section's compile) and commands
 that name a Dask scheduler (``--cluster``: tests/autotune/test_cluster.py tunes through a real
 local cluster). Python lines
@@ -55,6 +56,22 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return work
 
 
+def _written(words: list[str]) -> list[str]:
+    """The files a README command writes: the values of its -o and --log flags."""
+    return [words[i + 1] for i, w in enumerate(words[:-1]) if w in ("-o", "--log")]
+
+
+def _run_prerequisites(command: str, workdir: Path) -> None:
+    """Run the earlier README commands that write a file ``command`` reads, if it is missing."""
+    words = shlex.split(command)
+    commands = readme_commands()
+    for earlier in commands[:commands.index(command)]:
+        earlier_words = shlex.split(earlier)
+        for name in _written(earlier_words):
+            if name in words and name not in _written(words) and not (workdir / name).exists():
+                assert main(earlier_words[1:]) == 0, f"prerequisite {earlier} failed"
+
+
 @pytest.mark.parametrize("command", readme_commands())
 def test_readme_command_runs(command: str, workdir: Path, monkeypatch: pytest.MonkeyPatch,
                              capsys: pytest.CaptureFixture[str]) -> None:
@@ -68,8 +85,7 @@ def test_readme_command_runs(command: str, workdir: Path, monkeypatch: pytest.Mo
     if words[1] == "bench":
         words += ["--repeat", "2", "--seconds", "0.1"]
     monkeypatch.chdir(workdir)
-    if words[1] == "run" and not (workdir / words[2]).exists():
-        assert main(["compile", "models/mlp.onnx", "-o", words[2]]) == 0   # run out of order
+    _run_prerequisites(command, workdir)
     try:
         status = main(words[1:])
     except SystemExit as exit_:          # --version, --help
