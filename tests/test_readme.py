@@ -3,7 +3,8 @@
 The commands run in a scratch directory holding a link to ``models/`` (so that the files they
 write, mlp.tcz and the like, land there). Later ones read what earlier ones wrote, and pytest-xdist
 may run them on different workers or out of order, so a command whose input an earlier README
-command writes (``-o FILE``, ``--log FILE``) runs that command first when the file is missing. Changes, each for speed only: ``bench`` gets ``--repeat 2 --seconds 0.1``. Skipped:
+command writes (``-o FILE``, ``--log FILE``) runs that command first when the file is missing.
+Changes, each for speed only: ``bench`` gets ``--repeat 2 --seconds 0.1``. Skipped:
 commands that need nvcc when it is not installed (the CUDA section's compile) and commands
 that name a Dask scheduler (``--cluster``: tests/autotune/test_cluster.py tunes through a real
 local cluster). Python lines
