@@ -22,6 +22,7 @@ import numpy as np
 
 from tensorc.ir.graph import Graph, Value
 from tensorc.ops.matmul import pack_b_panels, panel_width
+from tensorc.ops.nn import winograd
 from tensorc.ops.nn.conv import conv_as_gemm, conv_as_matmul, filter_panel, pack_weight
 
 KERNEL_BLOCKS = (16, 8)     # filters per block, the first that divides the filter count
@@ -76,6 +77,16 @@ def _pack_conv_weights(graph: Graph, target=None) -> None:
         if w not in graph.constants:
             continue
         filters, per_group = w.type.shape[:2]
+        tile = winograd.tile_size(node.attrs, node.inputs[0].type, w.type, target)
+        if tile:
+            block = filter_panel(target, filters)
+            key = (w, "winograd", tile, block)
+            if key not in packed:
+                array = winograd.transform_weight(graph.constants[w], tile, block)
+                packed[key] = graph.add_constant(array, f"{w.name}_winograd")
+            node.inputs[1] = packed[key]
+            node.attrs.update(winograd=tile, kernel_block=block, filters=filters)
+            continue
         if target is not None and w.type.dtype == "float32" and \
                 conv_as_matmul(node.attrs, w.type.shape[2:]):
             # a pointwise conv on the matmul micro-kernel: panels of a tile's rows
@@ -94,7 +105,7 @@ def _pack_conv_weights(graph: Graph, target=None) -> None:
         node.attrs["kernel_block"] = block
         if filters % block:
             node.attrs["filters"] = filters
-    originals = {w for w, _ in packed}
+    originals = {key[0] for key in packed}
     for w in originals:
         if all(n.op == "conv" and n.inputs[1] is not w for n in consumers.get(w, [])) \
                 and w not in graph.outputs:
