@@ -10,11 +10,12 @@ from helpers import check_result, make_model, tensor_info
 from onnx import helper, numpy_helper
 
 import tensorc
+from tensorc.codegen.llvm import emit_assembly
 from tensorc.ir.types import TensorType
 from tensorc.ops.nn import winograd
 from tensorc.ops.nn.conv import unpack_weight
 from tensorc.ops.registry import get_op
-from tensorc.target import Target
+from tensorc.target import Target, missing_cpu_features
 
 ZEN4 = Target.from_string("llvm -mcpu=znver4")
 
@@ -157,9 +158,11 @@ def test_winograd_conv_matches_numpy(force_tile, x_shape, filters, pad, residual
     check_result(got, want.astype(np.float32), rtol=1e-4, atol=1e-4)
 
 
-def test_winograd_conv_with_two_threads_matches_one():
+@pytest.mark.parametrize("m", [2, 4])
+def test_winograd_conv_with_two_threads_matches_one(force_tile, m):
+    force_tile(m)
     model, feeds, want = conv_model((2, 32, 30, 30), 48, seed=7)
-    assert "winograd=4" in tensorc.inspect(model, stage="graph")
+    assert f"winograd={m}" in tensorc.inspect(model, stage="graph")
     module = tensorc.compile(model)
     got = {}
     for threads in (1, 2):
@@ -169,10 +172,27 @@ def test_winograd_conv_with_two_threads_matches_one():
     check_result(got[2], want.astype(np.float32), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.skipif(bool(missing_cpu_features("llvm -mcpu=znver3", "")),
+                    reason="this CPU cannot run Zen 3 (AVX2) code")
+def test_winograd_conv_with_256_bit_vectors(force_tile):
+    # AVX2: 8-lane vectors, 6-row weight panels
+    force_tile(4)
+    model, feeds, want = conv_model((1, 24, 21, 21), 40, residual=True, seed=3)
+    target = "llvm -mcpu=znver3"
+    assert "winograd=4" in tensorc.inspect(model, stage="graph", target=target)
+    asm = emit_assembly(tensorc.inspect(model, stage="llvm", target=target),
+                        Target.from_string(target))
+    assert "ymm" in asm and "zmm" not in asm
+    got = tensorc.compile(model, target=target).run(feeds)["y"]
+    check_result(got, want.astype(np.float32), rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("channels", [64, 256, 512])
-def test_accuracy_holds_on_deep_reductions(channels):
+@pytest.mark.parametrize("m", [2, 4])
+def test_accuracy_holds_on_deep_reductions(force_tile, channels, m):
     # He-scaled weights and unit inputs, as in a trained network: F(4, 3) loses a few bits
     # against the direct conv, but stays well inside the model tests' tolerance
+    force_tile(m)
     model, feeds, want = conv_model((1, channels, 16, 16), 32, seed=channels)
     got = tensorc.compile(model).run(feeds)["y"]
     tolerance = 1e-4 + 1e-4 * np.abs(want)
@@ -209,12 +229,15 @@ def test_tile_size_heuristic():
         return winograd.tile_size(attrs, TensorType((1, c, size, size), dtype),
                                   TensorType((f, c, 3, 3), dtype), target)
     assert tile(64, 64, 56) == 4                          # ResNet's 3x3 convs
+    assert tile(128, 128, 28) == 4
     assert tile(256, 256, 14) == 4
     assert tile(512, 512, 7) == 2                         # four tiles of 4: F(2, 3)
+    assert tile(64, 64, 26) == 2                          # 7 tiles of 4 a row: half a vector
     assert tile(8, 64, 56) == 0 and tile(64, 8, 56) == 0  # too few channels or filters
     assert tile(32, 32, 149) == 0                         # V and M stream through memory
     assert tile(80, 192, 71) == 4                         # as large, but more work per byte
     assert tile(64, 64, 2) == 0                           # one tile
     assert tile(64, 64, 56, dtype="float16") == 0         # float32 only
     assert tile(64, 64, 56, target=None) == 0             # no target: weights stay OIHW
-    assert tile(64, 64, 56, target=Target.from_string("llvm -mcpu=znver3")) == 0
+    assert tile(64, 64, 56, target=Target.from_string("llvm -mcpu=znver3")) == 4   # AVX2
+    assert tile(64, 64, 56, target=Target.from_string("llvm -mcpu=x86-64")) == 0    # SSE2

@@ -1,8 +1,10 @@
 """conv: N-D grouped convolution (1 to 3 spatial dims), NCHW layout, no bias.
 
 attrs: strides, pads (ONNX order: all begins, then all ends), dilations, groups, and
-kernel_block (0: weights are OIHW; b > 0: packed [F/b, C/g, *K, b] by passes/graph/alter_layout).
-Inputs x[N, C, *S] and w[F, C/groups, *K]; the frontend adds the bias with an ``add``.
+kernel_block (0: weights are OIHW; b > 0: packed [F/b, C/g, *K, b] by passes/graph/alter_layout)
+or winograd (m > 0: 3x3 weights transformed for F(m x m, 3 x 3), [(m+2)^2, F/b, C, b]; see
+``winograd.py``). Inputs x[N, C, *S] and w[F, C/groups, *K]; the frontend adds the bias with an
+``add``.
 """
 from __future__ import annotations
 

@@ -8,9 +8,9 @@ alpha - 1 points and infinity, each tile of each filter f is
     Y = A^T [ sum over c of (G W[f, c] G^T) . (B^T d B) ] A          (. : elementwise)
 
 so the alpha^2 elementwise products, summed over channels, are alpha^2 independent GEMMs
-M[ab] = U[ab] (filters x channels) @ V[ab] (channels x tiles): 36 multiplications per 4 x 4
-tile and channel instead of 144 (F(4, 3)), 2.25x fewer than the direct conv at 3x3 pixels per
-tap (4x with the 4x4 tile's overlap counted); the transforms add O(C + F) per tile.
+M[ab] = U[ab] (filters x channels) @ V[ab] (channels x tiles): per tile, filter and channel
+36 multiplications instead of the direct conv's 144 (F(4, 3), 4x fewer; F(2, 3): 16 instead
+of 36, 2.25x); the transforms add O(C + F) per tile.
 
 The weight transform U = G W G^T runs once, at compile time (``transform_weight``, called
 by ``passes/graph/alter_layout.py``), into the GEMM's A panels [alpha^2, ceil(F/mr), C, mr].
@@ -46,13 +46,16 @@ from tensorc.ir import te
 from tensorc.ir.schedule import Schedule
 from tensorc.ir.types import TensorType
 from tensorc.ops.matmul import Gemm, gemm_space, schedule_gemm
+from tensorc.ops.schedules import clamp, in_range
 from tensorc.ops.space import SearchSpace
 from tensorc.target import Target
 
-EXPERIMENT: dict = {}
 KERNEL = 3                                   # the kernel size Winograd serves here
-# Interpolation points of F(m, 3) (and infinity): Lavin's 0, +-1, +-2 for F(4, 3), whose
-# transforms are the sparsest; F(6, 3) adds +-1/2.
+# Interpolation points of F(m, 3) (and infinity). For F(4, 3), 0, +-1, 1/2 and -2 rather than
+# Lavin's 0, +-1, +-2: the same cost (their transforms are a little denser, which measured
+# within noise), but half the rounding error (max abs error against float64 on ResNet's
+# 3x3 layers 1.9e-5 to 3.0e-5 instead of 4.3e-5 to 9.1e-5, at most a quarter of the model
+# tests' tolerance instead of 0.55 of it on 512 channels). F(6, 3) adds +-1/2 to Lavin's.
 POINTS = {
     2: (0, 1, -1),
     4: (0, 1, -1, Fraction(1, 2), -2),
@@ -60,12 +63,8 @@ POINTS = {
 }
 
 
-def transforms(m: int):
-    return _transforms(m, str(EXPERIMENT.get("points")))
-
-
 @functools.lru_cache(maxsize=None)
-def _transforms(m: int, key) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def transforms(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(A^T [m, alpha], G [alpha, 3], B^T [alpha, alpha]) of F(m, 3), exact rationals as
     float64. Toom-Cook at the points p_k and infinity: A^T[i, k] = p_k^i, G[k, j] = p_k^j /
     N_k, and row k of B^T holds N_k times the coefficients of the Lagrange polynomial of p_k
@@ -74,7 +73,7 @@ def _transforms(m: int, key) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     >>> transforms(2)[2].tolist()
     [[-1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 1.0, 0.0], [0.0, -1.0, 1.0, 0.0], [0.0, -1.0, 0.0, 1.0]]
     """
-    points = [Fraction(p) for p in EXPERIMENT.get("points", {}).get(str(m), POINTS[m])]
+    points = [Fraction(p) for p in POINTS[m]]
     alpha = m + KERNEL - 1
     at = [[points[k] ** i if k < alpha - 1 else Fraction(int(i == m - 1))
            for k in range(alpha)] for i in range(m)]
@@ -206,14 +205,11 @@ def winograd_conv(attrs: dict, x: te.Tensor, w: te.Tensor, out: tuple[int, int]
     tile_rows, tile_cols = tile_grid(m, out)
     tiles = padded_tiles(n_batch * tile_rows * tile_cols)
     top, left = attrs["pads"][0], attrs["pads"][1]
-    dtype = x.dtype
 
     def in_bounds(n, c, i, j):
-        conds = [E.Compare("ge", i, E.const(0)), E.Compare("lt", i, E.const(x.shape[2])),
-                 E.Compare("ge", j, E.const(0)), E.Compare("lt", j, E.const(x.shape[3]))]
-        load = x[n, c, E.minimum(E.maximum(i, 0), x.shape[2] - 1),
-                 E.minimum(E.maximum(j, 0), x.shape[3] - 1)]
-        return E.select(E.all_of(*conds), load, E.Const(0.0, dtype))
+        inside = E.all_of(in_range(i, x.shape[2]), in_range(j, x.shape[3]))
+        load = x[n, c, clamp(i, x.shape[2]), clamp(j, x.shape[3])]
+        return E.select(inside, load, E.Const(0.0, x.dtype))
 
     # the padded input in m column phases: pad[n, c, p, i, j] = padded[n, c, i, m * j + p]
     pad = te.compute((n_batch, channels, m, m * tile_rows + KERNEL - 1, tile_cols + 1),
@@ -224,7 +220,8 @@ def winograd_conv(attrs: dict, x: te.Tensor, w: te.Tensor, out: tuple[int, int]
         # the padding tiles past the last (whole vectors for the GEMM) repeat the last
         # image's: finite values, which no output reads
         row = t // tile_cols
-        return E.minimum(row // tile_rows, n_batch - 1), row % tile_rows, t % tile_cols
+        n = E.minimum(row // tile_rows, n_batch - 1) if n_batch > 1 else E.const(0)
+        return n, row % tile_rows, t % tile_cols
 
     def rows_pass(c, a, k, t):
         n, ty, tx = tile_of(t)
@@ -288,7 +285,12 @@ def gemm_of(attrs: dict, gemm: te.Tensor) -> Gemm:
 
 
 def winograd_space(target: Target, attrs: dict, conv_t: te.Tensor) -> SearchSpace:
-    return gemm_space(target, gemm_of(attrs, stages(conv_t)["gemm"]), conv_t.dtype)
+    """The GEMMs' knobs (``ops/matmul.py``'s ``gemm_space``): the register tile's column
+    vectors (its rows are the weight panels'), the cache blocks, the loop order. The
+    transforms' schedules are fixed; whether a conv runs as Winograd at all is decided with
+    its weight layout, at graph level (``tile_size``)."""
+    space = gemm_space(target, gemm_of(attrs, stages(conv_t)["gemm"]), conv_t.dtype)
+    return SearchSpace(list(space.knobs.values()), space.constraints, name="conv (winograd)")
 
 
 def schedule_winograd(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.Tensor,
@@ -297,7 +299,7 @@ def schedule_winograd(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.
     row of tiles, in registers):
 
         pad                                  (planes in parallel, rows vectorized)
-        for (c, tile row: parallel)          rows[a, k, tiles] = B^T d   (vectorized: tiles)
+        for (c: parallel) for (tile row)     rows[a, k, tiles] = B^T d   (vectorized: tiles)
           for a, b (unrolled)                V[ab, c, tiles] = rows B
         M = U @ V                            (schedule_gemm: the alpha^2 GEMMs in parallel)
         for (n, f: parallel) for (tile row) for (block of L tiles)
@@ -321,14 +323,15 @@ def schedule_winograd(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.
     st = sch[v]
     ab, c, t = st.op_axis
     to, ti = st.split(t, tile_cols)
+    # a tile row in vectors of at most one register (the rows pass keeps alpha^2 of them)
+    tio, tii = st.split(ti, lanes)
     a, b = st.split(ab, m + KERNEL - 1)
-    st.reorder(c, to, a, b, ti)
+    st.reorder(c, to, tio, a, b, tii)
     st.unroll(b)
-    st.vectorize(ti)
-    line = st.fuse(c, to)
-    st.parallel(line)
+    st.vectorize(tii)
+    st.parallel(c)
     rs = sch[rows]
-    rs.compute_at(st, line)
+    rs.compute_at(st, tio)
     _, ra, rk, rt = rs.op_axis
     rs.unroll(ra)
     rs.unroll(rk)
@@ -355,49 +358,97 @@ def schedule_winograd(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.
     cs.vectorize(ct)
 
 
-# When a conv runs as Winograd (measured on Zen 4, one thread, beside the direct conv, on the
-# 3x3 convs of the bundled models and a few more: 16 to 512 channels, maps 7 to 149):
+# Which convs run as Winograd, and as which F(m, 3): the estimated time of each (a cost model
+# in cycles, fitted to measurements on Zen 4, one thread, of the 3x3 convs of the bundled
+# models and 15 more shapes, 16 to 512 channels on maps of 7 to 149), the least wins. On
+# small maps it errs towards the direct conv, which measured slower than its FMAs say
+# (64 -> 64 on 7x7: 1.5x by F(2, 3), estimated 1.4x).
 MIN_CHANNELS = 16   # fewer channels or filters: too little GEMM per transformed element
-# F(4, 3) wherever its tiles fill a vector (1.5-2.9x the direct conv from 13x13 maps up);
-# else F(2, 3) (a 7x7 map is 4 tiles of 4 but 16 of 2: 1.6x, F(4, 3) 1.25x).
+MIN_VECTOR_BITS = 256
 TILE_SIZES = (4, 2)
+# FMA lanes per cycle (AVX-512 on Zen 4: one 16-lane FMA a cycle) and the fraction of it the
+# direct (flattened) conv and the Winograd GEMMs reach.
+DIRECT_EFFICIENCY = 0.95
+GEMM_EFFICIENCY = 0.9
+# Cycles per vector of tiles of each transform (input, output), per channel or filter
+# (F(4, 3): 6x6 patches, two passes of up to 5 multiply-adds a row and element, 36 loads and
+# stores; F(2, 3): 4x4 patches of additions), and a fixed cost (the stages' passes and
+# threads): fitted to the measurements, the model picks the fastest of the three on 27 of
+# 29 shapes and is within 11% of it on the other two (near ties).
+TRANSFORM_CYCLES = {4: (600, 350), 2: (60, 60)}
+WINOGRAD_CYCLES = 5_000
 # Small channel counts over large maps are bound by the transformed tiles' trip through
-# memory (V and M, 36 (C + F) floats a tile, each written once and read once), not by the
-# GEMM: 32 -> 32 on 147x147 (12.7 MB of V and M) ran no faster than the direct conv, 32 -> 64
-# 1.2x, while 80 -> 192 on 71x71 (13 MB) ran 2.9x and 16 -> 64 on 55x55 (2.4 MB) 1.5x. Where
-# V and M exceed STREAM_BYTES, the GEMM must do at least MIN_FLOPS_PER_BYTE per byte of them.
+# memory (V and M, 36 (C + F) floats a tile, each written once and read once), which the
+# model above does not see: 32 -> 32 on 147x147 (12.7 MB of V and M) ran no faster than the
+# direct conv, 32 -> 64 1.2x, while 80 -> 192 on 71x71 (13 MB) ran 2.9x and 16 -> 64 on 55x55
+# (2.4 MB) 1.5x. Where V and M exceed STREAM_BYTES, the GEMM must do at least
+# MIN_FLOPS_PER_BYTE per byte of them.
 STREAM_BYTES = 8 << 20
 MIN_FLOPS_PER_BYTE = 6
 
 
 def tile_size(attrs: dict, x: TensorType, w: TensorType, target: Target | None) -> int:
     """m of the F(m x m, 3 x 3) a conv (OIHW weights ``w``) runs as, or 0 (the direct conv):
-    the Winograd formulation takes float32 convs that ``eligible`` admits, with at least
-    MIN_CHANNELS channels and filters, on CPU targets with 512-bit vectors (where it was
-    measured; weights of a conv without a target stay OIHW).
+    float32 convs that ``eligible`` admits, with at least MIN_CHANNELS channels and filters,
+    on CPU targets with 256-bit vectors or wider (weights of a conv compiled without a target
+    stay OIHW), where the cost model estimates F(m, 3) fastest.
 
     >>> tile_size({"strides": (1, 1), "dilations": (1, 1), "groups": 1, "pads": (1,) * 4},
     ...           TensorType((1, 64, 56, 56), "float32"),
     ...           TensorType((64, 64, 3, 3), "float32"), Target.from_string("llvm -mcpu=znver4"))
     4
     """
-    if target is None or target.vector_bits < 512 or x.dtype != "float32" or \
+    if target is None or target.vector_bits < MIN_VECTOR_BITS or x.dtype != "float32" or \
             w.dtype != "float32" or not eligible(attrs, x.shape, w.shape):
         return 0
     filters, channels = w.shape[:2]
     if min(channels, filters) < MIN_CHANNELS:
         return 0
-    pads = attrs["pads"]
-    out = (x.shape[2] + pads[0] + pads[2] - 2, x.shape[3] + pads[1] + pads[3] - 2)
+    lanes = target.vector_lanes("float32")
+    costs = {0: _direct_cycles(attrs, x.shape, filters, lanes)}
     for m in TILE_SIZES:
-        tiles = padded_tiles(x.shape[0] * int(np.prod(tile_grid(m, out))))
-        if tiles >= TILE_ALIGN:
-            break
-    else:
-        return 0
+        if not _streams(attrs, x.shape, filters, m):
+            costs[m] = _winograd_cycles(attrs, x.shape, filters, m, lanes)
+    return min(costs, key=costs.get)
+
+
+def _out_size(attrs: dict, x_shape) -> tuple[int, int]:
+    pads = attrs["pads"]
+    return (x_shape[2] + pads[0] + pads[2] - KERNEL + 1,
+            x_shape[3] + pads[1] + pads[3] - KERNEL + 1)
+
+
+def _direct_cycles(attrs: dict, x_shape, filters: int, lanes: int) -> float:
+    """The direct conv's FMAs over its flattened rows (conv.py ``_conv_flat``: the padded
+    row's garbage columns computed, q in whole vectors)."""
+    out = _out_size(attrs, x_shape)
+    pitch = x_shape[3] + attrs["pads"][1] + attrs["pads"][3]
+    steps = -(-out[0] * pitch // lanes) * lanes
+    fmas = x_shape[0] * filters * x_shape[1] * KERNEL * KERNEL * steps
+    return fmas / lanes / DIRECT_EFFICIENCY
+
+
+def _winograd_cycles(attrs: dict, x_shape, filters: int, m: int, lanes: int) -> float:
+    """The GEMMs' FMAs (over the padded tiles; a few tiles on a half-empty vector) and the
+    transforms' vectors of tiles (a tile row per vector)."""
+    n_batch, channels = x_shape[:2]
+    tile_rows, tile_cols = tile_grid(m, _out_size(attrs, x_shape))
+    tiles = padded_tiles(n_batch * tile_rows * tile_cols)
+    alpha2 = (m + KERNEL - 1) ** 2
+    gemm = alpha2 * filters * channels * max(tiles, TILE_ALIGN // 2) / lanes / GEMM_EFFICIENCY
+    per_row = -(-tile_cols // lanes)
+    rows_in = -(-tiles // tile_cols)
+    cycles_in, cycles_out = TRANSFORM_CYCLES[m]
+    transforms = channels * rows_in * per_row * cycles_in + \
+        filters * n_batch * tile_rows * per_row * cycles_out
+    return gemm + transforms + WINOGRAD_CYCLES
+
+
+def _streams(attrs: dict, x_shape, filters: int, m: int) -> bool:
+    """Whether V and M would stream through memory with too little GEMM per byte."""
+    n_batch, channels = x_shape[:2]
+    tiles = padded_tiles(n_batch * int(np.prod(tile_grid(m, _out_size(attrs, x_shape)))))
     alpha2 = (m + KERNEL - 1) ** 2
     streamed = 2 * alpha2 * (channels + filters) * tiles * 4        # V and M, out and back
     flops = 2 * alpha2 * filters * channels * tiles
-    if streamed > 2 * STREAM_BYTES and flops < MIN_FLOPS_PER_BYTE * streamed:
-        return 0
-    return m
+    return streamed > 2 * STREAM_BYTES and flops < MIN_FLOPS_PER_BYTE * streamed

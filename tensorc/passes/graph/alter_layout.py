@@ -9,6 +9,13 @@ micro-kernel they run on. The repacking runs once, here, never at run time.
     %y = conv(%x, %w: float32[64,64,3,3])  ->  %y = conv(%x, %w_packed: float32[4,64,3,3,16])
                                                  {kernel_block=16}
 
+Stride-1 3x3 convs that run as Winograd F(m x m, 3 x 3) (``ops/nn/winograd.py``, where
+``tile_size`` says which, measured) get their weights transformed instead, U = G W G^T, in
+panels of the GEMM tile's rows (the A of its alpha^2 GEMMs):
+
+    %y = conv(%x, %w: float32[64,64,3,3])  ->  %y = conv(%x, %w_winograd: float32[36,8,64,8])
+                                                 {winograd=4, kernel_block=8, filters=64}
+
 Constant matmul weights ``B[K, N]`` are repacked into column panels as wide as the GEMM
 micro-kernel's register tile, ``[ceil(N/nr), K, nr]`` (the last panel padded with zeros), so
 that the micro-kernel streams one contiguous panel (see ``ops/matmul.py``):
@@ -78,7 +85,7 @@ def _pack_conv_weights(graph: Graph, target=None) -> None:
             continue
         filters, per_group = w.type.shape[:2]
         tile = winograd.tile_size(node.attrs, node.inputs[0].type, w.type, target)
-        if tile:
+        if tile:        # the transformed weights in panels of the GEMM tile's rows
             block = filter_panel(target, filters)
             key = (w, "winograd", tile, block)
             if key not in packed:
