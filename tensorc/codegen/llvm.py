@@ -22,7 +22,7 @@ from tensorc.errors import TensorcError
 from tensorc.ir import expr as E
 from tensorc.ir.loop import (
     Allocate, Barrier, Buffer, For, IfThenElse, KernelCall, PrimFunc, Seq, Stmt, Store,
-    walk_stmts, stmt_exprs,
+    interleaved_tile, walk_stmts, stmt_exprs,
 )
 from tensorc.codegen.llvm_types import I1, I8, I32, I64, PTR, VOID
 from tensorc.codegen.llvm_values import (
@@ -224,7 +224,7 @@ class LLVMCodegen(ValueOps):
     def allocate(self, s: Allocate) -> None:
         buf = s.buffer
         ty = storage_type(buf.dtype)
-        if buf.scope == "local" or buf.nbytes <= 64 * 1024:
+        if not _on_heap(buf):
             # allocas live in the entry block so that loops do not grow the stack; a local
             # block has room for the masked-off lanes of a padded vector, so its accesses
             # need no mask and LLVM keeps it in registers
@@ -236,12 +236,25 @@ class LLVMCodegen(ValueOps):
             self.fs.buffers[buf] = ptr
             self.stmt(s.body)
             return
+        # Buffers allocated one inside the other (a kernel's stages at the root) share one
+        # block. Freed separately, the heap's top would hold their sum, which glibc returns
+        # to the system once it exceeds twice the largest block it has freed (its trim
+        # threshold): every call then faulted its pages in again (a Winograd conv's input,
+        # transformed input and GEMM result: 10-15% of its time).
+        chain = [s]
+        while isinstance(chain[-1].body, Allocate) and _on_heap(chain[-1].body.buffer):
+            chain.append(chain[-1].body)
+        offsets, total = [], 0
+        for a in chain:
+            offsets.append(total)
+            total += -(-a.buffer.nbytes // 64) * 64
         malloc = self._declare("aligned_alloc", PTR, [I64, I64])
         free = self._declare("free", VOID, [PTR])
-        nbytes = -(-buf.nbytes // 64) * 64
-        ptr = self.b.call(malloc, [ir.Constant(I64, 64), ir.Constant(I64, nbytes)])
-        self.fs.buffers[buf] = ptr
-        self.stmt(s.body)
+        ptr = self.b.call(malloc, [ir.Constant(I64, 64), ir.Constant(I64, total)])
+        for a, offset in zip(chain, offsets):
+            self.fs.buffers[a.buffer] = self.b.gep(ptr, [ir.Constant(I64, offset)],
+                                                   source_etype=I8) if offset else ptr
+        self.stmt(chain[-1].body)
         self.b.call(free, [ptr])
 
     def kernel_call(self, s: KernelCall) -> None:
@@ -259,6 +272,8 @@ class LLVMCodegen(ValueOps):
         if n is not None:
             self.fs.ranges[s.var] = (0, n - 1)
         if s.kind == "vectorized" and n is not None and n > 1 and self.vector_loop(s, n):
+            return
+        if s.kind == "unrolled" and n is not None and self._interleaved_tile(s, n):
             return
         if s.kind == "unrolled" and n is not None and self._transposed_tile(s, n):
             return
@@ -411,6 +426,78 @@ class LLVMCodegen(ValueOps):
         self.lane_mask = saved_mask
         del self.fs.env[s.var]
         return True
+
+    def _interleaved_tile(self, s: For, k: int) -> bool:
+        """k vectors interleaved into whole vectors of consecutive elements: ``s`` an
+        unrolled loop over u around a vector loop over v storing ``out[base + u + k * v]``
+        (see ``ir.loop.interleaved_tile``; a Winograd tile's output columns), maybe guarded.
+        As written, each vector would be scattered lane by lane; instead the k vectors (and
+        their guards' masks) are computed first, interleaved with k * log2(k) shuffles, and
+        stored as k contiguous vectors, masked where a guard or an odd width asks."""
+        found = interleaved_tile(s)
+        if found is None or getattr(self, "vec_var", None) in self.fs.env:
+            return False
+        inner, st = found
+        lanes = E.as_const_int(inner.extent)
+        guard = inner.body.cond if isinstance(inner.body, IfThenElse) else None
+        if lanes is None or lanes < 2 or len(st.indices) != 1 or \
+                not _vectorizable(inner.body, inner.var) or not _predicable(inner.body) or \
+                any(isinstance(e, E.Load) and e.source == st.buffer for e in E.walk(st.value)):
+            return False
+        width = _pow2_at_least(lanes)
+        tail = None if width == lanes else ir.Constant(
+            ir.VectorType(I1, width), [int(j < lanes) for j in range(width)])
+        saved = self.lane_mask, self.tail_mask_only
+        self.fs.ranges[s.var] = (0, k - 1)
+        values, masks = [], []
+        for u in range(k):
+            self.fs.env[s.var] = ir.Constant(I64, u)
+            self.vec_var, self.lanes, self.active_lanes = inner.var, width, lanes
+            self._set_lanes(list(range(width)))
+            self.fs.ranges[inner.var] = (0, width - 1)
+            mask = tail
+            if guard is not None:
+                held = self._broadcast(self.expr(guard, width), width)
+                mask = held if mask is None else self.b.and_(held, mask)
+            # the value's loads run on the stored lanes only
+            self.lane_mask, self.tail_mask_only = mask, guard is None
+            values.append(self._to_storage(self._broadcast(self.expr(st.value, width), width),
+                                           st.buffer.dtype))
+            masks.append(mask)
+            del self.fs.env[inner.var]
+        self.lane_mask, self.tail_mask_only = saved
+        self.fs.env[s.var] = ir.Constant(I64, 0)
+        self.fs.env[inner.var] = ir.Constant(I64, 0)
+        base = self._pointer(st.buffer, self._scalar_index(st.indices[0]))
+        del self.fs.env[inner.var], self.fs.env[s.var]
+        ety = storage_type(st.buffer.dtype)
+        rows = self._interleave(values)
+        row_masks = self._interleave(masks) if masks[0] is not None else [None] * k
+        for j, (row, mask) in enumerate(zip(rows, row_masks)):
+            ptr = self.b.gep(base, [ir.Constant(I64, j * width)], source_etype=ety) if j \
+                else base
+            if mask is None:
+                self.b.store(row, ptr).align = 4
+            else:
+                self._masked_store(row, ptr, mask, st.buffer.dtype)
+        return True
+
+    def _interleave(self, vectors: list[ir.Value]) -> list[ir.Value]:
+        """k vectors of w lanes (both powers of two) as the k vectors of their interleaved
+        elements (v0[0], v1[0], .., v0[1], v1[1], ..): the even-numbered vectors interleaved,
+        the odd-numbered ones interleaved, then the two streams zipped pairwise, two
+        shuffles per pair."""
+        if len(vectors) == 1:
+            return list(vectors)
+        even, odd = self._interleave(vectors[0::2]), self._interleave(vectors[1::2])
+        out = []
+        for a, b in zip(even, odd):
+            w = a.type.count
+            for half in (0, w // 2):
+                picks = [half + j // 2 + (w if j % 2 else 0) for j in range(w)]
+                out.append(self.b.shuffle_vector(a, b, ir.Constant(ir.VectorType(I32, w),
+                                                                   picks)))
+        return out
 
     def _transposed_tile(self, s: For, n: int) -> bool:
         """An n x n tile stored transposed, from registers: ``s`` an unrolled loop over u
@@ -935,6 +1022,19 @@ class LLVMCodegen(ValueOps):
         self.b.store(self._to_storage(value, buf.dtype),
                      self._pointer(buf, self._scalar_index(index)))
 
+    def _decided(self, cond: E.Expr) -> bool | None:
+        """``cond``'s value where every variable it reads is bound to a constant (the index
+        of an unrolled loop): a select on the row of a Winograd transform then emits that
+        row alone, not all of them for LLVM to fold away."""
+        values = {}
+        for var in E.free_vars(cond):
+            bound = self.fs.env.get(var)
+            if not isinstance(bound, ir.Constant) or not isinstance(bound.type, ir.IntType):
+                return None
+            values[var] = E.const(bound.constant, var.dtype)
+        folded = E.simplify(E.substitute(cond, values))
+        return bool(folded.value) if isinstance(folded, E.Const) else None
+
     def _scalar_index(self, index: E.Expr) -> ir.Value:
         v = self.expr(index, None)
         if isinstance(v.type, ir.VectorType):
@@ -975,6 +1075,9 @@ class LLVMCodegen(ValueOps):
             x, y = self._pair(self.expr(e.args[0], lanes), self.expr(e.args[1], lanes))
             return b.and_(x, y) if e.op == "and" else b.or_(x, y)
         if isinstance(e, E.Select):
+            decided = self._decided(e.cond)
+            if decided is not None:         # one branch only: the other is never emitted
+                return self.expr(e.true_value if decided else e.false_value, lanes)
             if lanes is not None and isinstance(e.true_value, E.Load):
                 guarded = self._guarded_load(e, lanes)
                 if guarded is not None:
@@ -990,6 +1093,11 @@ class LLVMCodegen(ValueOps):
         if isinstance(e, E.Call):
             return self.call(e, lanes)
         raise TensorcError(f"LLVM codegen cannot emit expression {type(e).__name__}")
+
+def _on_heap(buf: Buffer) -> bool:
+    """Whether a buffer is malloc'd (large global ones) rather than on the stack."""
+    return buf.scope != "local" and buf.nbytes > 64 * 1024
+
 
 def _stmt_work(s: Stmt) -> int:
     """Stores that ``s`` executes, from its loop nest (a loop of unknown extent counts 16,

@@ -14,7 +14,9 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from tensorc.ir.expr import Expr, Var, format_expr, transform
+from tensorc.ir.expr import (
+    Expr, Var, as_const_int, format_expr, linear_coeff, transform, uses_var,
+)
 
 LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled",
               "blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",
@@ -212,6 +214,31 @@ def map_stmt(stmt: Stmt, fexpr: Callable[[Expr], Expr] | None = None,
 def map_exprs(stmt: Stmt, fn: Callable[[Expr], Expr | None]) -> Stmt:
     """Apply an expression rewrite (see :func:`expr.transform`) everywhere in ``stmt``."""
     return map_stmt(stmt, lambda e: transform(e, fn))
+
+
+def interleaved_tile(loop: For) -> tuple[For, Store] | None:
+    """``loop`` an unrolled loop over u (extent k, a power of two) around a vectorized loop
+    over v whose one statement, maybe guarded, stores ``out[..., base + u + k * v]``: the k
+    vectors, one per u, interleave into k * lanes consecutive elements. Codegen stores them
+    as whole vectors (codegen/llvm.py), and loop partitioning keeps such a loop whole (its
+    pieces would each be a strided store). Returns (the vectorized loop, the store)."""
+    k = as_const_int(loop.extent)
+    inner = loop.body
+    if loop.kind != "unrolled" or k is None or k < 2 or k & (k - 1) or \
+            not isinstance(inner, For) or inner.kind != "vectorized":
+        return None
+    store = inner.body
+    if isinstance(store, IfThenElse) and store.else_case is None:
+        store = store.then_case
+    if not isinstance(store, Store) or not store.indices:
+        return None
+    *rest, last = store.indices
+    if any(uses_var(i, loop.var) or uses_var(i, inner.var) for i in rest):
+        return None
+    along_u, along_v = linear_coeff(last, loop.var), linear_coeff(last, inner.var)
+    if along_u is None or along_v is None or along_u[1] != 1 or along_v[1] != k:
+        return None
+    return inner, store
 
 
 # ---------------------------------------------------------------------------------------------

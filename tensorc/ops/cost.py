@@ -15,17 +15,16 @@ from __future__ import annotations
 import math
 
 from tensorc.ir.graph import Node
+from tensorc.ops.nn.conv import unpacked_weight_shape
 from tensorc.ops.registry import Pattern, get_op
 
 
 def _conv(node: Node) -> int:
+    # the direct conv's arithmetic, whatever the layout or algorithm (a Winograd conv's
+    # figure is its effective rate)
     out = node.outputs[0].type.shape
-    w = node.inputs[1].type.shape
-    if node.attrs.get("kernel_block"):      # packed [F/b, C/g, *K, b]
-        per_filter = math.prod(w[1:-1])
-    else:                                    # [F, C/g, *K]
-        per_filter = math.prod(w[1:])
-    return 2 * math.prod(out) * per_filter
+    w = unpacked_weight_shape(node.attrs, node.inputs[1].type.shape)     # [F, C/g, *K]
+    return 2 * math.prod(out) * math.prod(w[1:])
 
 
 def _conv_transpose(node: Node) -> int:

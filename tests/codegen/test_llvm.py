@@ -418,6 +418,28 @@ def test_transposed_vector_store():
     np.testing.assert_array_equal(got, a.T)
 
 
+@pytest.mark.parametrize("width, length", [(16, 64), (16, 61), (7, 26), (2, 8)])
+def test_interleaved_vector_store(width, length):
+    # out[i, 4 v + u], four vectors (u unrolled) of ``width`` lanes (v): interleaved with
+    # shuffles into whole vectors of consecutive elements, masked where the row ends early
+    # or the width is odd, never scattered lane by lane
+    A = placeholder((3, 4, width), name="A")
+    out = compute((3, length), lambda i, x: A[i, x % 4, x // 4] * 2.0, name="out")
+    s = create_schedule(out)
+    i, x = s[out].op_axis
+    xo, xi = s[out].split(x, 4)
+    s[out].reorder(i, xi, xo)
+    s[out].unroll(xi)
+    s[out].vectorize(xo)
+    func = lower(s, [A, out], "interleave")
+    text = llvm_ir(optimize(func))
+    assert "shufflevector" in text and "store float" not in text
+    assert ("llvm.masked.store" in text) == (length % (4 * width) != 0 or width == 7)
+    a = RNG.random((3, 4, width), dtype=np.float32)
+    (got,) = run_func(func, [a])
+    np.testing.assert_array_equal(got, (a.transpose(0, 2, 1).reshape(3, -1) * 2)[:, :length])
+
+
 def test_non_affine_index_in_a_vector_loop():
     # a fused-and-vectorized loop reads through // and %: gathers, still correct
     A = placeholder((6, 5), name="A")

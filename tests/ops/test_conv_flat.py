@@ -16,10 +16,11 @@ from tensorc.ops.nn import conv as conv_op
 def direct_forms(monkeypatch):
     """The flattened form is what 512-bit targets pick for wide maps; on any host and map,
     test it by lowering the vector width below which dense convs become GEMMs and turning
-    the filters-in-lanes form off."""
+    the filters-in-lanes form and Winograd off."""
     monkeypatch.setattr(conv_op, "GEMM_BELOW_VECTOR_BITS", 0)
-    monkeypatch.setattr(importlib.import_module("tensorc.passes.graph.alter_layout"),
-                        "filter_lanes_wins", lambda *args: False)
+    alter_layout = importlib.import_module("tensorc.passes.graph.alter_layout")
+    monkeypatch.setattr(alter_layout, "filter_lanes_wins", lambda *args: False)
+    monkeypatch.setattr(alter_layout.winograd, "tile_size", lambda *args: 0)
 
 
 def conv_ref(x: np.ndarray, w: np.ndarray, pads, dilations) -> np.ndarray:

@@ -110,3 +110,22 @@ def test_a_guarded_last_block_keeps_only_the_vectors_in_range():
     a = random_array(RNG, (4, 27))
     (out,) = run_func(func, [a])
     np.testing.assert_array_equal(out, a * 2)
+
+
+def test_an_interleaved_tile_is_kept_whole():
+    # out[i, 4 v + u], u unrolled around v vectorized, the row's last tile short (29 = 4 * 7
+    # + 1): codegen interleaves the four vectors into whole ones, so the unrolled loop keeps
+    # its guard rather than splitting into one strided store per piece
+    A = placeholder((3, 4, 8), name="A")
+    B = compute((3, 29), lambda i, x: A[i, x % 4, x // 4] + 1.0, name="B")
+    s = create_schedule(B)
+    i, x = s[B].op_axis
+    xo, xi = s[B].split(x, 4)
+    s[B].reorder(i, xi, xo)
+    s[B].unroll(xi)
+    s[B].vectorize(xo)
+    text = str(optimize(lower(s, [A, B], "tile")))
+    assert text.count("for (x.i: unrolled, 0, 4)") == 1, text
+    a = random_array(RNG, (3, 4, 8))
+    (out,) = run_func(lower(s, [A, B], "tile"), [a])
+    np.testing.assert_array_equal(out, a.transpose(0, 2, 1).reshape(3, 32)[:, :29] + 1)

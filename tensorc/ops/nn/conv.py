@@ -1,8 +1,10 @@
 """conv: N-D grouped convolution (1 to 3 spatial dims), NCHW layout, no bias.
 
 attrs: strides, pads (ONNX order: all begins, then all ends), dilations, groups, and
-kernel_block (0: weights are OIHW; b > 0: packed [F/b, C/g, *K, b] by passes/graph/alter_layout).
-Inputs x[N, C, *S] and w[F, C/groups, *K]; the frontend adds the bias with an ``add``.
+kernel_block (0: weights are OIHW; b > 0: packed [F/b, C/g, *K, b] by passes/graph/alter_layout)
+or winograd (m > 0: 3x3 weights transformed for F(m x m, 3 x 3), [(m+2)^2, F/b, C, b]; see
+``winograd.py``). Inputs x[N, C, *S] and w[F, C/groups, *K]; the frontend adds the bias with an
+``add``.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from tensorc.ir import expr as E
 from tensorc.ir import te
 from tensorc.ir.schedule import Schedule
 from tensorc.ir.types import TensorType
+from tensorc.ops.nn import winograd
 from tensorc.ops.nn.windows import pad_spatial, window_slices
 from tensorc.ops.matmul import ROW_CHOICES, Gemm, gemm_space, micro_tile, schedule_gemm
 from tensorc.ops.registry import Pattern, define
@@ -98,6 +101,8 @@ def _reference(attrs: dict, x: np.ndarray, w: np.ndarray) -> list[np.ndarray]:
 def unpacked_weight_shape(attrs: dict, w_shape: tuple[int, ...]) -> tuple[int, ...]:
     """The OIHW weight shape; packed weights are [ceil(F/b), C/g, *K, b] (kernel_block b;
     ``filters`` F where zero filters pad the last block)."""
+    if attrs.get("winograd"):
+        return winograd.transformed_weight_shape(attrs, w_shape)
     block = attrs.get("kernel_block", 0)
     if not block:
         return tuple(w_shape)
@@ -119,7 +124,10 @@ def pack_weight(w: np.ndarray, block: int) -> np.ndarray:
 
 
 def unpack_weight(attrs: dict, w: np.ndarray) -> np.ndarray:
-    """The OIHW weights of packed ones (see :func:`pack_weight`)."""
+    """The OIHW weights of packed ones (see :func:`pack_weight`) or Winograd-transformed ones
+    (see ``winograd.transform_weight``)."""
+    if attrs.get("winograd"):
+        return winograd.untransform_weight(w, attrs["winograd"], attrs["filters"])
     flat = np.moveaxis(w, -1, 1).reshape((w.shape[0] * w.shape[-1],) + w.shape[1:-1])
     return flat[:unpacked_weight_shape(attrs, w.shape)[0]]
 
@@ -171,6 +179,8 @@ def _conv_compute(attrs: dict, x: te.Tensor, w: te.Tensor) -> te.Tensor:
     strides, dilations, groups = attrs["strides"], attrs["dilations"], attrs["groups"]
     block = attrs.get("kernel_block", 0)
     out = output_spatial(attrs, TensorType(x.shape, x.dtype), TensorType(wshape, w.dtype))
+    if attrs.get("winograd"):
+        return winograd.winograd_conv(attrs, x, w, out)
     if attrs.get("filter_lanes"):
         return _conv_filter_lanes(attrs, x, w, kernel, out)
     if _flattens(attrs, spatial, groups, block, kernel, out):
@@ -622,7 +632,7 @@ def _formulation(conv_t: te.Tensor) -> str:
         return "direct"
     inner = conv_t.op.input_tensors()[0].op.name
     return {"conv_flat": "flat", "conv_gemm": "gemm", "conv_matmul": "matmul",
-            "conv_lanes": "lanes"}.get(inner, "direct")
+            "conv_lanes": "lanes", "winograd_output": "winograd"}.get(inner, "direct")
 
 
 def _conv_space(target: Target, out: te.Tensor, conv_t: te.Tensor, attrs: dict
@@ -632,6 +642,8 @@ def _conv_space(target: Target, out: te.Tensor, conv_t: te.Tensor, attrs: dict
     filters = out.shape[1]
     registers = 32 if target.vector_bits >= 512 else 16
     kind = _formulation(conv_t)
+    if kind == "winograd":
+        return winograd.winograd_space(target, attrs, conv_t)
     if kind == "lanes":
         tile = conv_t.op.input_tensors()[0]
         depth = math.prod(iv.extent for iv in tile.op.reduce_axis)
@@ -667,6 +679,9 @@ def _conv_schedule(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.Ten
     spatial = len(out.shape) - 2
     if not conv_t.op.reduce_axis:    # a final stage over the flattened or float32 result
         inner = conv_t.op.input_tensors()[0]
+        if inner.op.name == "winograd_output":
+            winograd.schedule_winograd(target, sch, out, conv_t, attrs, config)
+            return
         if inner.op.name == "conv_flat":
             _schedule_flat(target, sch, out, inner, config)
             return

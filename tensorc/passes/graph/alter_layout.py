@@ -9,6 +9,13 @@ micro-kernel they run on. The repacking runs once, here, never at run time.
     %y = conv(%x, %w: float32[64,64,3,3])  ->  %y = conv(%x, %w_packed: float32[4,64,3,3,16])
                                                  {kernel_block=16}
 
+Stride-1 3x3 convs that run as Winograd F(m x m, 3 x 3) (``ops/nn/winograd.py``, where
+``tile_size`` says which, measured) get their weights transformed instead, U = G W G^T, in
+panels of the GEMM tile's rows (the A of its alpha^2 GEMMs):
+
+    %y = conv(%x, %w: float32[64,64,3,3])  ->  %y = conv(%x, %w_winograd: float32[36,8,64,8])
+                                                 {winograd=4, kernel_block=8, filters=64}
+
 Constant matmul weights ``B[K, N]`` are repacked into column panels as wide as the GEMM
 micro-kernel's register tile, ``[ceil(N/nr), K, nr]`` (the last panel padded with zeros), so
 that the micro-kernel streams one contiguous panel (see ``ops/matmul.py``):
@@ -22,6 +29,7 @@ import numpy as np
 
 from tensorc.ir.graph import Graph, Value
 from tensorc.ops.matmul import pack_b_panels, panel_width
+from tensorc.ops.nn import winograd
 from tensorc.ops.nn.conv import (
     conv_as_gemm, conv_as_matmul, filter_lanes_wins, filter_panel, pack_weight,
 )
@@ -78,6 +86,16 @@ def _pack_conv_weights(graph: Graph, target=None) -> None:
         if w not in graph.constants:
             continue
         filters, per_group = w.type.shape[:2]
+        tile = winograd.tile_size(node.attrs, node.inputs[0].type, w.type, target)
+        if tile:        # the transformed weights in panels of the GEMM tile's rows
+            block = filter_panel(target, filters)
+            key = (w, "winograd", tile, block)
+            if key not in packed:
+                array = winograd.transform_weight(graph.constants[w], tile, block)
+                packed[key] = graph.add_constant(array, f"{w.name}_winograd")
+            node.inputs[1] = packed[key]
+            node.attrs.update(winograd=tile, kernel_block=block, filters=filters)
+            continue
         x_shape = node.inputs[0].type.shape
         if w.type.dtype == "float32" and \
                 filter_lanes_wins(node.attrs, x_shape, w.type.shape, target):
@@ -102,7 +120,7 @@ def _pack_conv_weights(graph: Graph, target=None) -> None:
         node.attrs["kernel_block"] = block
         if filters % block:
             node.attrs["filters"] = filters
-    originals = {w for w, _ in packed}
+    originals = {key[0] for key in packed}
     for w in originals:
         if all(n.op == "conv" and n.inputs[1] is not w for n in consumers.get(w, [])) \
                 and w not in graph.outputs:

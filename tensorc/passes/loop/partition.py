@@ -12,7 +12,9 @@ piece with its narrowed range, and each piece runs one branch, with no select.
 from __future__ import annotations
 
 from tensorc.ir import expr as E
-from tensorc.ir.loop import Allocate, For, IfThenElse, PrimFunc, Seq, Stmt, Store, map_stmt, seq
+from tensorc.ir.loop import (
+    Allocate, For, IfThenElse, PrimFunc, Seq, Stmt, Store, interleaved_tile, map_stmt, seq,
+)
 from tensorc.passes.loop.simplify import simplify
 
 MAX_PIECES = 4         # a loop is split into at most this many ranges
@@ -35,7 +37,8 @@ def _visit(s: Stmt, ranges: dict) -> Stmt:
         # are in range)
         n = E.as_const_int(s.extent)
         cuts = []
-        if n is not None and s.kind in PARTITIONED and not _declares_shared(s.body):
+        if n is not None and s.kind in PARTITIONED and not _declares_shared(s.body) and \
+                interleaved_tile(s) is None:
             cuts = _breakpoints(s, n, ranges)
         pieces = _split(s, [0, *cuts, n]) if cuts else [s]
         out = []

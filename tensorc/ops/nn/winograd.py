@@ -1,0 +1,454 @@
+"""Winograd convolution F(m x m, 3 x 3) (Lavin & Gray, "Fast Algorithms for Convolutional
+Neural Networks", 2015) for stride-1, dilation-1, one-group 3x3 2-D convs in float32.
+
+The output is cut into m x m tiles; tile t of channel c reads an alpha x alpha patch d
+(alpha = m + 2) of the padded input. With the transforms of Toom-Cook interpolation at
+alpha - 1 points and infinity, each tile of each filter f is
+
+    Y = A^T [ sum over c of (G W[f, c] G^T) . (B^T d B) ] A          (. : elementwise)
+
+so the alpha^2 elementwise products, summed over channels, are alpha^2 independent GEMMs
+M[ab] = U[ab] (filters x channels) @ V[ab] (channels x tiles): per tile, filter and channel
+36 multiplications instead of the direct conv's 144 (F(4, 3), 4x fewer; F(2, 3): 16 instead
+of 36, 2.25x); the transforms add O(C + F) per tile.
+
+The weight transform U = G W G^T runs once, at compile time (``transform_weight``, called
+by ``passes/graph/alter_layout.py``), into the GEMM's A panels [alpha^2, ceil(F/mr), C, mr].
+The conv node then carries attrs ``winograd`` (m), ``kernel_block`` (mr) and ``filters``
+(F). G has full column rank, so ``untransform_weight`` recovers W exactly (up to rounding)
+with G's left inverse: the op's shape rule and numpy reference keep reading OIHW weights.
+
+The kernel (``winograd_conv``) has five stages:
+
+    pad[n, c, p, i, j]      the padded input split into its m column phases (column m*j + p):
+                            a tile row's patches are contiguous along the tiles
+    rows[c, a, k, t]        B^T d: the input transform's first pass (over patch rows)
+    V[ab, c, t]             (B^T d) B: its second pass (over patch columns)
+    M[ab, f, t]             sum_c U[ab, f, c] V[ab, c, t]: alpha^2 GEMMs (ops/matmul.py)
+    cols[n, f, ty, i, b, tx]  A^T M: the output transform's first pass
+    conv[n, f, y, x]        (A^T M) A at (y % m, x % m): its second pass, the conv's output,
+                            into which the epilogue (bias, activation, residual) fuses
+
+Each transform pass is an explicit sparse sum per row of its matrix (no multiplications by
+0 or +-1); a select on the row index picks the row, and folds away once the schedule
+unrolls that index.
+"""
+from __future__ import annotations
+
+import functools
+from fractions import Fraction
+from math import gcd, lcm
+
+import numpy as np
+
+from tensorc.ir import expr as E
+from tensorc.ir import te
+from tensorc.ir.schedule import Schedule
+from tensorc.ir.types import TensorType
+from tensorc.ops.matmul import Gemm, gemm_space, schedule_gemm
+from tensorc.ops.schedules import clamp, in_range
+from tensorc.ops.space import SearchSpace
+from tensorc.target import Target
+
+KERNEL = 3                                   # the kernel size Winograd serves here
+# Interpolation points of F(m, 3) (and infinity). For F(4, 3), 0, +-1, 1/2 and -2 rather than
+# Lavin's 0, +-1, +-2: the same cost (their transforms are a little denser, which measured
+# within noise), but half the rounding error (max abs error against float64 on ResNet's
+# 3x3 layers 1.9e-5 to 3.0e-5 instead of 4.3e-5 to 9.1e-5, at most a quarter of the model
+# tests' tolerance instead of 0.55 of it on 512 channels). F(6, 3) adds +-1/2 to Lavin's.
+POINTS = {
+    2: (0, 1, -1),
+    4: (0, 1, -1, Fraction(1, 2), -2),
+    6: (0, 1, -1, 2, -2, Fraction(1, 2), Fraction(-1, 2)),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def transforms(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(A^T [m, alpha], G [alpha, 3], B^T [alpha, alpha]) of F(m, 3), exact rationals as
+    float64. Toom-Cook at the points p_k and infinity: A^T[i, k] = p_k^i, G[k, j] = p_k^j /
+    N_k, and row k of B^T holds N_k times the coefficients of the Lagrange polynomial of p_k
+    (the product of x - p_l over the other points), rows scaled to small integers.
+
+    >>> transforms(2)[2].tolist()
+    [[-1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 1.0, 0.0], [0.0, -1.0, 1.0, 0.0], [0.0, -1.0, 0.0, 1.0]]
+    """
+    points = [Fraction(p) for p in POINTS[m]]
+    alpha = m + KERNEL - 1
+    at = [[points[k] ** i if k < alpha - 1 else Fraction(int(i == m - 1))
+           for k in range(alpha)] for i in range(m)]
+    g = [[points[k] ** j if k < alpha - 1 else Fraction(int(j == KERNEL - 1))
+          for j in range(KERNEL)] for k in range(alpha)]
+    bt = []
+    for k in range(alpha):
+        others = [p for q, p in enumerate(points) if q != k] if k < alpha - 1 else points
+        row = _poly_from_roots(others)
+        scale = Fraction(1)
+        if k < alpha - 1:
+            for p in others:
+                scale /= points[k] - p
+        row += [Fraction(0)] * (alpha - len(row))
+        # small integers: clear the denominators, divide out the common factor
+        den = functools.reduce(lcm, (c.denominator for c in row), 1)
+        num = functools.reduce(gcd, ((c * den).numerator for c in row if c), 0)
+        factor = Fraction(den, num)
+        bt.append([c * factor for c in row])
+        g[k] = [c * scale / factor for c in g[k]]
+    return tuple(np.array([[float(c) for c in r] for r in mat]) for mat in (at, g, bt))
+
+
+def _poly_from_roots(roots: list[Fraction]) -> list[Fraction]:
+    """Coefficients (lowest first) of the product of (x - r) over ``roots``."""
+    coeffs = [Fraction(1)]
+    for r in roots:
+        shifted = [Fraction(0)] + coeffs
+        for i in range(len(coeffs)):
+            shifted[i] -= r * coeffs[i]
+        coeffs = shifted
+    return coeffs
+
+
+def transform_weight(w: np.ndarray, m: int, panel: int) -> np.ndarray:
+    """OIHW 3x3 weights [F, C, 3, 3] -> U = G W G^T as the GEMM's A panels,
+    [alpha^2, ceil(F/panel), C, panel] (index ab = a * alpha + b), the last panel padded with
+    zero filters. Computed in float64, rounded once.
+
+    >>> transform_weight(np.ones((3, 2, 3, 3), np.float32), 4, 2).shape
+    (36, 2, 2, 2)
+    """
+    _, g, _ = transforms(m)
+    filters, channels = w.shape[:2]
+    alpha = m + KERNEL - 1
+    u = np.einsum("ai,fcij,bj->abfc", g, w.astype(np.float64), g)
+    u = u.reshape(alpha * alpha, filters, channels)
+    panels = -(-filters // panel)
+    padded = np.zeros((alpha * alpha, panels * panel, channels))
+    padded[:, :filters] = u
+    blocks = padded.reshape(alpha * alpha, panels, panel, channels).transpose(0, 1, 3, 2)
+    return np.ascontiguousarray(blocks).astype(w.dtype)
+
+
+def untransform_weight(u: np.ndarray, m: int, filters: int) -> np.ndarray:
+    """The OIHW weights of transformed ones: W = G+ U G+^T, G+ = G's left inverse."""
+    _, g, _ = transforms(m)
+    left = np.linalg.pinv(g)                               # [3, alpha], left @ g = I
+    alpha = m + KERNEL - 1
+    n_ab, panels, channels, panel = u.shape
+    flat = u.astype(np.float64).transpose(0, 1, 3, 2).reshape(n_ab, panels * panel, channels)
+    flat = flat[:, :filters].reshape(alpha, alpha, filters, channels)
+    return np.einsum("ia,abfc,jb->fcij", left, flat, left).astype(u.dtype)
+
+
+def transformed_weight_shape(attrs: dict, w_shape) -> tuple[int, ...]:
+    """The OIHW shape of transformed weights [alpha^2, F/mr, C, mr]."""
+    return (attrs["filters"], w_shape[2], KERNEL, KERNEL)
+
+
+def eligible(attrs: dict, x_shape, w_shape) -> bool:
+    """Whether a conv (OIHW weight shape) can run as Winograd F(m, 3): 2-D, a 3x3 kernel,
+    stride 1, dilation 1, one group."""
+    return len(x_shape) == 4 and tuple(w_shape[2:]) == (KERNEL, KERNEL) and \
+        attrs["groups"] == 1 and tuple(attrs["strides"]) == (1, 1) and \
+        tuple(attrs["dilations"]) == (1, 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# compute
+
+def _row_sum(coeffs: np.ndarray, terms: list[E.Expr]) -> E.Expr:
+    """sum(c * t) over the nonzero coefficients, +-1 as an add or a subtract."""
+    total = None
+    for c, term in zip(coeffs, terms):
+        if c == 0:
+            continue
+        sign = 1.0 if c > 0 else -1.0
+        part = term if abs(c) == 1 else E.Const(float(abs(c)), term.dtype) * term
+        if total is None:
+            total = part if sign > 0 else E.Const(0.0, term.dtype) - part
+        else:
+            total = total + part if sign > 0 else total - part
+    return total if total is not None else E.Const(0.0, terms[0].dtype)
+
+
+def _pick(index: E.Expr, rows: list[E.Expr]) -> E.Expr:
+    """rows[index] as a chain of selects (one row once the schedule unrolls ``index``)."""
+    value = rows[-1]
+    for k in range(len(rows) - 2, -1, -1):
+        value = E.select(E.eq(index, k), rows[k], value)
+    return value
+
+
+def tile_grid(m: int, out: tuple[int, int]) -> tuple[int, int]:
+    """Tile rows and columns that cover an output map."""
+    return -(-out[0] // m), -(-out[1] // m)
+
+
+# The GEMM's columns (tiles) are padded to whole vectors, so that B's rows are aligned and no
+# tile needs a mask; up to half a vector of tiles is computed on a vector that short.
+TILE_ALIGN = 16
+
+
+def padded_tiles(tiles: int) -> int:
+    if tiles <= TILE_ALIGN // 2:
+        return tiles
+    return -(-tiles // TILE_ALIGN) * TILE_ALIGN
+
+
+def winograd_conv(attrs: dict, x: te.Tensor, w: te.Tensor, out: tuple[int, int]
+                  ) -> te.Tensor:
+    """The conv as F(m x m, 3 x 3) on transformed weights ``w`` [alpha^2, F/mr, C, mr]."""
+    m = attrs["winograd"]
+    alpha = m + KERNEL - 1
+    at, _, bt = transforms(m)
+    n_batch, channels = x.shape[:2]
+    filters, panel = attrs["filters"], attrs["kernel_block"]
+    tile_rows, tile_cols = tile_grid(m, out)
+    tiles = padded_tiles(n_batch * tile_rows * tile_cols)
+    top, left = attrs["pads"][0], attrs["pads"][1]
+
+    def in_bounds(n, c, i, j):
+        inside = E.all_of(in_range(i, x.shape[2]), in_range(j, x.shape[3]))
+        load = x[n, c, clamp(i, x.shape[2]), clamp(j, x.shape[3])]
+        return E.select(inside, load, E.Const(0.0, x.dtype))
+
+    # the padded input in m column phases: pad[n, c, p, i, j] = padded[n, c, i, m * j + p]
+    pad = te.compute((n_batch, channels, m, m * tile_rows + KERNEL - 1, tile_cols + 1),
+                     lambda n, c, p, i, j: in_bounds(n, c, i - top, j * m + p - left),
+                     name="pad", tag="pad")
+
+    def tile_of(t):
+        # the padding tiles past the last (whole vectors for the GEMM) repeat the last
+        # image's: finite values, which no output reads
+        row = t // tile_cols
+        n = E.minimum(row // tile_rows, n_batch - 1) if n_batch > 1 else E.const(0)
+        return n, row % tile_rows, t % tile_cols
+
+    def rows_pass(c, a, k, t):
+        n, ty, tx = tile_of(t)
+        patch = [pad[n, c, k % m, ty * m + i, tx + k // m] for i in range(alpha)]
+        return _pick(a, [_row_sum(bt[r], patch) for r in range(alpha)])
+    rows = te.compute((channels, alpha, alpha, tiles), rows_pass, name="winograd_rows",
+                      tag="anchor:winograd_rows", axis_names=["c", "a", "k", "t"])
+
+    def input_pass(ab, c, t):
+        terms = [rows[c, ab // alpha, k, t] for k in range(alpha)]
+        return _pick(ab % alpha, [_row_sum(bt[b], terms) for b in range(alpha)])
+    v = te.compute((alpha * alpha, channels, tiles), input_pass, name="winograd_input",
+                   tag="anchor:winograd_input", axis_names=["ab", "c", "t"])
+
+    rc = te.reduce_axis(channels, "rc")
+    gemm = te.compute((alpha * alpha, filters, tiles),
+                      lambda ab, f, t: te.sum_(w[ab, f // panel, rc, f % panel] * v[ab, rc, t],
+                                               axis=rc),
+                      name="winograd_gemm", tag="anchor:winograd_gemm",
+                      axis_names=["ab", "f", "t"])
+
+    def cols_pass(n, f, ty, i, b, tx):
+        t = (n * tile_rows + ty) * tile_cols + tx
+        terms = [gemm[a * alpha + b, f, t] for a in range(alpha)]
+        return _pick(i, [_row_sum(at[r], terms) for r in range(m)])
+    cols = te.compute((n_batch, filters, tile_rows, m, alpha, tile_cols), cols_pass,
+                      name="winograd_output", tag="anchor:winograd_output",
+                      axis_names=["n", "f", "ty", "i", "b", "tx"])
+
+    def output_pass(n, f, y, xx):
+        terms = [cols[n, f, y // m, y % m, b, xx // m] for b in range(alpha)]
+        return _pick(xx % m, [_row_sum(at[r], terms) for r in range(m)])
+    return te.compute((n_batch, filters, *out), output_pass, name="conv",
+                      axis_names=["n", "f", "y", "x"])
+
+
+# ---------------------------------------------------------------------------------------------
+# schedule
+
+def stages(conv_t: te.Tensor) -> dict[str, te.Tensor]:
+    """The Winograd kernel's tensors by role, from its output stage ``conv``."""
+    found = {"conv": conv_t}
+    frontier = [conv_t]
+    names = {"winograd_output": "cols", "winograd_gemm": "gemm", "winograd_input": "input",
+             "winograd_rows": "rows", "pad": "pad"}
+    while frontier:
+        t = frontier.pop()
+        for inp in t.op.input_tensors():
+            role = names.get(inp.op.name)
+            if role and role not in found:
+                found[role] = inp
+                frontier.append(inp)
+    return found
+
+
+def gemm_of(attrs: dict, gemm: te.Tensor) -> Gemm:
+    """The alpha^2 GEMMs: M = filters, N = tiles, K = channels, A the weight panels."""
+    n_ab, filters, tiles = gemm.shape
+    return Gemm(filters, tiles, gemm.op.reduce_axis[0].extent, batched=True,
+                a_panel=attrs["kernel_block"], plain=True)
+
+
+def winograd_space(target: Target, attrs: dict, conv_t: te.Tensor) -> SearchSpace:
+    """The GEMMs' knobs (``ops/matmul.py``'s ``gemm_space``): the register tile's column
+    vectors (its rows are the weight panels'), the cache blocks, the loop order. The
+    transforms' schedules are fixed; whether a conv runs as Winograd at all is decided with
+    its weight layout, at graph level (``tile_size``)."""
+    space = gemm_space(target, gemm_of(attrs, stages(conv_t)["gemm"]), conv_t.dtype)
+    return SearchSpace(list(space.knobs.values()), space.constraints, name="conv (winograd)")
+
+
+def schedule_winograd(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.Tensor,
+                      attrs: dict, config) -> None:
+    """The five stages, each at the root but the transforms' first passes (computed per
+    row of tiles, in registers):
+
+        pad                                  (planes in parallel, rows vectorized)
+        for (c: parallel) for (tile row)     rows[a, k, tiles] = B^T d   (vectorized: tiles)
+          for a, b (unrolled)                V[ab, c, tiles] = rows B
+        M = U @ V                            (schedule_gemm: the alpha^2 GEMMs in parallel)
+        for (n, f: parallel) for (tile row) for (block of L tiles)
+          cols[i, b, tiles] = A^T M          (vectorized: tiles)
+          for i, j (unrolled): out[n, f, m*ty + i, m*tx + j] = epilogue(cols A)
+                                             (the j vectors interleaved into whole rows)
+    """
+    m = attrs["winograd"]
+    lanes = target.vector_lanes(out.dtype)
+    found = stages(conv_t)
+    pad, rows, v, gemm, cols = (found[k] for k in ("pad", "rows", "input", "gemm", "cols"))
+    tile_cols = cols.shape[-1]
+
+    st = sch[pad]
+    st.compute_root()
+    n, c, p, i, j = st.op_axis
+    _, ji = st.split(j, lanes)
+    st.vectorize(ji)
+    st.parallel(st.fuse(n, c, p))
+
+    st = sch[v]
+    ab, c, t = st.op_axis
+    to, ti = st.split(t, tile_cols)
+    # a tile row in vectors of at most one register (the rows pass keeps alpha^2 of them)
+    tio, tii = st.split(ti, lanes)
+    a, b = st.split(ab, m + KERNEL - 1)
+    st.reorder(c, to, tio, a, b, tii)
+    st.unroll(b)
+    st.vectorize(tii)
+    st.parallel(c)
+    rs = sch[rows]
+    rs.compute_at(st, tio)
+    _, ra, rk, rt = rs.op_axis
+    rs.unroll(ra)
+    rs.unroll(rk)
+    rs.vectorize(rt)
+
+    schedule_gemm(target, sch, gemm, gemm, gemm_of(attrs, gemm), config)
+
+    st = sch[out]
+    n, f, y, x = st.op_axis
+    width = min(lanes, 1 << (tile_cols - 1).bit_length())
+    yo, yi = st.split(y, m)
+    xo, xi = st.split(x, m)
+    xoo, xoi = st.split(xo, width)
+    st.reorder(n, f, yo, xoo, yi, xi, xoi)
+    st.unroll(yi)
+    st.unroll(xi)
+    st.vectorize(xoi)
+    st.parallel(st.fuse(n, f))
+    cs = sch[cols]
+    cs.compute_at(st, xoo)
+    *_, ci, cb, ct = cs.op_axis
+    cs.unroll(ci)
+    cs.unroll(cb)
+    cs.vectorize(ct)
+
+
+# Which convs run as Winograd, and as which F(m, 3): the estimated time of each (a cost model
+# in cycles, fitted to measurements on Zen 4, one thread, of the 3x3 convs of the bundled
+# models and 15 more shapes, 16 to 512 channels on maps of 7 to 149), the least wins. On
+# small maps it errs towards the direct conv, which measured slower than its FMAs say
+# (64 -> 64 on 7x7: 1.5x by F(2, 3), estimated 1.4x).
+MIN_CHANNELS = 16   # fewer channels or filters: too little GEMM per transformed element
+MIN_VECTOR_BITS = 256
+TILE_SIZES = (4, 2)
+# FMA lanes per cycle (AVX-512 on Zen 4: one 16-lane FMA a cycle) and the fraction of it the
+# direct (flattened) conv and the Winograd GEMMs reach.
+DIRECT_EFFICIENCY = 0.95
+GEMM_EFFICIENCY = 0.9
+# Cycles per vector of tiles of each transform (input, output), per channel or filter
+# (F(4, 3): 6x6 patches, two passes of up to 5 multiply-adds a row and element, 36 loads and
+# stores; F(2, 3): 4x4 patches of additions), and a fixed cost (the stages' passes and
+# threads): fitted to the measurements, the model picks the fastest of the three on 27 of
+# 29 shapes and is within 11% of it on the other two (near ties).
+TRANSFORM_CYCLES = {4: (600, 350), 2: (60, 60)}
+WINOGRAD_CYCLES = 5_000
+# Small channel counts over large maps are bound by the transformed tiles' trip through
+# memory (V and M, 36 (C + F) floats a tile, each written once and read once), which the
+# model above does not see: 32 -> 32 on 147x147 (12.7 MB of V and M) ran no faster than the
+# direct conv, 32 -> 64 1.2x, while 80 -> 192 on 71x71 (13 MB) ran 2.9x and 16 -> 64 on 55x55
+# (2.4 MB) 1.5x. Where V and M exceed STREAM_BYTES, the GEMM must do at least
+# MIN_FLOPS_PER_BYTE per byte of them.
+STREAM_BYTES = 8 << 20
+MIN_FLOPS_PER_BYTE = 6
+
+
+def tile_size(attrs: dict, x: TensorType, w: TensorType, target: Target | None) -> int:
+    """m of the F(m x m, 3 x 3) a conv (OIHW weights ``w``) runs as, or 0 (the direct conv):
+    float32 convs that ``eligible`` admits, with at least MIN_CHANNELS channels and filters,
+    on CPU targets with 256-bit vectors or wider (weights of a conv compiled without a target
+    stay OIHW), where the cost model estimates F(m, 3) fastest.
+
+    >>> tile_size({"strides": (1, 1), "dilations": (1, 1), "groups": 1, "pads": (1,) * 4},
+    ...           TensorType((1, 64, 56, 56), "float32"),
+    ...           TensorType((64, 64, 3, 3), "float32"), Target.from_string("llvm -mcpu=znver4"))
+    4
+    """
+    if target is None or target.vector_bits < MIN_VECTOR_BITS or x.dtype != "float32" or \
+            w.dtype != "float32" or not eligible(attrs, x.shape, w.shape):
+        return 0
+    filters, channels = w.shape[:2]
+    if min(channels, filters) < MIN_CHANNELS:
+        return 0
+    lanes = target.vector_lanes("float32")
+    costs = {0: _direct_cycles(attrs, x.shape, filters, lanes)}
+    for m in TILE_SIZES:
+        if not _streams(attrs, x.shape, filters, m):
+            costs[m] = _winograd_cycles(attrs, x.shape, filters, m, lanes)
+    return min(costs, key=costs.get)
+
+
+def _out_size(attrs: dict, x_shape) -> tuple[int, int]:
+    pads = attrs["pads"]
+    return (x_shape[2] + pads[0] + pads[2] - KERNEL + 1,
+            x_shape[3] + pads[1] + pads[3] - KERNEL + 1)
+
+
+def _direct_cycles(attrs: dict, x_shape, filters: int, lanes: int) -> float:
+    """The direct conv's FMAs over its flattened rows (conv.py ``_conv_flat``: the padded
+    row's garbage columns computed, q in whole vectors)."""
+    out = _out_size(attrs, x_shape)
+    pitch = x_shape[3] + attrs["pads"][1] + attrs["pads"][3]
+    steps = -(-out[0] * pitch // lanes) * lanes
+    fmas = x_shape[0] * filters * x_shape[1] * KERNEL * KERNEL * steps
+    return fmas / lanes / DIRECT_EFFICIENCY
+
+
+def _winograd_cycles(attrs: dict, x_shape, filters: int, m: int, lanes: int) -> float:
+    """The GEMMs' FMAs (over the padded tiles; a few tiles on a half-empty vector) and the
+    transforms' vectors of tiles (a tile row per vector)."""
+    n_batch, channels = x_shape[:2]
+    tile_rows, tile_cols = tile_grid(m, _out_size(attrs, x_shape))
+    tiles = padded_tiles(n_batch * tile_rows * tile_cols)
+    alpha2 = (m + KERNEL - 1) ** 2
+    gemm = alpha2 * filters * channels * max(tiles, TILE_ALIGN // 2) / lanes / GEMM_EFFICIENCY
+    per_row = -(-tile_cols // lanes)
+    rows_in = -(-tiles // tile_cols)
+    cycles_in, cycles_out = TRANSFORM_CYCLES[m]
+    transforms = channels * rows_in * per_row * cycles_in + \
+        filters * n_batch * tile_rows * per_row * cycles_out
+    return gemm + transforms + WINOGRAD_CYCLES
+
+
+def _streams(attrs: dict, x_shape, filters: int, m: int) -> bool:
+    """Whether V and M would stream through memory with too little GEMM per byte."""
+    n_batch, channels = x_shape[:2]
+    tiles = padded_tiles(n_batch * int(np.prod(tile_grid(m, _out_size(attrs, x_shape)))))
+    alpha2 = (m + KERNEL - 1) ** 2
+    streamed = 2 * alpha2 * (channels + filters) * tiles * 4        # V and M, out and back
+    flops = 2 * alpha2 * filters * channels * tiles
+    return streamed > 2 * STREAM_BYTES and flops < MIN_FLOPS_PER_BYTE * streamed
