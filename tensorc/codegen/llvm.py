@@ -35,6 +35,8 @@ UNROLL_LIMIT = 64
 LANE_PADDING = 64        # elements past a local block's end, for masked-off vector lanes
 TIMESPEC = ir.LiteralStructType([I64, I64])      # struct timespec {tv_sec; tv_nsec} on x86-64
 MAX_SHUFFLE_STRIDE = 4   # strided vector loads up to this stride: masked load + shuffle
+# x86 permutes of a whole register by a vector of indices, per (element type, register bits)
+_REGISTER_PERMUTES = {("float", 512): "llvm.x86.avx512.permvar.sf.512"}
 # Parallel loops: chunks per thread (more: better balance when a worker is descheduled) and
 # the fewest stores a chunk does: 2^17 vector multiply-adds take a core 1-3 us, about what
 # waking a sleeping worker costs, so a loop of less than two such chunks runs on the calling
@@ -800,9 +802,34 @@ class LLVMCodegen(ValueOps):
             if lane_mask is not None:
                 mask = self.b.and_(mask, self._spread(lane_mask, stride, span))
             v = self._masked_load(ptr, mask, buf.dtype)
-        picks = ir.Constant(ir.VectorType(I32, lanes), [k * stride for k in range(lanes)])
-        return self._from_storage(self.b.shuffle_vector(v, ir.Constant(wide, ir.Undefined),
-                                                        picks), buf.dtype)
+        return self._from_storage(self._pick(v, [k * stride for k in range(lanes)]),
+                                  buf.dtype)
+
+    def _pick(self, v: ir.Value, picks: list[int]) -> ir.Value:
+        """The elements ``picks`` of vector ``v``. Narrowing a register (16 floats) to half
+        of it, LLVM emits an extract and two shuffles (and folds two generic shuffles, or a
+        permute intrinsic with constant indices, back into that); a register permute
+        (vpermps) taking its low half does it in one instruction. Its indices are read from a
+        global variable, which LLVM cannot fold (the read is hoisted out of loops)."""
+        span, lanes = v.type.count, len(picks)
+        undef = ir.Constant(v.type, ir.Undefined)
+        permute = _REGISTER_PERMUTES.get((str(v.type.element), span * 32))
+        if permute is None or span * 32 != self.target.vector_bits or span == lanes:
+            return self.b.shuffle_vector(v, undef, ir.Constant(ir.VectorType(I32, lanes),
+                                                               picks))
+        order_ty = ir.VectorType(I32, span)
+        name = "tensorc_permute_" + "_".join(map(str, picks))
+        order = self.module.globals.get(name)
+        if order is None:
+            order = ir.GlobalVariable(self.module, order_ty, name)
+            order.initializer = ir.Constant(order_ty, picks + [0] * (span - lanes))
+            order.align = span * 4
+            order.linkage = "linkonce_odr"
+        indices = self.b.load(order, typ=order_ty)
+        indices.align = span * 4
+        whole = self.b.call(self._declare(permute, v.type, [v.type, order_ty]), [v, indices])
+        return self.b.shuffle_vector(whole, undef, ir.Constant(ir.VectorType(I32, lanes),
+                                                               list(range(lanes))))
 
     def _contiguous_load(self, ptr: ir.Value, buf: Buffer, lanes: int,
                          index: E.Expr | None = None) -> ir.Value:
@@ -943,10 +970,8 @@ class LLVMCodegen(ValueOps):
         base, stride = lin
         mask = self._broadcast(self.expr(e.cond, lanes), lanes)
         other = self._broadcast(self.expr(e.false_value, lanes), lanes)
-        ety = storage_type(buf.dtype)
         used = stride * (lanes - 1) + 1
         span = _pow2_at_least(used) if stride > 1 else lanes
-        wide = ir.VectorType(ety, span)
         if stride > 1:
             # the condition of element j of the span is the condition of lane j // stride,
             # and only every stride-th element is loaded
@@ -966,8 +991,7 @@ class LLVMCodegen(ValueOps):
         ptr = self._pointer(buf, self._scalar_index(base))
         v = self._masked_load(ptr, wide_mask, buf.dtype)
         if stride > 1:
-            picks = ir.Constant(ir.VectorType(I32, lanes), [k * stride for k in range(lanes)])
-            v = self.b.shuffle_vector(v, ir.Constant(wide, ir.Undefined), picks)
+            v = self._pick(v, [k * stride for k in range(lanes)])
         return self.b.select(mask, v, other)
 
     def _gather(self, buf: Buffer, idx: ir.Value, lanes: int,

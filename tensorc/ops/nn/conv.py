@@ -18,6 +18,15 @@ from tensorc.ir import te
 from tensorc.ir.schedule import Schedule
 from tensorc.ir.types import TensorType
 from tensorc.ops.nn import winograd
+from tensorc.ops.nn.flat_window import (
+    flat_layout,
+    flat_phases,
+    flat_space,
+    flat_window,
+    flat_window_wins,
+    schedule_flat_window,
+    unflatten,
+)
 from tensorc.ops.nn.windows import pad_spatial, window_slices
 from tensorc.ops.matmul import ROW_CHOICES, Gemm, gemm_space, micro_tile, schedule_gemm
 from tensorc.ops.registry import Pattern, define
@@ -183,6 +192,8 @@ def _conv_compute(attrs: dict, x: te.Tensor, w: te.Tensor) -> te.Tensor:
         return winograd.winograd_conv(attrs, x, w, out)
     if attrs.get("filter_lanes"):
         return _conv_filter_lanes(attrs, x, w, kernel, out)
+    if attrs.get("flat_window"):
+        return _conv_flat_window(attrs, x, w, kernel, out)
     if _flattens(attrs, spatial, groups, block, kernel, out):
         return _conv_flat(attrs, x, w, kernel, out)
     if block and conv_as_matmul(attrs, kernel):
@@ -209,6 +220,22 @@ def _conv_compute(attrs: dict, x: te.Tensor, w: te.Tensor) -> te.Tensor:
     # half precision: accumulate in float32, round once
     total = te.compute(shape, body, name="conv_acc", tag="anchor:conv_acc", axis_names=names)
     return te.compute(shape, lambda *o: E.cast(x.dtype, total[o]), name="conv")
+
+
+def flat_conv_wins(attrs: dict, x_shape, w_shape, lanes: int) -> bool:
+    """Whether a depthwise conv (OIHW weight shape) takes the flat layout on a target with
+    ``lanes`` vector lanes (ops/nn/flat_window.py)."""
+    out = output_spatial(attrs, TensorType(tuple(x_shape), "float32"),
+                         TensorType(tuple(w_shape), "float32"))
+    return flat_window_wins(tuple(x_shape), w_shape[2:], out, attrs, lanes)
+
+
+def _conv_flat_window(attrs: dict, x: te.Tensor, w: te.Tensor, kernel, out) -> te.Tensor:
+    """A depthwise conv over its channels' flat phases (see ops/nn/flat_window.py)."""
+    layout = flat_layout(attrs, x.shape, kernel, out, lanes=attrs["flat_window"])
+    window = flat_window(flat_phases(x, layout, 0.0), layout,
+                         lambda c, ky, kx: w[c, 0, ky, kx], te.accumulator_dtype(x.dtype))
+    return unflatten(window, layout, lambda v: E.cast(x.dtype, v), name="conv")
 
 
 # Filters in vector lanes: small maps (13x13, 14x14, 7x7) leave a vector along the output row
@@ -625,6 +652,14 @@ def gemm_tile(target: Target, rows: int, columns: int) -> tuple[int, int]:
 FILTER_TILE = 16    # filters accumulated per input vector (unrolled, broadcast weights)
 
 
+def _depthwise(out: te.Tensor, conv_t: te.Tensor, attrs: dict) -> bool:
+    """Whether a direct conv is depthwise (one filter per channel)."""
+    if not conv_t.op.reduce_axis:
+        conv_t = conv_t.op.input_tensors()[0]
+    return attrs["groups"] == out.shape[1] and attrs["groups"] > 1 and \
+        all(t.shape[1] in (1, attrs["groups"]) for t in conv_t.op.input_tensors())
+
+
 def _formulation(conv_t: te.Tensor) -> str:
     """direct, flat, gemm, matmul or lanes: how the group's conv was computed (see
     ``_conv_compute``)."""
@@ -632,7 +667,8 @@ def _formulation(conv_t: te.Tensor) -> str:
         return "direct"
     inner = conv_t.op.input_tensors()[0].op.name
     return {"conv_flat": "flat", "conv_gemm": "gemm", "conv_matmul": "matmul",
-            "conv_lanes": "lanes", "winograd_output": "winograd"}.get(inner, "direct")
+            "conv_lanes": "lanes", "conv_window": "window",
+            "winograd_output": "winograd"}.get(inner, "direct")
 
 
 def _conv_space(target: Target, out: te.Tensor, conv_t: te.Tensor, attrs: dict
@@ -644,6 +680,11 @@ def _conv_space(target: Target, out: te.Tensor, conv_t: te.Tensor, attrs: dict
     kind = _formulation(conv_t)
     if kind == "winograd":
         return winograd.winograd_space(target, attrs, conv_t)
+    if kind == "window":
+        return flat_space(target, out, conv_t.op.input_tensors()[0])
+    if kind == "direct" and _depthwise(out, conv_t, attrs):
+        from tensorc.ops.nn.pool import window_space
+        return window_space(target, out, conv_t, attrs)
     if kind == "lanes":
         tile = conv_t.op.input_tensors()[0]
         depth = math.prod(iv.extent for iv in tile.op.reduce_axis)
@@ -691,6 +732,9 @@ def _conv_schedule(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.Ten
         if inner.op.name == "conv_lanes":
             _schedule_filter_lanes(target, sch, out, inner, config)
             return
+        if inner.op.name == "conv_window":
+            schedule_flat_window(target, sch, out, inner, config)
+            return
         if inner.op.name == "conv_matmul":
             # the matmul's GEMM: filters the rows, the positions (fused) the columns
             st = sch[out]
@@ -703,13 +747,10 @@ def _conv_schedule(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.Ten
                           axes)
             return
         conv_t = inner
-    inputs = conv_t.op.input_tensors()
-    if attrs["groups"] == out.shape[1] and attrs["groups"] > 1 and \
-            all(t.shape[1] in (1, attrs["groups"]) for t in inputs):
-        # depthwise: a weighted pooling window per channel, scheduled as pooling is
-        from tensorc.ops.nn.pool import schedule_window, window_space
-        schedule_window(target, sch, out, conv_t, window_space(target, out, conv_t, attrs)
-                        .default())
+    if _depthwise(out, conv_t, attrs):
+        # a weighted pooling window per channel, scheduled as pooling is
+        from tensorc.ops.nn.pool import schedule_window
+        schedule_window(target, sch, out, conv_t, config)
         return
     if spatial != 2:
         schedule_reduction(target, sch, out, conv_t)

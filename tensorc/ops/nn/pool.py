@@ -9,6 +9,8 @@ window (:func:`schedule_window`).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tensorc.errors import ShapeError
@@ -201,13 +203,63 @@ def window_space(target: Target, out: te.Tensor, anchor: te.Tensor, attrs: dict
     choices = ("rows", "plane", "none") if pad is not None and len(out.shape) > 3 else \
         (("rows", "none") if pad is not None else ("none",))
     default = choices[0] if plane > PLANE_BUFFER or "plane" not in choices else "plane"
-    return SearchSpace([
-        Knob("buffer", choices, default, "where the padded input is buffered"),
-        Knob("registers", (1, 2, 4), 4, "vector registers per output block (at most): "
-             "1, a register-wide vector; 2, a vector of up to two registers; 4, up to four "
-             "such vectors accumulated side by side"),
-        Knob("parallel", (True, False), True, "output rows on threads (when large enough)"),
-    ], name="pool")
+    height = out.shape[-2] if len(out.shape) > 3 else 1
+    rows = _default_rows(target, out, window, default)
+    unroll = _default_unroll(target, out, window, rows)
+    row_choices = sorted({r for r in (1, 2, 3, 4, 7, 8) if r <= height} | {rows})
+    knobs = [Knob("buffer", choices, default, "where the padded input is buffered")]
+    if out.shape[-1] > target.vector_lanes(out.dtype):     # (else a row is one block)
+        knobs.append(Knob("registers", (1, 2, 4), 4, "vector registers per output block (at "
+                          "most): 1, a register-wide vector; 2, a vector of up to two "
+                          "registers; 4, up to four such vectors accumulated side by side"))
+    if len(row_choices) > 1 and _row_stride(window) == 1 and choices != ("none",):
+        knobs.append(Knob("rows", tuple(row_choices), rows, "output rows accumulated side "
+                          "by side (the input buffered, stride 1): rows x blocks chains"))
+    knobs.append(Knob("unroll_taps", (False, True), unroll, "the window's taps unrolled"))
+    if np.prod(out.shape) >= PARALLEL_MIN_ELEMENTS:         # (else one thread in any case)
+        knobs.append(Knob("parallel", (True, False), True, "output rows on threads"))
+    return SearchSpace(knobs, name="pool")
+
+
+def _default_rows(target: Target, out: te.Tensor, window: te.Tensor, buffer: str) -> int:
+    """Output rows accumulated side by side: enough chains of dependent operations to hide
+    their latency (a multiply-add's is 4 cycles, a max's or an add's 1 to 3), few enough to
+    keep the loads flowing; the rows a block does not divide are computed twice."""
+    if buffer == "none" or len(out.shape) < 4 or _row_stride(window) > 1:
+        return 1
+    lanes = target.vector_lanes(out.dtype)
+    width, height = out.shape[-1], out.shape[-2]
+    _, vectors, _, whole_row = _row_blocks(target, out, window, 4)
+    per_row = -(-width // lanes) if whole_row else vectors
+    if width <= lanes // 2:
+        per_row = 0.5        # half a register
+    taps = math.prod(iv.extent for iv in window.op.reduce_axis)
+    products = any(isinstance(e, E.Binary) and e.op == "mul" and E.is_float(e.dtype)
+                   for e in E.walk(window.op.body))
+    chains = 8 if products and (per_row <= 1 or taps <= 9) else 4
+    limit = max(1, min(height, int(chains / per_row)))
+    # (with each band of rows buffered, the bands run in parallel: whole ones)
+    waste = ROW_WASTE if buffer == "plane" else 0
+    return max(r for r in range(1, limit + 1)
+               if -(-height // r) * r - height <= height * waste)
+
+
+def _default_unroll(target: Target, out: te.Tensor, window: te.Tensor, rows: int) -> bool:
+    """Whether the taps of a window of up to 25 accumulated in blocks of rows are unrolled:
+    pooling windows, and convs on rows of one whole register (measured on Zen 4, 5x5
+    depthwise convs on 13x13 and 14x14 maps 1.3-1.4x faster, max pools 2-12%; 5x5 depthwise
+    convs on 7x7 maps, rows of half a register, 13-15% slower, and no change with rows of
+    two registers)."""
+    lanes = target.vector_lanes(out.dtype)
+    taps = math.prod(iv.extent for iv in window.op.reduce_axis)
+    if rows < 2 or taps > 25:
+        return False
+    products = any(isinstance(e, E.Binary) and e.op == "mul" and E.is_float(e.dtype)
+                   for e in E.walk(window.op.body))
+    return not products or lanes // 2 < out.shape[-1] <= lanes
+
+
+ROW_WASTE = 0.125       # rows computed twice, at most, as a part of the height
 
 
 def _row_stride(window: te.Tensor) -> int:
@@ -235,8 +287,11 @@ def schedule_window(target: Target, sch: Schedule, out: te.Tensor, window: te.Te
           for (x.o)  [for (ry, rx)  for (x.i: vectorized)  acc = max(acc, pad_rows[ry, ...])]
     """
     config = config or window_space(target, out, window, {}).default()
-    stage, plane, window = _window_blocks(target, sch, out, window, config["registers"],
-                                          config["parallel"], config["buffer"])
+    stage, plane, window = _window_blocks(target, sch, out, window,
+                                          config.get("registers", 4),
+                                          config.get("parallel", False), config["buffer"],
+                                          rows_per_block=config.get("rows", 1),
+                                          unroll_taps=config["unroll_taps"])
     pad = _padded_input_of(window)
     if pad is not None and config["buffer"] != "none":
         _buffer_at(target, sch[pad], stage, plane)
@@ -249,18 +304,12 @@ def _buffer_at(target: Target, st, stage, loop) -> None:
     st.vectorize(st.split(st.op_axis[-1], target.vector_lanes(st.tensor.dtype))[1])
 
 
-def _window_blocks(target: Target, sch: Schedule, out: te.Tensor, window: te.Tensor,
-                   registers: int, parallel: bool, buffer: str, row_registers: int | None = None):
-    """The output's loops and the window's accumulation in registers (see
-    :func:`schedule_window`); ``row_registers``: how many vector registers of output rows
-    accumulate side by side (by default 4 when ``registers`` is). Returns the output stage,
-    the loop per buffered input (a channel's plane with ``buffer`` "plane", else an output
-    row) and the tensor that accumulates the window."""
-    if out is window:
-        window = sch.cache_write(window, "local")
+def _row_blocks(target: Target, out: te.Tensor, window: te.Tensor, registers: int
+                ) -> tuple[int, int, bool, bool]:
+    """How an output row is split into blocks accumulated in registers: (elements per
+    block, vectors per block, whether the last block overlaps the one before it, whether
+    the row is one block)."""
     lanes = target.vector_lanes(out.dtype)
-    stage = sch[out]
-    *rows, x = stage.op_axis
     width = out.shape[-1]
     block = vector_block(width, lanes) if registers >= 2 else \
         (width if width <= lanes else lanes)
@@ -284,28 +333,40 @@ def _window_blocks(target: Target, sch: Schedule, out: te.Tensor, window: te.Ten
                       key=lambda v: (-(-width // (v * lanes)) * v, -v))
         block = vectors * lanes
         shift = width % block != 0
-    if block < width:
+    return block, vectors, shift, block >= width
+
+
+def _window_blocks(target: Target, sch: Schedule, out: te.Tensor, window: te.Tensor,
+                   registers: int, parallel: bool, buffer: str, row_registers: int | None = None,
+                   rows_per_block: int = 1, unroll_taps: bool = False):
+    """The output's loops and the window's accumulation in registers (see
+    :func:`schedule_window`): ``rows_per_block`` output rows side by side (stride 1, the
+    input buffered), or as many as make ``row_registers`` vector registers; the window's
+    taps unrolled with ``unroll_taps``. Returns the output stage, the loop per buffered input
+    (a channel's plane with ``buffer`` "plane", else a block of output rows) and the tensor
+    that accumulates the window."""
+    if out is window:
+        window = sch.cache_write(window, "local")
+    lanes = target.vector_lanes(out.dtype)
+    stage = sch[out]
+    *rows, x = stage.op_axis
+    width = out.shape[-1]
+    block, vectors, shift, whole_row = _row_blocks(target, out, window, registers)
+    if not whole_row:
         x_outer, x_inner = stage.split(x, block, shift_tail=shift)
     else:
         x_outer, x_inner = None, x
     stage.vectorize(x_inner)
     work = int(np.prod(out.shape)) if parallel else 0
-    # a short row (one block of one or two registers) alone is one chain of dependent
-    # multiply-adds per register over the whole window (25 for a 5x5 depthwise conv, 4
-    # cycles each): accumulate several rows side by side, up to four registers. Rows of
-    # several blocks do so too (a 28-wide row is two blocks of two registers), by a divisor
-    # of the height: 5x5 depthwise convs on 28 and 56 measured 11-14% faster, 3x3 on 52 13%,
-    # and 3x3 on 27 15% slower with a shifted last pair of rows.
     row_block = 1
-    if row_registers is None:
-        row_registers = 4 if registers == 4 else 1
-    # (not for strided windows: measured 1.3-1.7x slower on 7x7 outputs of 14x14 maps)
-    if row_registers > 1 and buffer == "plane" and len(rows) >= 3 and not strided:
-        height = out.shape[-2]
-        if x_outer is None:
-            row_block = min(max(1, row_registers // -(-width // lanes)), height)
-        else:
-            row_block = divisors(height, max(1, row_registers // vectors))[-1]
+    height = out.shape[-2]
+    if buffer != "none" and len(rows) >= 3 and _row_stride(window) == 1:
+        row_block = min(rows_per_block, height)
+        if row_registers is not None:
+            if x_outer is None:
+                row_block = min(max(1, row_registers // -(-width // lanes)), height)
+            else:
+                row_block = divisors(height, max(1, row_registers // vectors))[-1]
     y_inner = None
     if row_block > 1:
         rows[-1], y_inner = stage.split(rows[-1], row_block,
@@ -339,6 +400,9 @@ def _window_blocks(target: Target, sch: Schedule, out: te.Tensor, window: te.Ten
     else:
         acc.reorder(*acc_rows, *acc.reduce_axis, acc_x)
         acc.vectorize(acc_x)
+    if unroll_taps:
+        for r in acc.reduce_axis:
+            acc.unroll(r)
     return stage, plane, window
 
 

@@ -31,7 +31,7 @@ from tensorc.ir.graph import Graph, Value
 from tensorc.ops.matmul import pack_b_panels, panel_width
 from tensorc.ops.nn import winograd
 from tensorc.ops.nn.conv import (
-    conv_as_gemm, conv_as_matmul, filter_lanes_wins, filter_panel, pack_weight,
+    conv_as_gemm, conv_as_matmul, filter_lanes_wins, filter_panel, flat_conv_wins, pack_weight,
 )
 
 KERNEL_BLOCKS = (16, 8)     # filters per block, the first that divides the filter count
@@ -43,7 +43,23 @@ def alter_layout(graph: Graph, target=None) -> Graph:
     _pack_conv_weights(graph, target)
     if target is not None:
         _pack_matmul_weights(graph, target)
+        _flatten_windows(graph, target)
     return graph
+
+
+def _flatten_windows(graph: Graph, target) -> None:
+    """Float32 depthwise convs that run faster over their channels' planes split into
+    phases and laid out flat (ops/nn/flat_window.py): attr flat_window = the vector lanes."""
+    lanes = target.vector_lanes("float32")
+    for node in graph.nodes:
+        if node.op != "conv" or len(node.inputs) != 2 or node.attrs.get("kernel_block") or \
+                node.attrs.get("flat_window"):
+            continue
+        x, w = node.inputs[0].type, node.inputs[1].type
+        if x.dtype == "float32" and x.ndim == 4 and w.shape[1] == 1 and \
+                node.attrs["groups"] == x.shape[1] == w.shape[0] and \
+                flat_conv_wins(node.attrs, x.shape, w.shape, lanes):
+            node.attrs["flat_window"] = lanes
 
 
 def _pack_matmul_weights(graph: Graph, target) -> None:
