@@ -196,6 +196,10 @@ def elementwise_cases() -> list[Case]:
     cases.append(Case("elementwise", f"GELU(tanh, pow 3) {_shape(1, 128, 1024)}", model, feeds))
     model, feeds = _model([_node("Sigmoid", ["x"], "s"), _node("Mul", ["x", "s"])], shape)
     cases.append(Case("elementwise", f"SiLU {_shape(*shape)}", model, feeds))
+    for se_shape in ((1, 672, 14, 14), (1, 1152, 7, 7)):     # squeeze-and-excite scales
+        model, feeds = _model([_node("Mul", ["x", "z"])], se_shape,
+                              extra_inputs=[("z", se_shape[:2] + (1, 1))])
+        cases.append(Case("elementwise", f"Mul per-channel {_shape(*se_shape)}", model, feeds))
     for op in BINARY:
         for other, label in (((1, 144, 56, 56), "same"), ((1, 144, 1, 1), "per-channel"),
                              ((56,), "last axis")):

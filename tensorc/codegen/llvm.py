@@ -778,9 +778,32 @@ class LLVMCodegen(ValueOps):
                                           buf.dtype)
             if lin is not None and 2 <= lin[1] <= MAX_SHUFFLE_STRIDE:
                 return self._strided_load(buf, lin[0], lin[1], lanes, index)
-            return self._gather(buf, self.expr(index, lanes), lanes, self._masked(buf, index))
+            mask = self._masked(buf, index)
+            step = None if mask is not None else _two_step(index, self.vec_var, lanes)
+            if step is not None:
+                return self._two_step_load(buf, *step, lanes)
+            return self._gather(buf, self.expr(index, lanes), lanes, mask)
         ptr = self._pointer(buf, self._scalar_index(index))
         return self._from_storage(self.b.load(ptr, typ=storage_type(buf.dtype)), buf.dtype)
+
+    def _two_step_load(self, buf: Buffer, outer: E.Expr, scale: int, numerator: E.Expr,
+                       divisor: int, lanes: int) -> ir.Value:
+        """``buf[outer + scale * (numerator // divisor)]`` where the quotient takes at most two
+        values over the vector, q and q + 1 (see :func:`_two_step`): two scalar loads and a
+        select on the lanes whose numerator reaches (q + 1) * divisor, not a gather (a
+        broadcast operand [C, 1, 1] of an elementwise loop over a flat [C, H, W]). The second
+        load reads the last lane's element, which every unmasked vector has in bounds."""
+        first = E.substitute(numerator, {self.vec_var: E.const(0, numerator.dtype)})
+        last = E.substitute(numerator, {self.vec_var: E.const(lanes - 1, numerator.dtype)})
+        q_first, q_last = (E.Binary("floordiv", n, E.const(divisor, n.dtype))
+                           for n in (first, last))
+        low, high = (self._from_storage(self.b.load(
+            self._pointer(buf, self._scalar_index(outer + q * scale)),
+            typ=storage_type(buf.dtype)), buf.dtype) for q in (q_first, q_last))
+        threshold = self._scalar_index((q_first + 1) * divisor)
+        upper = self.b.icmp_signed(">=", self.expr(numerator, lanes),
+                                   self._broadcast(threshold, lanes))
+        return self.b.select(upper, self._broadcast(high, lanes), self._broadcast(low, lanes))
 
     def _strided_load(self, buf: Buffer, base: E.Expr, stride: int, lanes: int,
                       index: E.Expr) -> ir.Value:
@@ -1117,6 +1140,37 @@ class LLVMCodegen(ValueOps):
         if isinstance(e, E.Call):
             return self.call(e, lanes)
         raise TensorcError(f"LLVM codegen cannot emit expression {type(e).__name__}")
+
+def _two_step(index: E.Expr, var: E.Var, lanes: int
+              ) -> tuple[E.Expr, int, E.Expr, int] | None:
+    """``index`` as (outer, scale, numerator, divisor): outer + scale * (numerator // divisor)
+    with ``outer`` free of ``var``, ``numerator`` affine in it with a stride c >= 1 such that
+    c * (lanes - 1) < divisor, so that over the vector's lanes the quotient takes at most two
+    consecutive values. Nested divisions by constants merge ((a // b) // c = a // (b * c)).
+    None for any other index."""
+    outer, scale = E.const(0, index.dtype), 1
+    e = index
+    while True:
+        if isinstance(e, E.Binary) and e.op == "add":
+            free, used = (e.a, e.b) if not E.uses_var(e.a, var) else (e.b, e.a)
+            if E.uses_var(free, var):
+                return None
+            outer, e = outer + free * scale, used
+        elif isinstance(e, E.Binary) and e.op == "mul" and isinstance(e.b, E.Const):
+            scale, e = scale * int(e.b.value), e.a
+        elif isinstance(e, E.Binary) and e.op == "mul" and isinstance(e.a, E.Const):
+            scale, e = scale * int(e.a.value), e.b
+        else:
+            break
+    divisor = 1
+    while isinstance(e, E.Binary) and e.op == "floordiv" and isinstance(e.b, E.Const) and \
+            int(e.b.value) > 0:
+        divisor, e = divisor * int(e.b.value), e.a
+    lin = E.linear_coeff(e, var)
+    if divisor == 1 or lin is None or lin[1] < 1 or lin[1] * (lanes - 1) >= divisor:
+        return None
+    return outer, scale, e, divisor
+
 
 def _on_heap(buf: Buffer) -> bool:
     """Whether a buffer is malloc'd (large global ones) rather than on the stack."""
