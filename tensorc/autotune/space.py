@@ -87,7 +87,10 @@ class Task:
 
     def inputs(self, seed: int = 0) -> list[np.ndarray]:
         """Seeded inputs of the kernel's parameters (floats standard normal; integers zero, a
-        valid index everywhere)."""
+        valid index everywhere). A Winograd conv's transformed weights are the transform of
+        standard normal 3x3 weights: random numbers in their place are no transform of any
+        weights, and the kernel and the op's reference (which reads the weights back through
+        the transform's left inverse) would disagree on them."""
         rng = np.random.default_rng(seed)
         arrays = []
         for v in self.graph.inputs:
@@ -96,6 +99,15 @@ class Task:
                 arrays.append(rng.standard_normal(shape).astype(dtype))
             else:
                 arrays.append(np.zeros(shape, dtype))
+        for node in self.graph.nodes:
+            if node.op == "conv" and node.attrs.get("winograd") and \
+                    node.inputs[1] in self.graph.inputs:
+                from tensorc.ops.nn.winograd import KERNEL, transform_weight
+                k = self.graph.inputs.index(node.inputs[1])
+                w = rng.standard_normal((node.attrs["filters"], node.inputs[0].type.shape[1],
+                                         KERNEL, KERNEL))
+                arrays[k] = transform_weight(w, node.attrs["winograd"],
+                                             node.attrs["kernel_block"]).astype(arrays[k].dtype)
         return arrays
 
     def reference(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray] | None:

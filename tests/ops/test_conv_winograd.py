@@ -241,3 +241,26 @@ def test_tile_size_heuristic():
     assert tile(64, 64, 56, target=None) == 0             # no target: weights stay OIHW
     assert tile(64, 64, 56, target=Target.from_string("llvm -mcpu=znver3")) == 4   # AVX2
     assert tile(64, 64, 56, target=Target.from_string("llvm -mcpu=x86-64")) == 0    # SSE2
+
+
+@pytest.mark.parametrize("m", [4, 2])
+def test_tuning_task_of_a_winograd_conv_checks_against_its_reference(force_tile, m):
+    """The autotuner's task inputs for transformed weights are a transform of weights (random
+    numbers are none, and the kernel and the reference disagreed on them: every candidate of
+    a Winograd conv was recorded as a wrong answer); each config of a few matches."""
+    from tensorc.autotune.space import extract_tasks
+    from tensorc.codegen.build import build_kernel
+    force_tile(m)
+    rng = np.random.default_rng(m)
+    w = (rng.standard_normal((24, 16, 3, 3)) * 0.2).astype(np.float32)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], pads=[1] * 4)
+    model = make_model([node], [tensor_info("x", "float32", [1, 16, 12, 12])], ["y"])
+    model.graph.initializer.append(numpy_helper.from_array(w, "w"))
+    (task,) = extract_tasks(model, measure=False)
+    assert any(n.attrs.get("winograd") == m for n in task.graph.nodes)
+    arrays = task.inputs(0)
+    want = task.reference(arrays)[0]
+    for config in list(task.space().configs())[:6]:
+        out = np.full(want.shape, 7.0, want.dtype)
+        build_kernel(task.schedule(config))(*arrays, out, num_threads=1)
+        check_result(out, want, rtol=1e-4, atol=1e-4)
