@@ -31,6 +31,22 @@ def test_task_is_standalone_and_picklable(tiny_conv):
     assert copy.workload == task.workload
 
 
+@pytest.mark.parametrize("model", ["squeezenet", "efficientnet"])
+def test_every_task_of_a_model_pickles_with_its_space(model):
+    """The tuner sends each candidate's task to its build workers: every space's knobs and
+    constraints must pickle (a closure as the filters-in-lanes space's constraint crashed
+    the tuning benchmark). SqueezeNet and EfficientNet cover the conv forms (filters in
+    lanes, matmul, flattened, depthwise windows, flat phases), pools and reductions."""
+    import models
+    tasks = extract_tasks(str(models.path(model)), measure=False)
+    assert len(tasks) > 5
+    for task in tasks:
+        space = task.space()
+        copy = pickle.loads(pickle.dumps(task))
+        assert copy.space().default() == space.default()
+        assert pickle.loads(pickle.dumps(space)).violation(space.default()) is None
+
+
 @pytest.mark.parametrize("which", ["conv", "softmax", "matmul"])
 def test_every_config_of_a_small_space_builds_and_matches_numpy(which, tiny_conv,
                                                                 tiny_matmul, tiny_softmax):

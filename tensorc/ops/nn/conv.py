@@ -9,6 +9,7 @@ or winograd (m > 0: 3x3 weights transformed for F(m x m, 3 x 3), [(m+2)^2, F/b, 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -322,10 +323,7 @@ def _filter_lanes_space(target: Target, out: te.Tensor, depth: int) -> SearchSpa
     default_rows = lanes if square else -(-width // -(-width // 14))
     choices = [v for v in (1, 2, 3, 4) if v <= vectors]
 
-    def fits(c) -> str | None:
-        if c["row_tile"] * c["filter_vectors"] + c["filter_vectors"] + 1 > registers:
-            return "row_tile x filter_vectors accumulators exceed the vector registers"
-        return None
+    fits = _LanesTileFits(registers)
     default_vectors = 1 if square else max(v for v in choices if vectors % v == 0 and
                                            default_rows * v + v + 1 <= registers)
     return SearchSpace([
@@ -336,6 +334,20 @@ def _filter_lanes_space(target: Target, out: te.Tensor, depth: int) -> SearchSpa
              "channels)"),
         Knob("parallel", (True, False), True, "tiles on threads (when large enough)"),
     ], [fits], name="conv (filter lanes)")
+
+
+@dataclass(frozen=True)
+class _LanesTileFits:
+    """The filters-in-lanes space's constraint: the register tile's accumulators, its vectors
+    of weights and a broadcast input fit the vector registers. (A module-level class, not a
+    closure: the autotuner pickles spaces into its build workers.)"""
+
+    registers: int
+
+    def __call__(self, c) -> str | None:
+        if c["row_tile"] * c["filter_vectors"] + c["filter_vectors"] + 1 > self.registers:
+            return "row_tile x filter_vectors accumulators exceed the vector registers"
+        return None
 
 
 def _schedule_filter_lanes(target: Target, sch: Schedule, out: te.Tensor, tile: te.Tensor,
