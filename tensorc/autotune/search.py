@@ -39,6 +39,7 @@ class TaskState:
     errors: int = 0
     history: list = field(default_factory=list)    # best latency after each trial
     default_latency: float | None = None           # the default config, as the runner saw it
+    confirmed: tuple | None = None                 # (default, best) timed again side by side
     exhausted: bool = False
     expected: list | None = None                   # the unscheduled program's outputs
     inputs: list | None = None
