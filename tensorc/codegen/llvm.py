@@ -114,6 +114,7 @@ class LLVMCodegen(ValueOps):
         fn = ir.Function(self.module, fnty, func.name)
         if internal:
             fn.linkage = "internal"
+            fn.attributes.add("noinline")
         fn.attributes.add("nounwind")
         for arg in fn.args:
             arg.add_attribute("noalias")

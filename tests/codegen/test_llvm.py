@@ -609,3 +609,18 @@ def test_a_row_reductions_partials_are_combined_in_vectors(combiner, partials):
     np.testing.assert_allclose(got, want.astype(np.float32), rtol=1e-5, atol=1e-5)
     if combiner != "sum":
         assert np.isnan(got[2]) and not np.isnan(got[[0, 1, 3, 4, 5]]).any()
+
+
+def test_kernels_stay_functions_of_their_own():
+    """Kernels are not inlined into the entry function: a model of many kernels (an unrolled
+    recurrence: hundreds) made one function of 140,000 lines that LLVM's optimizer took 16 s
+    over; each stays a function that the entry calls."""
+    import tensorc
+    from models import path
+    llvm = tensorc.inspect(str(path("mlp")), stage="llvm")
+    kernels = re.findall(r"define internal [^@]*@(k\d+_\w+)\(", llvm)
+    assert len(kernels) >= 3
+    entry = llvm[llvm.index("@tensorc_entry("):]
+    for name in kernels:
+        if not name.endswith(".par1"):
+            assert re.search(rf"call [^@]*@{re.escape(name)}\(", entry), name
