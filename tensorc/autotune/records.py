@@ -45,13 +45,16 @@ def tensorc_version() -> str:
 
 def make_record(task, config: Mapping, trace: list | None, latency: float | None = None,
                 error: str | None = None, message: str = "", build_seconds: float = 0.0,
-                run_seconds: float = 0.0, host: str | None = None) -> dict:
-    """One measurement of ``task`` (a ``space.Task``) as a log record."""
+                run_seconds: float = 0.0, host: str | None = None,
+                confirmed: bool = False) -> dict:
+    """One measurement of ``task`` (a ``space.Task``) as a log record. ``confirmed``: the
+    median of the config timed again beside the task's default at the end of a run (the
+    tuner's confirmation), which a compile prefers to the search's single measurements."""
     if (latency is None) == (error is None):
         raise ValueError("a record has a latency or an error class, not both or neither")
     if error is not None and error not in ERROR_CLASSES:
         raise ValueError(f"unknown error class {error!r}")
-    return {
+    record = {
         "workload": task.workload,
         "task": task.name,
         "desc": task.description,
@@ -68,6 +71,9 @@ def make_record(task, config: Mapping, trace: list | None, latency: float | None
         "host": host,
         "timestamp": time.time(),
     }
+    if confirmed:
+        record["confirmed"] = True
+    return record
 
 
 class TuningLog:
@@ -110,7 +116,10 @@ class TuningLog:
                 if r.get("target") == target and r.get("tensorc") == version]
 
     def best_configs(self, target: Target | str) -> BestConfigs:
-        """The fastest valid record per workload for ``target`` and this tensorc version."""
+        """The fastest valid record per workload for ``target`` and this tensorc version;
+        where a workload has confirmed records (a run's best config and its default timed
+        again side by side), the fastest of those: the search's fastest single measurement
+        may have been a lucky one, and the default may be the faster of the two."""
         from tensorc.autotune.space import target_string
         tgt = target_string(Target.from_string(target))
         version = tensorc_version()
@@ -126,7 +135,8 @@ class TuningLog:
             if r.get("error") is not None or not r.get("latency"):
                 continue
             seen = best.get(r["workload"])
-            if seen is None or r["latency"] < seen["latency"]:
+            rank = (not r.get("confirmed"), r["latency"])
+            if seen is None or rank < (not seen.get("confirmed"), seen["latency"]):
                 best[r["workload"]] = r
         return BestConfigs(str(self.path), best, other)
 

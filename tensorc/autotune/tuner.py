@@ -191,8 +191,8 @@ class Tuner:
             state = by_workload.get(r["workload"])
             if state is None:
                 continue
-            if r.get("error") in TRANSIENT_ERRORS:
-                continue
+            if r.get("error") in TRANSIENT_ERRORS or r.get("confirmed"):
+                continue        # (a confirmation is no trial of the search)
             config = Config(r["config"])
             if not state.space.is_valid(config) or config in state.measured:
                 continue
@@ -277,8 +277,9 @@ class Tuner:
         measured once during the search, and the best of hundreds of noisy measurements is
         biased low (as is any one measurement taken while the machine was busy: the tuning
         benchmark once saw a default at 1.6x its later timings), so the table of default
-        against tuned would claim speed-ups that are not there. Not logged: these are no
-        trials of the search."""
+        against tuned would claim speed-ups that are not there. The two medians are logged
+        as confirmed records, which a compile prefers (so a default that turns out faster is
+        what the model gets); they are no trials of the search, and --resume skips them."""
         for state in self.states:
             config, _ = state.best
             default = state.space.default()
@@ -296,6 +297,11 @@ class Tuner:
             if all(t is not None for ts in timed.values() for t in ts):
                 state.confirmed = (statistics.median(timed["default"]),
                                    statistics.median(timed["best"]))
+                if self.log is not None:
+                    for c, latency in zip((default, config), state.confirmed):
+                        self.log.append(make_record(state.task, c, state.traces.get(c),
+                                                    latency, host=results[0].host,
+                                                    confirmed=True))
 
     def _progress_line(self, state: TaskState, done: int, trials, seconds, start) -> str:
         index = self.states.index(state) + 1

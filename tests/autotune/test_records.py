@@ -90,6 +90,22 @@ def test_a_record_that_no_longer_fits_its_space_falls_back_to_the_default(tmp_pa
     assert any("no longer fit" in str(w.message) for w in caught)
 
 
+def test_confirmed_records_win_over_lucky_single_measurements(tmp_path, conv_tasks):
+    """A run's confirmation re-times its best config beside the default; a compile takes the
+    faster of those two, even where the best's search measurement was lower than both."""
+    conv = next(t for t in conv_tasks if t.ops[0] == "conv")
+    space = conv.space()
+    lucky = next(c for c in space.configs() if c != space.default())
+    log = TuningLog(tmp_path / "t.jsonl")
+    _write(log, conv, space.default(), latency=2e-3)
+    _write(log, conv, lucky, latency=1e-3)                    # a lucky sample
+    assert log.best_configs(tensorc.Target.host()).best[conv.workload]["config"] == dict(lucky)
+    log.append(make_record(conv, space.default(), [], 1.8e-3, confirmed=True))
+    log.append(make_record(conv, lucky, [], 1.9e-3, confirmed=True))
+    best = log.best_configs(tensorc.Target.host()).best[conv.workload]
+    assert best["config"] == dict(space.default()) and best["confirmed"]
+
+
 def test_a_missing_log_is_an_error_that_names_it(tmp_path, tiny_conv):
     with pytest.raises(tensorc.TensorcError, match="does not exist"):
         tensorc.compile(tiny_conv, tuning_log=tmp_path / "none.jsonl")

@@ -18,8 +18,11 @@ def test_a_few_trials_improve_or_keep_the_default(tmp_path, tiny_conv):
     result = tensorc.tune(tiny_conv, trials=8, log=log, batch=4, options=options,
                           threads=1, progress=lines.append)
     assert result.trials == 8
-    records = list(TuningLog(log).records())
+    everything = list(TuningLog(log).records())
+    records = [r for r in everything if not r.get("confirmed")]       # the trials
     assert len(records) == 8 and all(r["error"] is None for r in records)
+    confirmed = [r for r in everything if r.get("confirmed")]        # best and default, re-timed
+    assert len(confirmed) % 2 == 0 and all(r["latency"] > 0 for r in confirmed)
     tuned = [t for t in result.tasks if t.trials]
     assert tuned
     for t in tuned:
@@ -45,7 +48,7 @@ def test_tune_command_resumes_and_prints_json(tmp_path, tiny_matmul, capsys):
     assert first["trials"] == 4 and first["tasks"][0]["trials"] == 4
     assert main([*args, "--resume"]) == 0
     second = json.loads(capsys.readouterr().out)
-    records = list(TuningLog(log).records())
+    records = [r for r in TuningLog(log).records() if not r.get("confirmed")]
     configs = [json.dumps(r["config"], sort_keys=True) for r in records]
     assert len(records) == 8 and len(set(configs)) == 8      # nothing measured twice
     assert second["tasks"][0]["trials"] == 8
