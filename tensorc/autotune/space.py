@@ -87,10 +87,10 @@ class Task:
 
     def inputs(self, seed: int = 0) -> list[np.ndarray]:
         """Seeded inputs of the kernel's parameters (floats standard normal; integers zero, a
-        valid index everywhere). A Winograd conv's transformed weights are the transform of
-        standard normal 3x3 weights: random numbers in their place are no transform of any
-        weights, and the kernel and the op's reference (which reads the weights back through
-        the transform's left inverse) would disagree on them."""
+        valid index everywhere). Where not every array is a valid value of an op's input
+        (a Winograd conv's transformed weights), the op's ``sample_input`` (in its registry
+        entry's extras) gives one."""
+        from tensorc.ops.registry import get_op
         rng = np.random.default_rng(seed)
         arrays = []
         for v in self.graph.inputs:
@@ -100,14 +100,12 @@ class Task:
             else:
                 arrays.append(np.zeros(shape, dtype))
         for node in self.graph.nodes:
-            if node.op == "conv" and node.attrs.get("winograd") and \
-                    node.inputs[1] in self.graph.inputs:
-                from tensorc.ops.nn.winograd import KERNEL, transform_weight
-                k = self.graph.inputs.index(node.inputs[1])
-                w = rng.standard_normal((node.attrs["filters"], node.inputs[0].type.shape[1],
-                                         KERNEL, KERNEL))
-                arrays[k] = transform_weight(w, node.attrs["winograd"],
-                                             node.attrs["kernel_block"]).astype(arrays[k].dtype)
+            sample = get_op(node.op).extra.get("sample_input")
+            for k, v in enumerate(node.inputs):
+                if sample is not None and v in self.graph.inputs:
+                    array = sample(node.attrs, k, [i.type for i in node.inputs], rng)
+                    if array is not None:
+                        arrays[self.graph.inputs.index(v)] = array
         return arrays
 
     def reference(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray] | None:

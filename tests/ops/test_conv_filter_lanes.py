@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from helpers import check_result, make_model, tensor_info
 from onnx import helper, numpy_helper
-from test_conv_strided import conv_ref
+from test_conv_strided import conv_model, conv_ref
 
 import tensorc
 
@@ -42,10 +42,7 @@ def test_filter_lanes_conv_matches_numpy(lanes_everywhere, channels, hw, filters
     rng = np.random.default_rng(sum(hw) + filters + channels)
     x = rng.standard_normal((1, channels, *hw)).astype(np.float32)
     w = (rng.standard_normal((filters, channels, *kernel)) * 0.3).astype(np.float32)
-    node = helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=list(kernel),
-                            strides=list(strides), pads=list(pads), dilations=list(dilations))
-    model = make_model([node], [tensor_info("x", "float32", [1, channels, *hw])], ["y"])
-    model.graph.initializer.append(numpy_helper.from_array(w, "w"))
+    model = conv_model(x, w, strides, pads, dilations)
     assert "conv_lanes" in tensorc.inspect(model, stage="loops")
     got = tensorc.compile(model).run({"x": x})["y"]
     check_result(got, conv_ref(x, w, strides, pads, dilations), rtol=1e-4, atol=1e-4)

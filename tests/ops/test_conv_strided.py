@@ -28,6 +28,15 @@ def conv_ref(x, w, strides, pads, dilations) -> np.ndarray:
     return out.astype(np.float32)
 
 
+def conv_model(x: np.ndarray, w: np.ndarray, strides, pads, dilations):
+    """A Conv of input x (shape of ``x``) with constant weights ``w``, output y."""
+    node = helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=list(w.shape[2:]),
+                            strides=list(strides), pads=list(pads), dilations=list(dilations))
+    model = make_model([node], [tensor_info("x", "float32", list(x.shape))], ["y"])
+    model.graph.initializer.append(numpy_helper.from_array(w, "w"))
+    return model
+
+
 @pytest.mark.parametrize("channels, hw, filters, kernel, strides, pads, dilations", [
     (3, (29, 31), 16, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),      # a stem, odd sizes
     (3, (26, 26), 8, (6, 6), (2, 2), (2, 2, 2, 2), (1, 1)),       # YOLOv5's 6x6/2 stem
@@ -48,11 +57,7 @@ def test_strided_conv_matches_numpy(channels, hw, filters, kernel, strides, pads
     rng = np.random.default_rng(sum(hw) + filters)
     x = rng.standard_normal((1, channels, *hw)).astype(np.float32)
     w = (rng.standard_normal((filters, channels, *kernel)) * 0.3).astype(np.float32)
-    node = helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=list(kernel),
-                            strides=list(strides), pads=list(pads), dilations=list(dilations))
-    model = make_model([node], [tensor_info("x", "float32", [1, channels, *hw])], ["y"])
-    model.graph.initializer.append(numpy_helper.from_array(w, "w"))
-    got = tensorc.compile(model).run({"x": x})["y"]
+    got = tensorc.compile(conv_model(x, w, strides, pads, dilations)).run({"x": x})["y"]
     check_result(got, conv_ref(x, w, strides, pads, dilations), rtol=1e-4, atol=1e-4)
 
 

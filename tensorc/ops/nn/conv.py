@@ -133,6 +133,22 @@ def pack_weight(w: np.ndarray, block: int) -> np.ndarray:
     return np.ascontiguousarray(np.moveaxis(blocks, 1, -1))
 
 
+def _sample_input(attrs: dict, k: int, types: list[TensorType], rng) -> np.ndarray | None:
+    """A random valid value of input ``k`` where not every array is one (the autotuner's task
+    inputs): Winograd-transformed weights are the transform of random 3x3 weights. Random
+    numbers in their place are no transform of any weights, and the kernel and the reference
+    (which reads them back through the transform's left inverse) would disagree on them."""
+    if k != 1 or not attrs.get("winograd"):
+        return None
+    w = rng.standard_normal((attrs["filters"], types[0].shape[1], winograd.KERNEL,
+                             winograd.KERNEL))
+    return winograd.transform_weight(w, attrs["winograd"], attrs["kernel_block"]).astype(
+        types[1].dtype)
+
+
+conv.extra["sample_input"] = _sample_input
+
+
 def unpack_weight(attrs: dict, w: np.ndarray) -> np.ndarray:
     """The OIHW weights of packed ones (see :func:`pack_weight`) or Winograd-transformed ones
     (see ``winograd.transform_weight``)."""
@@ -735,17 +751,9 @@ def _conv_schedule(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.Ten
         if inner.op.name == "winograd_output":
             winograd.schedule_winograd(target, sch, out, conv_t, attrs, config)
             return
-        if inner.op.name == "conv_flat":
-            _schedule_flat(target, sch, out, inner, config)
-            return
-        if inner.op.name == "conv_gemm":
-            _schedule_gemm(target, sch, out, inner, config)
-            return
-        if inner.op.name == "conv_lanes":
-            _schedule_filter_lanes(target, sch, out, inner, config)
-            return
-        if inner.op.name == "conv_window":
-            schedule_flat_window(target, sch, out, inner, config)
+        form = _FORM_SCHEDULES.get(inner.op.name)
+        if form is not None:
+            form(target, sch, out, inner, config)
             return
         if inner.op.name == "conv_matmul":
             # the matmul's GEMM: filters the rows, the positions (fused) the columns
@@ -896,6 +904,11 @@ def _schedule_gemm_rows(target: Target, sch: Schedule, out: te.Tensor, gemm: te.
     ps = sch[patches]
     ps.compute_at(st, qo)
     ps.vectorize(ps.op_axis[-1])
+
+
+# the schedule of each form whose inner stage alone decides it (see ``_conv_compute``)
+_FORM_SCHEDULES = {"conv_flat": _schedule_flat, "conv_gemm": _schedule_gemm,
+                   "conv_lanes": _schedule_filter_lanes, "conv_window": schedule_flat_window}
 
 
 def _materialize_pad(target: Target, sch: Schedule, consumer: te.Tensor) -> None:

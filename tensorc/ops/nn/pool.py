@@ -233,10 +233,7 @@ def _default_rows(target: Target, out: te.Tensor, window: te.Tensor, buffer: str
     per_row = -(-width // lanes) if whole_row else vectors
     if width <= lanes // 2:
         per_row = 0.5        # half a register
-    taps = math.prod(iv.extent for iv in window.op.reduce_axis)
-    products = any(isinstance(e, E.Binary) and e.op == "mul" and E.is_float(e.dtype)
-                   for e in E.walk(window.op.body))
-    chains = 8 if products and (per_row <= 1 or taps <= 9) else 4
+    chains = 8 if _weighted(window) and (per_row <= 1 or _taps(window) <= 9) else 4
     limit = max(1, min(height, int(chains / per_row)))
     # (with each band of rows buffered, the bands run in parallel: whole ones)
     waste = ROW_WASTE if buffer == "plane" else 0
@@ -250,13 +247,21 @@ def _default_unroll(target: Target, out: te.Tensor, window: te.Tensor, rows: int
     depthwise convs on 13x13 and 14x14 maps 1.3-1.4x faster, max pools 2-12%; 5x5 depthwise
     convs on 7x7 maps, rows of half a register, 13-15% slower, and no change with rows of
     two registers)."""
-    lanes = target.vector_lanes(out.dtype)
-    taps = math.prod(iv.extent for iv in window.op.reduce_axis)
-    if rows < 2 or taps > 25:
+    if rows < 2 or _taps(window) > 25:
         return False
-    products = any(isinstance(e, E.Binary) and e.op == "mul" and E.is_float(e.dtype)
-                   for e in E.walk(window.op.body))
-    return not products or lanes // 2 < out.shape[-1] <= lanes
+    lanes = target.vector_lanes(out.dtype)
+    return not _weighted(window) or lanes // 2 < out.shape[-1] <= lanes
+
+
+def _taps(window: te.Tensor) -> int:
+    return math.prod(iv.extent for iv in window.op.reduce_axis)
+
+
+def _weighted(window: te.Tensor) -> bool:
+    """Whether the window multiplies its taps by weights (a depthwise conv: chains of
+    multiply-adds, 4 cycles each) rather than taking their maximum or sum."""
+    return any(isinstance(e, E.Binary) and e.op == "mul" and E.is_float(e.dtype)
+               for e in E.walk(window.op.body))
 
 
 ROW_WASTE = 0.125       # rows computed twice, at most, as a part of the height
