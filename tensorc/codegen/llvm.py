@@ -502,17 +502,21 @@ class LLVMCodegen(ValueOps):
                                                                    picks)))
         return out
 
-    def _transposed_tile(self, s: For, n: int) -> bool:
-        """An n x n tile stored transposed, from registers: ``s`` an unrolled loop over u
-        around a vector loop over v (n lanes), storing ``out[base + u + stride * v]``:
-        contiguous along u, so as written each vector (one u) would be scattered lane by
-        lane. Instead the n vectors are computed first, transposed with shuffles, and stored
-        as n contiguous vectors (one per v). A transposing group (``transposed_axis`` in
-        ops/schedules.py) is tiled so; False where ``s`` is not such a tile."""
+    def _transposed_tile(self, s: For, m: int) -> bool:
+        """An m x n tile stored transposed, from registers: ``s`` an unrolled loop over u
+        (m <= n iterations) around a vector loop over v (n lanes), storing
+        ``out[base + u + stride * v]``: contiguous along u, so as written each vector (one u)
+        would be scattered lane by lane. Instead the m vectors are computed first,
+        transposed with shuffles, and stored as n vectors (one per v) of m contiguous
+        elements (masked stores where m < n: a concat part or a row's tail shorter than a
+        vector). A transposing group (``transposed_axis`` in ops/schedules.py) is tiled so;
+        False where ``s`` is not such a tile."""
         inner = s.body
         if getattr(self, "vec_var", None) in self.fs.env or not isinstance(inner, For) or \
-                inner.kind != "vectorized" or E.as_const_int(inner.extent) != n or \
-                n not in (4, 8, 16) or not isinstance(inner.body, Store):
+                inner.kind != "vectorized" or not isinstance(inner.body, Store):
+            return False
+        n = E.as_const_int(inner.extent)
+        if n not in (4, 8, 16) or not 2 <= m <= n:
             return False
         st = inner.body
         if len(st.indices) != 1 or _itemsize(st.buffer.dtype) != 4 or \
@@ -523,13 +527,13 @@ class LLVMCodegen(ValueOps):
         (index,) = st.indices
         lin_u = E.linear_coeff(index, s.var)
         lin_v = E.linear_coeff(index, inner.var)
-        if lin_u is None or lin_v is None or lin_u[1] != 1 or lin_v[1] < n:
+        if lin_u is None or lin_v is None or lin_u[1] != 1 or lin_v[1] < m:
             return False
         stride = lin_v[1]
         values = []
         saved_mask = self.lane_mask
-        self.fs.ranges[s.var] = (0, n - 1)
-        for k in range(n):
+        self.fs.ranges[s.var] = (0, m - 1)
+        for k in range(m):
             self.fs.env[s.var] = ir.Constant(I64, k)
             self.vec_var, self.lanes, self.active_lanes = inner.var, n, n
             self._set_lanes(list(range(n)))
@@ -544,10 +548,22 @@ class LLVMCodegen(ValueOps):
         base = self._pointer(st.buffer, self._scalar_index(index))
         del self.fs.env[inner.var], self.fs.env[s.var]
         ety = storage_type(st.buffer.dtype)
+        values += [ir.Constant(values[0].type, ir.Undefined)] * (n - m)
+        mask = None if m == n else ir.Constant(ir.VectorType(I1, n), [k < m for k in range(n)])
+        prefetch = self._declare("llvm.prefetch.p0", VOID, [PTR, I32, I32, I32])
         for j, row in enumerate(self._transpose(values)):
             ptr = self.b.gep(base, [ir.Constant(I64, j * stride)], source_etype=ety) if j \
                 else base
-            self.b.store(row, ptr).align = 4
+            # The rows land in n different cache lines (or two each): a cold output costs a
+            # read for ownership of each, one after another. Ask for the lines of the next
+            # block along v (n rows on) for writing now, so that they arrive in parallel.
+            ahead = self.b.gep(ptr, [ir.Constant(I64, n * stride)], source_etype=ety)
+            self.b.call(prefetch, [ahead, ir.Constant(I32, 1), ir.Constant(I32, 3),
+                                   ir.Constant(I32, 1)])
+            if mask is None:
+                self.b.store(row, ptr).align = 4
+            else:
+                self._masked_store(row, ptr, mask, st.buffer.dtype)
         return True
 
     def _horizontal_reduction(self, s: For, n: int) -> bool:

@@ -206,7 +206,10 @@ INTRINSICS = ("exp", "log", "sqrt", "tanh", "fabs", "floor", "ceil", "round", "t
               "bitcast",          # the same bits read as the Call's dtype (equal bit widths)
               # check_index(index, size): ``index`` itself; where it is outside [-size, size)
               # the run fails (codegen/llvm.py: the entry returns a status naming the call)
-              "check_index")
+              "check_index",
+              # clamp(index, lo, hi): index clamped into [lo, hi] where a select discards the
+              # load it indexes (see guarded_clamp); never reaches codegen
+              "clamp")
 
 
 class Call(Expr):
@@ -295,6 +298,19 @@ def maximum(a, b) -> Expr:
 def select(cond: Expr, a, b) -> Expr:
     a = as_expr(a)
     return Select(cond, a, as_expr(b, a.dtype))
+
+
+def guarded_clamp(index: Expr, extent: int) -> Expr:
+    """``index`` clamped into [0, extent) for a load that a select guards (a concat's
+    inputs): the clamp keeps the load in its buffer where the select discards it.
+
+    Unlike min/max, the clamp stays one node until the loop pass ``resolve_clamps``: where
+    the select's condition proves the clamp changes nothing and the unclamped load cannot
+    leave its buffer, the pass drops it (a concat of slices of one tensor then loads that
+    tensor contiguously); elsewhere it becomes min/max. Folded to a constant early, a clamp
+    into an axis of size 1 would lose the index it clamps.
+    """
+    return Call("clamp", (as_expr(index), const(0), const(extent - 1)), INDEX)
 
 
 def all_of(*conds: Expr) -> Expr | None:
@@ -511,6 +527,11 @@ def const_bounds(e: Expr, bounds: Bounds) -> tuple[int | None, int | None]:
         if op == "max":
             return (_max(la, lb) if None not in (la, lb) else (la if lb is None else lb),
                     _max(ha, hb))
+    if isinstance(e, Call) and e.name == "clamp":
+        lo, hi = e.args[1].value, e.args[2].value
+        le, he = const_bounds(e.args[0], bounds)
+        return (lo if le is None else min(max(le, lo), hi),
+                hi if he is None else max(min(he, hi), lo))
     if isinstance(e, Select):
         lt, ht = const_bounds(e.true_value, bounds)
         lf, hf = const_bounds(e.false_value, bounds)
@@ -721,6 +742,8 @@ def simplify(e: Expr, bounds: Bounds | None = None) -> Expr:
         return Select(c, t, f)
     if isinstance(e, Binary) and all(isinstance(k, Const) for k in kids) and e.op in _FOLD:
         return Const(_FOLD[e.op](kids[0].value, kids[1].value), e.dtype)
+    if isinstance(e, Call) and e.name == "clamp":
+        return _fold_clamp(kids, bounds)
     if isinstance(e, Call) and e.name == "pow" and is_float(e.dtype) \
             and isinstance(kids[1], Const) and kids[1].value in _POW_BY_CONSTANT:
         return _POW_BY_CONSTANT[kids[1].value](kids[0])
@@ -732,6 +755,19 @@ def simplify(e: Expr, bounds: Bounds | None = None) -> Expr:
     if any(a is not b for a, b in zip(kids, e.children())):
         return e.with_children(kids)
     return e
+
+
+def _fold_clamp(kids: tuple[Expr, ...], bounds: Bounds) -> Expr:
+    """A clamp whose operand's bounds decide it: the operand, or the bound it is clamped to."""
+    x, lo, hi = kids[0], kids[1].value, kids[2].value
+    le, he = const_bounds(x, bounds)
+    if le is not None and he is not None and lo <= le and he <= hi:
+        return x
+    if he is not None and he <= lo and lo < hi:
+        return Const(lo, x.dtype)
+    if le is not None and le >= hi and lo < hi:
+        return Const(hi, x.dtype)
+    return Call("clamp", kids, x.dtype)
 
 
 def _decide(op: str, lo, hi) -> bool | None:

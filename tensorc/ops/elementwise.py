@@ -54,10 +54,13 @@ class Rule:
     widen: bool = True
 
 
-def broadcast_index(t: te.Tensor, out_index: tuple, out_ndim: int) -> list:
-    """Index of ``t`` for output position ``out_index`` under numpy broadcasting."""
-    offset = out_ndim - t.ndim
-    return [E.const(0) if d == 1 else out_index[offset + k] for k, d in enumerate(t.shape)]
+def broadcast_index(t: te.Tensor, out_index: tuple, out_shape: tuple[int, ...]) -> list:
+    """Index of ``t`` for output position ``out_index`` under numpy broadcasting. An axis of
+    size 1 that is not broadcast keeps the output's index (always 0), so that a guarded
+    index a consumer substitutes for it (a concat's, see E.guarded_clamp) is not lost."""
+    offset = len(out_shape) - t.ndim
+    return [E.const(0) if d == 1 and out_shape[offset + k] != 1 else out_index[offset + k]
+            for k, d in enumerate(t.shape)]
 
 
 def widened_expr(rule: Rule, attrs: dict, *xs: E.Expr) -> E.Expr:
@@ -115,9 +118,8 @@ def broadcast_compute(name: str, rule: Rule) -> Callable:
     """The compute of a broadcasting elementwise op: one expression per output element."""
     def compute(attrs: dict, *inputs: te.Tensor) -> te.Tensor:
         shape = tuple(np.broadcast_shapes(*(t.shape for t in inputs)))
-        n = len(shape)
         return te.compute(shape, lambda *i: widened_expr(
-            rule, attrs, *(t[tuple(broadcast_index(t, i, n))] for t in inputs)), name=name)
+            rule, attrs, *(t[tuple(broadcast_index(t, i, shape))] for t in inputs)), name=name)
     return compute
 
 

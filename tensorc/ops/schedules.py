@@ -199,10 +199,12 @@ def _input_loads(t: Tensor, indices: tuple, depth: int = 0) -> list:
 
 
 def _unclamp(e: E.Expr) -> E.Expr | None:
-    """min(x, c) and max(x, c) as x: the clamps that keep a concat's or a pad's discarded
-    loads in bounds do not change which way the kept ones walk memory."""
+    """min(x, c), max(x, c) and clamp(x, lo, hi) as x: the clamps that keep a concat's or a
+    pad's discarded loads in bounds do not change which way the kept ones walk memory."""
     if isinstance(e, E.Binary) and e.op in ("min", "max") and isinstance(e.b, E.Const):
         return e.a
+    if isinstance(e, E.Call) and e.name == "clamp":
+        return e.args[0]
     return None
 
 

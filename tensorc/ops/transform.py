@@ -228,7 +228,7 @@ def _concat_compute(attrs: dict, *xs: te.Tensor) -> te.Tensor:
         value = None
         for t, start in reversed(list(zip(xs, offsets[:-1]))):
             local = o[axis] - int(start)
-            index = tuple(clamp(local, t.shape[axis]) if d == axis else o[d]
+            index = tuple(E.guarded_clamp(local, t.shape[axis]) if d == axis else o[d]
                           for d in range(len(shape)))
             if value is None:
                 value = t[index]

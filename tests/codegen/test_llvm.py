@@ -624,3 +624,27 @@ def test_kernels_stay_functions_of_their_own():
     for name in kernels:
         if not name.endswith(".par1"):
             assert re.search(rf"call [^@]*@{re.escape(name)}\(", entry), name
+
+
+def test_transposed_tiles_store_rows_from_registers():
+    # out[j, i] = A[i, j] * 2 with rows of 21: tiles of 16 x 16 (i unrolled, j vectorized)
+    # and a last tile of 5 x 16 (the peeled tail of i). Each tile's vectors are transposed
+    # with shuffles and stored as 16 rows (masked stores of 5 elements in the last tile),
+    # the next block's rows prefetched for writing; nothing is scattered lane by lane
+    A = placeholder((21, 48), name="A")
+    out = compute((48, 21), lambda j, i: A[i, j] * 2.0, name="out")
+    s = create_schedule(out)
+    j, i = s[out].op_axis
+    jo, ji = s[out].split(j, 16)
+    io, ii = s[out].split(i, 16)
+    s[out].reorder(jo, io, ii, ji)
+    s[out].unroll(ii)
+    s[out].vectorize(ji)
+    func = optimize(lower(s, [A, out], "tile"))
+    assert "for (i.i: unrolled, 0, 5)" in str(func)
+    text = llvm_ir(func)
+    assert "shufflevector" in text and "llvm.prefetch" in text and "llvm.masked.store" in text
+    assert "scatter" not in text and "store float" not in text
+    a = RNG.random((21, 48), dtype=np.float32)
+    (got,) = run_func(func, [a])
+    np.testing.assert_array_equal(got, a.T * 2)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from tensorc.ir.loop import PrimFunc
+from tensorc.passes.loop.clamps import resolve_clamps
 from tensorc.passes.loop.flatten import flatten_buffers
 from tensorc.passes.loop.partition import partition_loops
 from tensorc.passes.loop.simplify import simplify
@@ -10,6 +11,7 @@ from tensorc.passes.loop.simplify import simplify
 PIPELINE = (
     simplify,          # canonical affine indices, decided guards, unit loops dropped
     partition_loops,   # split loops where a select or guard inside them changes value
+    resolve_clamps,    # drop the clamps of loads that their selects guard, where they can
     flatten_buffers,   # B[i, j] -> B[i*J + j]
     simplify,          # fold the flattened index arithmetic
 )
@@ -21,4 +23,5 @@ def optimize(func: PrimFunc) -> PrimFunc:
     return func
 
 
-__all__ = ["PIPELINE", "optimize", "simplify", "flatten_buffers", "partition_loops"]
+__all__ = ["PIPELINE", "optimize", "simplify", "flatten_buffers", "partition_loops",
+           "resolve_clamps"]

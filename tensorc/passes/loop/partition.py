@@ -84,13 +84,14 @@ def _loop_ranges(s: Stmt, ranges: dict) -> dict:
     return out
 
 
-def _conditions(s: Stmt):
+def _conditions(s: Stmt, selects: bool = True):
+    """The conditions of the guards inside ``s``, and of its selects if ``selects``."""
     stack = [s]
     while stack:
         x = stack.pop()
         if isinstance(x, IfThenElse):
             yield x.cond
-        if isinstance(x, Store):
+        if isinstance(x, Store) and selects:
             for e in (*x.indices, x.value):
                 for sub in E.walk(e):
                     if isinstance(sub, E.Select):
@@ -104,7 +105,21 @@ def _comparisons(cond: E.Expr):
             yield from _comparisons(a)
     elif isinstance(cond, E.Compare) and cond.op in ("lt", "le", "gt", "ge") and \
             E.is_int(cond.a.dtype):
-        yield cond
+        yield _undivided(cond)
+
+
+def _undivided(cmp: E.Compare) -> E.Compare:
+    """``x // d < k`` as ``x < k*d`` (d > 0; likewise <=, >, >=): a fused loop's concat
+    compares the row of a flat index, which is affine once the division is gone."""
+    a, b = cmp.a, cmp.b
+    if not (isinstance(a, E.Binary) and a.op == "floordiv" and isinstance(a.b, E.Const) and
+            a.b.value > 0 and isinstance(b, E.Const)):
+        return cmp
+    d, k = a.b.value, b.value
+    if cmp.op in ("lt", "ge"):
+        return E.Compare(cmp.op, a.a, E.const(k * d, b.dtype))
+    # x // d <= k  <=>  x < (k + 1) * d;   x // d > k  <=>  x >= (k + 1) * d
+    return E.Compare("lt" if cmp.op == "le" else "ge", a.a, E.const((k + 1) * d, b.dtype))
 
 
 def _breakpoints(loop: For, n: int, ranges: dict) -> list[int]:
@@ -113,7 +128,10 @@ def _breakpoints(loop: For, n: int, ranges: dict) -> list[int]:
     inner = _loop_ranges(loop.body, ranges)
     inner.pop(loop.var, None)
     cuts: set[int] = set()
-    for cond in _conditions(loop.body):
+    # An unrolled loop's selects are decided in each of its copies (the variable is a
+    # constant there): splitting it for them only breaks up a tile that codegen transposes
+    # in registers (a YOLO head's concat of box and class parts, channels last).
+    for cond in _conditions(loop.body, selects=loop.kind != "unrolled"):
         for cmp in _comparisons(cond):
             # each comparison as (or as the negation of) coeff * v + base < 0
             diff = cmp.a - cmp.b if cmp.op in ("lt", "ge") else \
