@@ -168,8 +168,9 @@ def _schedule_transposed_tiles(stage: Stage, axis: int, lanes: int, out: Tensor,
 
     ``axis`` (v) ends in a block shifted back to end at its end (whole vectors, no guard),
     or with no outer axes to run in parallel, in a guarded block and v.o runs in parallel.
-    The innermost axis (u) ends in a guarded block, which loop partitioning peels as it
-    peels a concat's parts (conditions on u stay affine). Measured at one thread: a YOLO
+    The innermost axis (u) ends in a guarded block, which loop partitioning peels into a
+    shorter tile (codegen stores its rows masked); a concat's parts along u stay selects in
+    the unrolled tile, decided in each unrolled copy. Measured at one thread: a YOLO
     head's decode ([1, 3, 85, 52, 52] to channels last, sigmoid, box math) 1.7 -> 1.2 ms in
     the model; NCHW <-> NHWC with 64 channels 0.10 -> 0.04 and 0.26 -> 0.04 ms (onnxruntime
     0.05 and 0.09); a 1000 x 300 transpose 0.23 -> 0.065 ms (onnxruntime 0.08)."""
