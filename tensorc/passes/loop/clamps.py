@@ -61,8 +61,8 @@ class _Resolver:
 
     def __init__(self, ranges: dict):
         self.ranges = ranges
-        self.memo: dict[tuple[int, int], E.Expr] = {}
-        self.clamps: dict[int, bool] = {}
+        self.memo: dict[tuple[int, int], tuple[E.Expr, E.Expr]] = {}
+        self.clamps: dict[int, tuple[E.Expr, bool]] = {}
         self.facts: list[Facts] = []      # keeps each facts dict (and so its id) alive
 
     def __call__(self, e: E.Expr, facts: Facts) -> E.Expr:
@@ -70,8 +70,9 @@ class _Resolver:
             return e
         key = (id(e), id(facts))
         if key not in self.memo:
-            self.memo[key] = self.rewrite(e, facts)
-        return self.memo[key]
+            # the entry keeps e alive, so that its id is not reused by a later node
+            self.memo[key] = (e, self.rewrite(e, facts))
+        return self.memo[key][1]
 
     def rewrite(self, e: E.Expr, facts: Facts) -> E.Expr:
         if isinstance(e, E.Select):
@@ -107,11 +108,11 @@ class _Resolver:
         return self(index, facts)
 
     def has_clamp(self, e: E.Expr) -> bool:
-        found = self.clamps.get(id(e))
-        if found is None:
-            found = _is_clamp(e) or any(self.has_clamp(k) for k in e.children())
-            self.clamps[id(e)] = found
-        return found
+        known = self.clamps.get(id(e))
+        if known is None:
+            known = (e, _is_clamp(e) or any(self.has_clamp(k) for k in e.children()))
+            self.clamps[id(e)] = known
+        return known[1]
 
 
 def _within(x: E.Expr, lo: int, hi: int, ranges: dict, facts: Facts) -> bool:
