@@ -42,6 +42,9 @@ class TaskResult:
     best_latency: float | None
     best_config: dict | None
     curve: list[float]          # best latency after each trial
+    # the search's best config timed slower than the default beside it: the model keeps the
+    # default (a compile prefers the faster confirmed record), and so does this result
+    kept_default: bool = False
 
     @property
     def speedup(self) -> float:
@@ -63,12 +66,13 @@ class TuneResult:
 
     def table(self) -> str:
         header = ["task", "ops", "weight", "trials", "errors", "default ms", "tuned ms",
-                  "GFLOP/s", "speed-up"]
+                  "GFLOP/s", "speed-up", "applied"]
         rows = []
         for t in self.tasks:
             rows.append([t.name, t.description[:34], str(t.weight), str(t.trials),
                          str(t.errors), _ms(t.default_latency), _ms(t.best_latency),
-                         f"{t.gflops(t.best_latency):.1f}", f"{t.speedup:.2f}x"])
+                         f"{t.gflops(t.best_latency):.1f}", f"{t.speedup:.2f}x",
+                         "default" if t.kept_default or t.best_config is None else "tuned"])
         widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
         lines = ["  ".join(c.ljust(w) if i < 2 else c.rjust(w)
                            for i, (c, w) in enumerate(zip(r, widths)))
@@ -97,7 +101,8 @@ class TuneResult:
                            "default_ms": _ms_value(t.default_latency),
                            "tuned_ms": _ms_value(t.best_latency),
                            "gflops": t.gflops(t.best_latency), "speedup": t.speedup,
-                           "config": t.best_config} for t in self.tasks]}
+                           "config": t.best_config, "kept_default": t.kept_default}
+                          for t in self.tasks]}
 
     def plot(self, path: str | Path) -> None:
         """Best-so-far latency against trials, one line per task (needs matplotlib)."""
@@ -325,12 +330,15 @@ class Tuner:
             config, best = s.best
             t = s.task
             default = s.default_latency or t.default_latency
+            kept = False
             if s.confirmed is not None:
                 default, best = s.confirmed
+                if best >= default:     # timed side by side, the default won: it stays
+                    best, config, kept = default, s.space.default(), True
             tasks.append(TaskResult(t.name, t.description, t.weight, t.flops, s.trials,
                                     s.errors, default, best,
                                     dict(config) if config is not None else None,
-                                    list(s.history)))
+                                    list(s.history), kept))
         return TuneResult(tasks, self.trials, seconds,
                           str(self.log.path) if self.log is not None else "")
 
