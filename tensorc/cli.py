@@ -399,6 +399,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     module = tensorc.compile(
         str(model), target=args.target, input_shapes=input_shapes, num_threads=threads,
         progress=progress, input_values=_value_dict(args.input_value),
+        tuning_log=args.tuning_log,
     )
     compile_seconds = time.perf_counter() - start
     feeds = random_inputs(module.inputs, seed=args.seed)
@@ -432,6 +433,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         report["check_passed"] = comparison.passed
         report["max_abs_err"] = comparison.max_abs
         report["ratio"] = timings["onnxruntime"].median_ms / tensorc_timing.median_ms
+    if "tuning" in module.info:
+        report["tuning"] = module.info["tuning"]
     if args.json:
         print(json.dumps(_jsonable(report), indent=2, allow_nan=False))
     else:
@@ -440,6 +443,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
             f"{threads} thread{'s' if threads != 1 else ''}, "
             f"{report['samples']} samples per side"
         )
+        if "tuning" in report:
+            tuning = report["tuning"]
+            print(f"tuned schedules from {tuning['log']}: {tuning['tuned_kernels']} kernels "
+                  f"({tuning['default_kernels']} on the default schedule)")
         if comparison is not None:
             verdict = "PASS" if comparison.passed else "FAIL"
             print(
@@ -466,9 +473,12 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from tensorc.runtime.machine import Roofline, machine_roofline
     model = _require_file(args.model, "model")
     if is_artifact(model):
-        if args.input_shape:
-            raise TensorcError(f"{model} is compiled already: --input-shape applies to .onnx "
-                               f"models only")
+        for flag, given in (("--input-shape", args.input_shape),
+                            ("--tuning-log", args.tuning_log)):
+            if given:
+                raise TensorcError(f"{model} is compiled already: {flag} applies to .onnx "
+                                   f"models only (compile with it: tensorc compile "
+                                   f"{flag} ...)")
         module = tensorc.load(model)
     else:
         def progress(message: str) -> None:
@@ -476,7 +486,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
                 print(message, file=sys.stderr, flush=True)
         module = tensorc.compile(str(model), target=args.target,
                                  input_shapes=_shape_dict(args.input_shape), progress=progress,
-                                 input_values=_value_dict(args.input_value))
+                                 input_values=_value_dict(args.input_value),
+                                 tuning_log=args.tuning_log)
     if args.threads is not None:
         module.num_threads = args.threads
     threads = module.num_threads or os.cpu_count() or 1
@@ -614,11 +625,7 @@ examples:
         help="leave the source ONNX model out of the artifact (smaller; 'run "
         "--check-onnxruntime' then needs the .onnx file)",
     )
-    p.add_argument(
-        "--tuning-log",
-        metavar="FILE",
-        help="apply the fastest schedules 'tensorc tune' recorded in FILE for this CPU",
-    )
+    _add_tuning_log(p)
     p.set_defaults(handler=cmd_compile)
 
 
@@ -768,7 +775,16 @@ Exit status: 0 ok, 1 the outputs disagree with onnxruntime, 2 error.
         help="time to spend measuring each side (default: %(default)s)",
     )
     _add_check_options(p)
+    _add_tuning_log(p)
     p.set_defaults(handler=cmd_bench)
+
+
+def _add_tuning_log(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--tuning-log",
+        metavar="FILE",
+        help="apply the fastest schedules 'tensorc tune' recorded in FILE for this CPU",
+    )
 
 
 def _add_profile_parser(commands: Any) -> None:
@@ -812,6 +828,7 @@ The trace opens in chrome://tracing or https://ui.perfetto.dev; --plot needs mat
     p.add_argument("--seed", type=int, default=0,
                    help="seed of the random inputs (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    _add_tuning_log(p)
     p.set_defaults(handler=cmd_profile)
 
 

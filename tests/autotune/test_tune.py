@@ -39,6 +39,23 @@ def test_a_few_trials_improve_or_keep_the_default(tmp_path, tiny_conv):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
 
 
+def test_bench_and_profile_apply_a_tuning_log(tmp_path, tiny_conv, capsys):
+    log = tmp_path / "tune.jsonl"
+    assert main(["tune", str(tiny_conv), "--trials", "4", "--log", str(log), "--threads",
+                 "1", "--batch", "4", "--json", "--no-end-to-end"]) == 0
+    capsys.readouterr()
+    assert main(["bench", str(tiny_conv), "--tuning-log", str(log), "--threads", "1",
+                 "--repeat", "3", "--seconds", "0.05", "--vs", "onnxruntime", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["check_passed"] and report["tuning"]["tuned_kernels"] >= 1
+    assert main(["profile", str(tiny_conv), "--tuning-log", str(log), "--threads", "1",
+                 "--seconds", "0.05", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["kernels"]
+    # a misspelt log is an error, not a silently untuned model
+    assert main(["bench", str(tiny_conv), "--tuning-log", str(tmp_path / "nope.jsonl")]) == 2
+    assert "tuning log" in capsys.readouterr().err
+
+
 def test_tune_command_resumes_and_prints_json(tmp_path, tiny_matmul, capsys):
     log = tmp_path / "tune.jsonl"
     args = ["tune", str(tiny_matmul), "--trials", "4", "--log", str(log), "--threads", "1",
