@@ -445,8 +445,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         )
         if "tuning" in report:
             tuning = report["tuning"]
-            print(f"tuned schedules from {tuning['log']}: {tuning['tuned_kernels']} kernels "
-                  f"({tuning['default_kernels']} on the default schedule)")
+            print(f"schedules from {tuning['log']}: {tuning['tuned_kernels']} kernels as "
+                  f"recorded, {tuning['default_kernels']} without a record (default)")
         if comparison is not None:
             verdict = "PASS" if comparison.passed else "FAIL"
             print(
