@@ -121,6 +121,10 @@ class _Lowering:
             if not isinstance(st.op, ComputeOp) or st.attach != "root":
                 continue
             t = st.tensor
+            if st.condition is not None:
+                raise ScheduleError(f"{st.name} is computed only where {st.condition.name} "
+                                    f"is nonzero, which needs a loop to test it at: compute "
+                                    f"it at a loop of its consumer (compute_at)")
             if id(t) not in self.buffers:
                 if st.is_output:
                     raise ScheduleError(f"output {st.name} is not among the function's "
@@ -317,7 +321,26 @@ class _Lowering:
             if sv.kind == "reduce":
                 ranges[sv] = (E.const(0), sv.root_extent)
         nest = self.lower_stage(child, ranges)
+        if child.condition is not None:
+            nest = IfThenElse(self.condition(child, ranges), nest)
         return Allocate(b, seq(nest, rest))
+
+    def condition(self, child: Stage, ranges: dict[SVar, tuple]) -> Expr:
+        """compute_if's test: the flag at the region's (single) leading indices, nonzero."""
+        flag = child.condition
+        index = []
+        for sv in child.op_axis[:len(flag.shape)]:
+            if ranges[sv][1] != 1:
+                raise ScheduleError(f"{child.name} is computed only where {flag.name} is "
+                                    f"nonzero, but its region spans {ranges[sv][1]} "
+                                    f"elements of axis {sv.name}; compute it at a loop "
+                                    f"inside that axis")
+            index.append(ranges[sv][0])
+        if id(flag) not in self.buffers:
+            raise ScheduleError(f"{child.name} is computed where {flag.name} is nonzero, but "
+                                f"{flag.name} is not realized before it")
+        value = self.to_buffer_loads(Load(flag, index))
+        return E.Compare("ne", value, E.Const(0, flag.dtype))
 
     def domain_guards(self, st: Stage, info: _NestInfo) -> list[Expr]:
         """Guards keeping an attached stage inside its tensor's domain (when its region may
@@ -349,6 +372,8 @@ class _Lowering:
         for sib in later_siblings:
             sib_body = self.expand(sib.op.body)
             sib_loads = _loads_of(sib_body, t)
+            if sib.condition is t:        # compute_if's test reads the flag
+                sib_loads.append(Load(t, [sv.var for sv in sib.op_axis[:len(t.shape)]]))
             if not sib_loads:
                 continue
             # the sibling's root loops run over its whole region inside this loop

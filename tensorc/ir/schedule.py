@@ -65,6 +65,7 @@ class Stage:
         self.attach_var: SVar | None = None
         self.scope = "global"
         self.is_output = False
+        self.condition: Tensor | None = None   # compute_if: computed where it is nonzero
         self._init_vars()
 
     def _init_vars(self) -> None:
@@ -232,6 +233,23 @@ class Stage:
             raise ScheduleError(f"cannot compute output {self.name} at another stage")
         self._record("compute_at", parent=parent.name, var=sv.name)
         self.attach, self.attach_stage, self.attach_var = "at", parent, sv
+
+    def compute_if(self, flag: Tensor) -> None:
+        """Compute this stage only where ``flag`` is nonzero: ``flag``'s k dims index this
+        stage's k leading axes, which must be single elements in the region the stage is
+        computed for at its ``compute_at`` loop (one channel's plane, say), and ``flag``
+        must be computed before it. Elsewhere the stage's buffer is left unwritten, so its
+        readers must not use it there (they select another value where ``flag`` is zero);
+        Halide's ``specialize``, narrowed to one stage.
+
+        >>> s[exact].compute_at(s[out], plane)
+        >>> s[exact].compute_if(has_nan)       # has_nan[n, c]: this plane needs the slow path
+        """
+        if len(flag.shape) > len(self.op_axis):
+            raise ScheduleError(f"compute_if: flag {flag.name} has {len(flag.shape)} dims, "
+                                f"more than the {len(self.op_axis)} axes of {self.name}")
+        self._record("compute_if", flag=flag.op.name)
+        self.condition = flag
 
     def compute_root(self) -> None:
         self._record("compute_root")
@@ -490,6 +508,8 @@ def replay(schedule: Schedule, trace: Sequence[dict]) -> Schedule:
             stage.compute_root()
         elif prim == "compute_at":
             stage.compute_at(schedule[rec["parent"]], rec["var"])
+        elif prim == "compute_if":
+            stage.compute_if(schedule[rec["flag"]].tensor)
         else:
             raise ScheduleError(f"unknown schedule primitive {prim!r} in trace")
     return schedule

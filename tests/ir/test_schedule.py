@@ -747,3 +747,68 @@ def test_a_stage_recomputed_whole_in_every_iteration_is_reported():
     assert any(issubclass(w.category, RedundantComputeWarning) and
                "recomputed 43 times" in str(w.message) for w in caught)
     assert "B: float32[4, 13, 13] (local)" in str(func)
+
+
+# ---------------------------------------------------------------------------------------------
+# compute_if: a stage computed only where a flag is nonzero
+
+def flagged(n: int = 6, m: int = 8):
+    """F[i] = sum of A[i, :] > 0 counted; B = A * 2; C[i, j] = F[i] > 0 ? B[i, j] : -A[i, j]."""
+    from tensorc.ir import expr as E
+    A = placeholder((n, m), name="A")
+    k = reduce_axis(m, "k")
+    one, zero = E.Const(1.0, "float32"), E.Const(0.0, "float32")
+    F = compute((n,), lambda i: sum_(E.select(E.Compare("gt", A[i, k], zero), one, zero),
+                                     axis=k), name="F")
+    B = compute((n, m), lambda i, j: A[i, j] * 2.0, name="B")
+    C = compute((n, m), lambda i, j: E.select(E.Compare("gt", F[i], zero), B[i, j],
+                                              A[i, j] * -1.0), name="C")
+    return A, F, B, C
+
+
+def test_compute_if_wraps_the_stage_in_its_test():
+    A, F, B, C = flagged()
+    s = create_schedule(C)
+    i, _ = s[C].op_axis
+    s[F].compute_at(s[C], i)
+    s[B].compute_at(s[C], i)
+    s[B].compute_if(F)
+    assert str(guarded(lower(s, [A, C], "f"))) == nest("""
+        func f(A: float32[6, 8], C: float32[6, 8])
+          for (i: serial, 0, 6)
+            allocate F: float32[1] (local)
+            F[0] = 0.0f
+            for (k: serial, 0, 8)
+              F[0] = F[0] + select(A[i*8 + k] > 0.0f, 1.0f, 0.0f)
+            allocate B: float32[1, 8] (local)
+            if (F[0] != 0.0f)
+              for (j: serial, 0, 8)
+                B[j] = A[i*8 + j]*2.0f
+            for (j: serial, 0, 8)
+              C[i*8 + j] = select(F[0] > 0.0f, B[j], A[i*8 + j]*-1.0f)
+        """)
+    a = random_array(RNG, A.shape)
+    a[1] = -np.abs(a[1]) - 0.5          # rows with no positive element take the other value
+    a[4] = -np.abs(a[4]) - 0.5
+    (out,) = run_func(lower(s, [A, C], "kernel"), [a])
+    want = np.where((a > 0).any(axis=1, keepdims=True), 2 * a, -a)
+    np.testing.assert_allclose(out, want, rtol=1e-6)
+    again = replay(create_schedule(flagged()[3]), trace_from_json(trace_to_json(s.trace)))
+    assert again[B.op.name].condition is not None
+
+
+def test_compute_if_needs_one_flag_per_region():
+    A, F, B, C = flagged()
+    s = create_schedule(C)
+    s[B].compute_if(F)                   # at the root: no loop to test the flag at
+    with pytest.raises(ScheduleError, match="needs a loop to test it at"):
+        lower(s, [A, C], "f")
+    s = create_schedule(C)
+    io, _ = s[C].split(s[C].op_axis[0], 2)
+    s[F].compute_at(s[C], io)
+    s[B].compute_at(s[C], io)           # two rows of B per iteration: which flag?
+    s[B].compute_if(F)
+    with pytest.raises(ScheduleError, match="spans 2 elements of axis i"):
+        lower(s, [A, C], "f")
+    with pytest.raises(ScheduleError, match="more than the 1 axes"):
+        create_schedule(F)[F].compute_if(C)

@@ -23,8 +23,17 @@ from tensorc.ops.registry import get_op
 
 @pytest.fixture
 def always_separable(monkeypatch):
-    """Every window with more than one tap along and across the rows takes two passes."""
+    """Every window with more than one tap along and across the rows takes two passes (for
+    float max pooling, the form with NaN marks)."""
     monkeypatch.setattr(pool_separable, "TWO_PASS_OVERHEAD", -1000)
+    monkeypatch.setattr(pool_separable, "NAN_SPLIT_OVERHEAD", 10**6)
+
+
+@pytest.fixture
+def always_nan_split(monkeypatch):
+    """Every float max pooling window with more than one tap along and across the rows takes
+    the NaN-split form."""
+    monkeypatch.setattr(pool_separable, "NAN_SPLIT_OVERHEAD", -1000)
 
 
 def run(kind: str, x: np.ndarray, opset: int = 17, **attrs) -> np.ndarray:
@@ -124,8 +133,9 @@ def check_max(got: np.ndarray, want: np.ndarray) -> None:
 def test_large_windows_are_separable(kind, stage) -> None:
     text = loops(kind, (1, 8, 13, 13), kernel_shape=[9, 9], pads=same([9, 9]))
     assert stage in text
-    if kind == "MaxPool":      # each row's NaN marks travel beside its maximum
-        assert "pool_row_nans" in text
+    if kind == "MaxPool":      # planes without NaN take the two passes, the others one
+        assert "pool_has_nan" in text and "max_pool_exact" in text
+        assert "pool_row_nans" not in text
 
 
 @pytest.mark.parametrize("kernel", [[3, 3], [1, 9], [9, 1]])
@@ -154,6 +164,30 @@ def test_which_windows_take_two_passes(kernel, strides, shape, values_per_row,
                                        expected) -> None:
     attrs = {"kernel_shape": kernel, "strides": strides, "pads": [k // 2 for k in kernel] * 2}
     assert pool_separable.separable(attrs, shape, values_per_row) == expected
+
+
+@pytest.mark.parametrize("kernel, strides, shape, expected", [
+    ((5, 5), (1, 1), (1, 64, 13, 13), True),     # 10 taps + the NaN test against 25
+    ((9, 9), (1, 1), (1, 64, 28, 28), True),
+    ((3, 3), (1, 1), (1, 64, 28, 28), False),    # 6 + the NaN test against 9
+    ((3, 3), (2, 2), (1, 64, 28, 28), False),
+    ((2, 2), (1, 1), (1, 64, 28, 28), False),
+    ((7, 7), (2, 2), (1, 64, 28, 28), True),
+    ((1, 9), (1, 1), (1, 64, 28, 28), False),
+    ((13, 13), (1, 1), (1, 8, 200, 200), False),        # the plane is too large to buffer
+    ((5, 5, 5), (1, 1, 1), (1, 2, 12, 12, 12), True),
+])
+def test_which_max_pools_take_the_nan_split(kernel, strides, shape, expected) -> None:
+    attrs = {"kernel_shape": kernel, "strides": strides, "pads": [k // 2 for k in kernel] * 2}
+    assert pool_separable.nan_split(attrs, shape) == expected
+
+
+def test_the_single_pass_runs_only_for_planes_with_nan() -> None:
+    text = loops("MaxPool", (1, 16, 13, 13), kernel_shape=[5, 5], pads=same([5, 5]))
+    head, _, rest = text.partition("if (pool_has_nan[0] != 0.0f)")
+    assert rest, text
+    assert "max_pool_exact.local" in rest and "max_pool_exact.local" not in head
+    assert "pool_rows" in rest.split("max_pool_exact.local")[-1]
 
 
 def test_both_passes_run_per_channel_plane() -> None:
@@ -220,6 +254,22 @@ def test_max_pool(size, kernel, strides, pads, dilations, ceil_mode) -> None:
     if not _fits(size, attrs):
         pytest.skip("window larger than the padded input")
     x = np.random.default_rng(size).uniform(-3, 3, (1, 3, size, size + 2)).astype(np.float32)
+    got = run("MaxPool", x, **attrs)
+    check_max(got, max_pool_ref(x, kernel, strides, attrs["pads"], dilations, ceil_mode))
+
+
+@pytest.mark.usefixtures("always_nan_split")
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("kernel, strides, pads, dilations, ceil_mode", CASES)
+def test_max_pool_nan_split(size, kernel, strides, pads, dilations, ceil_mode) -> None:
+    # planes without NaN (one holding -inf) take the two passes, planes with NaN the one
+    attrs = _attrs(kernel, strides, pads, dilations, ceil_mode)
+    if not _fits(size, attrs):
+        pytest.skip("window larger than the padded input")
+    x = with_nans((1, 4, size, size + 2), size, 0.1)
+    x[0, 0] = np.random.default_rng(size).uniform(-3, 3, x.shape[2:])
+    x[0, 1] = np.nan_to_num(x[0, 1], nan=-np.inf)
+    assert "pool_has_nan" in loops("MaxPool", x.shape, **attrs)
     got = run("MaxPool", x, **attrs)
     check_max(got, max_pool_ref(x, kernel, strides, attrs["pads"], dilations, ceil_mode))
 
@@ -297,16 +347,23 @@ def nested_max(x, kernel, pads) -> np.ndarray:
     ((1, 6, 12, 11), [5, 7], [1, 3, 2, 0]),
 ])
 @pytest.mark.parametrize("fraction", [0.01, 0.1, 0.5])
-def test_max_pool_nan_inputs(shape, kernel, pads, fraction) -> None:
+@pytest.mark.parametrize("form, stage", [("nan split", "pool_has_nan"),
+                                         ("marks", "pool_row_nans")])
+def test_max_pool_nan_inputs(monkeypatch, shape, kernel, pads, fraction, form, stage) -> None:
+    if form == "marks":
+        monkeypatch.setattr(pool_separable, "NAN_SPLIT_OVERHEAD", 10**6)
     x = with_nans(shape, int(fraction * 100), fraction)
     want = max_pool_ref(x, kernel, None, pads)
     if fraction >= 0.1:      # the data tells the exact rule from the nested one
         assert not np.array_equal(nested_max(x, kernel, pads), want, equal_nan=True)
-    assert "pool_row_nans" in loops("MaxPool", shape, kernel_shape=kernel, pads=pads)
+    assert stage in loops("MaxPool", shape, kernel_shape=kernel, pads=pads)
     check_max(run("MaxPool", x, kernel_shape=kernel, pads=pads), want)
 
 
-def test_max_pool_nan_rule_by_hand(always_separable) -> None:
+@pytest.mark.parametrize("form", ["marks", "nan split"])
+def test_max_pool_nan_rule_by_hand(monkeypatch, always_separable, form) -> None:
+    if form == "nan split":
+        monkeypatch.setattr(pool_separable, "NAN_SPLIT_OVERHEAD", -1000)
     # one 2x2 window: a NaN inside a row restarts the maximum, so 2 (after the NaN) wins
     # over 5 (in the row before); a NaN last gives NaN; padding after a NaN gives -inf
     x = np.array([[[[5, 1], [np.nan, 2]]]], np.float32)
@@ -351,8 +408,11 @@ def test_integer_max_pool(dtype) -> None:
 # ---------------------------------------------------------------------------------------------
 # every schedule computes what the unscheduled program computes
 
-@pytest.mark.parametrize("op", ["max_pool", "avg_pool"])
-def test_unscheduled_program(always_separable, op) -> None:
+@pytest.mark.parametrize("op", ["max_pool", "avg_pool", "max_pool nan split"])
+def test_unscheduled_program(monkeypatch, always_separable, op) -> None:
+    if op == "max_pool nan split":
+        monkeypatch.setattr(pool_separable, "NAN_SPLIT_OVERHEAD", -1000)
+        op = "max_pool"
     attrs = {"kernel_shape": (5, 4), "strides": (2, 1), "pads": (2, 1, 3, 2),
              "dilations": (1, 2), "ceil_mode": True, "count_include_pad": False}
     x = te.placeholder((1, 3, 11, 12), "float32", "x")

@@ -4,7 +4,8 @@ max_pool attrs: kernel_shape, strides, pads, dilations, ceil_mode.
 avg_pool attrs: kernel_shape, strides, pads, dilations, ceil_mode, count_include_pad.
 
 Large windows are computed in two passes, along the rows and then across them
-(pool_separable.py, scheduled by :func:`schedule_separable`); the others in one pass over each
+(pool_separable.py, scheduled by :func:`schedule_separable`), float max pooling's only for
+the channel planes without NaN (:func:`schedule_nan_split`); the others in one pass over each
 window (:func:`schedule_window`).
 """
 from __future__ import annotations
@@ -19,7 +20,9 @@ from tensorc.ir import te
 from tensorc.ir.schedule import Schedule, Stage
 from tensorc.ir.types import TensorType
 from tensorc.ops.nn.conv import padded_input
-from tensorc.ops.nn.pool_separable import ROWS, separable, separable_max, separable_sum
+from tensorc.ops.nn.pool_separable import (
+    ROWS, nan_split, nan_split_max, separable, separable_max, separable_sum,
+)
 from tensorc.ops.nn.windows import pad_spatial, window_slices
 from tensorc.ops.registry import Pattern, define
 from tensorc.ops.schedules import PARALLEL_MIN_ELEMENTS, parallel_outer, vector_block
@@ -134,6 +137,8 @@ def _window_positions(attrs: dict, spatial: int, out_index, reduce_axes) -> list
 def _max_pool_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
     spatial = x.ndim - 2
     out = output_spatial(attrs, x.shape)
+    if E.is_float(x.dtype) and nan_split(attrs, x.shape):
+        return nan_split_max(x, attrs, out, overhang(attrs, x.shape, out))
     if separable(attrs, x.shape, 2 if E.is_float(x.dtype) else 1):
         return separable_max(x, attrs, out, overhang(attrs, x.shape, out))
     lowest = te.min_value(x.dtype).value
@@ -516,9 +521,81 @@ def _schedule_row_pass(target: Target, st: Stage, stage: Stage, plane, registers
     st.vectorize(x)
 
 
+# ---------------------------------------------------------------------------------------------
+# the NaN-split form (pool_separable.py): the two passes for planes without NaN, the single
+# pass for the others
+
+def _nan_split_parts(anchor: te.Tensor) -> dict[str, te.Tensor] | None:
+    """The NaN count, single pass and two passes that a NaN-split max pool chooses from
+    (by name), or None for another form."""
+    parts = {t.op.name: t for t in anchor.op.input_tensors()}
+    names = ("pool_has_nan", "max_pool_exact", "max_pool_fast")
+    return parts if not anchor.op.reduce_axis and all(n in parts for n in names) else None
+
+
+def schedule_nan_split(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
+                       config) -> None:
+    """Each channel's plane at a time (channels in parallel): the plane's NaN count, the
+    single pass only if it counts any, the two passes (as :func:`schedule_separable`), then
+    the output picks one of them:
+
+        for (n.c: parallel)
+          has_nan.rf[16]  = isnan counts, a vector of partial counts   (then summed)
+          padded[Hp, Wp]
+          if (has_nan > 0)  exact[H, OW] = the single pass   (as schedule_window's blocks)
+          rows[H, OW] = max over kx;  rows_padded[Hp, OW]
+          fast[OH, OW] = max over ky of rows_padded            (as schedule_separable's)
+          for (y)  for (x: vectorized)  out = has_nan > 0 ? exact : fast
+    """
+    parts = _nan_split_parts(anchor)
+    lanes = target.vector_lanes(out.dtype)
+    stage = sch[out]
+    n, c, *rows, x = stage.op_axis
+    width = out.shape[-1]
+    if width > lanes:
+        _, x = stage.split(x, lanes, shift_tail=width % lanes != 0)
+    stage.vectorize(x)
+    work = int(np.prod(out.shape)) if config.get("parallel", False) else 0
+    plane = parallel_outer(stage, [n, c], work)
+
+    has_nan = parts["pool_has_nan"]
+    counts = sch.rfactor(has_nan, lanes)
+    sch[counts].compute_at(stage, plane)
+    sch[counts].reorder(*sch[counts].reduce_axis, sch[counts].op_axis[-1])
+    sch[counts].vectorize(sch[counts].op_axis[-1])
+    sch[has_nan].compute_at(stage, plane)
+
+    # each path's stages computed inside its plane loop (one iteration), its padded input too
+    exact = parts["max_pool_exact"]
+    rows_per_block = _default_rows(target, exact, exact, "plane")
+    exact_stage, exact_plane, _ = _window_blocks(
+        target, sch, exact, exact, config["registers"], False, "plane",
+        rows_per_block=rows_per_block,
+        unroll_taps=_default_unroll(target, exact, exact, rows_per_block))
+    sch[exact].compute_at(stage, plane)
+    sch[exact].compute_if(has_nan)
+    padded = _padded_input_of(exact)
+    if padded is not None:
+        _buffer_at(target, sch[padded], exact_stage, exact_plane)
+
+    fast = parts["max_pool_fast"]
+    fast_stage, fast_plane, across = _window_blocks(
+        target, sch, fast, fast, config["registers"], False, "plane", config["across_rows"])
+    sch[fast].compute_at(stage, plane)
+    producers = [t for t in across.op.input_tensors() if isinstance(t.op, te.ComputeOp)]
+    while producers:
+        t = producers.pop()
+        if t.op.reduce_axis:
+            _schedule_row_pass(target, sch[t], fast_stage, fast_plane, config["registers"])
+        else:
+            _buffer_at(target, sch[t], fast_stage, fast_plane)
+        producers += [p for p in t.op.input_tensors() if isinstance(p.op, te.ComputeOp)]
+
+
 def pool_space(target: Target, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> SearchSpace:
-    """The separable form's space, or the single pass's (:func:`window_space`)."""
-    if _separable_window(anchor) is not None:
+    """The separable and NaN-split forms' space, or the single pass's
+    (:func:`window_space`)."""
+    if _separable_window(anchor) is not None or _nan_split_parts(anchor) is not None:
         return separable_space(target, out, anchor, attrs)
     return window_space(target, out, anchor, attrs)
 
@@ -526,6 +603,9 @@ def pool_space(target: Target, out: te.Tensor, anchor: te.Tensor, attrs: dict) -
 @max_pool.schedule(space=pool_space)
 def _max_pool_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
                        attrs: dict, config) -> None:
+    if _nan_split_parts(anchor) is not None:
+        schedule_nan_split(target, sch, out, anchor, config)
+        return
     if _separable_window(anchor) is not None:
         schedule_separable(target, sch, out, anchor, config)
         return
