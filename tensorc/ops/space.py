@@ -121,6 +121,13 @@ class SearchSpace:
     def default(self) -> Config:
         return Config({k.name: k.default for k in self.knobs.values()})
 
+    def pinned(self, **values) -> SearchSpace:
+        """This space with the named knobs fixed to ``values`` (one choice each); knobs it
+        does not have are ignored. The configs it yields are legal in this space too."""
+        knobs = [Knob(k.name, (values[k.name],), values[k.name], k.doc) if k.name in values
+                 else k for k in self.knobs.values()]
+        return SearchSpace(knobs, self.constraints, self.name)
+
     def violation(self, config: Mapping[str, Any]) -> str | None:
         """Why ``config`` is illegal in this space, or None."""
         unknown = sorted(set(config) - set(self.knobs))

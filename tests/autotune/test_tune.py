@@ -14,9 +14,11 @@ from tensorc.cli import main
 def test_a_few_trials_improve_or_keep_the_default(tmp_path, tiny_conv):
     log = tmp_path / "tune.jsonl"
     lines = []
-    options = MeasureOptions(repeats=3, min_repeat_seconds=0.002, num_threads=1)
+    # (on two threads: on one the parallel knob stays at its default, and the space is
+    # smaller than 8 configs)
+    options = MeasureOptions(repeats=3, min_repeat_seconds=0.002, num_threads=2)
     result = tensorc.tune(tiny_conv, trials=8, log=log, batch=4, options=options,
-                          threads=1, progress=lines.append)
+                          threads=2, progress=lines.append)
     assert result.trials == 8
     everything = list(TuningLog(log).records())
     records = [r for r in everything if not r.get("confirmed")]       # the trials
@@ -58,7 +60,7 @@ def test_bench_and_profile_apply_a_tuning_log(tmp_path, tiny_conv, capsys):
 
 def test_tune_command_resumes_and_prints_json(tmp_path, tiny_matmul, capsys):
     log = tmp_path / "tune.jsonl"
-    args = ["tune", str(tiny_matmul), "--trials", "4", "--log", str(log), "--threads", "1",
+    args = ["tune", str(tiny_matmul), "--trials", "4", "--log", str(log), "--threads", "2",
             "--batch", "4", "--json", "--no-end-to-end"]
     assert main(args) == 0
     first = json.loads(capsys.readouterr().out)
@@ -114,3 +116,21 @@ def test_the_best_config_is_timed_again_beside_the_default(tiny_matmul):
     (won,) = tuner.result().tasks
     assert not won.kept_default and won.best_config == dict(other) and won.speedup == 2.0
     assert tuner.result().table().splitlines()[2].split()[-1] == "tuned"
+
+
+def test_one_thread_tuning_leaves_the_parallel_knob_at_its_default(tiny_conv):
+    # timed on one thread, parallel on or off cannot be told apart; a config picked with it
+    # off by chance would run single-threaded in a model run on more threads
+    from tensorc.autotune.space import extract_tasks
+    from tensorc.autotune.tuner import Tuner
+    (task,) = [t for t in extract_tasks(tiny_conv, measure=False)
+               if "parallel" in t.space().knobs]
+    spaces = {}
+    for threads in (1, 2):
+        tuner = Tuner([task], None, options=MeasureOptions(num_threads=threads))
+        tuner.close()
+        spaces[threads] = tuner.states[0].space
+    assert spaces[1].knobs["parallel"].choices == (task.space().default()["parallel"],)
+    assert spaces[2].knobs["parallel"].choices == task.space().knobs["parallel"].choices
+    assert len(spaces[2]) == 2 * len(spaces[1])
+

@@ -35,6 +35,15 @@ def test_enumeration_respects_constraints():
     assert Config(tile=8, order="a") not in configs
 
 
+def test_pinned_knobs_take_one_value_and_keep_the_constraints():
+    space = _space().pinned(order="b", missing=3)
+    assert space.knobs["order"].choices == ("b",) and space.default() == Config(tile=4, order="b")
+    configs = list(space.configs())
+    assert configs == [Config(tile=t, order="b") for t in (1, 2, 4, 8)]
+    assert all(_space().is_valid(c) for c in configs)
+    assert not space.is_valid(Config(tile=4, order="a"))
+
+
 def test_random_moves_stay_legal():
     space, rng = _space(), random.Random(0)
     seen = set()
