@@ -97,7 +97,9 @@ def compile(model: str | Path | "onnx.ModelProto", target: str | Target = "llvm"
     configs = None
     if tuning_log is not None:
         from tensorc.autotune.records import TuningLog
-        configs = TuningLog(tuning_log).best_configs(tgt)
+        from tensorc.runtime.module import default_threads
+        configs = TuningLog(tuning_log).best_configs(tgt, threads=num_threads or
+                                                     default_threads())
     return _compile_llvm(proto, graph, tgt, start, num_threads, progress, configs)
 
 

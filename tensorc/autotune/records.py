@@ -46,10 +46,13 @@ def tensorc_version() -> str:
 def make_record(task, config: Mapping, trace: list | None, latency: float | None = None,
                 error: str | None = None, message: str = "", build_seconds: float = 0.0,
                 run_seconds: float = 0.0, host: str | None = None,
-                confirmed: bool = False) -> dict:
+                confirmed: bool = False, threads: int | None = None) -> dict:
     """One measurement of ``task`` (a ``space.Task``) as a log record. ``confirmed``: the
     median of the config timed again beside the task's default at the end of a run (the
-    tuner's confirmation), which a compile prefers to the search's single measurements."""
+    tuner's confirmation), which a compile prefers to the search's single measurements.
+    ``threads``: how many threads the kernel was timed on (a config's speed depends on it: a
+    matmul whose column panels form one block is fast on one thread and has nothing for a
+    second one to do)."""
     if (latency is None) == (error is None):
         raise ValueError("a record has a latency or an error class, not both or neither")
     if error is not None and error not in ERROR_CLASSES:
@@ -73,6 +76,8 @@ def make_record(task, config: Mapping, trace: list | None, latency: float | None
     }
     if confirmed:
         record["confirmed"] = True
+    if threads is not None:
+        record["threads"] = int(threads)
     return record
 
 
@@ -109,14 +114,18 @@ class TuningLog:
             if isinstance(record, dict) and "workload" in record and "config" in record:
                 yield record
 
-    def matching(self, target: str, version: str | None = None) -> list[dict]:
-        """The records for ``target`` (a target string) and this tensorc version."""
+    def matching(self, target: str, version: str | None = None,
+                 threads: int | None = None) -> list[dict]:
+        """The records for ``target`` (a target string), this tensorc version and, if given,
+        timed on ``threads`` threads (records that do not say are taken)."""
         version = version or tensorc_version()
         return [r for r in self.records()
-                if r.get("target") == target and r.get("tensorc") == version]
+                if r.get("target") == target and r.get("tensorc") == version and
+                _same_threads(r, threads)]
 
-    def best_configs(self, target: Target | str) -> BestConfigs:
-        """The fastest valid record per workload for ``target`` and this tensorc version;
+    def best_configs(self, target: Target | str, threads: int | None = None) -> BestConfigs:
+        """The fastest valid record per workload for ``target``, this tensorc version and
+        ``threads`` (when given: records timed on another thread count are not applied);
         where a workload has confirmed records (a run's best config and its default timed
         again side by side), the fastest of those: the search's fastest single measurement
         may have been a lucky one, and the default may be the faster of the two."""
@@ -127,10 +136,13 @@ class TuningLog:
             raise TensorcError(f"tuning log {self.path} does not exist: run 'tensorc tune' "
                                f"to write one, or compile without it")
         best: dict[str, dict] = {}
-        other = 0
+        other = other_threads = 0
         for r in self.records():
             if r.get("target") != tgt or r.get("tensorc") != version:
                 other += 1
+                continue
+            if not _same_threads(r, threads):
+                other_threads += 1
                 continue
             if r.get("error") is not None or not r.get("latency"):
                 continue
@@ -138,7 +150,14 @@ class TuningLog:
             rank = (not r.get("confirmed"), r["latency"])
             if seen is None or rank < (not seen.get("confirmed"), seen["latency"]):
                 best[r["workload"]] = r
-        return BestConfigs(str(self.path), best, other)
+        return BestConfigs(str(self.path), best, other, other_threads=other_threads,
+                           threads=threads)
+
+
+def _same_threads(record: dict, threads: int | None) -> bool:
+    """Whether ``record`` was timed on ``threads`` threads (None: any; a record from before
+    logs said counts as the same)."""
+    return threads is None or record.get("threads") in (None, threads)
 
 
 @dataclass
@@ -150,6 +169,8 @@ class BestConfigs:
     best: dict[str, dict]
     other_records: int = 0          # records of another target or tensorc version
     applied: set = field(default_factory=set)
+    other_threads: int = 0          # records timed on another thread count
+    threads: int | None = None      # the thread count the configs were chosen for
     missing: set = field(default_factory=set)
     rejected: set = field(default_factory=set)
 
@@ -178,7 +199,8 @@ class BestConfigs:
         return {"log": self.log, "tuned_kernels": len(self.applied),
                 "default_kernels": len(self.missing) + len(self.rejected),
                 "rejected_configs": len(self.rejected),
-                "other_target_or_version_records": self.other_records}
+                "other_target_or_version_records": self.other_records,
+                "other_thread_count_records": self.other_threads}
 
     def note(self) -> str | None:
         """One sentence on what was not applied, or None when every kernel was tuned."""
@@ -193,6 +215,10 @@ class BestConfigs:
         if self.other_records:
             parts.append(f"{self.other_records} records of another target or tensorc "
                          f"version were not applied")
+        if self.other_threads:
+            parts.append(f"{self.other_threads} records timed on another thread count were "
+                         f"not applied (this module runs on {self.threads}; tune with "
+                         f"--threads {self.threads})")
         if not parts:
             return None
         return f"tuning log {self.log}: " + "; ".join(parts)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from tensorc.autotune.search import (
 from tensorc.autotune.space import Task, extract_tasks
 from tensorc.errors import TensorcError
 from tensorc.ops.space import Config, SearchSpace
+from tensorc.runtime.module import default_threads
 from tensorc.target import Target
 
 Progress = Callable[[str], None]
@@ -62,8 +62,7 @@ def _searched_space(space: SearchSpace, options: MeasureOptions) -> SearchSpace:
     apart: timed on one thread, the ``parallel`` knob only adds noise, and a config that
     won with it off by chance ran a kernel on one thread in a 2-thread model (ResNet tuned on
     one thread: 7.1 -> 8.7 ms at two), so there it keeps its default."""
-    threads = options.num_threads or os.cpu_count() or 1
-    if threads == 1 and "parallel" in space.knobs:
+    if (options.num_threads or default_threads()) == 1 and "parallel" in space.knobs:
         return space.pinned(parallel=space.knobs["parallel"].default)
     return space
 
@@ -188,6 +187,7 @@ class Tuner:
         self.progress = progress
         self.states = [TaskState(t, _searched_space(t.space(), self.options))
                        for t in self.tasks]
+        self.threads = self.options.num_threads or default_threads()
         self.trials = 0
         self.errors = 0
         self.resumed = 0
@@ -205,7 +205,7 @@ class Tuner:
         by_workload = {s.task.workload: s for s in self.states}
         target = self.tasks[0].target
         count = 0
-        for r in self.log.matching(target, tensorc_version()):
+        for r in self.log.matching(target, tensorc_version(), self.threads):
             state = by_workload.get(r["workload"])
             if state is None:
                 continue
@@ -260,7 +260,7 @@ class Tuner:
             if self.log is not None:
                 self.log.append(make_record(task, r.config, r.trace, r.latency, r.error,
                                             r.message, r.build_seconds, r.run_seconds,
-                                            r.host))
+                                            r.host, threads=self.threads))
 
     def run(self, trials: int | None = None, seconds: float | None = None) -> TuneResult:
         """Measure until ``trials`` measurements or ``seconds`` have been spent (or every
@@ -319,7 +319,7 @@ class Tuner:
                     for c, latency in zip((default, config), state.confirmed):
                         self.log.append(make_record(state.task, c, state.traces.get(c),
                                                     latency, host=results[0].host,
-                                                    confirmed=True))
+                                                    confirmed=True, threads=self.threads))
 
     def _progress_line(self, state: TaskState, done: int, trials, seconds, start) -> str:
         index = self.states.index(state) + 1

@@ -192,7 +192,7 @@ class Module:
         if not self.kernels:
             raise TensorcError("this module has no kernel table to profile (it was saved by "
                                "an older tensorc): compile the model again")
-        threads = self.num_threads or _default_threads()
+        threads = self.num_threads or default_threads()
         if roofline is None:
             roofline = machine_roofline(threads=threads)
         timings = np.zeros(len(self.kernels), dtype=np.int64)
@@ -357,7 +357,7 @@ def check_num_threads(value: int) -> int:
     return int(value)
 
 
-def _default_threads() -> int:
+def default_threads() -> int:
     """What num_threads = 0 means: OMP_NUM_THREADS when set, else every core."""
     try:
         return max(1, int(os.environ.get("OMP_NUM_THREADS", "")))

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import tensorc
+from tensorc.autotune.measure import MeasureOptions
 from tensorc.autotune.records import TuningLog, TuningLogNote, make_record
 from tensorc.autotune.search import RandomSearch
 from tensorc.autotune.space import extract_tasks
@@ -106,6 +107,36 @@ def test_confirmed_records_win_over_lucky_single_measurements(tmp_path, conv_tas
     assert best["config"] == dict(space.default()) and best["confirmed"]
 
 
+def test_records_of_another_thread_count_are_not_applied(tmp_path, tiny_conv, conv_tasks):
+    """A config's speed depends on the threads it runs on (one block of column panels is
+    fast on one thread and idles a second): a compile takes the records timed on its own
+    thread count, and records that do not say (older logs)."""
+    conv = next(t for t in conv_tasks if t.ops[0] == "conv")
+    configs = list(conv.space().configs())
+    log = TuningLog(tmp_path / "t.jsonl")
+    _write(log, conv, configs[0], latency=2e-3, threads=2)
+    _write(log, conv, configs[-1], latency=1e-3, threads=1)
+    on_two = log.best_configs(tensorc.Target.host(), threads=2)
+    assert on_two.best[conv.workload]["config"] == dict(configs[0])
+    assert on_two.other_threads == 1
+    assert log.best_configs(tensorc.Target.host(), threads=1).best[conv.workload][
+        "config"] == dict(configs[-1])
+    assert log.best_configs(tensorc.Target.host()).best[conv.workload]["config"] == \
+        dict(configs[-1])                                # no thread count asked: any
+    assert [r["threads"] for r in log.matching(conv.target, threads=2)] == [2]
+
+    only_one = TuningLog(tmp_path / "one.jsonl")
+    _write(only_one, conv, configs[-1], latency=1e-3, threads=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mod = tensorc.compile(tiny_conv, tuning_log=only_one.path, num_threads=2)
+    (note,) = [str(w.message) for w in caught if issubclass(w.category, TuningLogNote)]
+    assert "1 records timed on another thread count were not applied" in note
+    assert "--threads 2" in note
+    assert mod.info["tuning"]["tuned_kernels"] == 0
+    assert mod.info["tuning"]["other_thread_count_records"] == 1
+
+
 def test_a_missing_log_is_an_error_that_names_it(tmp_path, tiny_conv):
     with pytest.raises(tensorc.TensorcError, match="does not exist"):
         tensorc.compile(tiny_conv, tuning_log=tmp_path / "none.jsonl")
@@ -117,7 +148,9 @@ def test_resume_measures_nothing_twice(tmp_path, conv_tasks):
     measured = list(task.space().configs())[:3]
     for k, c in enumerate(measured):
         _write(log, task, c, latency=(k + 1) * 1e-4)
-    tuner = Tuner([task], log.path, executor=object(), search="random")   # never measures
+    # (timed on two threads, so that the whole space is searched: see the parallel knob)
+    tuner = Tuner([task], log.path, executor=object(), search="random",    # never measures
+                  options=MeasureOptions(num_threads=2))
     assert tuner.resume() == 3
     state = tuner.states[0]
     assert state.best_latency == 1e-4
