@@ -57,12 +57,12 @@ class TaskResult:
         return self.flops / latency / 1e9 if latency else 0.0
 
 
-def _searched_space(space: SearchSpace, options: MeasureOptions) -> SearchSpace:
-    """The part of a task's space that measurements at ``options``' thread count can tell
-    apart: timed on one thread, the ``parallel`` knob only adds noise, and a config that
-    won with it off by chance ran a kernel on one thread in a 2-thread model (ResNet tuned on
-    one thread: 7.1 -> 8.7 ms at two), so there it keeps its default."""
-    if (options.num_threads or default_threads()) == 1 and "parallel" in space.knobs:
+def _searched_space(space: SearchSpace, threads: int) -> SearchSpace:
+    """The part of a task's space that measurements on ``threads`` threads can tell apart:
+    timed on one thread, the ``parallel`` knob only adds noise, and a config that won with
+    it off by chance ran a kernel on one thread in a 2-thread model (ResNet tuned on one
+    thread: 7.1 -> 8.7 ms at two), so there it keeps its default."""
+    if threads == 1 and "parallel" in space.knobs:
         return space.pinned(parallel=space.knobs["parallel"].default)
     return space
 
@@ -185,9 +185,9 @@ class Tuner:
         self.batch = batch
         self.scheduler = TaskScheduler(batch)
         self.progress = progress
-        self.states = [TaskState(t, _searched_space(t.space(), self.options))
+        self.threads = self.options.num_threads or default_threads()   # timed on
+        self.states = [TaskState(t, _searched_space(t.space(), self.threads))
                        for t in self.tasks]
-        self.threads = self.options.num_threads or default_threads()
         self.trials = 0
         self.errors = 0
         self.resumed = 0

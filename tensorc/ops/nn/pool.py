@@ -473,7 +473,14 @@ def schedule_separable(target: Target, sch: Schedule, out: te.Tensor, window: te
     for sv in acc.reduce_axis:
         if sv.name == "rp":
             acc.unroll(sv)
-    # every stage between the input and the pass across rows, computed per plane
+    _plane_producers_at(target, sch, window, stage, plane, config["registers"])
+
+
+def _plane_producers_at(target: Target, sch: Schedule, window: te.Tensor, stage: Stage,
+                        plane, registers: int) -> None:
+    """Every stage between the input and the pass across rows ``window``, computed per
+    plane at ``stage``'s loop ``plane``: the row pass in register blocks, the paddings and
+    copies as plane buffers."""
     producers, frontier = [], [window]
     while frontier:
         for t in frontier.pop().op.input_tensors():
@@ -482,7 +489,7 @@ def schedule_separable(target: Target, sch: Schedule, out: te.Tensor, window: te
                 frontier.append(t)
     for t in sorted(producers, key=lambda t: sch.stages.index(sch[t])):
         if t.op.reduce_axis:
-            _schedule_row_pass(target, sch[t], stage, plane, config["registers"])
+            _schedule_row_pass(target, sch[t], stage, plane, registers)
         else:
             _buffer_at(target, sch[t], stage, plane)
 
@@ -582,14 +589,7 @@ def schedule_nan_split(target: Target, sch: Schedule, out: te.Tensor, anchor: te
     fast_stage, fast_plane, across = _window_blocks(
         target, sch, fast, fast, config["registers"], False, "plane", config["across_rows"])
     sch[fast].compute_at(stage, plane)
-    producers = [t for t in across.op.input_tensors() if isinstance(t.op, te.ComputeOp)]
-    while producers:
-        t = producers.pop()
-        if t.op.reduce_axis:
-            _schedule_row_pass(target, sch[t], fast_stage, fast_plane, config["registers"])
-        else:
-            _buffer_at(target, sch[t], fast_stage, fast_plane)
-        producers += [p for p in t.op.input_tensors() if isinstance(p.op, te.ComputeOp)]
+    _plane_producers_at(target, sch, across, fast_stage, fast_plane, config["registers"])
 
 
 def pool_space(target: Target, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> SearchSpace:

@@ -68,6 +68,14 @@ def separable(attrs: dict, x_shape: tuple[int, ...], values_per_row: int) -> boo
     ...           (1, 64, 13, 13), values_per_row=2)
     True
     """
+    return _two_passes_win(attrs, x_shape, values_per_row, TWO_PASS_OVERHEAD)
+
+
+def _two_passes_win(attrs: dict, x_shape: tuple[int, ...], values_per_row: int,
+                    overhead: int) -> bool:
+    """Whether the window has more than one tap along the rows and across them, its padded
+    plane at most SEPARABLE_MAX_PLANE elements, and two passes folding ``values_per_row``
+    values per tap, plus ``overhead``, take fewer taps per output than one pass."""
     kernel, strides, pads = attrs["kernel_shape"], attrs["strides"], attrs["pads"]
     spatial = len(x_shape) - 2
     along, across = kernel[-1], math.prod(kernel[:-1])
@@ -77,7 +85,7 @@ def separable(attrs: dict, x_shape: tuple[int, ...], values_per_row: int) -> boo
     if plane > SEPARABLE_MAX_PLANE:
         return False
     rows_per_output_row = math.prod(strides[:-1])
-    two_pass = values_per_row * (along * rows_per_output_row + across) + TWO_PASS_OVERHEAD
+    two_pass = values_per_row * (along * rows_per_output_row + across) + overhead
     return along * across > two_pass
 
 
@@ -98,16 +106,7 @@ def nan_split(attrs: dict, x_shape: tuple[int, ...]) -> bool:
     >>> nan_split({"kernel_shape": (5, 5), "strides": (1, 1), "pads": (2,) * 4}, (1, 64, 13, 13))
     True
     """
-    kernel, strides, pads = attrs["kernel_shape"], attrs["strides"], attrs["pads"]
-    spatial = len(x_shape) - 2
-    along, across = kernel[-1], math.prod(kernel[:-1])
-    if spatial < 2 or along < 2 or across < 2:
-        return False
-    plane = math.prod(x_shape[2 + d] + pads[d] + pads[d + spatial] for d in range(spatial))
-    if plane > SEPARABLE_MAX_PLANE:
-        return False
-    two_pass = along * math.prod(strides[:-1]) + across + NAN_SPLIT_OVERHEAD
-    return along * across > two_pass
+    return _two_passes_win(attrs, x_shape, 1, NAN_SPLIT_OVERHEAD)
 
 
 def _row_pass(padded: te.Tensor, attrs: dict, rows: tuple[int, ...], offsets: tuple[int, ...],
