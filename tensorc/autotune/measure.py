@@ -248,6 +248,47 @@ def measure(executor: Executor, candidates: Sequence[Candidate], options: Measur
     return results
 
 
+def retime(executor: Executor, candidates: Sequence[Candidate], options: MeasureOptions,
+           rounds: int, inputs: dict | None = None, expected: dict | None = None
+           ) -> list[list[RunResult]]:
+    """Time ``candidates`` again side by side: each is built once, then all of them are run
+    in turn, ``rounds`` times over (each round starting one candidate later), so that
+    whatever else loads the machine meanwhile falls on all of them alike. Returns each
+    candidate's runs, one per round (a failed build: its error in every round).
+
+    The best of hundreds of single noisy measurements is biased low; this is how the tuner
+    confirms its picks against the default, and how ``benchmarks/tuning.py`` compares two
+    searches' picks.
+
+    >>> runs = retime(executor, [Candidate(task, c1), Candidate(task, c2)], options, 3)
+    >>> [[r.latency for r in rs] for rs in runs]
+    [[0.00121, 0.00119, 0.00120], [0.00131, 0.00128, 0.00130]]
+    """
+    inputs = {} if inputs is None else inputs
+    expected = {} if expected is None else expected
+    timed: list[list[RunResult]] = []
+    jobs, where = [], []
+    for k, (cand, built) in enumerate(zip(candidates, executor.build(candidates, options))):
+        timed.append([RunResult(error=built.error, message=built.message)] * rounds)
+        if built.error is not None:
+            continue
+        task = cand.task
+        if task.workload not in inputs:
+            inputs[task.workload] = task.inputs(seed=0)
+        if task.workload not in expected:
+            expected[task.workload] = task.reference(inputs[task.workload])
+        jobs.append(RunJob(built.object_code, built.entry, built.params,
+                           inputs[task.workload], expected[task.workload], options,
+                           cand.inject, False, task.target))
+        where.append(k)
+    for r in range(rounds if jobs else 0):
+        shift = r % len(jobs)
+        order = list(range(shift, len(jobs))) + list(range(shift))
+        for j, run in zip(order, executor.run([jobs[j] for j in order], options)):
+            timed[where[j]][r] = run
+    return timed
+
+
 # ---------------------------------------------------------------------------------------------
 # worker processes: length-prefixed pickles over the child's stdin and stdout
 

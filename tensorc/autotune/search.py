@@ -39,7 +39,9 @@ class TaskState:
     errors: int = 0
     history: list = field(default_factory=list)    # best latency after each trial
     default_latency: float | None = None           # the default config, as the runner saw it
-    confirmed: tuple | None = None                 # (default, best) timed again side by side
+    # (default, best, best's config): the default and the search's fastest configs timed
+    # again side by side, the default's median and the fastest of the others'
+    confirmed: tuple | None = None
     exhausted: bool = False
     expected: list | None = None                   # the unscheduled program's outputs
     inputs: list | None = None
@@ -59,6 +61,14 @@ class TaskState:
     @property
     def best_latency(self) -> float | None:
         return self.best[1]
+
+    def top(self, count: int, trials: int | None = None) -> list[Config]:
+        """The ``count`` configs measured fastest (failures left out), fastest first; among
+        the first ``trials`` measurements only, when given (``measured`` keeps the order in
+        which they were taken)."""
+        taken = list(self.measured.items())[:trials]
+        done = sorted(((lat, k) for k, (_, lat) in enumerate(taken) if lat))
+        return [taken[k][0] for _, k in done[:count]]
 
     def record(self, config: Config, latency: float | None, trace=None, features=None
                ) -> None:

@@ -16,7 +16,7 @@ from typing import Callable, Mapping, Sequence
 
 from tensorc.autotune.cost_model import CostModel, XGBoostCostModel
 from tensorc.autotune.measure import (
-    Candidate, Executor, LocalExecutor, MeasureOptions, measure,
+    Candidate, Executor, LocalExecutor, MeasureOptions, measure, retime,
 )
 from tensorc.autotune.records import TRANSIENT_ERRORS, TuningLog, make_record, tensorc_version
 from tensorc.autotune.search import (
@@ -158,6 +158,7 @@ def parse_duration(text: str) -> float:
 
 
 CONFIRM_ROUNDS = 3      # times a task's best and default configs are timed again at the end
+CONFIRM_TOP = 3         # how many of a task's fastest-measured configs are timed again
 
 
 class Tuner:
@@ -289,36 +290,42 @@ class Tuner:
         self.confirm()
         return self.result(time.monotonic() - start)
 
-    def confirm(self, rounds: int = CONFIRM_ROUNDS) -> None:
-        """Time each task's best config again beside its default, alternating, ``rounds``
-        times each, and keep the medians as the task's default and tuned latencies. Each was
-        measured once during the search, and the best of hundreds of noisy measurements is
-        biased low (as is any one measurement taken while the machine was busy: the tuning
-        benchmark once saw a default at 1.6x its later timings), so the table of default
-        against tuned would claim speed-ups that are not there. The two medians are logged
+    def confirm(self, rounds: int = CONFIRM_ROUNDS, top: int = CONFIRM_TOP) -> None:
+        """Time each task's ``top`` fastest-measured configs again beside its default,
+        alternating (:func:`measure.retime`), ``rounds`` times each; the default's median
+        and the fastest of the others' become the task's default and tuned latencies, and
+        that config its tuned one. Each was measured once during the search, and the best of
+        hundreds of noisy measurements is biased low (as is any one measurement taken while
+        the machine was busy: the tuning benchmark once saw a default at 1.6x its later
+        timings), so the table of default against tuned would claim speed-ups that are not
+        there; and where several configs run within the noise of each other, which of them
+        measured fastest is luck, so the runners-up are timed too. The medians are logged
         as confirmed records, which a compile prefers (so a default that turns out faster is
         what the model gets); they are no trials of the search, and --resume skips them."""
         for state in self.states:
-            config, _ = state.best
             default = state.space.default()
-            if config is None or config == default or state.default_latency is None:
+            picks = [c for c in state.top(top) if c != default]
+            if not picks or state.default_latency is None:
                 continue
             if self.progress:
-                self.progress(f"confirming {state.task.name}: its best config against the "
-                              "default, side by side")
-            results = measure(self.executor, [Candidate(state.task, c)
-                                              for c in [default, config] * rounds],
-                              self.options, {state.task.workload: state.inputs},
-                              {state.task.workload: state.expected})
-            timed = {"default": [r.latency for r in results[0::2]],
-                     "best": [r.latency for r in results[1::2]]}
-            if all(t is not None for ts in timed.values() for t in ts):
-                state.confirmed = (statistics.median(timed["default"]),
-                                   statistics.median(timed["best"]))
-                if self.log is not None:
-                    for c, latency in zip((default, config), state.confirmed):
+                self.progress(f"confirming {state.task.name}: its {len(picks)} fastest "
+                              "configs against the default, side by side")
+            configs = [default, *picks]
+            timed = retime(self.executor, [Candidate(state.task, c) for c in configs],
+                           self.options, rounds, {state.task.workload: state.inputs},
+                           {state.task.workload: state.expected})
+            medians = [statistics.median(r.latency for r in runs)
+                       if all(r.error is None for r in runs) else None for runs in timed]
+            confirmed = [(m, k) for k, m in enumerate(medians) if k and m is not None]
+            if medians[0] is None or not confirmed:
+                continue
+            best, k = min(confirmed)
+            state.confirmed = (medians[0], best, configs[k])
+            if self.log is not None:
+                for c, latency in zip(configs, medians):
+                    if latency is not None:
                         self.log.append(make_record(state.task, c, state.traces.get(c),
-                                                    latency, host=results[0].host,
+                                                    latency, host=timed[0][0].host,
                                                     confirmed=True, threads=self.threads))
 
     def _progress_line(self, state: TaskState, done: int, trials, seconds, start) -> str:
@@ -345,7 +352,7 @@ class Tuner:
             default = s.default_latency or t.default_latency
             kept = False
             if s.confirmed is not None:
-                default, best = s.confirmed
+                default, best, config = s.confirmed
                 if best >= default:     # timed side by side, the default won: it stays
                     best, config, kept = default, s.space.default(), True
             tasks.append(TaskResult(t.name, t.description, t.weight, t.flops, s.trials,
