@@ -4,7 +4,11 @@ Per store: its arithmetic by type (float add/sub, mul, div, min/max, math intrin
 compare/select, integer index arithmetic, casts), the loops around it (depth, how many times
 it runs, the product of vectorized, unrolled and parallel extents, innermost and outermost
 extents), and the buffers it touches (bytes, unique bytes, stride along the innermost loop,
-reuse, cache lines; separately for local scratch and global memory), its arithmetic intensity.
+reuse, cache lines; separately for local scratch and global memory), its arithmetic intensity,
+and the innermost ``LEVELS`` loops one by one: each's extent and the bytes the loops from it
+inwards touch. The last are what tells loop orders apart: two orders of the same loops have
+the same totals, extents and innermost strides, and differ in what stays in cache between
+iterations of the loops in between (a conv's taps inside or outside its channel loop).
 A kernel's vector is the ``STORES`` stores that run most (by executed operations), each's
 features, then totals over every store. Counts enter as log2(1 + x), so the model sees ratios.
 
@@ -24,6 +28,7 @@ from tensorc.ir.loop import Allocate, For, IfThenElse, PrimFunc, Seq, Store, ite
 
 CACHE_LINE = 64
 STORES = 3          # the most expensive stores described one by one
+LEVELS = 5          # the innermost loops around a store described one by one
 
 STORE_FEATURES = (
     "float_addsub", "float_mul", "float_div", "float_minmax", "float_math", "compare_select",
@@ -33,6 +38,7 @@ STORE_FEATURES = (
     "global_bytes", "global_unique_bytes", "global_cache_lines", "local_bytes",
     "local_unique_bytes", "stride_1", "stride_0", "stride_large", "max_reuse",
     "store_stride_1", "arith_intensity", "ops_total",
+    *(f"level{k}_{what}" for k in range(1, LEVELS + 1) for what in ("extent", "bytes")),
 )
 SUMMARY_FEATURES = ("stores", "flops", "global_unique_bytes", "local_bytes_allocated",
                     "parallel_extent", "vectorized_stores", "intensity")
@@ -94,8 +100,14 @@ def _access(buffer, index: E.Expr, loops: list[_Loop]) -> dict:
     contiguous = stride is not None and stride <= 1
     lines = math.ceil(unique * size / CACHE_LINE) if contiguous else unique
     executions = math.prod(loop.extent for loop in loops)
+    levels, touched = [], 1
+    for loop in reversed(loops[-LEVELS:]):
+        if loop.var in used:
+            touched *= loop.extent
+        levels.append(min(touched, buffer.size) * size)
     return {"scope": buffer.scope, "bytes": executions * size, "unique": unique * size,
-            "lines": lines, "stride": stride, "reuse": executions / max(unique, 1)}
+            "lines": lines, "stride": stride, "reuse": executions / max(unique, 1),
+            "levels": levels}
 
 
 def _store_features(store: Store, loops: list[_Loop], guarded: bool) -> dict:
@@ -143,6 +155,10 @@ def _store_features(store: Store, loops: list[_Loop], guarded: bool) -> dict:
         else:
             counts["stride_large"] += 1
         counts["max_reuse"] = max(counts["max_reuse"], a["reuse"])
+        for k, touched in enumerate(a["levels"], 1):
+            counts[f"level{k}_bytes"] += touched
+    for k, loop in enumerate(reversed(loops[-LEVELS:]), 1):
+        counts[f"level{k}_extent"] = loop.extent
     counts["store_stride_1"] = 1.0 if target["stride"] == 1 else 0.0
     arithmetic = sum(counts[k] for k in ("float_addsub", "float_mul", "float_div",
                                          "float_minmax", "float_math"))

@@ -4,8 +4,13 @@
 (mutation and crossover of knob values through the ``SearchSpace``) and random samples,
 scores it with the cost model for a few generations, and proposes the batch's best-scored
 unmeasured configs, with a fraction ``epsilon`` of random unmeasured ones (exploration).
-Spaces small enough to enumerate are scored whole. Without a trained model it proposes
-random configs, the default first: that is also :class:`RandomSearch`.
+Spaces small enough to enumerate are scored whole. A config whose features equal those of
+one measured or already proposed is passed over while others are left: the model cannot
+tell the two apart (they are most often the same program, two knob values that lower
+alike), and measuring it again would only sample the same timing noise. Before the model
+is trained it proposes the default and its one-knob neighbours (the heuristic's choice is
+usually near the best, and what each knob does around it is what the model first needs),
+then random configs. :class:`RandomSearch` proposes the default, then random configs.
 
 :class:`TaskScheduler` gives the next batch to the task with the largest expected gain in
 end-to-end latency: weight x best latency x the improvement still expected (large while a
@@ -130,6 +135,15 @@ class EvolutionarySearch:
                     break
         return out
 
+    def _first(self, state: TaskState, count: int, exclude: set) -> list[Config]:
+        """What to measure before the model is trained: the default's one-knob neighbours
+        (in a random order, as many as fit), then random configs."""
+        near = [c for c in state.space.neighbours(state.space.default())
+                if c not in state.measured and c not in exclude]
+        self.rng.shuffle(near)
+        out = near[:count]
+        return out + self._random(state, count - len(out), exclude | set(out))
+
     def _score(self, state: TaskState, configs: list[Config]) -> list[float]:
         feats, keep = [], []
         for c in configs:
@@ -177,14 +191,19 @@ class EvolutionarySearch:
         if default not in state.measured:
             out.append(default)
         if not self.model.trained:
-            out += self._random(state, batch - len(out), set(out))
+            out += self._first(state, batch - len(out), set(out))
         else:
             greedy = max(0, batch - len(out) - int(round(batch * self.epsilon)))
+            seen = {state.features[c].tobytes() for c in state.measured
+                    if state.features.get(c) is not None}
             for _, c in self._evolve(state):
                 if greedy <= 0:
                     break
-                if c not in out:
+                features = state.featurize(c)
+                key = features.tobytes() if features is not None else None
+                if c not in out and key not in seen:
                     out.append(c)
+                    seen.add(key)
                     greedy -= 1
             out += self._random(state, batch - len(out), set(out))
         if not out:
@@ -197,6 +216,9 @@ class RandomSearch(EvolutionarySearch):
 
     def __init__(self, seed: int = 0):
         super().__init__(CostModel(seed), seed)
+
+    def _first(self, state: TaskState, count: int, exclude: set) -> list[Config]:
+        return self._random(state, count, exclude)
 
 
 class TaskScheduler:

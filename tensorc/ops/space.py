@@ -188,6 +188,22 @@ class SearchSpace:
                 return Config(changed)
         return config
 
+    def neighbours(self, config: Config) -> list[Config]:
+        """The legal configs that differ from ``config`` in one knob's value, knob by knob.
+
+        >>> SearchSpace([Knob("a", (1, 2, 4), 4), Knob("b", (1, 2), 1)]).neighbours(
+        ...     Config(a=4, b=1))
+        [Config(a=1, b=1), Config(a=2, b=1), Config(a=4, b=2)]
+        """
+        found = []
+        for name, knob in self.knobs.items():
+            for value in knob.choices:
+                if value != config[name]:
+                    changed = config.replace(**{name: value})
+                    if self.violation(changed) is None:
+                        found.append(changed)
+        return found
+
     def crossover(self, a: Config, b: Config, rng: random.Random, tries: int = 20) -> Config:
         """A legal config taking each knob's value from ``a`` or ``b`` (or ``a`` itself)."""
         for _ in range(tries):

@@ -50,3 +50,27 @@ def test_feature_vectors_have_a_fixed_length_and_tell_schedules_apart():
     # log2(1 + x): one lane and one thread without vectorize and parallel
     assert plain[lanes] == 1 and fast[lanes] == np.float32(np.log2(9))
     assert plain[par] == 1 and fast[par] == np.float32(np.log2(65))
+
+
+def _ordered_kernel(rows_outside: bool):
+    a = te.placeholder((64, 32), "float32", name="A")
+    c = te.compute((64, 32), lambda i, j: a[i, j] * 2.0, name="C")
+    sch = create_schedule(c)
+    i, j = sch[c].op_axis
+    jo, ji = sch[c].split(j, 8)
+    sch[c].reorder(*((i, jo, ji) if rows_outside else (jo, i, ji)))
+    sch[c].vectorize(ji)
+    return optimize(lower(sch, [a, c], "k"))
+
+
+def test_loop_orders_of_the_same_loops_have_different_features():
+    # same loops, same totals, same innermost stride: only the levels tell them apart
+    rows_outside = extract_features(_ordered_kernel(True))
+    rows_inside = extract_features(_ordered_kernel(False))
+    extent = FEATURE_NAMES.index("s0.level2_extent")
+    touched = FEATURE_NAMES.index("s0.level2_bytes")
+    assert rows_outside[extent] == np.float32(np.log2(1 + 4))    # the column blocks
+    assert rows_inside[extent] == np.float32(np.log2(1 + 64))    # the rows
+    # A and C, 4 bytes a float: a row of 32, or a column block of 8 across 64 rows
+    assert rows_outside[touched] == np.float32(np.log2(1 + 2 * 4 * 32))
+    assert rows_inside[touched] == np.float32(np.log2(1 + 2 * 4 * 8 * 64))

@@ -75,3 +75,11 @@ def test_default_must_be_legal():
 def test_divisors():
     assert divisors(12) == (1, 2, 3, 4, 6, 12)
     assert divisors(12, 4) == (1, 2, 3, 4)
+
+
+def test_neighbours_change_one_knob_and_keep_to_the_constraints():
+    space = _space()
+    near = space.neighbours(space.default())            # tile=4, order=a
+    assert near == [Config(tile=1, order="a"), Config(tile=2, order="a"),
+                    Config(tile=4, order="b")]          # tile=8 with order a is illegal
+    assert all(space.is_valid(c) for c in near)
