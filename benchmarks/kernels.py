@@ -276,7 +276,8 @@ def conv_cases() -> list[Case]:
     # depthwise convs (MobileNet / EfficientNet shapes)
     for c, size, kernel, stride in [(32, 112, 3, 1), (96, 112, 3, 2), (144, 56, 3, 1),
                                     (144, 56, 5, 2), (240, 28, 5, 1), (480, 14, 3, 1),
-                                    (672, 14, 5, 2), (1152, 7, 5, 1), (192, 27, 3, 1)]:
+                                    (672, 14, 5, 2), (1152, 7, 5, 1), (192, 27, 3, 1),
+                                    (128, 28, 3, 1)]:
         model, feeds = _conv((1, c, size, size), c, kernel, stride, group=c)
         cases.append(Case("depthwise", f"DWConv {c} {kernel}x{kernel} s{stride} "
                           f"{size}x{size}", model, feeds))

@@ -236,6 +236,15 @@ class LLVMCodegen(ValueOps):
             entry = ir.IRBuilder(self.fs.entry)
             ptr = _opaque(entry.alloca(ty, size=ir.Constant(I64, size), name=buf.name))
             ptr.align = 64
+            if buf.scope == "local":
+                # zeroed once per call (or per worker): the padding lanes that unmasked
+                # accesses read are never written otherwise, and stack garbage there is
+                # often denormal; a 3x3 depthwise conv on 28x28 maps ran 30x slower (1.1
+                # instead of 0.035 ms) on it, depending on what the stack held before
+                memset = self.module.declare_intrinsic("llvm.memset", [PTR, I64])
+                entry.call(memset, [ptr, ir.Constant(ir.IntType(8), 0),
+                                    ir.Constant(I64, size * _itemsize(buf.dtype)),
+                                    ir.Constant(ir.IntType(1), 0)])
             self.fs.buffers[buf] = ptr
             self.stmt(s.body)
             return
