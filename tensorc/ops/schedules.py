@@ -95,6 +95,24 @@ def parallel_outer(stage: Stage, loops: list, size: int):
     return fused
 
 
+def materialize_pad(target: Target, sch: Schedule, consumer: Tensor) -> None:
+    """The padded (or subsampled) input that ``consumer`` reads, if any, computed once at
+    the root (the padding decided there, not at every tap)."""
+    pad = next((t for t in consumer.op.input_tensors() if t.op.name in ("pad", "subsample")),
+               None)
+    if pad is None:
+        return
+    sch[pad].compute_root()
+    # rows of whole vectors and a guarded tail (loop partitioning peels it), rather than
+    # vectors of a divisor of the row (5 lanes for 65), planes in parallel; a phase split's
+    # loads are strided (one wide load and a shuffle each)
+    st = sch[pad]
+    *rows, j = st.op_axis
+    _, ji = st.split(j, target.vector_lanes(pad.dtype))
+    st.vectorize(ji)
+    st.parallel(st.fuse(*rows[:len(rows) - 1]))
+
+
 def injective_space(target: Target, out: Tensor, anchor: Tensor | None, attrs: dict | None
                     ) -> SearchSpace:
     return SearchSpace([

@@ -120,19 +120,24 @@ def test_resnet_fused_plan_has_one_kernel_per_conv() -> None:
     all_ops = [op for ops in kernels for op in ops]
     # BatchNormalization folded into the conv weights and bias: no trace of it left
     assert "batch_norm" not in all_ops and "batch_norm" not in text
-    # every add (bias, residual) and relu lives in an anchored kernel's epilogue
+    # every add (bias, residual) and relu lives in an anchored kernel's epilogue (a conv's,
+    # a matmul's, or a layout transform's that ends a blocked chain)
     for ops in kernels:
         if "add" in ops or "relu" in ops:
-            assert ops[0] in ("conv", "matmul"), ops
+            assert ops[0] in ("conv", "matmul", "layout_transform"), ops
     standalone_epilogues = [ops for ops in kernels if ops[0] in ("add", "relu")]
     assert standalone_epilogues == []
     # each conv's bias is fused into it, and every Relu of the model into some kernel
     assert all(ops[1] == "add" for ops in conv_kernels)
     assert all_ops.count("relu") == onnx_ops.count("Relu")
-    residual = [ops for ops in conv_kernels if ops.count("add") == 2]
+    # the residual adds: after their conv's bias, or where a blocked chain's shortcut meets a
+    # plain conv's output, in the layout transform's epilogue
+    residual = [ops for ops in conv_kernels if ops.count("add") == 2] + \
+        [ops for ops in kernels if ops[0] == "layout_transform" and "add" in ops]
     assert len(residual) == onnx_ops.count("Add") == 4
     assert all(ops[-1] == "relu" for ops in residual)
-    # the rest: the max pool, the global average pool, and the classifier
-    others = [ops for ops in kernels if "conv" not in ops]
+    # the rest: the max pool, the global average pool, the classifier, and the layout
+    # transforms at the blocked chains' ends
+    others = [ops for ops in kernels if "conv" not in ops and ops[0] != "layout_transform"]
     assert sorted(ops[0] for ops in others) == ["matmul", "max_pool", "reduce_mean"]
 

@@ -18,7 +18,7 @@ from tensorc.ir import expr as E
 from tensorc.ir import te
 from tensorc.ir.schedule import Schedule
 from tensorc.ir.types import TensorType
-from tensorc.ops.nn import winograd
+from tensorc.ops.nn import blocked, winograd
 from tensorc.ops.nn.flat_window import (
     flat_layout,
     flat_phases,
@@ -34,6 +34,7 @@ from tensorc.ops.registry import Pattern, define
 from tensorc.ops.schedules import (
     PARALLEL_MIN_ELEMENTS,
     clamp,
+    materialize_pad,
     in_range,
     schedule_injective,
     schedule_reduction,
@@ -63,6 +64,11 @@ def output_spatial(attrs: dict, x: TensorType, w: TensorType) -> tuple[int, ...]
 def _infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
     expect_arity("conv", input_types, 2)
     x, w = input_types
+    if attrs.get("layout_block"):     # blocked activations: the plain conv's rule, blocked
+        b = attrs["layout_block"]
+        x = x if attrs.get("plain_input") else blocked.plain_type(x, b)
+        plain = _infer({**attrs, "layout_block": 0}, [x, w])[0]
+        return [blocked.blocked_type(plain, b)]
     if attrs.get("kernel_block"):
         w = TensorType(unpacked_weight_shape(attrs, w.shape), w.dtype)
     dtype = expect_same_dtype("conv", input_types)
@@ -87,6 +93,11 @@ def _infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
 
 @conv.reference
 def _reference(attrs: dict, x: np.ndarray, w: np.ndarray) -> list[np.ndarray]:
+    if attrs.get("layout_block"):
+        b = attrs["layout_block"]
+        x = x if attrs.get("plain_input") else blocked.unblock(x, b)
+        plain = _reference({**attrs, "layout_block": 0}, x, w)[0]
+        return [blocked.block(plain, b)]
     if attrs.get("kernel_block"):
         w = unpack_weight(attrs, w)
     groups = attrs["groups"]
@@ -198,6 +209,14 @@ def phase_split(x: te.Tensor, pads: tuple[int, ...], strides: tuple[int, int],
 
 @conv.compute
 def _conv_compute(attrs: dict, x: te.Tensor, w: te.Tensor) -> te.Tensor:
+    if attrs.get("layout_block"):
+        plain = TensorType(x.shape, x.dtype) if attrs.get("plain_input") else \
+            blocked.plain_type(TensorType(x.shape, x.dtype), attrs["layout_block"])
+        out = output_spatial(attrs, plain,
+                             TensorType(unpacked_weight_shape(attrs, w.shape), w.dtype))
+        padded = padded_input(x, attrs["pads"]) if attrs.get("plain_input") else \
+            blocked.padded_blocked(x, attrs["pads"])
+        return blocked.conv_blocked(attrs, x, w, out, padded)
     spatial = x.ndim - 2
     wshape = unpacked_weight_shape(attrs, w.shape)
     filters, per_group = wshape[0], wshape[1]
@@ -372,7 +391,7 @@ def _schedule_filter_lanes(target: Target, sch: Schedule, out: te.Tensor, tile: 
          acc[R, V*lanes] = 0; for (c, ky, kx) [or (ky, kx, c)]: for (r: unrolled)
            for (v: unrolled) for (l: vectorized): acc[r, v, l] += in[..] * W[..]
          for (r, v: unrolled) for (l: vectorized): out[n, f, y, x] = epilogue(acc)"""
-    _materialize_pad(target, sch, tile)
+    materialize_pad(target, sch, tile)
     lanes = target.vector_lanes(out.dtype)
     st = sch[out]
     n, f, y, x = st.op_axis
@@ -695,7 +714,8 @@ def _formulation(conv_t: te.Tensor) -> str:
         return "direct"
     inner = conv_t.op.input_tensors()[0].op.name
     return {"conv_flat": "flat", "conv_gemm": "gemm", "conv_matmul": "matmul",
-            "conv_lanes": "lanes", "conv_window": "window",
+            "conv_lanes": "lanes", "conv_window": "window", "conv_blocked": "blocked",
+            "conv_blocked_window": "blocked_window",
             "winograd_output": "winograd"}.get(inner, "direct")
 
 
@@ -710,6 +730,10 @@ def _conv_space(target: Target, out: te.Tensor, conv_t: te.Tensor, attrs: dict
         return winograd.winograd_space(target, attrs, conv_t)
     if kind == "window":
         return flat_space(target, out, conv_t.op.input_tensors()[0])
+    if kind == "blocked":
+        return blocked.conv_blocked_space(target, out)
+    if kind == "blocked_window":
+        return blocked.window_blocked_space(target, out)
     if kind == "direct" and _depthwise(out, conv_t, attrs):
         from tensorc.ops.nn.pool import window_space
         return window_space(target, out, conv_t, attrs)
@@ -762,7 +786,7 @@ def _conv_schedule(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.Ten
             q = st.fuse(*spatial) if len(spatial) > 1 else spatial[0]
             axes = (f, q) if out.shape[0] == 1 else (n, f, q)     # (a fused n and f would
             # hide the tile's rows from bounds inference: all filters computed per tile)
-            _materialize_pad(target, sch, inner)       # a strided conv's subsampled input
+            materialize_pad(target, sch, inner)       # a strided conv's subsampled input
             schedule_gemm(target, sch, out, inner, matmul_gemm(out, inner, attrs), config,
                           axes)
             return
@@ -775,7 +799,7 @@ def _conv_schedule(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.Ten
     if spatial != 2:
         schedule_reduction(target, sch, out, conv_t)
         return
-    _materialize_pad(target, sch, conv_t)
+    materialize_pad(target, sch, conv_t)
     lanes = target.vector_lanes(out.dtype)
     block = config["filter_tile"]
     compute_tensor = sch.cache_write(conv_t, "local") if out is conv_t else conv_t
@@ -798,7 +822,7 @@ def _schedule_flat(target: Target, sch: Schedule, out: te.Tensor, flat: te.Tenso
     registers over (channel, kernel row, kernel column) and run in parallel; the padded input
     is materialized first; the epilogue (bias, activation, residual) reads the flat result
     row by row."""
-    _materialize_pad(target, sch, flat)
+    materialize_pad(target, sch, flat)
     local = sch.cache_write(flat, "local")
     st = sch[flat]
     n, f, q = st.op_axis
@@ -861,7 +885,7 @@ def _schedule_gemm_pitched(target: Target, sch: Schedule, out: te.Tensor, gemm: 
     materialized once; per block of GEMM_COLUMNS columns (blocks in parallel) the patches are
     copied with contiguous loads, and each register tile of filters accumulates over K; the
     epilogue then reads the GEMM's result row by row, dropping the garbage columns."""
-    _materialize_pad(target, sch, patches)
+    materialize_pad(target, sch, patches)
     local = sch.cache_write(gemm, "local")
     st = sch[gemm]
     n, f, q = st.op_axis
@@ -885,7 +909,7 @@ def _schedule_gemm_rows(target: Target, sch: Schedule, out: te.Tensor, gemm: te.
     parallel; per block of GEMM_COLUMNS columns of a row (the last one shifted back to end
     at the row's end) the patches are copied with contiguous loads, each register tile of
     filters accumulates over K, and the epilogue writes the tile from registers."""
-    _materialize_pad(target, sch, patches)
+    materialize_pad(target, sch, patches)
     local = sch.cache_write(gemm, "local")
     sch[gemm].compute_inline()
     st = sch[out]
@@ -908,25 +932,9 @@ def _schedule_gemm_rows(target: Target, sch: Schedule, out: te.Tensor, gemm: te.
 
 # the schedule of each form whose inner stage alone decides it (see ``_conv_compute``)
 _FORM_SCHEDULES = {"conv_flat": _schedule_flat, "conv_gemm": _schedule_gemm,
-                   "conv_lanes": _schedule_filter_lanes, "conv_window": schedule_flat_window}
-
-
-def _materialize_pad(target: Target, sch: Schedule, consumer: te.Tensor) -> None:
-    """The padded (or subsampled) input that ``consumer`` reads, if any, computed once at
-    the root (the padding decided there, not at every tap)."""
-    pad = next((t for t in consumer.op.input_tensors() if t.op.name in ("pad", "subsample")),
-               None)
-    if pad is None:
-        return
-    sch[pad].compute_root()
-    # rows of whole vectors and a guarded tail (loop partitioning peels it), rather than
-    # vectors of a divisor of the row (5 lanes for 65), planes in parallel; a phase split's
-    # loads are strided (one wide load and a shuffle each)
-    st = sch[pad]
-    *rows, j = st.op_axis
-    _, ji = st.split(j, target.vector_lanes(pad.dtype))
-    st.vectorize(ji)
-    st.parallel(st.fuse(*rows[:len(rows) - 1]))
+                   "conv_lanes": _schedule_filter_lanes, "conv_window": schedule_flat_window,
+                   "conv_blocked": blocked.schedule_conv_blocked,
+                   "conv_blocked_window": blocked.schedule_window_blocked}
 
 
 def _accumulate_in_registers(sch: Schedule, local: te.Tensor, st, at) -> None:

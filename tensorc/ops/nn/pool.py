@@ -19,6 +19,7 @@ from tensorc.ir import expr as E
 from tensorc.ir import te
 from tensorc.ir.schedule import Schedule, Stage
 from tensorc.ir.types import TensorType
+from tensorc.ops.nn import blocked
 from tensorc.ops.nn.conv import padded_input
 from tensorc.ops.nn.pool_separable import (
     ROWS, nan_split, nan_split_max, separable, separable_max, separable_sum,
@@ -65,6 +66,10 @@ def overhang(attrs: dict, shape: tuple[int, ...], out: tuple[int, ...]) -> tuple
 def infer_pool(name: str, attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
     expect_arity(name, input_types, 1)
     (x,) = input_types
+    if attrs.get("layout_block"):     # blocked activations: the plain pool's rule, blocked
+        b = attrs["layout_block"]
+        plain = infer_pool(name, {**attrs, "layout_block": 0}, [blocked.plain_type(x, b)])
+        return [blocked.blocked_type(plain[0], b)]
     spatial = x.ndim - 2
     if not 1 <= spatial <= 3:
         raise ShapeError(f"{name}: input must be [N, C, spatial...] with 1 to 3 spatial dims, "
@@ -90,7 +95,18 @@ def _avg_pool_infer(attrs: dict, input_types: list[TensorType]) -> list[TensorTy
     return infer_pool("avg_pool", attrs, input_types)
 
 
+def _blocked_reference(reference):
+    """A pool's reference that also takes blocked tensors (attr layout_block)."""
+    def on_blocks(attrs: dict, x: np.ndarray) -> list[np.ndarray]:
+        b = attrs.get("layout_block")
+        if not b:
+            return reference(attrs, x)
+        return [blocked.block(reference(attrs, blocked.unblock(x, b))[0], b)]
+    return on_blocks
+
+
 @max_pool.reference
+@_blocked_reference
 def _max_pool_reference(attrs: dict, x: np.ndarray) -> list[np.ndarray]:
     out = output_spatial(attrs, x.shape)
     lowest = -np.inf if np.issubdtype(x.dtype, np.floating) else np.iinfo(x.dtype).min
@@ -104,6 +120,7 @@ def _max_pool_reference(attrs: dict, x: np.ndarray) -> list[np.ndarray]:
 
 
 @avg_pool.reference
+@_blocked_reference
 def _avg_pool_reference(attrs: dict, x: np.ndarray) -> list[np.ndarray]:
     out = output_spatial(attrs, x.shape)
     pads, extra = attrs["pads"], overhang(attrs, x.shape, out)
@@ -135,6 +152,8 @@ def _window_positions(attrs: dict, spatial: int, out_index, reduce_axes) -> list
 
 @max_pool.compute
 def _max_pool_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
+    if attrs.get("layout_block"):
+        return _pool_blocked("max_pool", attrs, x)
     spatial = x.ndim - 2
     out = output_spatial(attrs, x.shape)
     if E.is_float(x.dtype) and nan_split(attrs, x.shape):
@@ -153,9 +172,11 @@ def _max_pool_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
 
 @avg_pool.compute
 def _avg_pool_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
+    if attrs.get("layout_block"):
+        return _pool_blocked("avg_pool", attrs, x)
     spatial = x.ndim - 2
     out = output_spatial(attrs, x.shape)
-    pads, strides, kernel = attrs["pads"], attrs["strides"], attrs["kernel_shape"]
+    pads, kernel = attrs["pads"], attrs["kernel_shape"]
     if separable(attrs, x.shape, 1):
         total = separable_sum(x, attrs, out, overhang(attrs, x.shape, out))
     else:
@@ -164,29 +185,39 @@ def _avg_pool_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
         total = te.compute(x.shape[:2] + out, lambda n, c, *o: te.sum_(
             padded[(n, c, *_window_positions(attrs, spatial, o, rk))], axis=rk),
             name="pool_sum", tag="anchor:pool_sum")
+    return te.compute(x.shape[:2] + out, lambda n, c, *o: total[(n, c, *o)] /
+                      _window_count(attrs, x.shape[2:], x.dtype, o), name="avg_pool")
+
+
+def _window_count(attrs: dict, size: tuple[int, ...], dtype: str, o) -> E.Expr:
+    """avg_pool's divisor at output position ``o`` (of an input of spatial ``size``): the
+    window's elements inside the input (or inside input + explicit padding, with
+    count_include_pad): the k in [0, K) with low <= start + k*dilation < high; in 32-bit
+    integers, which vector units have min, max and conversion to float for (64-bit ones are
+    scalarized on AVX2, which made this divisor cost more than the window sum)."""
+    spatial = len(size)
+    pads, strides, kernel = attrs["pads"], attrs["strides"], attrs["kernel_shape"]
     include = bool(attrs["count_include_pad"])
-
     dilations = _dilations(attrs, spatial)
+    count = None
+    for d in range(spatial):
+        start = E.cast("int32", o[d]) * strides[d] - pads[d]
+        low = -pads[d] if include else 0
+        high = size[d] + (pads[d + spatial] if include else 0)
+        step = dilations[d]
+        first = E.maximum((low - start + step - 1) // step, 0)     # ceil division
+        last = E.minimum((high - 1 - start) // step, kernel[d] - 1)
+        n = E.maximum(last - first + 1, 0)
+        count = n if count is None else count * n
+    return E.cast(dtype, E.maximum(count, 1))
 
-    def divisor(o) -> E.Expr:
-        # window elements inside the input (or inside input + explicit padding): the k in
-        # [0, K) with low <= start + k*dilation < high; in 32-bit integers, which vector
-        # units have min, max and conversion to float for (64-bit ones are scalarized on
-        # AVX2, which made this divisor cost more than the window sum)
-        count = None
-        for d in range(spatial):
-            start = E.cast("int32", o[d]) * strides[d] - pads[d]
-            low = -pads[d] if include else 0
-            high = x.shape[2 + d] + (pads[d + spatial] if include else 0)
-            step = dilations[d]
-            first = E.maximum((low - start + step - 1) // step, 0)     # ceil division
-            last = E.minimum((high - 1 - start) // step, kernel[d] - 1)
-            n = E.maximum(last - first + 1, 0)
-            count = n if count is None else count * n
-        return E.cast(x.dtype, E.maximum(count, 1))
 
-    return te.compute(x.shape[:2] + out, lambda n, c, *o: total[(n, c, *o)] / divisor(o),
-                      name="avg_pool")
+def _pool_blocked(kind: str, attrs: dict, x: te.Tensor) -> te.Tensor:
+    """A 2-D pool of a blocked tensor (see ops/nn/blocked.py)."""
+    plain = blocked.plain_type(TensorType(x.shape, x.dtype), attrs["layout_block"]).shape
+    out = output_spatial(attrs, plain)
+    return blocked.pool_blocked(kind, attrs, x, out, overhang(attrs, plain, out),
+                                lambda o: _window_count(attrs, plain[2:], x.dtype, o))
 
 
 PLANE_BUFFER = 4096     # padded planes up to this many elements are buffered whole
@@ -594,7 +625,9 @@ def schedule_nan_split(target: Target, sch: Schedule, out: te.Tensor, anchor: te
 
 def pool_space(target: Target, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> SearchSpace:
     """The separable and NaN-split forms' space, or the single pass's
-    (:func:`window_space`)."""
+    (:func:`window_space`); blocked pools have no knobs."""
+    if attrs.get("layout_block"):
+        return blocked.window_blocked_space(target, out)
     if _separable_window(anchor) is not None or _nan_split_parts(anchor) is not None:
         return separable_space(target, out, anchor, attrs)
     return window_space(target, out, anchor, attrs)
@@ -603,6 +636,9 @@ def pool_space(target: Target, out: te.Tensor, anchor: te.Tensor, attrs: dict) -
 @max_pool.schedule(space=pool_space)
 def _max_pool_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
                        attrs: dict, config) -> None:
+    if attrs.get("layout_block"):
+        blocked.schedule_window_blocked(target, sch, out, anchor, config)
+        return
     if _nan_split_parts(anchor) is not None:
         schedule_nan_split(target, sch, out, anchor, config)
         return
@@ -616,6 +652,9 @@ def _max_pool_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te
 def _avg_pool_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
                        attrs: dict, config) -> None:
     window = anchor.op.input_tensors()[0]
+    if attrs.get("layout_block"):
+        blocked.schedule_window_blocked(target, sch, out, window, config)
+        return
     if _separable_window(anchor) is not None:
         schedule_separable(target, sch, out, window, config)
         return

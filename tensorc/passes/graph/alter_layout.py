@@ -16,6 +16,16 @@ panels of the GEMM tile's rows (the A of its alpha^2 GEMMs):
     %y = conv(%x, %w: float32[64,64,3,3])  ->  %y = conv(%x, %w_winograd: float32[36,8,64,8])
                                                  {winograd=4, kernel_block=8, filters=64}
 
+Chains of convs, pools and elementwise ops take the blocked activation layout NCHW[b]c
+(``ops/nn/blocked.py``, b the float32 vector lanes) where at least BLOCKED_MIN_CONVS convs of
+the chain run on it; ``layout_transform`` nodes convert at the chain's boundaries only, and
+per-channel constants (biases, scales) are blocked here:
+
+    %a = conv(%x, %w1); %b = relu(%a); %c = conv(%b, %w2)
+      ->  %t = layout_transform(%x) {to=blocked}; %a = conv(%t, %w1_packed) {layout_block=16}
+          %b = relu(%a); %c = conv(%b, %w2_packed) {layout_block=16}
+          %o = layout_transform(%c) {to=plain}
+
 Constant matmul weights ``B[K, N]`` are repacked into column panels as wide as the GEMM
 micro-kernel's register tile, ``[ceil(N/nr), K, nr]`` (the last panel padded with zeros), so
 that the micro-kernel streams one contiguous panel (see ``ops/matmul.py``):
@@ -27,9 +37,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from tensorc.ir.graph import Graph, Value
+from tensorc.ir.graph import Graph, Node, Value
 from tensorc.ops.matmul import pack_b_panels, panel_width
-from tensorc.ops.nn import winograd
+from tensorc.ops.nn import blocked, winograd
+from tensorc.ops.registry import Pattern, get_op
 from tensorc.ops.nn.conv import (
     conv_as_gemm, conv_as_matmul, filter_lanes_wins, filter_panel, flat_conv_wins, pack_weight,
 )
@@ -40,6 +51,8 @@ KERNEL_BLOCKS = (16, 8)     # filters per block, the first that divides the filt
 def alter_layout(graph: Graph, target=None) -> Graph:
     if target is not None and target.kind != "llvm":
         return graph        # the blocked layout is what the CPU conv schedules want
+    if target is not None and target.vector_bits >= 256:
+        _block_activations(graph, target)
     _pack_conv_weights(graph, target)
     if target is not None:
         _pack_matmul_weights(graph, target)
@@ -144,3 +157,161 @@ def _pack_conv_weights(graph: Graph, target=None) -> None:
 
 
 alter_layout.needs_target = True
+
+
+# ---------------------------------------------------------------------------------------------
+# blocked activations (NCHW[b]c) across chains
+
+BLOCKED_MIN_CONVS = 2       # convs a chain must have to be worth its two layout transforms
+_BLOCKED_POOLS = ("max_pool", "avg_pool")
+
+
+def _block_activations(graph: Graph, target) -> None:
+    """Run the chains that :func:`_blocked_chains` picks on blocked tensors: their convs'
+    weights packed in blocks of b filters, their constant operands blocked, a
+    ``layout_transform`` before each chain input and after each chain output (one per value,
+    however many nodes read it)."""
+    b = target.vector_lanes("float32")
+    chosen = _blocked_chains(graph, b, target)
+    if not chosen:
+        return
+    converted: dict[tuple[Value, str], Value] = {}
+    replaced: set[Value] = set()
+    nodes: list[Node] = []
+
+    def transform(value: Value, to: str) -> Value:
+        if (value, to) not in converted:
+            attrs = {"block": b, "to": to}
+            types = get_op("layout_transform").infer_fn(attrs, [value.type])
+            (converted[(value, to)],) = graph.add_node("layout_transform", [value], attrs,
+                                                      types)
+            nodes.append(graph.nodes.pop())     # in place: before the node that reads it
+        return converted[(value, to)]
+
+    def blocked_operand(node: Node, k: int, value: Value) -> Value:
+        if node.op == "conv" and k == 1:
+            replaced.add(value)
+            return graph.add_constant(pack_weight(graph.constants[value], b),
+                                      f"{value.name}_packed")
+        if value in graph.constants:
+            replaced.add(value)
+            array = graph.constants[value]
+            out = node.outputs[0].type.shape
+            array = blocked.block(array, b) if array.shape == out else \
+                blocked.blocked_constant(array, out[1], b)
+            return graph.add_constant(array, f"{value.name}_blocked")
+        return transform(value, "blocked")
+
+    blocked_values: set[Value] = set()
+    for node in list(graph.nodes):
+        if node in chosen:
+            node.inputs = [v if v in blocked_values or (k == 0 and _plain_input(node, b))
+                           else blocked_operand(node, k, v) for k, v in enumerate(node.inputs)]
+            if node.op == "conv":
+                node.attrs.update(layout_block=b, kernel_block=b)
+                if node.inputs[0].type.ndim == 4:
+                    node.attrs["plain_input"] = True
+            elif node.op in _BLOCKED_POOLS:
+                node.attrs["layout_block"] = b
+            elif node.op == "concat":
+                node.attrs["axis"] = 1
+            out = node.outputs[0]
+            out.type = get_op(node.op).infer_fn(node.attrs, [v.type for v in node.inputs])[0]
+            blocked_values.add(out)
+        else:
+            node.inputs = [transform(v, "plain") if v in blocked_values else v
+                           for v in node.inputs]
+        nodes.append(node)
+    for k, value in enumerate(graph.outputs):
+        if value in blocked_values:
+            # the plain tensor is the output the user sees, under its name
+            plain = transform(value, "plain")
+            value.name, plain.name = plain.name, value.name
+            graph.outputs[k] = plain
+    graph.nodes = nodes
+    _drop_unused(graph, replaced)
+
+
+def _blocked_chains(graph: Graph, b: int, target) -> set[Node]:
+    """The nodes that run on blocked tensors: connected chains of convs that take the
+    layout (:func:`_blocks_conv`) and of the pools, channel concats and elementwise ops
+    between and after them, each chain with at least BLOCKED_MIN_CONVS convs."""
+    candidate: set[Node] = set()
+    produced: dict[Value, Node] = {}
+    parent: dict[Node, Node] = {}
+
+    def find(node: Node) -> Node:
+        while parent[node] is not node:
+            parent[node] = parent[parent[node]]
+            node = parent[node]
+        return node
+
+    for node in graph.nodes:
+        if len(node.outputs) != 1:
+            continue
+        inner = [produced[v] for v in node.inputs if v in produced]
+        if node.op == "conv":
+            ok = _blocks_conv(graph, node, b, target)
+        elif node.op in _BLOCKED_POOLS:
+            ok = bool(inner) and node.inputs[0] in produced and node.inputs[0].type.ndim == 4
+        elif node.op == "concat":
+            # along the channels, of parts in whole blocks: a concat of the blocks
+            ok = bool(inner) and node.attrs["axis"] % 4 == 1 and all(
+                v.type.ndim == 4 and v.type.shape[1] % b == 0 for v in node.inputs)
+        else:
+            ok = bool(inner) and _blocks_elementwise(graph, node, b)
+        if not ok:
+            continue
+        candidate.add(node)
+        produced[node.outputs[0]] = node
+        parent[node] = node
+        for producer in inner:
+            parent[find(producer)] = find(node)
+    convs: dict[Node, int] = {}
+    for node in candidate:
+        if node.op == "conv":
+            convs[find(node)] = convs.get(find(node), 0) + 1
+    return {n for n in candidate if convs.get(find(n), 0) >= BLOCKED_MIN_CONVS}
+
+
+def _blocks_conv(graph: Graph, node: Node, b: int, target) -> bool:
+    """2-D float32 convs, plain or depthwise, with constant weights and filters in whole
+    blocks, that would not run as Winograd (whose tiles are laid out for NCHW). The input
+    channels come in whole blocks too, except a plain conv's (:func:`_plain_input`)."""
+    if len(node.inputs) != 2 or node.inputs[1] not in graph.constants or \
+            node.attrs.get("kernel_block"):
+        return False
+    x, w = node.inputs[0].type, node.inputs[1].type
+    if node.attrs["groups"] != 1 and not node.attrs["groups"] == x.shape[1] == w.shape[0]:
+        return False
+    if x.dtype != "float32" or w.dtype != "float32" or x.ndim != 4 or w.shape[0] % b or \
+            (x.shape[1] % b and not _plain_input(node, b)):
+        return False
+    return not winograd.tile_size(node.attrs, x, w, target)
+
+
+def _plain_input(node: Node, b: int) -> bool:
+    """A dense conv whose input channels come in no whole blocks (a stem conv's 3) reads its
+    input plain and writes blocks."""
+    return node.op == "conv" and node.attrs["groups"] == 1 and \
+        node.inputs[0].type.ndim == 4 and node.inputs[0].type.shape[1] % b != 0
+
+
+def _blocks_elementwise(graph: Graph, node: Node, b: int) -> bool:
+    """Elementwise and broadcast ops on a 4-D [N, C, H, W] result whose other operands are
+    4-D tensors of its shape (converted at the boundary) or constants with a blocked form.
+    (batch_norm broadcasts its [C] parameters along the channels, not as numpy does; what
+    simplify leaves of it stays plain.)"""
+    if get_op(node.op).pattern not in (Pattern.ELEMWISE, Pattern.BROADCAST) or \
+            node.op == "batch_norm":
+        return False
+    out = node.outputs[0].type
+    if out.ndim != 4 or out.shape[1] % b:
+        return False
+    for value in node.inputs:
+        if value.type.shape == out.shape:
+            continue
+        if value not in graph.constants or \
+                blocked.blocked_constant(graph.constants[value], out.shape[1], b) is None:
+            return False
+    return True

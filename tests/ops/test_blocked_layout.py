@@ -1,0 +1,316 @@
+"""The blocked activation layout NCHW[b]c (ops/nn/blocked.py) and the graph pass that carries
+it across chains of convs, pools, concats and elementwise ops (passes/graph/alter_layout.py):
+models against onnxruntime, the graph the pass leaves (transforms at the chains' boundaries
+only), the ops' numpy references against the plain ops', and every config of the blocked
+schedules' spaces against the unscheduled program."""
+from __future__ import annotations
+
+import importlib
+import re
+
+import numpy as np
+import pytest
+from helpers import check_result, make_model, ort_run, tensor_info
+from onnx import helper
+
+import tensorc
+from tensorc.autotune.space import extract_tasks
+from tensorc.codegen.build import build_kernel
+from tensorc.ops.nn import blocked
+from tensorc.ops.registry import get_op
+from tensorc.target import Target
+
+alter_layout_module = importlib.import_module("tensorc.passes.graph.alter_layout")
+AVX2 = "llvm -mcpu=znver3"
+
+
+class Chain:
+    """An ONNX model built node by node, with random weights."""
+
+    def __init__(self, shape, seed: int = 0):
+        self.rng = np.random.default_rng(seed)
+        self.shape = shape
+        self.nodes, self.weights = [], {}
+        self.last, self.channels, self.count = "x", shape[1], 0
+
+    def _name(self, kind: str) -> str:
+        self.count += 1
+        return f"{kind}{self.count}"
+
+    def conv(self, filters, kernel=3, stride=1, group=1, pads=None, src=None, act="Relu"):
+        src = src or self.last
+        channels = self.channels
+        name = self._name("conv")
+        pads = [kernel // 2] * 4 if pads is None else pads
+        self.weights[name + "_w"] = (self.rng.standard_normal(
+            (filters, channels // group, kernel, kernel)) * 0.2).astype(np.float32)
+        self.weights[name + "_b"] = self.rng.standard_normal(filters).astype(np.float32)
+        self.nodes.append(helper.make_node("Conv", [src, name + "_w", name + "_b"], [name],
+                                           pads=pads, strides=[stride] * 2, group=group))
+        self.last, self.channels = name, filters
+        if act:
+            self.unary(act)
+        return self.last
+
+    def unary(self, op):
+        name = self._name(op.lower())
+        self.nodes.append(helper.make_node(op, [self.last], [name]))
+        self.last = name
+        return name
+
+    def binary(self, op, a, b):
+        name = self._name(op.lower())
+        self.nodes.append(helper.make_node(op, [a, b], [name]))
+        self.last = name
+        return name
+
+    def constant(self, array) -> str:
+        name = self._name("k")
+        self.weights[name] = np.asarray(array, np.float32)
+        return name
+
+    def pool(self, op, kernel, stride, pads, **attrs):
+        name = self._name(op.lower())
+        self.nodes.append(helper.make_node(op, [self.last], [name], kernel_shape=[kernel] * 2,
+                                           strides=[stride] * 2, pads=pads, **attrs))
+        self.last = name
+        return name
+
+    def concat(self, *parts):
+        name = self._name("concat")
+        self.nodes.append(helper.make_node("Concat", list(parts), [name], axis=1))
+        self.last = name
+        return name
+
+    def model(self, outputs=None):
+        return make_model(self.nodes, [tensor_info("x", "float32", self.shape)],
+                          outputs or [self.last], initializers=self.weights)
+
+
+def graph_of(model, target="llvm") -> str:
+    return tensorc.inspect(model, stage="graph", target=target)
+
+
+def check_against_onnxruntime(model, shape, target="llvm", seed: int = 1):
+    x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    got = tensorc.compile(model, target=target).run({"x": x})
+    want = ort_run(model, {"x": x})
+    assert sorted(got) == sorted(want)
+    for name in want:
+        check_result(got[name], want[name], rtol=1e-4, atol=1e-4)
+
+
+def _conv_stack(shape, stride=1):
+    chain = Chain(shape)
+    first = chain.conv(32, kernel=3, stride=stride)
+    chain.conv(32, kernel=1, act=None)
+    chain.binary("Add", chain.last, first)                  # a residual
+    chain.unary("Relu")
+    chain.conv(48, kernel=3, stride=2, act="Sigmoid")
+    return chain
+
+
+@pytest.mark.parametrize("shape, stride", [((1, 16, 14, 14), 1), ((1, 32, 27, 27), 2),
+                                           ((2, 16, 13, 11), 1)])
+def test_a_conv_chain_runs_blocked_with_transforms_at_its_ends(shape, stride):
+    model = _conv_stack(shape, stride).model()
+    graph = graph_of(model)
+    assert graph.count("layout_transform") == 2
+    # every conv blocked, but a stride-1 3x3 conv that runs as Winograd (before the chain)
+    assert graph.count("layout_block=16") + graph.count("winograd=") == 3
+    check_against_onnxruntime(model, shape)
+
+
+def test_the_graph_output_keeps_its_name_and_its_plain_layout():
+    chain = _conv_stack((1, 16, 14, 14))
+    model = chain.model()
+    graph = graph_of(model)
+    out = chain.last
+    assert f"%{out}: float32[1,48,7,7] = layout_transform(" in graph
+    check_against_onnxruntime(model, (1, 16, 14, 14))
+
+
+def test_pools_depthwise_convs_and_concats_stay_in_the_chain():
+    chain = Chain((1, 32, 28, 28))
+    chain.conv(32, kernel=3, stride=2)
+    chain.pool("MaxPool", 3, 2, [1, 1, 1, 1])
+    pooled = chain.last
+    chain.conv(32, kernel=3, group=32, act="Sigmoid")           # depthwise
+    left = chain.conv(16, kernel=1)
+    chain.last, chain.channels = pooled, 32
+    right = chain.conv(32, kernel=5, stride=1, group=32)        # depthwise 5x5
+    chain.concat(left, right)
+    chain.pool("AveragePool", 3, 1, [1, 1, 1, 1], count_include_pad=0)
+    chain.channels = 48
+    chain.conv(16, kernel=1)
+    model = chain.model()
+    graph = graph_of(model)
+    assert graph.count("layout_transform") == 2, graph
+    assert re.search(r"= max_pool\(.*layout_block=16", graph)
+    assert "concat(" in graph and "[1,3,7,7,16] = concat" in graph
+    check_against_onnxruntime(model, (1, 32, 28, 28))
+
+
+@pytest.mark.parametrize("kernel, stride, pads, ceil_mode, include", [
+    (3, 2, [0, 0, 0, 0], 1, 0), (2, 2, [0, 0, 0, 0], 0, 0), (5, 1, [2, 2, 2, 2], 0, 1),
+    (3, 2, [1, 0, 0, 1], 1, 1)])
+def test_blocked_pools_match_onnxruntime(kernel, stride, pads, ceil_mode, include):
+    for op in ("MaxPool", "AveragePool"):
+        chain = Chain((1, 16, 15, 15))
+        chain.conv(16, kernel=1)
+        extra = {"count_include_pad": include} if op == "AveragePool" else {}
+        chain.pool(op, kernel, stride, pads, ceil_mode=ceil_mode, **extra)
+        chain.conv(16, kernel=1)
+        model = chain.model()
+        assert f"{'max' if op == 'MaxPool' else 'avg'}_pool" in graph_of(model)
+        assert "layout_block=16" in graph_of(model)
+        check_against_onnxruntime(model, (1, 16, 15, 15))
+
+
+def test_a_stem_conv_reads_its_plain_input_and_writes_blocks():
+    chain = Chain((1, 3, 32, 32))
+    chain.conv(16, kernel=3, stride=2, act="Sigmoid")
+    chain.conv(32, kernel=3, stride=2)
+    model = chain.model()
+    graph = graph_of(model)
+    assert "plain_input=True" in graph
+    assert graph.count("layout_transform") == 1      # only back to plain at the end
+    check_against_onnxruntime(model, (1, 3, 32, 32))
+
+
+def test_per_channel_and_scalar_constants_are_blocked_at_compile_time():
+    chain = Chain((1, 16, 9, 9))
+    chain.conv(32, kernel=1, act=None)
+    scale = chain.constant(np.linspace(0.5, 2.0, 32).reshape(32, 1, 1))
+    chain.binary("Mul", chain.last, scale)
+    chain.binary("Add", chain.last, chain.constant(np.float32(0.25)))
+    chain.binary("Sub", chain.last, chain.constant(np.full((1, 32, 9, 9), 0.5)))
+    chain.conv(16, kernel=1)
+    model = chain.model()
+    graph = graph_of(model)
+    assert "float32[1,2,1,1,16]" in graph            # the scale, blocked
+    assert graph.count("layout_transform") == 2
+    check_against_onnxruntime(model, (1, 16, 9, 9))
+
+
+def test_an_operand_from_outside_the_chain_is_converted_once():
+    chain = Chain((1, 16, 10, 10))
+    outside = chain.unary("Tanh")                     # not a chain op: no conv before it
+    chain.conv(16, kernel=3)
+    chain.conv(16, kernel=1, act=None)
+    chain.binary("Add", chain.last, outside)
+    chain.binary("Mul", chain.last, outside)
+    model = chain.model()
+    graph = graph_of(model)
+    # tanh's output once for all three uses (the conv, the add and the mul), the result back
+    assert graph.count("layout_transform") == 2, graph
+    check_against_onnxruntime(model, (1, 16, 10, 10))
+
+
+def test_chains_the_layout_does_not_pay_for_stay_plain():
+    one = Chain((1, 16, 14, 14))
+    one.conv(16, kernel=1)
+    assert "layout_transform" not in graph_of(one.model())       # a single conv
+    odd = Chain((1, 24, 14, 14))
+    odd.conv(24, kernel=1)
+    odd.conv(24, kernel=1)
+    assert "layout_transform" not in graph_of(odd.model())       # no whole filter blocks
+    assert "layout_transform" not in graph_of(_conv_stack((1, 16, 14, 14)).model(),
+                                               target="cuda")
+
+
+def test_avx2_targets_use_blocks_of_eight():
+    model = _conv_stack((1, 16, 14, 14)).model()
+    graph = graph_of(model, target=AVX2)
+    assert "layout_block=8" in graph and "layout_block=16" not in graph
+    check_against_onnxruntime(model, (1, 16, 14, 14), target=AVX2)
+
+
+def test_layout_transform_round_trip_and_reference():
+    x = np.random.default_rng(0).standard_normal((2, 32, 5, 7)).astype(np.float32)
+    op = get_op("layout_transform")
+    (b,) = op.reference_fn({"block": 16, "to": "blocked"}, x)
+    assert b.shape == (2, 2, 5, 7, 16)
+    np.testing.assert_array_equal(b[1, 1, 3, 4, 5], x[1, 21, 3, 4])
+    (back,) = op.reference_fn({"block": 16, "to": "plain"}, b)
+    np.testing.assert_array_equal(back, x)
+    chain = Chain((2, 32, 5, 7))
+    chain.conv(32, kernel=1)
+    chain.conv(32, kernel=3, group=32)
+    check_against_onnxruntime(chain.model(), (2, 32, 5, 7))
+
+
+def test_blocked_references_are_the_plain_ops_on_blocked_tensors():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, 32, 9, 9)).astype(np.float32)
+    w = rng.standard_normal((16, 32, 3, 3)).astype(np.float32)
+    attrs = dict(strides=(2, 2), pads=(1, 1, 1, 1), dilations=(1, 1), groups=1)
+    conv = get_op("conv").reference_fn
+    (plain,) = conv(attrs, x, w)
+    packed = alter_layout_module.pack_weight(w, 16)
+    (blocks,) = conv(dict(attrs, layout_block=16, kernel_block=16), blocked.block(x, 16), packed)
+    np.testing.assert_allclose(blocked.unblock(blocks, 16), plain, rtol=1e-5, atol=1e-5)
+    pool = dict(kernel_shape=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1), ceil_mode=1)
+    (plain,) = get_op("max_pool").reference_fn(pool, x)
+    (blocks,) = get_op("max_pool").reference_fn(dict(pool, layout_block=16),
+                                                 blocked.block(x, 16))
+    np.testing.assert_array_equal(blocked.unblock(blocks, 16), plain)
+
+
+def test_blocked_constant_forms():
+    c = np.arange(32, dtype=np.float32)
+    np.testing.assert_array_equal(blocked.blocked_constant(c.reshape(32, 1, 1), 32, 16)
+                                  [0, 1, 0, 0], c[16:])
+    assert blocked.blocked_constant(np.ones((1, 1, 4, 4)), 32, 16).shape == (1, 1, 4, 4, 1)
+    assert blocked.blocked_constant(np.ones((32, 4, 4)), 32, 16) is None      # varies by y, x
+    assert blocked.blocked_constant(np.ones((2, 1, 1, 1, 1)), 32, 16) is None
+
+
+def _every_config(model, kind):
+    tasks = [t for t in extract_tasks(model, measure=False)
+             if t.space().name == kind]
+    assert tasks, kind
+    task = tasks[0]
+    arrays = task.inputs(0)
+    want = task.reference(arrays)[0]
+    traces = set()
+    for config in task.space().configs():
+        func = task.schedule(config)
+        traces.add(repr(func.attrs["trace"]))
+        out = np.full(want.shape, 7.0, want.dtype)
+        build_kernel(func)(*arrays, out, num_threads=1)
+        check_result(out, want, rtol=1e-4, atol=1e-4)
+    return traces
+
+
+@pytest.mark.parametrize("build, kind", [
+    (lambda c: (c.conv(32, kernel=3, stride=2), c.conv(32, kernel=1)), "conv (blocked)"),
+    (lambda c: (c.conv(16, kernel=1), c.conv(16, kernel=3, group=16)), "window (blocked)"),
+])
+def test_every_config_of_the_blocked_spaces(build, kind):
+    chain = Chain((1, 16, 7, 7))
+    build(chain)
+    traces = _every_config(chain.model(), kind)
+    assert len(traces) > 4
+
+
+def test_the_blocked_conv_space_fits_the_registers():
+    from tensorc.ir import te
+    out = te.placeholder((1, 8, 14, 14, 16), "float32", "out")
+    space = blocked.conv_blocked_space(Target.from_string("llvm -mcpu=znver4"), out)
+    for config in space.configs():
+        assert config["row_tile"] * config["filter_vectors"] + config["filter_vectors"] + 1 \
+            <= 32
+    assert space.default()["row_tile"] == 14 and not space.default()["taps_inner"]
+
+
+def test_a_batch_norm_inside_a_chain_keeps_its_channel_parameters_right():
+    chain = Chain((1, 16, 9, 9))
+    chain.conv(32, kernel=1)
+    params = [chain.constant(np.linspace(lo, hi, 32)) for lo, hi in
+              [(0.5, 1.5), (-1, 1), (-0.5, 0.5), (0.5, 2.0)]]
+    name = chain._name("bn")
+    chain.nodes.append(helper.make_node("BatchNormalization", [chain.last, *params], [name]))
+    chain.last = name
+    chain.conv(16, kernel=1)
+    check_against_onnxruntime(chain.model(), (1, 16, 9, 9))
