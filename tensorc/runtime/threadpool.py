@@ -12,8 +12,9 @@ against 39 ms at 1 with one core busy). Here the calling thread never waits for 
 loop body takes chunks from a counter in the closure until none are left); when it runs out,
 it closes the job and waits only for workers that are inside the body, finishing a chunk. A
 worker that arrives late finds the job closed and goes back to sleep. Waiting threads spin
-for ``SPIN`` pauses (a few microseconds, which catches the next loop of the same inference
-on a quiet machine) and then sleep on a futex, so they leave the core to whoever needs it.
+for ``SPIN`` time-stamp counter ticks (about 100 us: the next parallel loop of the same
+inference comes sooner, after the few small single-threaded kernels in between) and then
+sleep on a futex, so they leave the core to whoever needs it.
 
 One job at a time: a second thread that calls ``tensorc_parallel`` while the pool is busy
 (two Modules run from two Python threads) runs its loop alone, on its own thread. A forked
@@ -27,7 +28,14 @@ from __future__ import annotations
 import platform
 import sys
 
-SPIN = 1000          # pauses before a waiting thread sleeps: ~30 us (29 ns a pause, EPYC Zen 3)
+# Time-stamp counter ticks a waiting thread spins before it sleeps: 115 us at 2.6 GHz. A
+# worker woken from its futex starts 15-20 us later on a VM, and takes the chunk the caller
+# would have run next, so the caller waits for it: a 4 us kernel then took 27. Spinning 1000
+# pauses (11 us on Xeon, 29 on EPYC Zen 3) let workers fall asleep during BERT's
+# single-threaded attention kernels; at 2 threads against 1 (alternating, one process):
+# BERT 0.67x -> 1.12x, ResNet 1.36x -> 1.79x, MobileNetV2 0.97x -> 1.38x; spinning longer
+# (1M, 3M ticks) gained nothing more.
+SPIN = 300_000
 MAX_WORKERS = 255    # threads beyond the caller (num_threads is at most 4x the cores)
 
 _engine = None       # the MCJIT engine holding the pool's code (kept alive for the process)
@@ -48,19 +56,22 @@ declare i64 @syscall(i64, ...)
 declare i32 @pthread_create(ptr, ptr, ptr, ptr)
 declare i32 @pthread_detach(i64)
 declare void @llvm.x86.sse2.pause()
+declare i64 @llvm.readcyclecounter()
 
-; return once *addr != val: spin, then sleep on the futex (counted in *sleepers)
-define internal void @tc_wait(ptr %addr, i32 %val, ptr %sleepers) nounwind {
+; return once *addr != val: spin for `ticks` ticks, then sleep on the futex (counted in
+; *sleepers)
+define internal void @tc_wait(ptr %addr, i32 %val, ptr %sleepers, i64 %ticks) nounwind {
 entry:
+  %start = call i64 @llvm.readcyclecounter()
   br label %spin
 spin:
-  %i = phi i32 [ 0, %entry ], [ %i1, %pause ]
   %cur = load atomic i32, ptr %addr seq_cst, align 4
   %changed = icmp ne i32 %cur, %val
   br i1 %changed, label %done, label %more
 more:
-  %i1 = add i32 %i, 1
-  %spinning = icmp slt i32 %i1, SPIN
+  %now = call i64 @llvm.readcyclecounter()
+  %spun = sub i64 %now, %start
+  %spinning = icmp ult i64 %spun, %ticks
   br i1 %spinning, label %pause, label %sleep
 pause:
   call void @llvm.x86.sse2.pause()
@@ -96,12 +107,18 @@ entry:
   %s0 = load atomic i32, ptr @tc_seq seq_cst, align 4
   br label %loop
 loop:
+  ; a worker that found no place in the last job's team sleeps at once: the spare workers
+  ; of a larger team run earlier (8 threads, then 2) would otherwise spin on the cores the
+  ; team needs (ResNet at 2 threads after a run at 8: 5.9 -> 9.3 ms)
   %seen = phi i32 [ %s0, %entry ], [ %s, %next ]
-  call void @tc_wait(ptr @tc_seq, i32 %seen, ptr @tc_sleepers)
+  %budget = phi i64 [ SPIN, %entry ], [ %spin, %next ]
+  call void @tc_wait(ptr @tc_seq, i32 %seen, ptr @tc_sleepers, i64 %budget)
   %s = load atomic i32, ptr @tc_seq seq_cst, align 4
   %place = atomicrmw sub ptr @tc_wanted, i32 1 seq_cst
   %may = icmp sgt i32 %place, 0
-  br i1 %may, label %join, label %next
+  br i1 %may, label %join, label %spare
+spare:
+  br label %next
 join:
   %in0 = atomicrmw add ptr @tc_inside, i32 1 seq_cst
   %open = load atomic i32, ptr @tc_open seq_cst, align 4
@@ -127,6 +144,7 @@ wake:
   call void @tc_wake(ptr @tc_inside, i32 1)
   br label %next
 next:
+  %spin = phi i64 [ 0, %spare ], [ SPIN, %leave ], [ SPIN, %check ], [ SPIN, %wake ]
   br label %loop
 }
 
@@ -189,7 +207,7 @@ drain:
   %empty = icmp eq i32 %in, 0
   br i1 %empty, label %end, label %waitin
 waitin:
-  call void @tc_wait(ptr @tc_inside, i32 %in, ptr @tc_caller_sleeps)
+  call void @tc_wait(ptr @tc_inside, i32 %in, ptr @tc_caller_sleeps, i64 SPIN)
   br label %drain
 end:
   store atomic i32 0, ptr @tc_busy seq_cst, align 4
