@@ -176,6 +176,11 @@ def row_cases() -> list[Case]:
                           feeds))
     model, feeds = _model([_node("Softmax", ["x"], axis=-1)], (1, 12, 128, 128))
     cases.append(Case("softmax", f"Softmax attention {_shape(1, 12, 128, 128)}", model, feeds))
+    # half the keys masked with -1e4 (BERT's attention mask): their exps underflow to 0
+    model, feeds = _model([_node("Softmax", ["x"], axis=-1)], (1, 12, 128, 128))
+    feeds["x"][..., 64:] = -1e4
+    cases.append(Case("softmax", f"Softmax masked attention {_shape(1, 12, 128, 128)}", model,
+                      feeds))
     return cases
 
 
