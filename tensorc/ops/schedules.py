@@ -20,6 +20,15 @@ from tensorc.target import Target
 
 # below this many output elements a kernel runs on one thread: waking the pool costs more
 PARALLEL_MIN_ELEMENTS = 16384
+# ... unless each element is this many multiply-adds' work together (a conv's reduction): a
+# 48 -> 96 3x3 conv onto 8x8 (6144 outputs, 432 deep, 54 us) ran on one thread
+PARALLEL_MIN_WORK = 1 << 19
+
+
+def worth_threads(elements: int, depth: int = 1) -> bool:
+    """Whether a kernel of ``elements`` outputs, each a reduction ``depth`` deep, runs its
+    outer loop on threads."""
+    return elements >= PARALLEL_MIN_ELEMENTS or elements * depth >= PARALLEL_MIN_WORK
 
 
 def clamp(index: E.Expr, extent: int) -> E.Expr:

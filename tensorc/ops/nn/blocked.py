@@ -24,6 +24,7 @@ references are the plain op's through :func:`plain_type` / :func:`blocked_type` 
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,6 +37,7 @@ from tensorc.ir.types import TensorType
 from tensorc.ops.registry import Pattern, define
 from tensorc.ops.schedules import (
     PARALLEL_MIN_ELEMENTS, clamp, in_range, injective_space, materialize_pad, schedule_injective,
+    worth_threads,
 )
 from tensorc.ops.shape_rules import expect_arity
 from tensorc.ops.space import Knob, SearchSpace
@@ -281,7 +283,8 @@ def schedule_conv_blocked(target: Target, sch: Schedule, out: te.Tensor, tile: t
     st.unroll(xi)
     st.unroll(fv)
     st.vectorize(lane)
-    if config["parallel"] and np.prod(out.shape) >= PARALLEL_MIN_ELEMENTS:
+    depth = math.prod(iv.extent for iv in tile.op.reduce_axis)
+    if config["parallel"] and worth_threads(math.prod(out.shape), depth):
         st.parallel(outer)
     local = sch.cache_write(tile, "local")
     sch[tile].compute_inline()

@@ -32,13 +32,13 @@ from tensorc.ops.nn.windows import pad_spatial, window_slices
 from tensorc.ops.matmul import ROW_CHOICES, Gemm, gemm_space, micro_tile, schedule_gemm
 from tensorc.ops.registry import Pattern, define
 from tensorc.ops.schedules import (
-    PARALLEL_MIN_ELEMENTS,
     clamp,
     materialize_pad,
     in_range,
     schedule_injective,
     schedule_reduction,
     vector_block,
+    worth_threads,
 )
 from tensorc.ops.space import Knob, SearchSpace
 from tensorc.ops.shape_rules import (
@@ -411,7 +411,7 @@ def _schedule_filter_lanes(target: Target, sch: Schedule, out: te.Tensor, tile: 
     st.unroll(xi)
     st.unroll(fv)
     st.vectorize(fl)
-    if config["parallel"] and np.prod(out.shape) >= PARALLEL_MIN_ELEMENTS:
+    if config["parallel"] and worth_threads(math.prod(out.shape), _depth(tile)):
         st.parallel(block)
     local = sch.cache_write(tile, "local")
     sch[tile].compute_inline()
@@ -811,7 +811,7 @@ def _conv_schedule(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.Ten
     st.reorder(n, fo, y, xo, fi, xi)
     fused = st.fuse(n, fo, y)
     st.vectorize(xi)
-    if config["parallel"] and np.prod(out.shape) >= PARALLEL_MIN_ELEMENTS:
+    if config["parallel"] and worth_threads(math.prod(out.shape), _depth(conv_t)):
         st.parallel(fused)
     _accumulate_in_registers(sch, compute_tensor, st, xo)
 
@@ -831,7 +831,7 @@ def _schedule_flat(target: Target, sch: Schedule, out: te.Tensor, flat: te.Tenso
     st.reorder(n, fo, qo, fi, qi)
     fused = st.fuse(n, fo, qo)
     st.vectorize(qi)
-    if config["parallel"] and np.prod(flat.shape) >= PARALLEL_MIN_ELEMENTS:
+    if config["parallel"] and worth_threads(math.prod(flat.shape), _depth(flat)):
         st.parallel(fused)
     _accumulate_in_registers(sch, local, st, fused)
     schedule_injective(target, sch, out)
@@ -871,7 +871,7 @@ def _schedule_gemm(target: Target, sch: Schedule, out: te.Tensor, gemm: te.Tenso
     st.reorder(n, *lines, qo, fo, fi, qi)
     st.vectorize(qi)
     block = st.fuse(n, *lines, qo)
-    if config["parallel"] and np.prod(out.shape) >= PARALLEL_MIN_ELEMENTS:
+    if config["parallel"] and worth_threads(math.prod(out.shape), _depth(gemm)):
         st.parallel(block)
     _accumulate_in_registers(sch, local, st, fo)
     ps = sch[patches]
@@ -894,7 +894,7 @@ def _schedule_gemm_pitched(target: Target, sch: Schedule, out: te.Tensor, gemm: 
     st.reorder(n, qo, fo, fi, qi)
     block = st.fuse(n, qo)
     st.vectorize(qi)
-    if config["parallel"] and np.prod(gemm.shape) >= PARALLEL_MIN_ELEMENTS:
+    if config["parallel"] and worth_threads(math.prod(gemm.shape), _depth(gemm)):
         st.parallel(block)
     _accumulate_in_registers(sch, local, st, fo)
     ps = sch[patches]
@@ -922,7 +922,7 @@ def _schedule_gemm_rows(target: Target, sch: Schedule, out: te.Tensor, gemm: te.
     st.reorder(n, y, qo, fo, fi, qi)
     st.vectorize(qi)
     line = st.fuse(n, y)
-    if config["parallel"] and np.prod(out.shape) >= PARALLEL_MIN_ELEMENTS:
+    if config["parallel"] and worth_threads(math.prod(out.shape), _depth(gemm)):
         st.parallel(line)
     _accumulate_in_registers(sch, local, st, fo)
     ps = sch[patches]
@@ -946,6 +946,11 @@ def _accumulate_in_registers(sch: Schedule, local: te.Tensor, st, at) -> None:
     ls.reorder(ln, *lines, *ls.reduce_axis, lf, lq)
     ls.unroll(lf)
     ls.vectorize(lq)
+
+
+def _depth(t: te.Tensor) -> int:
+    """The multiply-adds per element of a reduction stage."""
+    return math.prod(iv.extent for iv in t.op.reduce_axis)
 
 
 def _divisor_at_most(n: int, limit: int) -> int:
