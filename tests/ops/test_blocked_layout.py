@@ -314,3 +314,28 @@ def test_a_batch_norm_inside_a_chain_keeps_its_channel_parameters_right():
     chain.last = name
     chain.conv(16, kernel=1)
     check_against_onnxruntime(chain.model(), (1, 16, 9, 9))
+
+
+def test_a_squeeze_and_excite_block_keeps_the_map_blocked():
+    chain = Chain((1, 32, 14, 14))
+    x = chain.conv(32, kernel=1, act="Sigmoid")
+    chain.conv(32, kernel=3, group=32)
+    body = chain.last
+    name = chain._name("gap")
+    chain.nodes.append(helper.make_node("ReduceMean", [body], [name], axes=[2, 3], keepdims=1))
+    chain.last = name
+    chain.conv(8, kernel=1)                                     # squeeze: 8 channels, plain
+    chain.conv(32, kernel=1, act="Sigmoid")                     # excite
+    chain.binary("Mul", body, chain.last)                       # the scale, per channel
+    chain.channels = 32
+    chain.conv(32, kernel=1, act=None)
+    chain.binary("Add", chain.last, x)
+    model = chain.model()
+    graph = graph_of(model)
+    transforms = re.findall(r"(float32\[[\d,]+\]) = layout_transform", graph)
+    # the map crosses no boundary but the chain's two ends: the pooled vector and the scale
+    # are what is converted in between
+    big = [t for t in transforms if not t.endswith(",1,1]") and not t.endswith(",1,1,16]")]
+    assert len(big) == 2, graph
+    assert re.search(r"= reduce_mean\(.*axes=\(2,3\)", graph)
+    check_against_onnxruntime(model, (1, 32, 14, 14))

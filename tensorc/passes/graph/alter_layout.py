@@ -164,6 +164,7 @@ alter_layout.needs_target = True
 
 BLOCKED_MIN_CONVS = 2       # convs a chain must have to be worth its two layout transforms
 _BLOCKED_POOLS = ("max_pool", "avg_pool")
+_BLOCKED_REDUCTIONS = ("reduce_mean", "reduce_max", "reduce_sum")
 
 
 def _block_activations(graph: Graph, target) -> None:
@@ -234,8 +235,9 @@ def _block_activations(graph: Graph, target) -> None:
 
 def _blocked_chains(graph: Graph, b: int, target) -> set[Node]:
     """The nodes that run on blocked tensors: connected chains of convs that take the
-    layout (:func:`_blocks_conv`) and of the pools, channel concats and elementwise ops
-    between and after them, each chain with at least BLOCKED_MIN_CONVS convs."""
+    layout (:func:`_blocks_conv`) and of the pools, channel concats, reductions over the
+    map and elementwise ops between and after them, each chain with at least
+    BLOCKED_MIN_CONVS convs."""
     candidate: set[Node] = set()
     produced: dict[Value, Node] = {}
     parent: dict[Node, Node] = {}
@@ -258,6 +260,11 @@ def _blocked_chains(graph: Graph, b: int, target) -> set[Node]:
             # along the channels, of parts in whole blocks: a concat of the blocks
             ok = bool(inner) and node.attrs["axis"] % 4 == 1 and all(
                 v.type.ndim == 4 and v.type.shape[1] % b == 0 for v in node.inputs)
+        elif node.op in _BLOCKED_REDUCTIONS:
+            # over the map, its dims kept (a global pool; squeeze-and-excite's): the same
+            # reduction of the blocked tensor, [N, C/b, 1, 1, b]
+            ok = bool(inner) and node.inputs[0].type.ndim == 4 and \
+                tuple(node.attrs["axes"]) == (2, 3) and bool(node.attrs["keepdims"])
         else:
             ok = bool(inner) and _blocks_elementwise(graph, node, b)
         if not ok:
@@ -299,7 +306,8 @@ def _plain_input(node: Node, b: int) -> bool:
 
 def _blocks_elementwise(graph: Graph, node: Node, b: int) -> bool:
     """Elementwise and broadcast ops on a 4-D [N, C, H, W] result whose other operands are
-    4-D tensors of its shape (converted at the boundary) or constants with a blocked form.
+    4-D tensors of its shape or per-channel ones [N, C, 1, 1] (a squeeze-and-excite scale;
+    converted at the boundary) or constants with a blocked form.
     (batch_norm broadcasts its [C] parameters along the channels, not as numpy does; what
     simplify leaves of it stays plain.)"""
     if get_op(node.op).pattern not in (Pattern.ELEMWISE, Pattern.BROADCAST) or \
@@ -309,7 +317,7 @@ def _blocks_elementwise(graph: Graph, node: Node, b: int) -> bool:
     if out.ndim != 4 or out.shape[1] % b:
         return False
     for value in node.inputs:
-        if value.type.shape == out.shape:
+        if value.type.shape in (out.shape, (*out.shape[:2], 1, 1)):
             continue
         if value not in graph.constants or \
                 blocked.blocked_constant(graph.constants[value], out.shape[1], b) is None:
