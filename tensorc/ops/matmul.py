@@ -135,6 +135,13 @@ def _matmul_compute(attrs: dict, a: te.Tensor, b: te.Tensor) -> te.Tensor:
 # alternative. A block knob's value must divide the number of tiles or panels (or cover them
 # all: WHOLE): a block that overhangs puts a guard inside the micro-kernel.
 L2_BYTES = 512 * 1024
+# A B larger than this is streamed from memory: a packed A's row blocks (each against every
+# column) would stream all of it once per block, where column blocks of B read it once and
+# reuse each block across A's strips. One thread (Xeon), packed A -> B's column blocks:
+# 128x3072x3072 (B 38 MB) 26.4 -> 20.9 ms, 500x3072x3072 93 -> 69 (onnxruntime 65); with B
+# of 9.4 MB the packed A still wins or ties (500x3072x768 16.7 against 18.1, 500x768x3072
+# 16.6 against 18.2, 128x3072x768 5.2 against 4.9), and with 4 MB both tie (1024^3).
+B_STREAM_BYTES = 16 << 20
 PACKED_A_BYTES = 1 << 20          # the most a packed A block (a stack buffer) may take
 WHOLE = 1 << 20
 PARALLEL_BLOCKS = 8
@@ -245,7 +252,8 @@ def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
     # from L3), at least PARALLEL_BLOCKS row blocks for the threads. On Zen 4: 1024^3 85 ->
     # 104-109 GFLOP/s (onnxruntime 97-99), 500x1024x1024 84 -> 110, 128x3072x768 86 -> 107;
     # an A that L2 holds measured 4-10% slower packed (77x768, 128x256).
-    pack_default = pack[-1] and big and m * k * gemm.itemsize > L2_BYTES
+    pack_default = pack[-1] and big and m * k * gemm.itemsize > L2_BYTES and \
+        k * n * gemm.itemsize <= B_STREAM_BYTES
     row_tiles = WHOLE
     if pack_default:
         fit = [c for c in row_choices if _fits(c, tile_count) and
