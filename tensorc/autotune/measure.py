@@ -213,14 +213,14 @@ def run_in(worker: _Worker, job: RunJob, options: MeasureOptions) -> RunResult:
     return RunResult(error=error, message=value, seconds=time.perf_counter() - start)
 
 
-def measure(executor: Executor, candidates: Sequence[Candidate], options: MeasureOptions,
-            inputs: dict | None = None, expected: dict | None = None,
-            return_outputs: bool = False) -> list[MeasureResult]:
-    """Build and run ``candidates``; ``inputs`` and ``expected`` map a task's workload to its
-    seeded inputs and the unscheduled program's outputs (computed here when not given)."""
+def _run_jobs(candidates: Sequence[Candidate], builds: list, options: MeasureOptions,
+              inputs: dict | None, expected: dict | None, return_outputs: bool
+              ) -> tuple[list[RunJob], list[int]]:
+    """The run jobs of the candidates that built, and their positions; ``inputs`` and
+    ``expected`` map a task's workload to its seeded inputs and the unscheduled program's
+    outputs (computed here when not given)."""
     inputs = {} if inputs is None else inputs
     expected = {} if expected is None else expected
-    builds = executor.build(candidates, options)
     jobs, where = [], []
     for k, (cand, built) in enumerate(zip(candidates, builds)):
         if built.error is not None:
@@ -234,6 +234,16 @@ def measure(executor: Executor, candidates: Sequence[Candidate], options: Measur
                            inputs[task.workload], expected[task.workload], options,
                            cand.inject, return_outputs, task.target))
         where.append(k)
+    return jobs, where
+
+
+def measure(executor: Executor, candidates: Sequence[Candidate], options: MeasureOptions,
+            inputs: dict | None = None, expected: dict | None = None,
+            return_outputs: bool = False) -> list[MeasureResult]:
+    """Build and run ``candidates``; ``inputs`` and ``expected`` map a task's workload to its
+    seeded inputs and the unscheduled program's outputs (computed here when not given)."""
+    builds = executor.build(candidates, options)
+    jobs, where = _run_jobs(candidates, builds, options, inputs, expected, return_outputs)
     runs = dict(zip(where, executor.run(jobs, options)))
     results = []
     for k, (cand, built) in enumerate(zip(candidates, builds)):
@@ -264,23 +274,9 @@ def retime(executor: Executor, candidates: Sequence[Candidate], options: Measure
     >>> [[r.latency for r in rs] for rs in runs]
     [[0.00121, 0.00119, 0.00120], [0.00131, 0.00128, 0.00130]]
     """
-    inputs = {} if inputs is None else inputs
-    expected = {} if expected is None else expected
-    timed: list[list[RunResult]] = []
-    jobs, where = [], []
-    for k, (cand, built) in enumerate(zip(candidates, executor.build(candidates, options))):
-        timed.append([RunResult(error=built.error, message=built.message)] * rounds)
-        if built.error is not None:
-            continue
-        task = cand.task
-        if task.workload not in inputs:
-            inputs[task.workload] = task.inputs(seed=0)
-        if task.workload not in expected:
-            expected[task.workload] = task.reference(inputs[task.workload])
-        jobs.append(RunJob(built.object_code, built.entry, built.params,
-                           inputs[task.workload], expected[task.workload], options,
-                           cand.inject, False, task.target))
-        where.append(k)
+    builds = executor.build(candidates, options)
+    timed = [[RunResult(error=built.error, message=built.message)] * rounds for built in builds]
+    jobs, where = _run_jobs(candidates, builds, options, inputs, expected, False)
     for r in range(rounds if jobs else 0):
         shift = r % len(jobs)
         order = list(range(shift, len(jobs))) + list(range(shift))

@@ -25,6 +25,12 @@ PARALLEL_MIN_ELEMENTS = 16384
 PARALLEL_MIN_WORK = 1 << 19
 
 
+def reduction_depth(t: Tensor) -> int:
+    """The terms each element of a reduction stage sums (1 for other stages)."""
+    return math.prod(iv.extent for iv in t.op.reduce_axis) if isinstance(t.op, ComputeOp) \
+        else 1
+
+
 def worth_threads(elements: int, depth: int = 1) -> bool:
     """Whether a kernel of ``elements`` outputs, each a reduction ``depth`` deep, runs its
     outer loop on threads."""

@@ -36,8 +36,8 @@ from tensorc.ir.schedule import Schedule
 from tensorc.ir.types import TensorType
 from tensorc.ops.registry import Pattern, define
 from tensorc.ops.schedules import (
-    PARALLEL_MIN_ELEMENTS, clamp, in_range, injective_space, materialize_pad, schedule_injective,
-    worth_threads,
+    PARALLEL_MIN_ELEMENTS, injective_space, materialize_pad, schedule_injective,
+    reduction_depth, worth_threads,
 )
 from tensorc.ops.shape_rules import expect_arity
 from tensorc.ops.space import Knob, SearchSpace
@@ -149,24 +149,6 @@ def _transform_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: t
     st.vectorize(ci)
     if config["parallel"] and np.prod(out.shape) >= PARALLEL_MIN_ELEMENTS:
         st.parallel(st.fuse(n, co))
-
-
-def padded_blocked(x: te.Tensor, pads: tuple[int, int, int, int],
-                   overhang: tuple[int, int] = (0, 0), value: float = 0.0) -> te.Tensor:
-    """A blocked [N, C/b, H, W, b] tensor with its spatial dims padded by ``value`` (loads
-    clamped, so never out of bounds)."""
-    if not any(pads) and not any(overhang):
-        return x
-    height, width = x.shape[2:4]
-    shape = (x.shape[0], x.shape[1], height + pads[0] + pads[2] + overhang[0],
-             width + pads[1] + pads[3] + overhang[1], x.shape[4])
-
-    def body(n, c, y, xx, lane):
-        sy, sx = y - pads[0], xx - pads[1]
-        load = x[n, c, clamp(sy, height), clamp(sx, width), lane]
-        return E.select(E.all_of(in_range(sy, height), in_range(sx, width)), load,
-                        E.Const(value, x.dtype))
-    return te.compute(shape, body, name="pad", tag="pad")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -283,8 +265,7 @@ def schedule_conv_blocked(target: Target, sch: Schedule, out: te.Tensor, tile: t
     st.unroll(xi)
     st.unroll(fv)
     st.vectorize(lane)
-    depth = math.prod(iv.extent for iv in tile.op.reduce_axis)
-    if config["parallel"] and worth_threads(math.prod(out.shape), depth):
+    if config["parallel"] and worth_threads(math.prod(out.shape), reduction_depth(tile)):
         st.parallel(outer)
     local = sch.cache_write(tile, "local")
     sch[tile].compute_inline()
@@ -306,24 +287,23 @@ def schedule_conv_blocked(target: Target, sch: Schedule, out: te.Tensor, tile: t
 # ---------------------------------------------------------------------------------------------
 # pooling on blocked tensors
 
-def pool_blocked(kind: str, attrs: dict, x: te.Tensor, out: tuple[int, int],
-                 overhang: tuple[int, int], divisor=None) -> te.Tensor:
-    """max_pool or avg_pool of a blocked [N, C/b, H, W, b] tensor: the window reduction per
-    vector of b channels. ``divisor(o)``: avg_pool's window count at output position o."""
+def pool_blocked(kind: str, attrs: dict, padded: te.Tensor, out: tuple[int, int],
+                 divisor=None) -> te.Tensor:
+    """max_pool or avg_pool of a blocked [N, C/b, H, W, b] tensor (``padded``: padded by the
+    pool's padding, overhang and value): the window reduction per vector of b channels.
+    ``divisor(o)``: avg_pool's window count at output position o."""
     strides, kernel = attrs["strides"], attrs["kernel_shape"]
     dilations = tuple(attrs.get("dilations", (1, 1)))
     ry, rx = te.reduce_axis(kernel[0], "r0"), te.reduce_axis(kernel[1], "r1")
-    shape = (*x.shape[:2], *out, x.shape[4])
+    shape = (*padded.shape[:2], *out, padded.shape[4])
 
-    def tap(padded, n, c, y, xx, lane):
+    def tap(n, c, y, xx, lane):
         return padded[n, c, y * strides[0] + ry.var * dilations[0],
                       xx * strides[1] + rx.var * dilations[1], lane]
     if kind == "max_pool":
-        padded = padded_blocked(x, attrs["pads"], overhang, te.min_value(x.dtype).value)
-        return te.compute(shape, lambda *i: te.max_ordered(tap(padded, *i), axis=[ry, rx]),
+        return te.compute(shape, lambda *i: te.max_ordered(tap(*i), axis=[ry, rx]),
                           name="max_pool")
-    padded = padded_blocked(x, attrs["pads"], overhang, 0.0)
-    total = te.compute(shape, lambda *i: te.sum_(tap(padded, *i), axis=[ry, rx]),
+    total = te.compute(shape, lambda *i: te.sum_(tap(*i), axis=[ry, rx]),
                        name="pool_sum", tag="anchor:pool_sum")
     return te.compute(shape, lambda n, c, y, xx, lane: total[n, c, y, xx, lane] /
                       divisor((y, xx)), name="avg_pool")

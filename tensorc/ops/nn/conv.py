@@ -35,6 +35,7 @@ from tensorc.ops.schedules import (
     clamp,
     materialize_pad,
     in_range,
+    reduction_depth,
     schedule_injective,
     schedule_reduction,
     vector_block,
@@ -170,25 +171,27 @@ def unpack_weight(attrs: dict, w: np.ndarray) -> np.ndarray:
 
 
 def padded_input(x: te.Tensor, pads: tuple[int, ...], overhang: tuple[int, ...] = (),
-                 value: float = 0.0, name: str = "pad") -> te.Tensor:
-    """x with its spatial dims padded by ``value`` (loads clamped, so never out of bounds)."""
-    spatial = x.ndim - 2
+                 value: float = 0.0, name: str = "pad", blocked: bool = False) -> te.Tensor:
+    """x with its spatial dims padded by ``value`` (loads clamped, so never out of bounds);
+    ``blocked``: x is [N, C/b, *S, b] (ops/nn/blocked.py), its lanes axis not padded."""
+    spatial = x.ndim - 2 - blocked
     extra = tuple(overhang) or (0,) * spatial
     if not any(pads) and not any(extra):
         return x
     shape = x.shape[:2] + tuple(x.shape[2 + d] + pads[d] + pads[d + spatial] + extra[d]
-                                for d in range(spatial))
+                                for d in range(spatial)) + x.shape[2 + spatial:]
 
     def body(n, c, *pos):
-        return _load_or(x, n, c, [p - pads[d] for d, p in enumerate(pos)], value)
+        return _load_or(x, n, c, [p - pads[d] for d, p in enumerate(pos[:spatial])], value,
+                        pos[spatial:])
     return te.compute(shape, body, name=name, tag="pad")
 
 
-def _load_or(x: te.Tensor, n, c, src: list, value: float) -> E.Expr:
-    """x[n, c, *src] where src is inside x's spatial extent, else ``value`` (the load
-    clamped, so never out of bounds)."""
+def _load_or(x: te.Tensor, n, c, src: list, value: float, lanes: tuple = ()) -> E.Expr:
+    """x[n, c, *src, *lanes] where src is inside x's spatial extent, else ``value`` (the
+    load clamped, so never out of bounds)."""
     conds = [in_range(s, x.shape[2 + d]) for d, s in enumerate(src)]
-    load = x[(n, c, *[clamp(s, x.shape[2 + d]) for d, s in enumerate(src)])]
+    load = x[(n, c, *[clamp(s, x.shape[2 + d]) for d, s in enumerate(src)], *lanes)]
     return E.select(E.all_of(*conds), load, E.Const(value, x.dtype))
 
 
@@ -214,8 +217,7 @@ def _conv_compute(attrs: dict, x: te.Tensor, w: te.Tensor) -> te.Tensor:
             blocked.plain_type(TensorType(x.shape, x.dtype), attrs["layout_block"])
         out = output_spatial(attrs, plain,
                              TensorType(unpacked_weight_shape(attrs, w.shape), w.dtype))
-        padded = padded_input(x, attrs["pads"]) if attrs.get("plain_input") else \
-            blocked.padded_blocked(x, attrs["pads"])
+        padded = padded_input(x, attrs["pads"], blocked=not attrs.get("plain_input"))
         return blocked.conv_blocked(attrs, x, w, out, padded)
     spatial = x.ndim - 2
     wshape = unpacked_weight_shape(attrs, w.shape)
@@ -411,7 +413,7 @@ def _schedule_filter_lanes(target: Target, sch: Schedule, out: te.Tensor, tile: 
     st.unroll(xi)
     st.unroll(fv)
     st.vectorize(fl)
-    if config["parallel"] and worth_threads(math.prod(out.shape), _depth(tile)):
+    if config["parallel"] and worth_threads(math.prod(out.shape), reduction_depth(tile)):
         st.parallel(block)
     local = sch.cache_write(tile, "local")
     sch[tile].compute_inline()
@@ -811,7 +813,7 @@ def _conv_schedule(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.Ten
     st.reorder(n, fo, y, xo, fi, xi)
     fused = st.fuse(n, fo, y)
     st.vectorize(xi)
-    if config["parallel"] and worth_threads(math.prod(out.shape), _depth(conv_t)):
+    if config["parallel"] and worth_threads(math.prod(out.shape), reduction_depth(conv_t)):
         st.parallel(fused)
     _accumulate_in_registers(sch, compute_tensor, st, xo)
 
@@ -831,7 +833,7 @@ def _schedule_flat(target: Target, sch: Schedule, out: te.Tensor, flat: te.Tenso
     st.reorder(n, fo, qo, fi, qi)
     fused = st.fuse(n, fo, qo)
     st.vectorize(qi)
-    if config["parallel"] and worth_threads(math.prod(flat.shape), _depth(flat)):
+    if config["parallel"] and worth_threads(math.prod(flat.shape), reduction_depth(flat)):
         st.parallel(fused)
     _accumulate_in_registers(sch, local, st, fused)
     schedule_injective(target, sch, out)
@@ -871,7 +873,7 @@ def _schedule_gemm(target: Target, sch: Schedule, out: te.Tensor, gemm: te.Tenso
     st.reorder(n, *lines, qo, fo, fi, qi)
     st.vectorize(qi)
     block = st.fuse(n, *lines, qo)
-    if config["parallel"] and worth_threads(math.prod(out.shape), _depth(gemm)):
+    if config["parallel"] and worth_threads(math.prod(out.shape), reduction_depth(gemm)):
         st.parallel(block)
     _accumulate_in_registers(sch, local, st, fo)
     ps = sch[patches]
@@ -894,7 +896,7 @@ def _schedule_gemm_pitched(target: Target, sch: Schedule, out: te.Tensor, gemm: 
     st.reorder(n, qo, fo, fi, qi)
     block = st.fuse(n, qo)
     st.vectorize(qi)
-    if config["parallel"] and worth_threads(math.prod(gemm.shape), _depth(gemm)):
+    if config["parallel"] and worth_threads(math.prod(gemm.shape), reduction_depth(gemm)):
         st.parallel(block)
     _accumulate_in_registers(sch, local, st, fo)
     ps = sch[patches]
@@ -922,7 +924,7 @@ def _schedule_gemm_rows(target: Target, sch: Schedule, out: te.Tensor, gemm: te.
     st.reorder(n, y, qo, fo, fi, qi)
     st.vectorize(qi)
     line = st.fuse(n, y)
-    if config["parallel"] and worth_threads(math.prod(out.shape), _depth(gemm)):
+    if config["parallel"] and worth_threads(math.prod(out.shape), reduction_depth(gemm)):
         st.parallel(line)
     _accumulate_in_registers(sch, local, st, fo)
     ps = sch[patches]
@@ -946,11 +948,6 @@ def _accumulate_in_registers(sch: Schedule, local: te.Tensor, st, at) -> None:
     ls.reorder(ln, *lines, *ls.reduce_axis, lf, lq)
     ls.unroll(lf)
     ls.vectorize(lq)
-
-
-def _depth(t: te.Tensor) -> int:
-    """The multiply-adds per element of a reduction stage."""
-    return math.prod(iv.extent for iv in t.op.reduce_axis)
 
 
 def _divisor_at_most(n: int, limit: int) -> int:

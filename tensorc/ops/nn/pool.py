@@ -216,7 +216,9 @@ def _pool_blocked(kind: str, attrs: dict, x: te.Tensor) -> te.Tensor:
     """A 2-D pool of a blocked tensor (see ops/nn/blocked.py)."""
     plain = blocked.plain_type(TensorType(x.shape, x.dtype), attrs["layout_block"]).shape
     out = output_spatial(attrs, plain)
-    return blocked.pool_blocked(kind, attrs, x, out, overhang(attrs, plain, out),
+    value = te.min_value(x.dtype).value if kind == "max_pool" else 0.0
+    padded = padded_input(x, attrs["pads"], overhang(attrs, plain, out), value, blocked=True)
+    return blocked.pool_blocked(kind, attrs, padded, out,
                                 lambda o: _window_count(attrs, plain[2:], x.dtype, o))
 
 

@@ -206,11 +206,12 @@ def _block_activations(graph: Graph, target) -> None:
     blocked_values: set[Value] = set()
     for node in list(graph.nodes):
         if node in chosen:
-            node.inputs = [v if v in blocked_values or (k == 0 and _plain_input(node, b))
+            plain_input = _plain_input(node, b)
+            node.inputs = [v if v in blocked_values or (k == 0 and plain_input)
                            else blocked_operand(node, k, v) for k, v in enumerate(node.inputs)]
             if node.op == "conv":
                 node.attrs.update(layout_block=b, kernel_block=b)
-                if node.inputs[0].type.ndim == 4:
+                if plain_input:
                     node.attrs["plain_input"] = True
             elif node.op in _BLOCKED_POOLS:
                 node.attrs["layout_block"] = b
