@@ -91,9 +91,9 @@ def graph_of(model, target="llvm") -> str:
     return tensorc.inspect(model, stage="graph", target=target)
 
 
-def check_against_onnxruntime(model, shape, target="llvm", seed: int = 1):
+def check_against_onnxruntime(model, shape, target="llvm", seed: int = 1, threads=None):
     x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-    got = tensorc.compile(model, target=target).run({"x": x})
+    got = tensorc.compile(model, target=target, num_threads=threads).run({"x": x})
     want = ort_run(model, {"x": x})
     assert sorted(got) == sorted(want)
     for name in want:
@@ -294,14 +294,46 @@ def test_every_config_of_the_blocked_spaces(build, kind):
     assert len(traces) > 4
 
 
-def test_the_blocked_conv_space_fits_the_registers():
+def _blocked_conv_space(channels: int, filters: int, size: int, kernel: int):
     from tensorc.ir import te
-    out = te.placeholder((1, 8, 14, 14, 16), "float32", "out")
-    space = blocked.conv_blocked_space(Target.from_string("llvm -mcpu=znver4"), out)
+    x = te.placeholder((1, channels // 16, size, size, 16), "float32", "x")
+    w = te.placeholder((filters // 16, channels, kernel, kernel, 16), "float32", "w")
+    attrs = {"layout_block": 16, "strides": (1, 1), "dilations": (1, 1), "groups": 1}
+    out = blocked.conv_blocked(attrs, x, w, (size - kernel + 1,) * 2, x)
+    return blocked.conv_blocked_space(Target.from_string("llvm -mcpu=znver4"), out,
+                                      out.op.input_tensors()[0])
+
+
+def test_the_blocked_conv_space_fits_the_registers():
+    space = _blocked_conv_space(64, 128, 14, 1)
     for config in space.configs():
         assert config["row_tile"] * config["filter_vectors"] + config["filter_vectors"] + 1 \
             <= 32
     assert space.default()["row_tile"] == 14 and not space.default()["taps_inner"]
+
+
+def test_the_threads_split_rows_where_the_weights_are_the_smaller():
+    # a ResNet-50 stage-1 1x1 conv: 64 filters against 56x56 outputs
+    assert _blocked_conv_space(256, 64, 56, 1).default()["split"] == "rows"
+    # a stage-3 one: 256 filters against 14x14; a 3x3 conv with 9 taps per filter
+    assert _blocked_conv_space(1024, 256, 14, 1).default()["split"] == "filters"
+    assert _blocked_conv_space(64, 64, 58, 3).default()["split"] == "rows"
+    assert _blocked_conv_space(128, 128, 30, 3).default()["split"] == "filters"
+
+
+@pytest.mark.parametrize("split", ["rows", "filters"])
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_either_split_gives_the_same_answer_on_any_threads(split, threads, monkeypatch):
+    # 48 filters (3 blocks) on an odd 13x13 map: ranges of uneven length per thread
+    space_of = blocked.conv_blocked_space
+
+    def forced(*args):
+        return space_of(*args).pinned(split=split)
+    monkeypatch.setattr(blocked, "conv_blocked_space", forced)
+    chain = Chain((1, 32, 13, 13))
+    chain.conv(48, kernel=3)
+    chain.conv(32, kernel=1)
+    check_against_onnxruntime(chain.model(), (1, 32, 13, 13), threads=threads)
 
 
 def test_a_batch_norm_inside_a_chain_keeps_its_channel_parameters_right():

@@ -222,14 +222,25 @@ class _BlockedTileFits:
         return None
 
 
-def conv_blocked_space(target: Target, out: te.Tensor) -> SearchSpace:
+ROWS_SPLIT_RATIO = 1
+
+
+def conv_blocked_space(target: Target, out: te.Tensor, tile: te.Tensor) -> SearchSpace:
     """row_tile: outputs of a row per register tile (R); filter_vectors: filter blocks per
     tile (V; R*V accumulators); taps_inner: the kernel taps inside the channels of a block
-    (each broadcast input serves one tap) or outside them; parallel."""
+    (each broadcast input serves one tap) or outside them; split: the parallel loop's outer
+    axis; parallel."""
     registers = 32 if target.vector_bits >= 512 else 16
     width, blocks = out.shape[3], out.shape[1]
     rows = tuple(range(1, min(width, 16) + 1))
     vectors = tuple(v for v in (1, 2, 3, 4) if blocks % v == 0)
+    # the parallel loop's outer axis, and so what each thread's share of it reads: output
+    # rows (all the weights, its band of the input) where the weights are the smaller, as
+    # in the early layers; filter blocks (its part of the weights, all the input) where the
+    # input is. Consecutive convs that both split rows keep each band on one core
+    taps = math.prod(iv.extent for iv in tile.op.reduce_axis if iv.name in ("ry", "rx"))
+    pixels = out.shape[0] * out.shape[2] * out.shape[3]
+    split = "rows" if blocks * out.shape[4] * taps <= pixels * ROWS_SPLIT_RATIO else "filters"
     # even pieces of the row, at most 14 outputs; then as many filter vectors as still fit
     default_rows = -(-width // -(-width // 14))
     default_vectors = max(v for v in vectors if default_rows * v + v + 1 <= registers)
@@ -240,13 +251,15 @@ def conv_blocked_space(target: Target, out: te.Tensor) -> SearchSpace:
         # the taps (256->512 3x3 s2 onto 7x7: 1.09 -> 0.89 ms); longer ones gain nothing
         Knob("taps_inner", (False, True), default_rows <= 7, "kernel taps inside a block's "
              "channels"),
+        Knob("split", ("filters", "rows"), split, "the parallel loop's outer axis: filter "
+             "blocks (a thread reads part of the weights) or output rows (part of the input)"),
         Knob("parallel", (True, False), True, "tiles on threads (when large enough)"),
     ], [_BlockedTileFits(registers)], name="conv (blocked)")
 
 
 def schedule_conv_blocked(target: Target, sch: Schedule, out: te.Tensor, tile: te.Tensor,
                           config) -> None:
-    """for (n.f.o.y: parallel) for (x.o)
+    """for (n.f.o.y: parallel) for (x.o)          [or n.y.f.o: split "rows"]
          acc[R, V, b] = 0
          for (c.o, ky, kx, c.i) [or (c.o, c.i, ky, kx)]: for (r: unrolled) for (v: unrolled)
            for (lane: vectorized): acc[r, v, lane] += in[.., c.i] * W[.., lane]
@@ -260,8 +273,12 @@ def schedule_conv_blocked(target: Target, sch: Schedule, out: te.Tensor, tile: t
     rows = min(config["row_tile"], width)
     fo, fv = st.split(f, config["filter_vectors"])
     xo, xi = st.split(x, rows, shift_tail=width % rows != 0)
-    st.reorder(n, fo, y, xo, xi, fv, lane)
-    outer = st.fuse(n, fo, y)
+    if config["split"] == "rows":
+        st.reorder(n, y, fo, xo, xi, fv, lane)
+        outer = st.fuse(n, y, fo)
+    else:
+        st.reorder(n, fo, y, xo, xi, fv, lane)
+        outer = st.fuse(n, fo, y)
     st.unroll(xi)
     st.unroll(fv)
     st.vectorize(lane)
