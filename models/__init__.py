@@ -6,7 +6,7 @@ script. The small ones (mlp, lenet5) are checked in; the others are generated on
 >>> import models
 >>> sorted(models.MODELS)  # doctest: +NORMALIZE_WHITESPACE
 ['audio', 'bert', 'detector', 'efficientnet', 'gpt2', 'inception', 'lenet5', 'lstm', 'mlp',
- 'mobilenetv2', 'resnet', 'squeezenet', 'yolo']
+ 'mobilenetv2', 'resnet', 'resnet50', 'squeezenet', 'yolo']
 >>> model = models.load("mlp")
 """
 
@@ -23,8 +23,8 @@ import onnx
 
 MODELS_DIR = Path(__file__).resolve().parent
 # Imported lazily, so that `python -m models.<name>` does not import its own module twice.
-_NAMES = ("mlp", "lenet5", "resnet", "mobilenetv2", "bert", "gpt2", "detector", "lstm",
-          "squeezenet", "inception", "efficientnet", "yolo", "audio")
+_NAMES = ("mlp", "lenet5", "resnet", "resnet50", "mobilenetv2", "bert", "gpt2", "detector",
+          "lstm", "squeezenet", "inception", "efficientnet", "yolo", "audio")
 # Models whose .onnx is generated (gitignored) rather than checked in; rebuilt when their
 # script or a shared builder is newer than the file, so a stale copy is never used.
 GENERATED = frozenset(_NAMES) - {"mlp", "lenet5"}
@@ -59,7 +59,9 @@ def path(name: str) -> Path:
     """
     module = _module(name)
     file = MODELS_DIR / f"{name}.onnx"
-    sources = [Path(module.__file__)] + [MODELS_DIR / shared for shared in _SHARED]
+    # its script, the shared builders, and the other scripts it names in DEPENDS
+    sources = [Path(module.__file__)] + [MODELS_DIR / shared for shared in
+                                         (*_SHARED, *getattr(module, "DEPENDS", ()))]
     newest = max(source.stat().st_mtime for source in sources)
     stale = name in GENERATED and file.exists() and file.stat().st_mtime < newest
     if not file.exists() or stale:

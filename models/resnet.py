@@ -83,6 +83,19 @@ class _ResNetBuilder(GraphBuilder):
             shortcut = self.conv_bn(x, second_moment, in_ch, out_ch, 1, stride)
         return self.node("Relu", [self.node("Add", [h, shortcut])])
 
+    def bottleneck_block(self, x: str, in_ch: int, width: int, stride: int) -> str:
+        """1x1 Conv+BN (width), 3x3 Conv+BN (width, the stride, as torchvision's v1.5), 1x1
+        Conv+BN (4 x width), each but the last followed by a Relu; a shortcut, Add, Relu."""
+        out_ch = 4 * width
+        h = self.node("Relu", [self.conv_bn(x, 1.0, in_ch, width, 1, 1)])
+        h = self.node("Relu", [self.conv_bn(h, 0.5, width, width, 3, stride)])
+        h = self.conv_bn(h, 0.5, width, out_ch, 1, 1, gamma_scale=0.5)
+        if stride == 1 and in_ch == out_ch:
+            shortcut = x
+        else:
+            shortcut = self.conv_bn(x, 1.0, in_ch, out_ch, 1, stride)
+        return self.node("Relu", [self.node("Add", [h, shortcut])])
+
 
 def build(batch: int | None = None, blocks_per_stage: int = 1) -> onnx.ModelProto:
     """Build the network with seeded random weights.

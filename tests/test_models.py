@@ -19,6 +19,7 @@ SHAPES = {
     "mlp": ({"x": (1, 784)}, {"y": (1, 10)}),
     "lenet5": ({"x": (1, 1, 28, 28)}, {"logits": (1, 10)}),
     "resnet": ({"input": (2, 3, 224, 224)}, {"logits": (2, 1000)}),
+    "resnet50": ({"input": (1, 3, 224, 224)}, {"logits": (1, 1000)}),
     "mobilenetv2": ({"input": (1, 3, 224, 224)}, {"logits": (1, 1000)}),
     "bert": ({"input_ids": (1, 32), "attention_mask": (1, 32)},
              {"last_hidden_state": (1, 32, 128), "pooled": (1, 128)}),
