@@ -385,6 +385,19 @@ WINOGRAD_CYCLES = 5_000
 # MIN_FLOPS_PER_BYTE per byte of them.
 STREAM_BYTES = 8 << 20
 MIN_FLOPS_PER_BYTE = 6
+# The transformed weights U are (m + 2)^2 / 9 times the direct conv's (F(4, 3): 4x; F(2, 3):
+# 1.8x), and a small map reuses each of them over few tiles: F(4, 3) on 14x14 does 8 FLOPs
+# per byte of U. In a model the weights come from memory, so such a conv waits for them:
+# measured in ResNet-50 (weights cold; Xeon, ms per conv, 1 thread / 2 threads), 256 -> 256
+# on 14x14: F(4, 3) 1.47 / 0.97, F(2, 3) 1.29 / 0.77, direct 1.77 / 0.93; 512 -> 512 on 7x7:
+# F(2, 3) 2.12 / 1.45, direct 2.05 / 1.10; single convs, their weights hot in the cache,
+# are 2x faster by F(4, 3). A conv's time is at least its weights' bytes at this rate (in
+# the model's cycles), fitted to those two and to F(4, 3) staying fastest on 128 -> 128 at
+# 28x28 and 64 -> 64 at 56x56. Smaller weights stay in the caches between runs of a small
+# model: SqueezeNet's 48 -> 192 and 64 -> 256 on 13x13 (1.3 and 2.4 MB by F(4, 3)) ran 4%
+# slower by F(2, 3).
+WEIGHT_BYTES_PER_CYCLE = 1.5
+COLD_WEIGHT_BYTES = 4 << 20
 
 
 def tile_size(attrs: dict, x: TensorType, w: TensorType, target: Target | None) -> int:
@@ -405,11 +418,22 @@ def tile_size(attrs: dict, x: TensorType, w: TensorType, target: Target | None) 
     if min(channels, filters) < MIN_CHANNELS:
         return 0
     lanes = target.vector_lanes("float32")
-    costs = {0: _direct_cycles(attrs, x.shape, filters, lanes)}
+    costs = {0: _weights_bound(_direct_cycles(attrs, x.shape, filters, lanes),
+                               KERNEL * KERNEL * filters * channels)}
     for m in TILE_SIZES:
         if not _streams(attrs, x.shape, filters, m):
-            costs[m] = _winograd_cycles(attrs, x.shape, filters, m, lanes)
+            costs[m] = _weights_bound(_winograd_cycles(attrs, x.shape, filters, m, lanes),
+                                      (m + KERNEL - 1) ** 2 * filters * channels)
     return min(costs, key=costs.get)
+
+
+def _weights_bound(cycles: float, weights: int) -> float:
+    """The time of a conv that reads ``weights`` float32 weights once per run: more than
+    COLD_WEIGHT_BYTES of them come from memory (ResNet-50's 100 MB outgrow any cache), so
+    at least their bytes at WEIGHT_BYTES_PER_CYCLE."""
+    if weights * 4 <= COLD_WEIGHT_BYTES:
+        return cycles
+    return max(cycles, weights * 4 / WEIGHT_BYTES_PER_CYCLE)
 
 
 def _out_size(attrs: dict, x_shape) -> tuple[int, int]:
