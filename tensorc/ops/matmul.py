@@ -160,7 +160,8 @@ class Gemm:
     """What the GEMM template knows of a group: ``out[*batch, i, j] = epilogue(C)`` with
     ``C[*batch, i, j] = sum(A[.., i, k] * B[.., k, j] for k)``, M x N x K. A constant A may
     come packed into mr-row panels [M/mr, K, mr] (``a_panel``: a conv's weights), a constant
-    B into nr-column panels [N/nr, K, nr] (``b_panel``); ``plain``: no epilogue (out is C)."""
+    B into nr-column panels [N/nr, K, nr] (``b_panel``); ``plain``: no epilogue (out is C);
+    ``k_blockable``: K may be cut into blocks (a matmul's, with or without an epilogue)."""
 
     m: int
     n: int
@@ -172,6 +173,7 @@ class Gemm:
     same_operands: bool = False     # x @ x: one tensor is both A and B
     itemsize: int = 4
     packable_b: bool = True         # B is a [.., K, N] tensor that pack_b may copy in panels
+    k_blockable: bool = False
 
     @classmethod
     def of_matmul(cls, out: te.Tensor, mm: te.Tensor, attrs: dict) -> Gemm:
@@ -180,7 +182,7 @@ class Gemm:
         m, n = out.shape[-2:]
         nr = attrs.get("b_panel") or 0
         return cls(m, n, mm.op.reduce_axis[0].extent, batched=out.ndim > 2, b_panel=nr,
-                   plain=out is mm,
+                   plain=out is mm, k_blockable=True,
                    same_operands=not nr and _a_operand(mm.op.body) is _b_operand(mm.op.body),
                    itemsize=4 if out.dtype == "float32" else 8)
 
@@ -220,7 +222,7 @@ def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
     if m == 1 and not nr:
         default_vectors = max(v for v in vectors if v * lanes <= max(lanes, n))
 
-    rules = _BlockRules(m, n, k, lanes, nr, gemm.itemsize, gemm.plain)
+    rules = _BlockRules(m, n, k, lanes, nr, gemm.itemsize, gemm.k_blockable)
 
     def panels(c) -> int:
         return rules.panels(c)
@@ -228,7 +230,11 @@ def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
                "pack_a": False}
     panel_count, tile_count = panels(default), rules.tiles(default)
     width = _cols(n, lanes, nr, default_vectors)
-    fits_l2 = max(1, (L2_BYTES // 2) // (width * k * gemm.itemsize))
+    k_choices = [WHOLE] + [c for c in K_BLOCK_CHOICES if c < k and k % c == 0 and
+                           gemm.k_blockable]
+    k_block = _default_k_block(m, k, k_choices)
+    # a column block's panels (of one k block) fit half of L2
+    fits_l2 = max(1, (L2_BYTES // 2) // (width * min(k, k_block) * gemm.itemsize))
     # and at least PARALLEL_BLOCKS column blocks, to share among threads
     most = min(fits_l2, max(1, panel_count // PARALLEL_BLOCKS))
     col_choices = [c for c in BLOCK_CHOICES if c < panel_count] + [WHOLE]
@@ -237,7 +243,6 @@ def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
     # knobs that change nothing on a small problem keep one value (a small space)
     big = m >= ROW_BLOCK_MIN_ROWS
     row_choices = [c for c in BLOCK_CHOICES if c < tile_count and big] + [WHOLE]
-    k_choices = [WHOLE] + [c for c in K_BLOCK_CHOICES if c < k and k % c == 0 and gemm.plain]
     orders = ("panels", "rows") if tile_count > 1 and panel_count > 1 else ("panels",)
     # x @ x: one tensor is both operands, and a packed copy of it would serve both reads
     # (its region, all of it, recomputed per block): neither is packed
@@ -252,8 +257,11 @@ def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
     # from L3), at least PARALLEL_BLOCKS row blocks for the threads. On Zen 4: 1024^3 85 ->
     # 104-109 GFLOP/s (onnxruntime 97-99), 500x1024x1024 84 -> 110, 128x3072x768 86 -> 107;
     # an A that L2 holds measured 4-10% slower packed (77x768, 128x256).
+    # (K in blocks: the threads share column blocks, and A's k block stays in L2 unpacked;
+    # 128x3072x768, ms at 1 / 2 threads: A packed, one column block 5.49 / 5.70 (one
+    # thread's work), unpacked in 8 column blocks 5.07 / 2.62)
     pack_default = pack[-1] and big and m * k * gemm.itemsize > L2_BYTES and \
-        k * n * gemm.itemsize <= B_STREAM_BYTES
+        k * n * gemm.itemsize <= B_STREAM_BYTES and k_block >= k
     row_tiles = WHOLE
     if pack_default:
         fit = [c for c in row_choices if _fits(c, tile_count) and
@@ -281,8 +289,8 @@ def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
         Knob("pack_a", pack, pack_default, "copy each row block of A into mr-row panels"),
         Knob("pack_b", pack_b, pack_b_default, "copy each column block of B (an input) "
              "into nr-wide panels"),
-        Knob("k_block", k_choices, _default_k_block(m, k, k_choices), "rows of B per k "
-             "block (kc; WHOLE: none; a plain matmul only)"),
+        Knob("k_block", k_choices, k_block, "rows of B per k "
+             "block (kc; WHOLE: none; a matmul's only)"),
         Knob("order", orders, "panels", "inside a block, B panels outer (each panel meets "
              "every A strip) or A strips outer"),
         Knob("parallel", (True, False), True, "blocks on threads (when large enough)"),
@@ -324,7 +332,7 @@ def _cols(n: int, lanes: int, nr: int, vectors: int) -> int:
 class _BlockRules:
     """The constraint between the matmul knobs (plain data, so a space pickles for the
     autotuner's measuring processes): block knobs divide the tile and panel counts, k blocks
-    divide K of a plain matmul, a packed A block fits PACKED_A_BYTES."""
+    divide K of a matmul, a packed A block fits PACKED_A_BYTES."""
 
     m: int
     n: int
@@ -332,7 +340,7 @@ class _BlockRules:
     lanes: int
     nr: int
     itemsize: int
-    plain: bool
+    k_blockable: bool
 
     def tiles(self, c) -> int:
         return -(-self.m // min(c["rows"], self.m))
@@ -346,8 +354,8 @@ class _BlockRules:
             return f"row_tiles={c['row_tiles']} does not divide the {tiles} row tiles"
         if not _fits(c["col_panels"], panels):
             return f"col_panels={c['col_panels']} does not divide the {panels} panels"
-        if c["k_block"] < self.k and (self.k % c["k_block"] or not self.plain):
-            return f"k_block={c['k_block']}: needs a plain matmul whose K ({self.k}) it divides"
+        if c["k_block"] < self.k and (self.k % c["k_block"] or not self.k_blockable):
+            return f"k_block={c['k_block']}: needs a matmul whose K ({self.k}) it divides"
         if c["pack_a"] and min(c["row_tiles"], tiles) * c["rows"] * self.k * self.itemsize > \
                 PACKED_A_BYTES:
             return "pack_a: the packed A block would exceed PACKED_A_BYTES"
@@ -381,7 +389,7 @@ def schedule_gemm(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tensor, 
     if not mm.op.reduce_axis:      # a rounding stage: tile the accumulation under it
         mm = mm.op.input_tensors()[0]
     if config["k_block"] < gemm.k:
-        _schedule_k_blocked(target, sch, out, gemm, config)
+        _schedule_k_blocked(target, sch, out, mm, gemm, config)
         return
     if out is mm:
         compute_tensor = sch.cache_write(mm, "local")
@@ -436,8 +444,8 @@ def schedule_gemm(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tensor, 
     inner.vectorize(cj)
 
 
-def _schedule_k_blocked(target: Target, sch: Schedule, out: te.Tensor, gemm: Gemm,
-                        config) -> None:
+def _schedule_k_blocked(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tensor,
+                        gemm: Gemm, config) -> None:
     """The GEMM with K in blocks (BLIS's kc), so that the B panel of one block (k_block x
     nr) stays in L1 while the A strips pass: a blocked rfactor gives each k block its own
     partial sum, accumulated in registers by the micro-kernel and added to the output tile.
@@ -450,14 +458,21 @@ def _schedule_k_blocked(target: Target, sch: Schedule, out: te.Tensor, gemm: Gem
               P.local[r, c] += A[i + r, k] * B[panel, k, c]
             out[i:i+mr, j:j+nr] += P.local
 
-    Only a plain matmul (no epilogue) takes this form: an epilogue must wait for the last
-    k block."""
-    partial = sch.rfactor(out, config["k_block"], blocked=True)
-    stage = sch[out]
+    An epilogue (bias, activation, residual) waits for the last k block: the matmul's
+    column block is then a buffer of its own, and the epilogue passes over it while it is
+    still in the cache:
+
+        for (batch, jc: parallel)
+          block = the k-blocked GEMM above, for column block jc
+          for i: for j (vectorized): out[i, jc + j] = epilogue(block[i, j])
+    """
+    partial = sch.rfactor(mm, config["k_block"], blocked=True)
+    stage = sch[mm]
     *batch, i, j = stage.op_axis
     (kc,) = stage.reduce_axis
     m, n = gemm.m, gemm.n
-    cols = _cols(n, target.vector_lanes(out.dtype), gemm.b_panel, config["vectors"])
+    lanes = target.vector_lanes(out.dtype)
+    cols = _cols(n, lanes, gemm.b_panel, config["vectors"])
     rows = min(config["rows"], m)
     io, jo, ii, ji = stage.tile(i, j, rows, cols)
     jc, jo = stage.split(jo, config["col_panels"])
@@ -468,7 +483,19 @@ def _schedule_k_blocked(target: Target, sch: Schedule, out: te.Tensor, gemm: Gem
     stage.vectorize(ji)
     block = stage.fuse(*batch, jc)
     work = np.prod(out.shape) * partial.shape[-1] * config["k_block"]
-    if config["parallel"] and work >= 1 << 16:
+    parallel = config["parallel"] and work >= 1 << 16
+    if out is not mm:
+        epilogue = sch[out]
+        *obatch, oi, oj = epilogue.op_axis
+        ojc, oj = epilogue.split(oj, cols * min(config["col_panels"], -(-n // cols)))
+        oj, ojv = epilogue.split(oj, lanes)
+        epilogue.reorder(*obatch, ojc, oi, oj, ojv)
+        epilogue.vectorize(ojv)
+        oblock = epilogue.fuse(*obatch, ojc)
+        if parallel:
+            epilogue.parallel(oblock)
+        stage.compute_at(epilogue, oblock)
+    elif parallel:
         stage.parallel(block)
     if config["pack_a"] and rows > 1:
         # the A block of one k block and row block, packed into mr-row panels

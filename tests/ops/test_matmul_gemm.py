@@ -20,7 +20,7 @@ from tensorc.ir import expr as E
 from tensorc.ir import te
 from tensorc.ir.lower import lower
 from tensorc.ir.schedule import create_schedule
-from tensorc.ops.matmul import micro_tile, pack_b_panels, panel_width, unpack_b_panels
+from tensorc.ops.matmul import WHOLE, micro_tile, pack_b_panels, panel_width, unpack_b_panels
 from tensorc.ops.registry import get_op
 from tensorc.target import Target
 
@@ -251,6 +251,31 @@ def test_k_blocks_match_numpy(packed):
         (got,) = run_func(lower(sch, [A, B, mm], "k"), [a, b_arg], num_threads=2)
         check_result(got, (a.astype(np.float64) @ b).astype(np.float32), rtol=1e-4,
                      atol=1e-4)
+
+
+@pytest.mark.parametrize("packed", [True, False], ids=["packed_b", "dynamic_b"])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_k_blocks_under_an_epilogue_match_numpy(packed, threads):
+    """K in blocks under bias + relu: the epilogue passes over each column block once its
+    last k block is in (a transformer FFN's second matmul, its residual and bias)."""
+    m, k, n = 40, 512, 100          # the last column block and row tile overhang
+    space = build_group(m, k, n, packed)
+    for k_block, col_panels in ((256, 1), (128, 2), (256, WHOLE)):
+        config = space.default().replace(k_block=k_block, col_panels=col_panels)
+        assert space.is_valid(config), space.violation(config)
+        func, inputs, want = build_group(m, k, n, packed, config)
+        (got,) = run_func(func, inputs, num_threads=threads)
+        check_result(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_k_blocks_leave_column_blocks_for_the_threads():
+    """K in blocks: the parallel loop is over column blocks, so the default has several
+    (it once had one: the whole 128 x 3072 x 768 ran on one thread at any thread count)."""
+    space = build_group(128, 3072, 768, True)
+    default = space.default()
+    assert default["k_block"] == 256
+    panels = -(-768 // panel_width(HOST, 768, 128))
+    assert panels // min(default["col_panels"], panels) >= 8
 
 
 def test_a_pointwise_conv_scheduled_as_a_gemm():
