@@ -5,8 +5,8 @@ script. The small ones (mlp, lenet5) are checked in; the others are generated on
 
 >>> import models
 >>> sorted(models.MODELS)  # doctest: +NORMALIZE_WHITESPACE
-['audio', 'bert', 'detector', 'efficientnet', 'gpt2', 'inception', 'lenet5', 'lstm', 'mlp',
- 'mobilenetv2', 'resnet', 'resnet50', 'squeezenet', 'yolo']
+['audio', 'bert', 'bert_base', 'detector', 'efficientnet', 'gpt2', 'inception', 'lenet5',
+ 'lstm', 'mlp', 'mobilenetv2', 'resnet', 'resnet50', 'squeezenet', 'yolo']
 >>> model = models.load("mlp")
 """
 
@@ -23,8 +23,8 @@ import onnx
 
 MODELS_DIR = Path(__file__).resolve().parent
 # Imported lazily, so that `python -m models.<name>` does not import its own module twice.
-_NAMES = ("mlp", "lenet5", "resnet", "resnet50", "mobilenetv2", "bert", "gpt2", "detector",
-          "lstm", "squeezenet", "inception", "efficientnet", "yolo", "audio")
+_NAMES = ("mlp", "lenet5", "resnet", "resnet50", "mobilenetv2", "bert", "bert_base", "gpt2",
+          "detector", "lstm", "squeezenet", "inception", "efficientnet", "yolo", "audio")
 # Models whose .onnx is generated (gitignored) rather than checked in; rebuilt when their
 # script or a shared builder is newer than the file, so a stale copy is never used.
 GENERATED = frozenset(_NAMES) - {"mlp", "lenet5"}

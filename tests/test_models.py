@@ -23,6 +23,8 @@ SHAPES = {
     "mobilenetv2": ({"input": (1, 3, 224, 224)}, {"logits": (1, 1000)}),
     "bert": ({"input_ids": (1, 32), "attention_mask": (1, 32)},
              {"last_hidden_state": (1, 32, 128), "pooled": (1, 128)}),
+    "bert_base": ({"input_ids": (1, 128), "attention_mask": (1, 128)},
+                  {"last_hidden_state": (1, 128, 768), "pooled": (1, 768)}),
     "gpt2": ({"input_ids": (1, 32)}, {"logits": (1, 32, 1000)}),
     "detector": ({"images": (1, 3, 256, 256)}, {"detections": (1, 960, 13)}),
     "lstm": ({"sequence": (16, 1, 32)}, {"scores": (1, 10)}),

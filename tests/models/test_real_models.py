@@ -10,7 +10,7 @@ import models
 import tensorc
 
 # each is a module of models/ with build(), example_inputs() and INPUT_SHAPES
-REAL_MODELS = ["resnet50", "mobilenetv2", "bert", "gpt2", "detector", "lstm",
+REAL_MODELS = ["resnet50", "mobilenetv2", "bert", "bert_base", "gpt2", "detector", "lstm",
                "squeezenet", "inception", "efficientnet", "yolo", "audio"]
 
 
