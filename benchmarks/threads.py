@@ -14,7 +14,7 @@ Three measurements per model, each in this one process:
 The load average is printed before and after: on a shared machine (other processes busy on
 the cores) the "quiet" figures are not quiet, and the table says so.
 
-    python -m benchmarks.threads                     # resnet and bert
+    python -m benchmarks.threads                     # resnet50, bert_base, resnet and bert
     python -m benchmarks.threads --models resnet --seconds 1
 """
 
@@ -43,8 +43,9 @@ from tensorc.reference import (  # noqa: E402
     run_session,
 )
 
-# The closest bundled models to ResNet-50 (a residual CNN) and BERT (a post-LN encoder).
-DEFAULT_MODELS = ("resnet", "bert")
+# ResNet-50- and BERT-base-shaped models (the target's), and the small ResNet-10 and BERT
+# toys whose kernels take microseconds (a harder case for threads).
+DEFAULT_MODELS = ("resnet50", "bert_base", "resnet", "bert")
 BLOCK_S = 0.05  # a block of runs lasts about this long
 PAUSE_S = 0.05  # the pause before a block (../shared/BENCHMARKING.md)
 QUIET_S = 0.3  # long enough for onnxruntime's workers to stop spinning (~55 ms of CPU)
