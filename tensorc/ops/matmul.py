@@ -160,8 +160,8 @@ class Gemm:
     """What the GEMM template knows of a group: ``out[*batch, i, j] = epilogue(C)`` with
     ``C[*batch, i, j] = sum(A[.., i, k] * B[.., k, j] for k)``, M x N x K. A constant A may
     come packed into mr-row panels [M/mr, K, mr] (``a_panel``: a conv's weights), a constant
-    B into nr-column panels [N/nr, K, nr] (``b_panel``); ``plain``: no epilogue (out is C);
-    ``k_blockable``: K may be cut into blocks (a matmul's, with or without an epilogue)."""
+    B into nr-column panels [N/nr, K, nr] (``b_panel``); ``k_blockable``: K may be cut
+    into blocks (a matmul's, with or without an epilogue, and Winograd's)."""
 
     m: int
     n: int
@@ -169,7 +169,6 @@ class Gemm:
     batched: bool = False
     a_panel: int = 0
     b_panel: int = 0
-    plain: bool = False
     same_operands: bool = False     # x @ x: one tensor is both A and B
     itemsize: int = 4
     packable_b: bool = True         # B is a [.., K, N] tensor that pack_b may copy in panels
@@ -182,7 +181,7 @@ class Gemm:
         m, n = out.shape[-2:]
         nr = attrs.get("b_panel") or 0
         return cls(m, n, mm.op.reduce_axis[0].extent, batched=out.ndim > 2, b_panel=nr,
-                   plain=out is mm, k_blockable=True,
+                   k_blockable=True,
                    same_operands=not nr and _a_operand(mm.op.body) is _b_operand(mm.op.body),
                    itemsize=4 if out.dtype == "float32" else 8)
 

@@ -281,7 +281,7 @@ def gemm_of(attrs: dict, gemm: te.Tensor) -> Gemm:
     """The alpha^2 GEMMs: M = filters, N = tiles, K = channels, A the weight panels."""
     n_ab, filters, tiles = gemm.shape
     return Gemm(filters, tiles, gemm.op.reduce_axis[0].extent, batched=True,
-                a_panel=attrs["kernel_block"], plain=True)
+                a_panel=attrs["kernel_block"], k_blockable=True)
 
 
 def winograd_space(target: Target, attrs: dict, conv_t: te.Tensor) -> SearchSpace:
