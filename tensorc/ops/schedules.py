@@ -7,6 +7,7 @@ anchor itself, or the end of an elementwise epilogue fused after it).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from tensorc.ir import expr as E
 from tensorc.ir.loop import Buffer
@@ -126,6 +127,32 @@ def materialize_pad(target: Target, sch: Schedule, consumer: Tensor) -> None:
     _, ji = st.split(j, target.vector_lanes(pad.dtype))
     st.vectorize(ji)
     st.parallel(st.fuse(*rows[:len(rows) - 1]))
+
+
+@dataclass(frozen=True)
+class RegisterTileFits:
+    """A register-tiled conv space's constraint (``row_tile`` x ``filter_vectors``): the
+    tile's accumulators, its vectors of weights and a broadcast input fit the vector
+    registers. (A module-level class, not a closure: the autotuner pickles spaces into its
+    build workers.)"""
+
+    registers: int
+
+    def __call__(self, c) -> str | None:
+        if c["row_tile"] * c["filter_vectors"] + c["filter_vectors"] + 1 > self.registers:
+            return "row_tile x filter_vectors accumulators exceed the vector registers"
+        return None
+
+
+def register_tile(sch: Schedule, tile: Tensor, stage: Stage, at) -> Stage:
+    """``tile``'s accumulation, moved into a local buffer computed at ``stage``'s loop
+    ``at`` (its register tile); ``tile`` itself is inlined into its consumer, which then
+    reads the buffer. Returns the buffer's stage, for its loop order."""
+    local = sch.cache_write(tile, "local")
+    sch[tile].compute_inline()
+    ls = sch[local]
+    ls.compute_at(stage, at)
+    return ls
 
 
 def injective_space(target: Target, out: Tensor, anchor: Tensor | None, attrs: dict | None

@@ -25,7 +25,6 @@ references are the plain op's through :func:`plain_type` / :func:`blocked_type` 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -36,8 +35,8 @@ from tensorc.ir.schedule import Schedule
 from tensorc.ir.types import TensorType
 from tensorc.ops.registry import Pattern, define
 from tensorc.ops.schedules import (
-    PARALLEL_MIN_ELEMENTS, injective_space, materialize_pad, schedule_injective,
-    reduction_depth, worth_threads,
+    PARALLEL_MIN_ELEMENTS, RegisterTileFits, injective_space, materialize_pad,
+    reduction_depth, register_tile, schedule_injective, worth_threads,
 )
 from tensorc.ops.shape_rules import expect_arity
 from tensorc.ops.space import Knob, SearchSpace
@@ -209,19 +208,6 @@ def _depthwise_blocked(x: te.Tensor, w: te.Tensor, padded: te.Tensor, out: tuple
     return te.compute(tile.shape, lambda *i: E.cast(x.dtype, tile[i]), name="conv")
 
 
-@dataclass(frozen=True)
-class _BlockedTileFits:
-    """The register tile's accumulators, its filter vectors and a broadcast input fit the
-    vector registers (a module-level class: the autotuner pickles spaces)."""
-
-    registers: int
-
-    def __call__(self, c) -> str | None:
-        if c["row_tile"] * c["filter_vectors"] + c["filter_vectors"] + 1 > self.registers:
-            return "row_tile x filter_vectors accumulators exceed the vector registers"
-        return None
-
-
 def conv_blocked_space(target: Target, out: te.Tensor, tile: te.Tensor) -> SearchSpace:
     """row_tile: outputs of a row per register tile (R); filter_vectors: filter blocks per
     tile (V; R*V accumulators); taps_inner: the kernel taps inside the channels of a block
@@ -259,7 +245,7 @@ def conv_blocked_space(target: Target, out: te.Tensor, tile: te.Tensor) -> Searc
              "weights, all of the input; the map's height: rows outer, all of the weights, "
              "part of the input)"),
         Knob("parallel", (True, False), True, "tiles on threads (when large enough)"),
-    ], [_BlockedTileFits(registers)], name="conv (blocked)")
+    ], [RegisterTileFits(registers)], name="conv (blocked)")
 
 
 def schedule_conv_blocked(target: Target, sch: Schedule, out: te.Tensor, tile: te.Tensor,
@@ -286,10 +272,7 @@ def schedule_conv_blocked(target: Target, sch: Schedule, out: te.Tensor, tile: t
     st.vectorize(lane)
     if config["parallel"] and worth_threads(math.prod(out.shape), reduction_depth(tile)):
         st.parallel(outer)
-    local = sch.cache_write(tile, "local")
-    sch[tile].compute_inline()
-    ls = sch[local]
-    ls.compute_at(st, xo)
+    ls = register_tile(sch, tile, st, xo)
     ln, lf, ly, lx, llane = ls.op_axis
     if len(ls.reduce_axis) == 3:        # a plain input's channels, unblocked
         rc, ry, rx = ls.reduce_axis

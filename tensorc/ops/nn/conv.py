@@ -9,7 +9,6 @@ or winograd (m > 0: 3x3 weights transformed for F(m x m, 3 x 3), [(m+2)^2, F/b, 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -32,10 +31,12 @@ from tensorc.ops.nn.windows import pad_spatial, window_slices
 from tensorc.ops.matmul import ROW_CHOICES, Gemm, gemm_space, micro_tile, schedule_gemm
 from tensorc.ops.registry import Pattern, define
 from tensorc.ops.schedules import (
+    RegisterTileFits,
     clamp,
     materialize_pad,
     in_range,
     reduction_depth,
+    register_tile,
     schedule_injective,
     schedule_reduction,
     vector_block,
@@ -360,7 +361,7 @@ def _filter_lanes_space(target: Target, out: te.Tensor, depth: int) -> SearchSpa
     default_rows = lanes if square else -(-width // -(-width // 14))
     choices = [v for v in (1, 2, 3, 4) if v <= vectors]
 
-    fits = _LanesTileFits(registers)
+    fits = RegisterTileFits(registers)
     default_vectors = 1 if square else max(v for v in choices if vectors % v == 0 and
                                            default_rows * v + v + 1 <= registers)
     return SearchSpace([
@@ -371,20 +372,6 @@ def _filter_lanes_space(target: Target, out: te.Tensor, depth: int) -> SearchSpa
              "channels)"),
         Knob("parallel", (True, False), True, "tiles on threads (when large enough)"),
     ], [fits], name="conv (filter lanes)")
-
-
-@dataclass(frozen=True)
-class _LanesTileFits:
-    """The filters-in-lanes space's constraint: the register tile's accumulators, its vectors
-    of weights and a broadcast input fit the vector registers. (A module-level class, not a
-    closure: the autotuner pickles spaces into its build workers.)"""
-
-    registers: int
-
-    def __call__(self, c) -> str | None:
-        if c["row_tile"] * c["filter_vectors"] + c["filter_vectors"] + 1 > self.registers:
-            return "row_tile x filter_vectors accumulators exceed the vector registers"
-        return None
 
 
 def _schedule_filter_lanes(target: Target, sch: Schedule, out: te.Tensor, tile: te.Tensor,
@@ -415,10 +402,7 @@ def _schedule_filter_lanes(target: Target, sch: Schedule, out: te.Tensor, tile: 
     st.vectorize(fl)
     if config["parallel"] and worth_threads(math.prod(out.shape), reduction_depth(tile)):
         st.parallel(block)
-    local = sch.cache_write(tile, "local")
-    sch[tile].compute_inline()
-    ls = sch[local]
-    ls.compute_at(st, xo)
+    ls = register_tile(sch, tile, st, xo)
     ln, ly, lx, lf = ls.op_axis
     lfv, lfl = ls.split(lf, lanes)
     rc, ry, rx = ls.reduce_axis
