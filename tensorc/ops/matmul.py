@@ -263,10 +263,10 @@ def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
         k * n * gemm.itemsize <= B_STREAM_BYTES and k_block >= k
     row_tiles = WHOLE
     if pack_default:
-        fit = [c for c in row_choices if _fits(c, tile_count) and
-               c * default_rows * k * gemm.itemsize <= PACKED_A_BYTES]
-        row_tiles = max([c for c in fit if c <= max(1, tile_count // PARALLEL_BLOCKS)] or
-                        fit[:1] or [WHOLE])
+        default_rows, row_tiles = _packed_row_blocks(
+            m, k, gemm.itemsize, [r for r in candidates if r <= tile_rows])
+        tile_count = rules.tiles({"rows": default_rows})
+        row_choices = sorted({*row_choices, row_tiles})
         col_panels = WHOLE
     pack_b_default = pack_b[-1] and not (pack_default and row_tiles < tile_count)
     if gemm.a_panel and 1 in row_choices and m * k > k * n and \
@@ -312,6 +312,34 @@ def _default_k_block(m: int, k: int, choices: list[int]) -> int:
     return WHOLE
 
 
+# A packed A's row block: each B panel, read into L1, serves every tile of the block, so a
+# block of few rows reads B from L2 often. One thread (Xeon), ms, 14-row tiles in blocks of 2
+# (28 rows) -> 8-row tiles in blocks of 16 (128 rows): 1024^3 17.4 -> 15.9 (two threads 8.72
+# -> 7.97); 768x1024x1024, 14 rows in blocks of 1 -> 12 in blocks of 8: 14.9 -> 11.8. Blocks
+# of 28, 32 or 56 rows measured alike, of 128 and 256 alike.
+ROW_BLOCK_ROWS = 96
+TALLEST_PACKED_TILE_MIN = 8       # shorter tiles load B too often per FMA to be worth it
+
+
+def _packed_row_blocks(m: int, k: int, itemsize: int, rows: list[int]) -> tuple[int, int]:
+    """(tile rows, tiles per row block) for a packed A: the tallest tile whose tile count
+    divides into at least PARALLEL_BLOCKS blocks of ROW_BLOCK_ROWS rows or more, the packed
+    block within PACKED_A_BYTES; where none does, the tallest tile in the largest blocks."""
+    choices = []
+    for tallest in sorted({max(rows)} | {r for r in rows if r >= TALLEST_PACKED_TILE_MIN},
+                          reverse=True):
+        r = _default_rows(m, [tallest])
+        tiles = -(-m // r)
+        fit = [c for c in range(1, tiles + 1) if tiles % c == 0 and
+               c * r * k * itemsize <= PACKED_A_BYTES]
+        block = max([c for c in fit if c <= max(1, tiles // PARALLEL_BLOCKS)] or fit[:1] or
+                    [WHOLE])
+        if block < WHOLE and block * r >= ROW_BLOCK_ROWS:
+            return r, block
+        choices.append((r, block))
+    return choices[0]
+
+
 def _default_rows(m: int, rows: list[int]) -> int:
     """The register tile's rows: as tall as fits the registers (taller tiles load B less
     often per FMA: on Zen 3, 6x16 ran 3-40% faster than 4x16 at M = 128 and 16), in as few
@@ -355,8 +383,8 @@ class _BlockRules:
             return f"col_panels={c['col_panels']} does not divide the {panels} panels"
         if c["k_block"] < self.k and (self.k % c["k_block"] or not self.k_blockable):
             return f"k_block={c['k_block']}: needs a matmul whose K ({self.k}) it divides"
-        if c["pack_a"] and min(c["row_tiles"], tiles) * c["rows"] * self.k * self.itemsize > \
-                PACKED_A_BYTES:
+        if c["pack_a"] and min(c["row_tiles"], tiles) * c["rows"] * min(self.k, c["k_block"]) \
+                * self.itemsize > PACKED_A_BYTES:
             return "pack_a: the packed A block would exceed PACKED_A_BYTES"
         if c["pack_b"] and c["col_panels"] >= panels and c["row_tiles"] < tiles:
             return "pack_b: one column block is all of B, packed again for every row block"

@@ -278,6 +278,52 @@ def test_k_blocks_leave_column_blocks_for_the_threads():
     assert panels // min(default["col_panels"], panels) >= 8
 
 
+AVX512 = Target("llvm", "x", "+avx512f,+avx2,+fma")
+
+
+@pytest.mark.parametrize("m", [768, 1024, 2048])
+def test_packed_a_row_blocks_hold_many_rows(m):
+    """A packed A's row blocks: every B panel read into L1 serves ROW_BLOCK_ROWS rows or more
+    (14-row tiles in blocks of two made 1024^3 10% slower), the tile count divides into the
+    blocks (768 rows: 55 tiles of 14, blocks of 5, which the block choices lacked, so it took
+    blocks of one), and the threads get PARALLEL_BLOCKS of them."""
+    from tensorc.ops.matmul import PACKED_A_BYTES, PARALLEL_BLOCKS, ROW_BLOCK_ROWS, Gemm, \
+        gemm_space
+    space = gemm_space(AVX512, Gemm(m, 1024, 1024, b_panel=32, k_blockable=True), "float32")
+    default = space.default()
+    assert space.is_valid(default) and default["pack_a"]
+    tiles = -(-m // default["rows"])
+    assert default["rows"] >= 8 and tiles % default["row_tiles"] == 0
+    assert default["rows"] * default["row_tiles"] >= ROW_BLOCK_ROWS
+    assert tiles // default["row_tiles"] >= PARALLEL_BLOCKS
+    assert default["rows"] * default["row_tiles"] * 1024 * 4 <= PACKED_A_BYTES
+
+
+def test_packed_a_row_blocks_match_numpy():
+    """Row blocks of ten 10-row tiles (the default for AVX-512: 58 tiles of 14 rows have no
+    block of 96 rows or more) through the compiled GEMM."""
+    m, k, n = 800, 256, 40
+    space = build_group(m, k, n, True)
+    config = space.default()
+    tiles = -(-m // 10)
+    if 10 in space.knobs["rows"].choices:
+        config = config.replace(rows=10, row_tiles=10, pack_a=True, col_panels=WHOLE)
+        assert space.is_valid(config), space.violation(config)
+        assert tiles % 10 == 0
+    func, inputs, want = build_group(m, k, n, True, config)
+    (got,) = run_func(func, inputs, num_threads=2)
+    check_result(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_packed_a_limit_counts_one_k_block():
+    """With K in blocks, A is packed one k block at a time: the PACKED_A_BYTES limit is on
+    that block (it was on all of K, which rejected packing the 128 rows of a deep FFN)."""
+    space = build_group(128, 3072, 64, True)
+    config = space.default().replace(pack_a=True, row_tiles=WHOLE, k_block=256)
+    assert space.is_valid(config), space.violation(config)
+    assert not space.is_valid(config.replace(k_block=WHOLE))
+
+
 def test_a_pointwise_conv_scheduled_as_a_gemm():
     """The hook a 1x1 convolution can use: out[n, f, p] = sum_c W[f, c] * X[n, c, p]."""
     from tensorc.ops.matmul import Gemm, gemm_space, schedule_gemm
