@@ -13,7 +13,8 @@ Error classes: ``build_error``, ``build_timeout``, ``run_error``, ``run_timeout`
 worker's CPU is not the tuning target's) and ``worker_lost`` (the worker died under it).
 
 Timing: warm-up calls, then ``repeats`` repeats of as many calls as make ``min_repeat_seconds``,
-the median time per call; optionally a cache flush before each repeat.
+the median time per call; or, with ``flush_cache``, ``repeats`` single calls each after a
+cache flush (cold caches, as a kernel of a model finds its weights).
 
 :class:`Executor` is the interface the tuner measures through; :class:`LocalExecutor` (process
 pools on this machine) is the default, and other executors (a cluster's workers) implement
@@ -58,7 +59,7 @@ class MeasureOptions:
     warmup: int = 2                     # calls before timing
     repeats: int = 5                    # timed repeats; the median per-call time is reported
     min_repeat_seconds: float = 0.005   # each repeat runs at least this long
-    flush_cache: bool = False           # overwrite a large buffer before each repeat
+    flush_cache: bool = False           # overwrite a large buffer before each timed call
     num_threads: int = 0                # threads the kernel runs on (0: all cores)
     rtol: float = 1e-3
     atol: float = 1e-4
@@ -531,6 +532,11 @@ def _run(job: RunJob) -> RunResult:
     once = max(time.perf_counter() - t0, 1e-7)
     number = max(1, int(options.min_repeat_seconds / once) + 1) \
         if once < options.min_repeat_seconds else 1
+    if flush is not None:
+        # every timed call finds the caches holding none of its data, as a kernel of a model
+        # finds its weights (the model's other kernels ran in between): the speed-up of a
+        # config measured with hot caches did not hold in the model
+        number = 1
     samples = []
     for _ in range(options.repeats):
         if flush is not None:

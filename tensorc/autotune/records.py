@@ -3,7 +3,8 @@
 A record names the workload (its key's hash and a readable description), the target string
 (CPU name and features), the tensorc version, the config and the schedule trace it produced,
 and either the median latency or the error class of the failed measurement, and the host that
-timed it (``host``; None in logs written before it was recorded). An interrupted
+timed it (``host``; None in logs written before it was recorded), its thread count
+(``threads``) and, for a cold-cache measurement, ``cold``. An interrupted
 run loses at most the record in flight (a torn last line is skipped when the log is read);
 ``tune --resume`` reads the log back and measures nothing twice; ``tensorc.compile(...,
 tuning_log=...)`` applies the fastest valid record per workload for the same target and
@@ -46,13 +47,15 @@ def tensorc_version() -> str:
 def make_record(task, config: Mapping, trace: list | None, latency: float | None = None,
                 error: str | None = None, message: str = "", build_seconds: float = 0.0,
                 run_seconds: float = 0.0, host: str | None = None,
-                confirmed: bool = False, threads: int | None = None) -> dict:
+                confirmed: bool = False, threads: int | None = None,
+                cold: bool = False) -> dict:
     """One measurement of ``task`` (a ``space.Task``) as a log record. ``confirmed``: the
     median of the config timed again beside the task's default at the end of a run (the
     tuner's confirmation), which a compile prefers to the search's single measurements.
     ``threads``: how many threads the kernel was timed on (a config's speed depends on it: a
     matmul whose column panels form one block is fast on one thread and has nothing for a
-    second one to do)."""
+    second one to do). ``cold``: timed after a cache flush per call (``MeasureOptions.
+    flush_cache``), so not comparable with a hot measurement."""
     if (latency is None) == (error is None):
         raise ValueError("a record has a latency or an error class, not both or neither")
     if error is not None and error not in ERROR_CLASSES:
@@ -78,6 +81,8 @@ def make_record(task, config: Mapping, trace: list | None, latency: float | None
         record["confirmed"] = True
     if threads is not None:
         record["threads"] = int(threads)
+    if cold:
+        record["cold"] = True
     return record
 
 
@@ -115,20 +120,23 @@ class TuningLog:
                 yield record
 
     def matching(self, target: str, version: str | None = None,
-                 threads: int | None = None) -> list[dict]:
+                 threads: int | None = None, cold: bool | None = None) -> list[dict]:
         """The records for ``target`` (a target string), this tensorc version and, if given,
-        timed on ``threads`` threads (records that do not say are taken)."""
+        timed on ``threads`` threads (records that do not say are taken) and with cold caches
+        or not (``cold``)."""
         version = version or tensorc_version()
         return [r for r in self.records()
                 if r.get("target") == target and r.get("tensorc") == version and
-                _same_threads(r, threads)]
+                _same_threads(r, threads) and (cold is None or bool(r.get("cold")) == cold)]
 
     def best_configs(self, target: Target | str, threads: int | None = None) -> BestConfigs:
         """The fastest valid record per workload for ``target``, this tensorc version and
         ``threads`` (when given: records timed on another thread count are not applied);
         where a workload has confirmed records (a run's best config and its default timed
         again side by side), the fastest of those: the search's fastest single measurement
-        may have been a lucky one, and the default may be the faster of the two."""
+        may have been a lucky one, and the default may be the faster of the two. Records
+        timed with cold caches (``tune --cold-cache``) win over hot ones: their latencies are
+        not comparable, and the cold ones are nearer what the kernel meets in its model."""
         from tensorc.autotune.space import target_string
         tgt = target_string(Target.from_string(target))
         version = tensorc_version()
@@ -147,11 +155,16 @@ class TuningLog:
             if r.get("error") is not None or not r.get("latency"):
                 continue
             seen = best.get(r["workload"])
-            rank = (not r.get("confirmed"), r["latency"])
-            if seen is None or rank < (not seen.get("confirmed"), seen["latency"]):
+            if seen is None or _rank(r) < _rank(seen):
                 best[r["workload"]] = r
         return BestConfigs(str(self.path), best, other, other_threads=other_threads,
                            threads=threads)
+
+
+def _rank(record: dict) -> tuple:
+    """The order of a workload's records for applying: cold-cache ones, then confirmed ones,
+    then the fastest."""
+    return not record.get("cold"), not record.get("confirmed"), record["latency"]
 
 
 def _same_threads(record: dict, threads: int | None) -> bool:

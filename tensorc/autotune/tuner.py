@@ -206,7 +206,8 @@ class Tuner:
         by_workload = {s.task.workload: s for s in self.states}
         target = self.tasks[0].target
         count = 0
-        for r in self.log.matching(target, tensorc_version(), self.threads):
+        for r in self.log.matching(target, tensorc_version(), self.threads,
+                                   self.options.flush_cache):
             state = by_workload.get(r["workload"])
             if state is None:
                 continue
@@ -261,7 +262,8 @@ class Tuner:
             if self.log is not None:
                 self.log.append(make_record(task, r.config, r.trace, r.latency, r.error,
                                             r.message, r.build_seconds, r.run_seconds,
-                                            r.host, threads=self.threads))
+                                            r.host, threads=self.threads,
+                                            cold=self.options.flush_cache))
 
     def run(self, trials: int | None = None, seconds: float | None = None) -> TuneResult:
         """Measure until ``trials`` measurements or ``seconds`` have been spent (or every
@@ -326,7 +328,8 @@ class Tuner:
                     if latency is not None:
                         self.log.append(make_record(state.task, c, state.traces.get(c),
                                                     latency, host=timed[0][0].host,
-                                                    confirmed=True, threads=self.threads))
+                                                    confirmed=True, threads=self.threads,
+                                                    cold=self.options.flush_cache))
 
     def _progress_line(self, state: TaskState, done: int, trials, seconds, start) -> str:
         index = self.states.index(state) + 1
@@ -509,6 +512,10 @@ examples:
     p.add_argument("--plot", metavar="PNG", help="draw best-so-far speed-up against trials")
     p.add_argument("--no-end-to-end", action="store_true",
                    help="skip timing the whole model default vs tuned at the end")
+    p.add_argument("--cold-cache", action="store_true",
+                   help="time each call of a candidate after flushing the caches, as a "
+                   "kernel finds its weights inside a model (slower tuning; its records "
+                   "are applied before hot-cache ones)")
     p.set_defaults(handler=cmd_tune)
 
 
@@ -532,7 +539,7 @@ def cmd_tune(args) -> int:
     result = tune(str(model), _shape_dict(args.input_shape), "llvm", args.trials,
                   args.time, args.log, args.resume, args.threads, args.search, args.batch,
                   args.build_workers, not args.no_end_to_end, progress=progress,
-                  cluster=args.cluster)
+                  cluster=args.cluster, options=MeasureOptions(flush_cache=args.cold_cache))
     if tty:
         print(file=sys.stderr)
     if args.plot:

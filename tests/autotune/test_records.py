@@ -137,6 +137,27 @@ def test_records_of_another_thread_count_are_not_applied(tmp_path, tiny_conv, co
     assert mod.info["tuning"]["other_thread_count_records"] == 1
 
 
+def test_cold_cache_records_win_and_resume_keeps_the_modes_apart(tmp_path, conv_tasks):
+    """Latencies timed after a cache flush per call (``tune --cold-cache``) are not
+    comparable with hot ones: a compile applies a workload's cold records before its hot ones
+    however fast, and a resumed run takes only the records of its own mode."""
+    conv = next(t for t in conv_tasks if t.ops[0] == "conv")
+    configs = list(conv.space().configs())
+    log = TuningLog(tmp_path / "t.jsonl")
+    _write(log, conv, configs[0], latency=1e-4)                    # hot, faster
+    log.append(make_record(conv, configs[-1], [], 5e-4, cold=True))
+    best = log.best_configs(tensorc.Target.host()).best[conv.workload]
+    assert best["config"] == dict(configs[-1]) and best["cold"]
+    assert [r["config"] for r in log.matching(conv.target, cold=True)] == [dict(configs[-1])]
+    assert [r["config"] for r in log.matching(conv.target, cold=False)] == [dict(configs[0])]
+    assert len(log.matching(conv.target)) == 2
+    for cold, latency in ((False, 1e-4), (True, 5e-4)):
+        tuner = Tuner([conv], log.path, executor=object(), search="random",
+                      options=MeasureOptions(num_threads=2, flush_cache=cold))
+        assert tuner.resume() == 1
+        assert tuner.states[0].best_latency == latency
+
+
 def test_a_missing_log_is_an_error_that_names_it(tmp_path, tiny_conv):
     with pytest.raises(tensorc.TensorcError, match="does not exist"):
         tensorc.compile(tiny_conv, tuning_log=tmp_path / "none.jsonl")

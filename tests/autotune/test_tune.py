@@ -77,6 +77,19 @@ def test_tune_command_resumes_and_prints_json(tmp_path, tiny_matmul, capsys):
     assert second["tasks"][0]["trials"] == 8
 
 
+def test_tune_command_with_cold_caches(tmp_path, tiny_matmul, capsys):
+    """--cold-cache: every candidate timed call by call after a cache flush; its records
+    say so, confirmations included."""
+    log = tmp_path / "tune.jsonl"
+    assert main(["tune", str(tiny_matmul), "--trials", "4", "--log", str(log), "--threads",
+                 "1", "--batch", "4", "--json", "--no-end-to-end", "--cold-cache"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["trials"] == 4
+    records = list(TuningLog(log).records())
+    assert len(records) >= 4 and all(r["cold"] for r in records)
+    assert all(r["latency"] > 0 for r in records if r["error"] is None)
+
+
 def test_the_best_config_is_timed_again_beside_the_default(tiny_matmul):
     """The table's default and tuned latencies are medians of the two configs timed again
     side by side at the end, not the search's single (and for the best, selected-low)
