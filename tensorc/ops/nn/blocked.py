@@ -232,6 +232,13 @@ def conv_blocked_space(target: Target, out: te.Tensor, tile: te.Tensor) -> Searc
     default_bands = height if blocks * out.shape[4] * taps <= pixels else 1
     # even pieces of the row, at most 14 outputs; then as many filter vectors as still fit
     default_rows = -(-width // -(-width // 14))
+    padded = tile.op.input_tensors()[0]
+    if taps > 1 and padded.ndim == 5 and padded.shape[3] >= 2 * width:
+        # a strided conv's taps (3x3 s2): rows of at most 7 outputs, so taps inside a block's
+        # channels. In ResNet-50, ms at 1 / 2 threads, its three 3x3 s2 convs' kernel groups:
+        # 128 -> 128 onto 28x28, 4.01 / 2.30 -> 3.84 / 2.14; onto 14x14 5.58 / 3.49 -> 5.37
+        # / 3.46 (the model's kernels: 57.5 / 32.7 -> 57.4 / 32.5)
+        default_rows = -(-width // -(-width // 7))
     default_vectors = max(v for v in vectors if default_rows * v + v + 1 <= registers)
     return SearchSpace([
         Knob("row_tile", rows, default_rows, "outputs of a row per register tile"),
