@@ -315,15 +315,15 @@ def _default_k_block(m: int, k: int, choices: list[int]) -> int:
 # A packed A's row block: each B panel, read into L1, serves every tile of the block, so a
 # block of few rows reads B from L2 often. One thread (Xeon), ms, 14-row tiles in blocks of 2
 # (28 rows) -> 8-row tiles in blocks of 16 (128 rows): 1024^3 17.4 -> 15.9 (two threads 8.72
-# -> 7.97); 768x1024x1024, 14 rows in blocks of 1 -> 12 in blocks of 8: 14.9 -> 11.8. Blocks
-# of 28, 32 or 56 rows measured alike, of 128 and 256 alike.
-ROW_BLOCK_ROWS = 96
+# -> 7.97); 768x1024x1024, 14 rows in blocks of 1 -> 12 in blocks of 8: 14.9 -> 11.8. At
+# 1024^3, blocks of 32 rows (8-row tiles) took 19.0 ms, of 128 or 256 rows 15.9-16.2.
+PANEL_REUSE_ROWS = 96
 TALLEST_PACKED_TILE_MIN = 8       # shorter tiles load B too often per FMA to be worth it
 
 
 def _packed_row_blocks(m: int, k: int, itemsize: int, rows: list[int]) -> tuple[int, int]:
     """(tile rows, tiles per row block) for a packed A: the tallest tile whose tile count
-    divides into at least PARALLEL_BLOCKS blocks of ROW_BLOCK_ROWS rows or more, the packed
+    divides into at least PARALLEL_BLOCKS blocks of PANEL_REUSE_ROWS rows or more, the packed
     block within PACKED_A_BYTES; where none does, the tallest tile in the largest blocks."""
     choices = []
     for tallest in sorted({max(rows)} | {r for r in rows if r >= TALLEST_PACKED_TILE_MIN},
@@ -334,7 +334,7 @@ def _packed_row_blocks(m: int, k: int, itemsize: int, rows: list[int]) -> tuple[
                c * r * k * itemsize <= PACKED_A_BYTES]
         block = max([c for c in fit if c <= max(1, tiles // PARALLEL_BLOCKS)] or fit[:1] or
                     [WHOLE])
-        if block < WHOLE and block * r >= ROW_BLOCK_ROWS:
+        if block < WHOLE and block * r >= PANEL_REUSE_ROWS:
             return r, block
         choices.append((r, block))
     return choices[0]

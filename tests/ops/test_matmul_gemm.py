@@ -283,18 +283,18 @@ AVX512 = Target("llvm", "x", "+avx512f,+avx2,+fma")
 
 @pytest.mark.parametrize("m", [768, 1024, 2048])
 def test_packed_a_row_blocks_hold_many_rows(m):
-    """A packed A's row blocks: every B panel read into L1 serves ROW_BLOCK_ROWS rows or more
+    """A packed A's row blocks: every B panel read into L1 serves PANEL_REUSE_ROWS rows or more
     (14-row tiles in blocks of two made 1024^3 10% slower), the tile count divides into the
     blocks (768 rows: 55 tiles of 14, blocks of 5, which the block choices lacked, so it took
     blocks of one), and the threads get PARALLEL_BLOCKS of them."""
-    from tensorc.ops.matmul import PACKED_A_BYTES, PARALLEL_BLOCKS, ROW_BLOCK_ROWS, Gemm, \
+    from tensorc.ops.matmul import PACKED_A_BYTES, PARALLEL_BLOCKS, PANEL_REUSE_ROWS, Gemm, \
         gemm_space
     space = gemm_space(AVX512, Gemm(m, 1024, 1024, b_panel=32, k_blockable=True), "float32")
     default = space.default()
     assert space.is_valid(default) and default["pack_a"]
     tiles = -(-m // default["rows"])
     assert default["rows"] >= 8 and tiles % default["row_tiles"] == 0
-    assert default["rows"] * default["row_tiles"] >= ROW_BLOCK_ROWS
+    assert default["rows"] * default["row_tiles"] >= PANEL_REUSE_ROWS
     assert tiles // default["row_tiles"] >= PARALLEL_BLOCKS
     assert default["rows"] * default["row_tiles"] * 1024 * 4 <= PACKED_A_BYTES
 
