@@ -530,13 +530,10 @@ def _run(job: RunJob) -> RunResult:
     t0 = time.perf_counter()
     call()
     once = max(time.perf_counter() - t0, 1e-7)
+    # with a flush, every timed call finds the caches holding none of its data, as a kernel
+    # of a model finds its weights (the model's other kernels ran in between)
     number = max(1, int(options.min_repeat_seconds / once) + 1) \
-        if once < options.min_repeat_seconds else 1
-    if flush is not None:
-        # every timed call finds the caches holding none of its data, as a kernel of a model
-        # finds its weights (the model's other kernels ran in between): the speed-up of a
-        # config measured with hot caches did not hold in the model
-        number = 1
+        if once < options.min_repeat_seconds and flush is None else 1
     samples = []
     for _ in range(options.repeats):
         if flush is not None:

@@ -199,11 +199,12 @@ def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
     tile_rows, tile_vectors = micro_tile(target)
     limit = 14 if target.vector_bits >= 512 else 8
     candidates = [r for r in (1, 2, 3, 4, 5, 6, 8, 10, 12, 14) if r <= min(m, limit)] or [1]
+    fitting = [r for r in candidates if r <= tile_rows]      # the micro-tile's registers hold
     if gemm.a_panel:        # a packed A's tile is its panel
         default_rows = min(gemm.a_panel, m)
         rows = (default_rows,)
     else:
-        default_rows = _default_rows(m, [r for r in candidates if r <= tile_rows])
+        default_rows = _default_rows(m, fitting)
         rows = tuple(sorted({r for r in candidates if r in ROW_CHOICES} | {default_rows}))
     nr = gemm.b_panel
     if nr:
@@ -263,8 +264,7 @@ def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
         k * n * gemm.itemsize <= B_STREAM_BYTES and k_block >= k
     row_tiles = WHOLE
     if pack_default:
-        default_rows, row_tiles = _packed_row_blocks(
-            m, k, gemm.itemsize, [r for r in candidates if r <= tile_rows])
+        default_rows, row_tiles = _packed_row_blocks(m, k, gemm.itemsize, fitting)
         tile_count = rules.tiles({"rows": default_rows})
         row_choices = sorted({*row_choices, row_tiles})
         col_panels = WHOLE
@@ -325,19 +325,18 @@ def _packed_row_blocks(m: int, k: int, itemsize: int, rows: list[int]) -> tuple[
     """(tile rows, tiles per row block) for a packed A: the tallest tile whose tile count
     divides into at least PARALLEL_BLOCKS blocks of PANEL_REUSE_ROWS rows or more, the packed
     block within PACKED_A_BYTES; where none does, the tallest tile in the largest blocks."""
-    choices = []
-    for tallest in sorted({max(rows)} | {r for r in rows if r >= TALLEST_PACKED_TILE_MIN},
-                          reverse=True):
+    def blocks(tallest: int) -> tuple[int, int]:
         r = _default_rows(m, [tallest])
         tiles = -(-m // r)
         fit = [c for c in range(1, tiles + 1) if tiles % c == 0 and
                c * r * k * itemsize <= PACKED_A_BYTES]
-        block = max([c for c in fit if c <= max(1, tiles // PARALLEL_BLOCKS)] or fit[:1] or
-                    [WHOLE])
+        return r, max([c for c in fit if c <= max(1, tiles // PARALLEL_BLOCKS)] or fit[:1] or
+                      [WHOLE])
+    for tallest in sorted((r for r in rows if r >= TALLEST_PACKED_TILE_MIN), reverse=True):
+        r, block = blocks(tallest)
         if block < WHOLE and block * r >= PANEL_REUSE_ROWS:
             return r, block
-        choices.append((r, block))
-    return choices[0]
+    return blocks(max(rows))
 
 
 def _default_rows(m: int, rows: list[int]) -> int:

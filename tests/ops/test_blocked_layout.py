@@ -301,7 +301,7 @@ def _blocked_conv_space(channels: int, filters: int, size: int, kernel: int, str
     attrs = {"layout_block": 16, "strides": (stride,) * 2, "dilations": (1, 1), "groups": 1}
     out = blocked.conv_blocked(attrs, x, w, ((size - kernel) // stride + 1,) * 2, x)
     return blocked.conv_blocked_space(Target.from_string("llvm -mcpu=znver4"), out,
-                                      out.op.input_tensors()[0])
+                                      out.op.input_tensors()[0], attrs)
 
 
 def test_the_blocked_conv_space_fits_the_registers():

@@ -208,11 +208,12 @@ def _depthwise_blocked(x: te.Tensor, w: te.Tensor, padded: te.Tensor, out: tuple
     return te.compute(tile.shape, lambda *i: E.cast(x.dtype, tile[i]), name="conv")
 
 
-def conv_blocked_space(target: Target, out: te.Tensor, tile: te.Tensor) -> SearchSpace:
+def conv_blocked_space(target: Target, out: te.Tensor, tile: te.Tensor, attrs: dict
+                       ) -> SearchSpace:
     """row_tile: outputs of a row per register tile (R); filter_vectors: filter blocks per
     tile (V; R*V accumulators); taps_inner: the kernel taps inside the channels of a block
     (each broadcast input serves one tap) or outside them; row_bands: the parallel loop's
-    outer axis; parallel."""
+    outer axis; parallel. ``attrs``: the conv's."""
     registers = 32 if target.vector_bits >= 512 else 16
     width, blocks = out.shape[3], out.shape[1]
     rows = tuple(range(1, min(width, 16) + 1))
@@ -232,8 +233,7 @@ def conv_blocked_space(target: Target, out: te.Tensor, tile: te.Tensor) -> Searc
     default_bands = height if blocks * out.shape[4] * taps <= pixels else 1
     # even pieces of the row, at most 14 outputs; then as many filter vectors as still fit
     default_rows = -(-width // -(-width // 14))
-    padded = tile.op.input_tensors()[0]
-    if taps > 1 and padded.ndim == 5 and padded.shape[3] >= 2 * width:
+    if taps > 1 and attrs["strides"][1] > 1 and not attrs.get("plain_input"):
         # a strided conv's taps (3x3 s2): rows of at most 7 outputs, so taps inside a block's
         # channels. In ResNet-50, ms at 1 / 2 threads, its three 3x3 s2 convs' kernel groups:
         # 128 -> 128 onto 28x28, 4.01 / 2.30 -> 3.84 / 2.14; onto 14x14 5.58 / 3.49 -> 5.37

@@ -717,7 +717,7 @@ def _conv_space(target: Target, out: te.Tensor, conv_t: te.Tensor, attrs: dict
     if kind == "window":
         return flat_space(target, out, conv_t.op.input_tensors()[0])
     if kind == "blocked":
-        return blocked.conv_blocked_space(target, out, conv_t.op.input_tensors()[0])
+        return blocked.conv_blocked_space(target, out, conv_t.op.input_tensors()[0], attrs)
     if kind == "blocked_window":
         return blocked.window_blocked_space(target, out)
     if kind == "direct" and _depthwise(out, conv_t, attrs):
