@@ -25,8 +25,8 @@ from tensorc.codegen.cuda_prelude import PRELUDE
 from tensorc.errors import TensorcError
 from tensorc.ir import expr as E
 from tensorc.ir.loop import (
-    Allocate, Barrier, Buffer, For, IfThenElse, PrimFunc, Seq, Stmt, Store, ThreadReduce,
-    walk_stmts,
+    Allocate, Barrier, Buffer, For, IfThenElse, Prefetch, PrimFunc, Seq, Stmt, Store,
+    ThreadReduce, walk_stmts,
 )
 from tensorc.passes.loop.verify_gpu import reduce_scratch_bytes
 from tensorc.target import Target
@@ -258,6 +258,8 @@ class _KernelWriter:
             self.stmt(s.body)
         elif isinstance(s, Barrier):
             self.line("__syncthreads();")
+        elif isinstance(s, Prefetch):
+            pass      # a CPU cache hint; GPU schedules stage data in shared memory instead
         elif isinstance(s, ThreadReduce):
             b = self.name_of(s.buffer, s.buffer.name)
             scratch = self.names.get(s, f"({value_type(s.buffer.dtype)}*)0")

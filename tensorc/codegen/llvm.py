@@ -21,8 +21,8 @@ from tensorc.codegen import narrow_dtypes
 from tensorc.errors import TensorcError
 from tensorc.ir import expr as E
 from tensorc.ir.loop import (
-    Allocate, Barrier, Buffer, For, IfThenElse, KernelCall, PrimFunc, Seq, Stmt, Store,
-    interleaved_tile, walk_stmts, stmt_exprs,
+    Allocate, Barrier, Buffer, For, IfThenElse, KernelCall, Prefetch, PrimFunc, Seq, Stmt,
+    Store, interleaved_tile, walk_stmts, stmt_exprs,
 )
 from tensorc.codegen.llvm_types import I1, I8, I32, I64, PTR, VOID
 from tensorc.codegen.llvm_values import (
@@ -224,10 +224,22 @@ class LLVMCodegen(ValueOps):
             self.allocate(s)
         elif isinstance(s, KernelCall):
             self.kernel_call(s)
+        elif isinstance(s, Prefetch):
+            self.prefetch(s)
         elif isinstance(s, Barrier):
             pass
         else:
             raise TensorcError(f"LLVM codegen cannot emit {type(s).__name__}")
+
+    def prefetch(self, s: Prefetch) -> None:
+        """One read prefetch into all cache levels per 64-byte line of the run."""
+        intrinsic = self._declare("llvm.prefetch.p0", VOID, [PTR, I32, I32, I32])
+        base = self._pointer(s.buffer, self._scalar_index(s.indices[0]))
+        for offset in range(0, s.nbytes, 64):
+            ptr = self.b.gep(base, [ir.Constant(I64, offset)], source_etype=I8) if offset \
+                else base
+            self.b.call(intrinsic, [ptr, ir.Constant(I32, 0), ir.Constant(I32, 3),
+                                    ir.Constant(I32, 1)])
 
     def allocate(self, s: Allocate) -> None:
         buf = s.buffer
@@ -1274,7 +1286,7 @@ def _stmt_work(s: Stmt) -> int:
 def _buffers_used(s: Stmt) -> list[Buffer]:
     seen: dict[int, Buffer] = {}
     for st in walk_stmts(s):
-        if isinstance(st, Store):
+        if isinstance(st, (Store, Prefetch)):
             seen.setdefault(id(st.buffer), st.buffer)
         if isinstance(st, KernelCall):
             for b, _ in st.args:

@@ -112,6 +112,17 @@ class Seq(Stmt):
 
 
 @dataclass(eq=False)
+class Prefetch(Stmt):
+    """A hint that ``nbytes`` bytes of ``buffer`` from element ``indices`` on will be read
+    soon: codegen asks the cache for each line of them (a CPU prefetch); it changes no value,
+    and an address past the buffer's end is harmless (prefetches do not fault)."""
+
+    buffer: Buffer
+    indices: tuple[Expr, ...]
+    nbytes: int
+
+
+@dataclass(eq=False)
 class Barrier(Stmt):
     """``__syncthreads()`` on GPUs; nothing on CPUs."""
 
@@ -177,6 +188,8 @@ def stmt_exprs(s: Stmt) -> list[Expr]:
         return [s.extent]
     if isinstance(s, Store):
         return [*s.indices, s.value]
+    if isinstance(s, Prefetch):
+        return list(s.indices)
     if isinstance(s, IfThenElse):
         return [s.cond]
     return []
@@ -193,6 +206,8 @@ def map_stmt(stmt: Stmt, fexpr: Callable[[Expr], Expr] | None = None,
             out = For(s.var, fx(s.extent), s.kind, visit(s.body))
         elif isinstance(s, Store):
             out = Store(s.buffer, tuple(fx(i) for i in s.indices), fx(s.value))
+        elif isinstance(s, Prefetch):
+            out = Prefetch(s.buffer, tuple(fx(i) for i in s.indices), s.nbytes)
         elif isinstance(s, Allocate):
             out = Allocate(s.buffer, visit(s.body))
         elif isinstance(s, IfThenElse):
@@ -263,6 +278,9 @@ def format_stmt(s: Stmt, indent: int = 0) -> str:
         return text
     if isinstance(s, Seq):
         return "".join(format_stmt(c, indent) for c in s.stmts)
+    if isinstance(s, Prefetch):
+        idx = ", ".join(format_expr(i) for i in s.indices)
+        return f"{pad}prefetch {s.buffer.name}[{idx}] ({s.nbytes} bytes)\n"
     if isinstance(s, Barrier):
         return f"{pad}barrier()\n"
     if isinstance(s, ThreadReduce):

@@ -18,9 +18,12 @@ from typing import Sequence
 
 from tensorc.errors import ScheduleError
 from tensorc.ir import expr as E
-from tensorc.ir.expr import Const, Expr, Load, Reduce, Var, all_of, substitute, transform
+from tensorc.ir.expr import (
+    Const, Expr, Load, Reduce, Var, all_of, format_expr, substitute, transform,
+)
 from tensorc.ir.loop import (
-    Allocate, Buffer, For, IfThenElse, PrimFunc, Stmt, Store, ThreadReduce, seq,
+    Allocate, Buffer, For, IfThenElse, Prefetch, PrimFunc, Stmt, Store, ThreadReduce, itemsize,
+    seq,
 )
 from tensorc.ir.schedule import Schedule, Split, Stage, SVar
 from tensorc.ir.te import ComputeOp, PlaceholderOp, Tensor
@@ -109,6 +112,8 @@ class _Lowering:
         self.attached: dict[tuple[int, SVar], list[Stage]] = {}
         # tensors of stages whose loop has been closed: "stage.loop" they were computed at
         self.out_of_scope: dict[int, str] = {}
+        # the Prefetch statements that open a loop (Stage.prefetch)
+        self.prefetch_at: dict[SVar, list[Stmt]] = {}
         for st in sch.stages:
             if st.attach == "at":
                 self.attached.setdefault((id(st.attach_stage), st.attach_var), []).append(st)
@@ -228,6 +233,7 @@ class _Lowering:
             init = None
 
         leaves = st.leaf_vars
+        self.prefetch_at.update(self.prefetches(st, info, body))
         first_reduce = next((k for k, sv in enumerate(leaves) if sv.kind == "reduce"),
                             len(leaves))
         if isinstance(body, Reduce) and any(sv.kind == "reduce" and _thread_bound(st, sv)
@@ -306,7 +312,46 @@ class _Lowering:
         for child in children.get(sv, []):
             del self.buffers[id(child.tensor)]
             self.out_of_scope[id(child.tensor)] = f"{st.name}.{sv.name}"
+        body = seq(*self.prefetch_at.pop(sv, []), body)
         return For(sv.var, E.const(info.extent[sv]), st.loop_kind.get(sv, "serial"), body)
+
+    def prefetches(self, st: Stage, info: _NestInfo, body: Expr) -> dict[SVar, list[Stmt]]:
+        """The Prefetch statements that open each loop of ``st`` (its ``prefetch`` calls):
+        the elements of the tensor that the loops inside read ``offset`` iterations on,
+        which must be one run of consecutive elements along its last axis."""
+        out: dict[SVar, list[Stmt]] = {}
+        for t, sv, offset in st.prefetches:
+            where = f"prefetch {t.name} at {st.name}.{sv.name}"
+            if sv not in st.leaf_vars:
+                raise ScheduleError(f"{where}: the loop was split or fused after the "
+                                    f"prefetch; prefetch at a leaf loop, last")
+            loads = _loads_of(body, t)
+            if not loads or id(t) not in self.buffers:
+                raise ScheduleError(f"{where}: {st.name} does not read {t.name}")
+            pos = st.leaf_vars.index(sv)
+            relaxed = {v.var: (0, info.extent[v] - 1) for v in st.leaf_vars[pos + 1:]}
+            known = {v: r for v, r in self.var_ranges.items()
+                     if v is not sv.var and v not in relaxed}
+            ahead = {sv.var: sv.var + offset}
+            runs = set()
+            for load in loads:
+                idx = self.region_offsets(id(t), [substitute(i, ahead) for i in load.indices])
+                spans = [_relaxed_interval(i, relaxed, known) for i in idx]
+                if any(sp is None for sp in spans) or \
+                        any(lo != hi for _, lo, hi in spans[:-1]):
+                    raise ScheduleError(f"{where}: the loops inside it read more than one "
+                                        f"run of consecutive elements of {t.name}")
+                start = tuple(E.simplify(base + lo) for base, lo, _ in spans)
+                runs.add((tuple(format_expr(i) for i in start), spans[-1][2] - spans[-1][1],
+                          start))
+            if len({r[0] for r in runs}) != 1:
+                raise ScheduleError(f"{where}: {st.name} reads {t.name} at {len(runs)} "
+                                    f"different places; prefetch one of them by hand")
+            span = max(r[1] for r in runs) + 1
+            b = self.buffers[id(t)]
+            out.setdefault(sv, []).append(Prefetch(b, next(iter(runs))[2],
+                                                   span * itemsize(b.dtype)))
+        return out
 
     def lower_attached(self, child: Stage, rest: Stmt) -> Stmt:
         t = child.tensor

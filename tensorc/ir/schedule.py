@@ -79,6 +79,8 @@ class Stage:
         self.leaf_vars: list[SVar] = list(self.root_vars)
         self.relations: list[Split | Fuse] = []
         self.loop_kind: dict[SVar, str] = {}
+        # prefetch: (tensor read, loop, iterations ahead)
+        self.prefetches: list[tuple[Tensor, SVar, int]] = []
 
     @property
     def name(self) -> str:
@@ -212,6 +214,19 @@ class Stage:
 
     def unroll(self, var) -> None:
         self._annotate("unroll", var, "unrolled")
+
+    def prefetch(self, tensor: Tensor, var, offset: int) -> None:
+        """At the top of each iteration of loop ``var``, ask the cache for what the loops
+        inside it will read of ``tensor`` ``offset`` iterations later (TVM's prefetch).
+
+        >>> s[c_local].prefetch(b_packed, k, 4)   # B's row k + 4 while row k is multiplied
+        """
+        sv = self._leaf(var)
+        if offset < 1:
+            raise ScheduleError(f"prefetch {tensor.name} at {sv.name}: the offset must be "
+                                f"at least one iteration ahead, not {offset}")
+        self._record("prefetch", tensor=tensor.op.name, var=sv.name, offset=int(offset))
+        self.prefetches.append((tensor, sv, int(offset)))
 
     def bind(self, var, thread_axis: str) -> None:
         sv = self._leaf(var)
@@ -510,6 +525,8 @@ def replay(schedule: Schedule, trace: Sequence[dict]) -> Schedule:
             stage.compute_at(schedule[rec["parent"]], rec["var"])
         elif prim == "compute_if":
             stage.compute_if(schedule[rec["flag"]].tensor)
+        elif prim == "prefetch":
+            stage.prefetch(schedule[rec["tensor"]].tensor, rec["var"], rec["offset"])
         else:
             raise ScheduleError(f"unknown schedule primitive {prim!r} in trace")
     return schedule

@@ -2,12 +2,14 @@
 traces that rebuild a schedule."""
 from __future__ import annotations
 
+import re
 import textwrap
 
 import numpy as np
 import pytest
 
 from helpers_kernels import compile_func, random_array, run_func, run_kernel
+from tensorc.codegen.build import llvm_ir
 from tensorc.errors import ScheduleError
 from tensorc.ir.lower import lower
 from tensorc.ir.schedule import create_schedule, replay, trace_from_json, trace_to_json
@@ -812,3 +814,59 @@ def test_compute_if_needs_one_flag_per_region():
         lower(s, [A, C], "f")
     with pytest.raises(ScheduleError, match="more than the 1 axes"):
         create_schedule(F)[F].compute_if(C)
+
+
+
+# ---------------------------------------------------------------------------------------------
+# prefetch: a hint at the top of a loop for what its body reads some iterations later
+
+def test_prefetch_opens_the_loop_with_the_run_read_offset_iterations_on():
+    A, B, M = matmul(6, 40, 32)
+    s = create_schedule(M)
+    i, j = s[M].op_axis
+    (k,) = s[M].reduce_axis
+    s[M].reorder(i, k, j)
+    s[M].vectorize(j)
+    s[M].prefetch(B, k, 4)
+    func = guarded(lower(s, [A, B, M], "f"))
+    assert str(func) == nest("""
+        func f(A: float32[6, 40], B: float32[40, 32], M: float32[6, 32])
+          for (i: serial, 0, 6)
+            for (j.init: vectorized, 0, 32)
+              M[i*32 + j.init] = 0.0f
+            for (k: serial, 0, 40)
+              prefetch B[k*32 + 128] (128 bytes)
+              for (j: vectorized, 0, 32)
+                M[i*32 + j] = M[i*32 + j] + A[i*40 + k]*B[j + k*32]
+        """)
+    # one prefetch per 64-byte line of the row, past B's end in the last iterations (a
+    # prefetch does not fault)
+    text = llvm_ir(optimize(lower(s, [A, B, M], "f")))
+    assert len(re.findall(r'call void @"llvm\.prefetch', text)) == 2
+    a, b = random_array(RNG, A.shape), random_array(RNG, B.shape)
+    (out,) = run_func(lower(s, [A, B, M], "kernel"), [a, b])
+    np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)
+    again = replay(create_schedule(matmul(6, 40, 32)[2]), trace_from_json(trace_to_json(s.trace)))
+    assert [(t.name, sv.name, n) for t, sv, n in again[M.op.name].prefetches] == [("B", "k", 4)]
+
+
+def test_prefetch_is_checked_where_it_is_declared_and_lowered():
+    A, B, M = matmul(6, 40, 32)
+    s = create_schedule(M)
+    i, j = s[M].op_axis
+    (k,) = s[M].reduce_axis
+    with pytest.raises(ScheduleError, match="at least one iteration ahead"):
+        s[M].prefetch(B, k, 0)
+    s[M].prefetch(B, i, 1)          # the loops inside i read all of B: not one run
+    with pytest.raises(ScheduleError, match="more than one run of consecutive elements"):
+        lower(s, [A, B, M], "f")
+    s = create_schedule(M)
+    s[M].prefetch(B, s[M].reduce_axis[0], 2)
+    s[M].split(s[M].reduce_axis[0], 8)
+    with pytest.raises(ScheduleError, match="split or fused after the prefetch"):
+        lower(s, [A, B, M], "f")
+    C = compute((6, 32), lambda i, j: M[i, j] * 2.0, name="C")
+    s = create_schedule(C)
+    s[C].prefetch(B, s[C].op_axis[0], 1)
+    with pytest.raises(ScheduleError, match="C does not read B"):
+        lower(s, [A, B, C], "f")

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from tensorc.ir import expr as E
-from tensorc.ir.loop import Buffer, PrimFunc, Store, map_stmt
+from tensorc.ir.loop import Buffer, Prefetch, PrimFunc, Store, map_stmt
 
 
 def flat_index(buffer: Buffer, indices) -> E.Expr:
@@ -27,6 +27,8 @@ def flatten_buffers(func: PrimFunc) -> PrimFunc:
     def fstmt(s):
         if isinstance(s, Store) and len(s.indices) != 1:
             return Store(s.buffer, (flat_index(s.buffer, s.indices),), s.value)
+        if isinstance(s, Prefetch) and len(s.indices) != 1:
+            return Prefetch(s.buffer, (flat_index(s.buffer, s.indices),), s.nbytes)
         return None
 
     body = map_stmt(func.body, fexpr, fstmt)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from tensorc.ir import expr as E
 from tensorc.ir.loop import (
-    Allocate, For, IfThenElse, PrimFunc, Seq, Stmt, Store, seq,
+    Allocate, For, IfThenElse, Prefetch, PrimFunc, Seq, Stmt, Store, seq,
 )
 
 
@@ -36,6 +36,8 @@ def _simplify(s: Stmt, ranges: dict) -> Stmt | None:
     if isinstance(s, Store):
         return Store(s.buffer, tuple(E.simplify(i, ranges) for i in s.indices),
                      E.simplify(s.value, ranges))
+    if isinstance(s, Prefetch):
+        return Prefetch(s.buffer, tuple(E.simplify(i, ranges) for i in s.indices), s.nbytes)
     if isinstance(s, IfThenElse):
         cond = E.simplify(s.cond, ranges)
         if isinstance(cond, E.Const):

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from tensorc.ir import expr as E
 from tensorc.ir.loop import (
-    Allocate, Buffer, For, PrimFunc, Seq, Stmt, Store, ThreadReduce, stmt_exprs, walk_stmts,
+    Allocate, Buffer, For, Prefetch, PrimFunc, Seq, Stmt, Store, ThreadReduce, stmt_exprs,
+    walk_stmts,
 )
 
 AXES = ("x", "y", "z")
@@ -57,9 +58,7 @@ def buffers_used(s: Stmt) -> list[Buffer]:
     """Every buffer ``s`` loads from or stores to, in first-use order."""
     seen: dict[int, Buffer] = {}
     for st in walk_stmts(s):
-        if isinstance(st, Store):
-            seen.setdefault(id(st.buffer), st.buffer)
-        elif isinstance(st, ThreadReduce):
+        if isinstance(st, (Store, Prefetch, ThreadReduce)):
             seen.setdefault(id(st.buffer), st.buffer)
         for e in stmt_exprs(st):
             for x in E.walk(e):
