@@ -113,9 +113,10 @@ class Seq(Stmt):
 
 @dataclass(eq=False)
 class Prefetch(Stmt):
-    """A hint that ``nbytes`` bytes of ``buffer`` from element ``indices`` on will be read
-    soon: codegen asks the cache for each line of them (a CPU prefetch); it changes no value,
-    and an address past the buffer's end is harmless (prefetches do not fault)."""
+    """A hint that ``nbytes`` bytes of ``buffer`` from element ``indices`` on (one flat
+    index, or one per dim) will be read soon: codegen asks the cache for each line of them (a
+    CPU prefetch). It changes no value, and an address past the buffer's end is harmless
+    (prefetches do not fault)."""
 
     buffer: Buffer
     indices: tuple[Expr, ...]

@@ -29,6 +29,10 @@ from tensorc.ir.schedule import Schedule, Split, Stage, SVar
 from tensorc.ir.te import ComputeOp, PlaceholderOp, Tensor
 
 
+# a loop's prefetches ask for at most this many cache lines per iteration
+PREFETCH_MAX_LINES = 32
+
+
 class RedundantComputeWarning(UserWarning):
     """A stage computed at a loop needs its whole tensor in every iteration of that loop:
     the schedule recomputes the same values over and over (tests turn this into an error)."""
@@ -317,8 +321,9 @@ class _Lowering:
 
     def prefetches(self, st: Stage, info: _NestInfo, body: Expr) -> dict[SVar, list[Stmt]]:
         """The Prefetch statements that open each loop of ``st`` (its ``prefetch`` calls):
-        the elements of the tensor that the loops inside read ``offset`` iterations on,
-        which must be one run of consecutive elements along its last axis."""
+        the elements of the tensor that the loops inside read ``offset`` iterations on, in
+        runs of consecutive elements (a tile's rows of weights, say), each a Prefetch of its
+        flat index; at most PREFETCH_MAX_LINES cache lines in all."""
         out: dict[SVar, list[Stmt]] = {}
         for t, sv, offset in st.prefetches:
             where = f"prefetch {t.name} at {st.name}.{sv.name}"
@@ -328,29 +333,34 @@ class _Lowering:
             loads = _loads_of(body, t)
             if not loads or id(t) not in self.buffers:
                 raise ScheduleError(f"{where}: {st.name} does not read {t.name}")
+            b = self.buffers[id(t)]
             pos = st.leaf_vars.index(sv)
-            relaxed = {v.var: (0, info.extent[v] - 1) for v in st.leaf_vars[pos + 1:]}
+            relaxed = {v.var: info.extent[v] for v in st.leaf_vars[pos + 1:]}
             known = {v: r for v, r in self.var_ranges.items()
                      if v is not sv.var and v not in relaxed}
             ahead = {sv.var: sv.var + offset}
-            runs = set()
+            regions = {}
             for load in loads:
                 idx = self.region_offsets(id(t), [substitute(i, ahead) for i in load.indices])
-                spans = [_relaxed_interval(i, relaxed, known) for i in idx]
-                if any(sp is None for sp in spans) or \
-                        any(lo != hi for _, lo, hi in spans[:-1]):
-                    raise ScheduleError(f"{where}: the loops inside it read more than one "
-                                        f"run of consecutive elements of {t.name}")
-                start = tuple(E.simplify(base + lo) for base, lo, _ in spans)
-                runs.add((tuple(format_expr(i) for i in start), spans[-1][2] - spans[-1][1],
-                          start))
-            if len({r[0] for r in runs}) != 1:
-                raise ScheduleError(f"{where}: {st.name} reads {t.name} at {len(runs)} "
+                flat = E.simplify(sum((i * s for i, s in zip(idx, b.strides())), E.const(0)))
+                region = _runs(flat, relaxed, known)
+                if region is None:
+                    raise ScheduleError(f"{where}: the loops inside it do not read {t.name} "
+                                        f"at increasing affine offsets")
+                base, starts, span = region
+                regions[(format_expr(base), starts, span)] = (base, starts, span)
+            if len(regions) != 1:
+                raise ScheduleError(f"{where}: {st.name} reads {t.name} at {len(regions)} "
                                     f"different places; prefetch one of them by hand")
-            span = max(r[1] for r in runs) + 1
-            b = self.buffers[id(t)]
-            out.setdefault(sv, []).append(Prefetch(b, next(iter(runs))[2],
-                                                   span * itemsize(b.dtype)))
+            base, starts, span = next(iter(regions.values()))
+            nbytes = span * itemsize(b.dtype)
+            lines = len(starts) * -(-nbytes // 64)
+            if lines > PREFETCH_MAX_LINES:
+                raise ScheduleError(f"{where}: one iteration reads {lines} cache lines of "
+                                    f"{t.name} (at most {PREFETCH_MAX_LINES}); prefetch at "
+                                    f"a loop further in")
+            out.setdefault(sv, []).extend(Prefetch(b, (E.simplify(base + s),), nbytes)
+                                          for s in starts)
         return out
 
     def lower_attached(self, child: Stage, rest: Stmt) -> Stmt:
@@ -515,6 +525,29 @@ def _lattice_step(indices: list[Expr], los: list[int], relaxed: dict[Var, tuple[
 
 def _thread_bound(st: Stage, sv: SVar) -> bool:
     return st.loop_kind.get(sv, "").startswith("threadIdx")
+
+
+def _runs(flat: Expr, relaxed: dict[Var, int], known: dict[Var, tuple[int, int]]
+          ) -> tuple[Expr, tuple[int, ...], int] | None:
+    """The elements that ``flat`` (an index) reaches as the ``relaxed`` variables run over
+    their extents: ``base + start + [0, span)`` for each start, or None where a variable's
+    stride is not a constant >= 0. Strides no longer than the run so far extend it; a longer
+    one starts runs of its own."""
+    base = E.simplify(substitute(flat, {v: E.const(0) for v in relaxed}), known)
+    steps = []
+    for v, n in relaxed.items():
+        lc = E.linear_coeff(flat, v, known)
+        if lc is None or lc[1] < 0:
+            return None
+        if lc[1] and n > 1:
+            steps.append((lc[1], n))
+    starts, span = [0], 1
+    for stride, n in sorted(steps):
+        if stride <= span:
+            span += stride * (n - 1)
+        else:
+            starts = [s + stride * k for s in starts for k in range(n)]
+    return base, tuple(starts), span
 
 
 def _loads_of(body: Expr, t: Tensor) -> list[Load]:

@@ -857,8 +857,8 @@ def test_prefetch_is_checked_where_it_is_declared_and_lowered():
     (k,) = s[M].reduce_axis
     with pytest.raises(ScheduleError, match="at least one iteration ahead"):
         s[M].prefetch(B, k, 0)
-    s[M].prefetch(B, i, 1)          # the loops inside i read all of B: not one run
-    with pytest.raises(ScheduleError, match="more than one run of consecutive elements"):
+    s[M].prefetch(B, i, 1)          # the loops inside i read all of B
+    with pytest.raises(ScheduleError, match="one iteration reads 80 cache lines of B"):
         lower(s, [A, B, M], "f")
     s = create_schedule(M)
     s[M].prefetch(B, s[M].reduce_axis[0], 2)
@@ -870,3 +870,16 @@ def test_prefetch_is_checked_where_it_is_declared_and_lowered():
     s[C].prefetch(B, s[C].op_axis[0], 1)
     with pytest.raises(ScheduleError, match="C does not read B"):
         lower(s, [A, B, C], "f")
+
+
+def test_prefetch_of_a_strided_region_asks_for_each_run():
+    A, B, M = matmul(6, 40, 32)
+    s = create_schedule(M)
+    i, j = s[M].op_axis
+    (k,) = s[M].reduce_axis
+    s[M].reorder(k, i, j)              # each step of k reads a column of A: 6 runs of one
+    s[M].prefetch(A, k, 2)
+    text = str(guarded(lower(s, [A, B, M], "f")))
+    assert [line.strip() for line in text.splitlines() if "prefetch" in line] == [
+        f"prefetch A[k + {2 + 40 * r}] (4 bytes)" for r in range(6)]
+    check_numbers(s, [A, B, M], lambda a, b: a @ b)
