@@ -278,6 +278,10 @@ def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
         # of input): 1.44 -> 1.35 ms at one thread, 1.11 -> 0.72 at two (onnxruntime 1.20,
         # 0.62)
         row_tiles, col_panels = 1, WHOLE
+    # B streams from memory where it is a matmul's constant (weights), not where it is a
+    # conv's input (activations, which the cache holds; SqueezeNet's 1x1 convs measured the
+    # same either way, within this VM's noise)
+    prefetch_default = 0 if same or gemm.a_panel else PREFETCH_DEFAULT
     return SearchSpace([
         Knob("rows", rows, default_rows, "rows of the register tile (mr; fixed by a packed "
              "A's panel height)"),
@@ -294,7 +298,7 @@ def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
              "every A strip) or A strips outer"),
         Knob("parallel", (True, False), True, "blocks on threads (when large enough)"),
         # (x @ x reads its one operand at two places: which would a prefetch mean?)
-        Knob("prefetch", (0,) if same else PREFETCH_CHOICES, 0 if same else PREFETCH_DEFAULT,
+        Knob("prefetch", (0,) if same else PREFETCH_CHOICES, prefetch_default,
              "steps of k ahead that the micro-kernel prefetches its B panel's row (0: none)"),
     ], [rules], name="matmul")
 
