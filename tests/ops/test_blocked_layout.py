@@ -327,10 +327,13 @@ def test_strided_convs_take_short_rows_with_the_taps_inside():
 def test_the_threads_split_rows_where_the_weights_are_the_smaller():
     # a ResNet-50 stage-1 1x1 conv: 64 filters against 56x56 outputs: rows outer
     assert _blocked_conv_space(256, 64, 56, 1).default()["row_bands"] == 56
-    # a stage-3 one: 256 filters against 14x14; a 3x3 conv with 9 taps per filter
-    assert _blocked_conv_space(1024, 256, 14, 1).default()["row_bands"] == 1
+    # a stage-3 one: 256 filters against 14x14, about the input's size: two bands; 1024
+    # filters: filter blocks outer; a 3x3 conv with 9 taps per filter
+    assert _blocked_conv_space(1024, 256, 14, 1).default()["row_bands"] == 2
+    assert _blocked_conv_space(256, 1024, 14, 1).default()["row_bands"] == 1
     assert _blocked_conv_space(64, 64, 58, 3).default()["row_bands"] == 56
-    assert _blocked_conv_space(128, 128, 30, 3).default()["row_bands"] == 1
+    assert _blocked_conv_space(128, 128, 30, 3).default()["row_bands"] == 2
+    assert _blocked_conv_space(256, 256, 16, 3).default()["row_bands"] == 1
 
 
 @pytest.mark.parametrize("bands", [1, 2, 4, 11])
