@@ -111,6 +111,11 @@ class XGBoostCostModel(CostModel):
         features = np.asarray(features, np.float32)
         if self.booster is None:
             return super().predict(features)
+        trained_on = self.booster.num_features()
+        if features.ndim == 2 and features.shape[1] != trained_on:
+            raise TensorcError(f"the cost model was trained on {trained_on} features per "
+                               f"candidate, and these have {features.shape[1]} (a model saved "
+                               f"by another tensorc version?): tune without it, or retrain it")
         return self.booster.predict(xgb.DMatrix(features))
 
     def save(self, path: str | Path) -> None:

@@ -10,7 +10,8 @@ inwards touch. The last are what tells loop orders apart: two orders of the same
 the same totals, extents and innermost strides, and differ in what stays in cache between
 iterations of the loops in between (a conv's taps inside or outside its channel loop).
 A kernel's vector is the ``STORES`` stores that run most (by executed operations), each's
-features, then totals over every store. Counts enter as log2(1 + x), so the model sees ratios.
+features, then totals over every store (and the cache lines its prefetches ask for).
+Counts enter as log2(1 + x), so the model sees ratios.
 
 >>> vec = extract_features(task.schedule(config))
 >>> vec.shape == (FEATURE_LENGTH,)
@@ -24,7 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from tensorc.ir import expr as E
-from tensorc.ir.loop import Allocate, For, IfThenElse, PrimFunc, Seq, Store, itemsize
+from tensorc.ir.loop import (
+    Allocate, For, IfThenElse, Prefetch, PrimFunc, Seq, Store, itemsize,
+)
 
 CACHE_LINE = 64
 STORES = 3          # the most expensive stores described one by one
@@ -41,7 +44,7 @@ STORE_FEATURES = (
     *(f"level{k}_{what}" for k in range(1, LEVELS + 1) for what in ("extent", "bytes")),
 )
 SUMMARY_FEATURES = ("stores", "flops", "global_unique_bytes", "local_bytes_allocated",
-                    "parallel_extent", "vectorized_stores", "intensity")
+                    "parallel_extent", "vectorized_stores", "intensity", "prefetched_lines")
 FEATURE_LENGTH = STORES * len(STORE_FEATURES) + len(SUMMARY_FEATURES)
 FEATURE_NAMES = tuple(f"s{k}.{n}" for k in range(STORES) for n in STORE_FEATURES) + \
     tuple(f"sum.{n}" for n in SUMMARY_FEATURES)
@@ -197,6 +200,23 @@ def store_features(func: PrimFunc) -> list[dict]:
     return found
 
 
+def _prefetched_lines(func: PrimFunc) -> int:
+    """Cache lines that the kernel's Prefetch statements ask for in one call."""
+    total = 0
+
+    def visit(stmt, times: int) -> None:
+        nonlocal total
+        if isinstance(stmt, For):
+            visit(stmt.body, times * _const_extent(stmt.extent))
+        elif isinstance(stmt, Prefetch):
+            total += times * -(-stmt.nbytes // CACHE_LINE)
+        else:
+            for child in stmt.children():
+                visit(child, times)
+    visit(func.body, 1)
+    return total
+
+
 def _local_bytes(func: PrimFunc) -> int:
     total = 0
     stack = [func.body]
@@ -220,6 +240,7 @@ def extract_features(func: PrimFunc) -> np.ndarray:
     unique = sum(s["global_unique_bytes"] for s in stores)
     summary = [len(stores), flops, unique, _local_bytes(func),
                max((s["parallel"] for s in stores), default=0),
-               sum(1 for s in stores if s["vector_lanes"] > 1), flops / max(unique, 1.0)]
+               sum(1 for s in stores if s["vector_lanes"] > 1), flops / max(unique, 1.0),
+               _prefetched_lines(func)]
     vec[STORES * width:] = summary
     return np.log2(1.0 + np.maximum(vec, 0.0)).astype(np.float32)

@@ -6,6 +6,7 @@ import pytest
 
 from tensorc.autotune.cost_model import XGBoostCostModel, normalized_throughput, \
     pairwise_accuracy, top_k_score
+from tensorc.errors import TensorcError
 
 
 def _synthetic(rng, tasks: int, per_task: int):
@@ -49,3 +50,16 @@ def test_untrained_model_gives_random_scores_and_pairwise_accuracy_is_exact():
     assert not model.trained
     assert pairwise_accuracy([3, 2, 1], [1.0, 2.0, 3.0]) == 1.0
     assert pairwise_accuracy([1, 2, 3], [1.0, 2.0, 3.0]) == 0.0
+
+
+def test_a_model_trained_on_other_features_says_so(tmp_path):
+    rng = np.random.default_rng(1)
+    feats, lats, groups = _synthetic(rng, 2, 40)
+    model = XGBoostCostModel()
+    model.update(feats, lats, groups)
+    path = tmp_path / "model.json"
+    model.save(path)
+    again = XGBoostCostModel().load(path)
+    with pytest.raises(TensorcError, match="trained on 6 features per candidate, and these "
+                                           "have 7"):
+        again.predict(np.zeros((3, 7), np.float32))

@@ -74,3 +74,18 @@ def test_loop_orders_of_the_same_loops_have_different_features():
     # A and C, 4 bytes a float: a row of 32, or a column block of 8 across 64 rows
     assert rows_outside[touched] == np.float32(np.log2(1 + 2 * 4 * 32))
     assert rows_inside[touched] == np.float32(np.log2(1 + 2 * 4 * 8 * 64))
+
+
+def test_prefetches_count_the_lines_they_ask_for():
+    a = te.placeholder((64, 32), "float32", name="A")
+    c = te.compute((64, 32), lambda i, j: a[i, j] * 2.0, name="C")
+    kernels = []
+    for ahead in (0, 2):
+        sch = create_schedule(c)
+        i, j = sch[c].op_axis
+        sch[c].vectorize(j)
+        if ahead:
+            sch[c].prefetch(a, i, ahead)     # a row (two lines) per row
+        kernels.append(extract_features(optimize(lower(sch, [a, c], "k"))))
+    lines = FEATURE_NAMES.index("sum.prefetched_lines")
+    assert kernels[0][lines] == 0 and kernels[1][lines] == np.float32(np.log2(1 + 64 * 2))
