@@ -222,7 +222,13 @@ class RandomSearch(EvolutionarySearch):
 
 
 class TaskScheduler:
-    """Picks the task whose next batch promises the largest end-to-end gain."""
+    """Picks the task whose next batch promises the largest end-to-end gain: its weight x
+    best latency x the fraction the next batch may still take off. That fraction is the
+    recent improvement, or, where a task has stopped improving, a floor that shrinks as its
+    trials grow (a new candidate beats the n measured before it about once in n): without
+    the shrinking, the heaviest stalled task took every batch (ResNet-10, 12 minutes: 832
+    of 3213 trials on one 3x3 conv for 1.03x, while a 1x1 conv at 1.14x after 24 trials got
+    no more)."""
 
     def __init__(self, batch: int, window: int | None = None, floor: float = 0.02):
         self.batch = batch
@@ -243,7 +249,8 @@ class TaskScheduler:
             before = state.history[-self.window]
             recent = (before - state.history[-1]) / before if math.isfinite(before) else 0.5
             share_left = left / max(1, len(state.space))
-            fraction = max(recent, self.floor * min(1.0, share_left * 4))
+            stalled = self.floor * min(1.0, share_left * 4) * self.window / state.trials
+            fraction = max(recent, stalled)
         return weight * best * fraction
 
     def next_task(self, states: list[TaskState]) -> TaskState | None:

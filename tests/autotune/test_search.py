@@ -63,3 +63,30 @@ def test_top_reads_the_fastest_among_the_first_trials():
         state.record(config, latency)
     assert state.top(2) == [configs[3], configs[4]]
     assert state.top(3, trials=3) == [configs[1], configs[0]]     # the failure left out
+
+
+def _stalled(weight: float, latency: float, trials: int) -> TaskState:
+    """A task whose best latency has not moved for ``trials`` trials."""
+    from types import SimpleNamespace
+    state = TaskState(SimpleNamespace(weight=weight, default_latency=latency), _space())
+    state.measured = {Config(a=k % 10, b=k // 100, c=k // 10 % 10): latency
+                      for k in range(trials)}
+    state.history = [latency] * trials
+    return state
+
+
+def test_a_stalled_task_yields_its_turns_as_its_trials_grow():
+    from tensorc.autotune.search import TaskScheduler
+    scheduler = TaskScheduler(batch=8)
+    heavy, light = _stalled(1, 2e-3, 16), _stalled(1, 1e-3, 16)
+    assert scheduler.next_task([heavy, light]) is heavy       # the same trials: the heavier
+    # give the next batch to whichever is picked, the best latencies standing still: the
+    # trials split about as the latencies do, not all to the heavier task
+    for _ in range(40):
+        state = scheduler.next_task([heavy, light])
+        for _ in range(8):
+            state.history.append(state.history[-1])
+    assert 1.5 < heavy.trials / light.trials < 2.5
+    # a task that is still improving keeps its turns
+    light.history[-16:] = list(np.linspace(2e-3, 1e-3, 16))
+    assert scheduler.next_task([heavy, light]) is light
