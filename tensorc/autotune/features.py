@@ -26,10 +26,9 @@ import numpy as np
 
 from tensorc.ir import expr as E
 from tensorc.ir.loop import (
-    Allocate, For, IfThenElse, Prefetch, PrimFunc, Seq, Store, itemsize,
+    CACHE_LINE, Allocate, For, IfThenElse, Prefetch, PrimFunc, Seq, Store, itemsize,
 )
 
-CACHE_LINE = 64
 STORES = 3          # the most expensive stores described one by one
 LEVELS = 5          # the innermost loops around a store described one by one
 

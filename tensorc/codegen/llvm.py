@@ -21,8 +21,8 @@ from tensorc.codegen import narrow_dtypes
 from tensorc.errors import TensorcError
 from tensorc.ir import expr as E
 from tensorc.ir.loop import (
-    Allocate, Barrier, Buffer, For, IfThenElse, KernelCall, Prefetch, PrimFunc, Seq, Stmt,
-    Store, interleaved_tile, walk_stmts, stmt_exprs,
+    CACHE_LINE, Allocate, Barrier, Buffer, For, IfThenElse, KernelCall, Prefetch, PrimFunc, Seq,
+    Stmt, Store, buffers_used, interleaved_tile, walk_stmts, stmt_exprs,
 )
 from tensorc.codegen.llvm_types import I1, I8, I32, I64, PTR, VOID
 from tensorc.codegen.llvm_values import (
@@ -232,10 +232,10 @@ class LLVMCodegen(ValueOps):
             raise TensorcError(f"LLVM codegen cannot emit {type(s).__name__}")
 
     def prefetch(self, s: Prefetch) -> None:
-        """One read prefetch into all cache levels per 64-byte line of the run."""
+        """One read prefetch into all cache levels per cache line of the run."""
         intrinsic = self._declare("llvm.prefetch.p0", VOID, [PTR, I32, I32, I32])
-        base = self._pointer(s.buffer, self._scalar_index(s.indices[0]))
-        for offset in range(0, s.nbytes, 64):
+        base = self._pointer(s.buffer, self._scalar_index(s.index))
+        for offset in range(0, s.nbytes, CACHE_LINE):
             ptr = self.b.gep(base, [ir.Constant(I64, offset)], source_etype=I8) if offset \
                 else base
             self.b.call(intrinsic, [ptr, ir.Constant(I32, 0), ir.Constant(I32, 3),
@@ -361,7 +361,7 @@ class LLVMCodegen(ValueOps):
         captured_vars = sorted({v for st in walk_stmts(s.body) for e in stmt_exprs(st)
                                 for v in E.free_vars(e) if v in self.fs.env},
                                key=lambda v: v.name)
-        captured_bufs = [b for b in _buffers_used(s.body) if b in self.fs.buffers]
+        captured_bufs = [b for b in buffers_used(s.body) if b in self.fs.buffers]
         # the closure: [ticket, chunk size, ranges, the ranges' next iterations (a cache
         # line apart), captured values...]
         counters = ir.ArrayType(I64, MAX_RANGES * COUNTER_STRIDE)
@@ -1281,21 +1281,6 @@ def _stmt_work(s: Stmt) -> int:
     if isinstance(s, KernelCall):
         return MIN_CHUNK_WORK
     return 0
-
-
-def _buffers_used(s: Stmt) -> list[Buffer]:
-    seen: dict[int, Buffer] = {}
-    for st in walk_stmts(s):
-        if isinstance(st, (Store, Prefetch)):
-            seen.setdefault(id(st.buffer), st.buffer)
-        if isinstance(st, KernelCall):
-            for b, _ in st.args:
-                seen.setdefault(id(b), b)
-        for e in stmt_exprs(st):
-            for x in E.walk(e):
-                if isinstance(x, E.Load):
-                    seen.setdefault(id(x.source), x.source)
-    return list(seen.values())
 
 
 def _conjuncts(c: E.Expr) -> list[E.Expr]:

@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from tensorc.ir.expr import (
-    Expr, Var, as_const_int, format_expr, linear_coeff, transform, uses_var,
+    Expr, Load, Var, as_const_int, const, format_expr, linear_coeff, transform, uses_var, walk,
 )
 
 LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled",
@@ -49,6 +49,20 @@ class Buffer:
 
     def __repr__(self) -> str:
         return f"Buffer({self.name}, {self.shape}, {self.dtype}, {self.scope})"
+
+
+CACHE_LINE = 64     # bytes
+
+
+def flat_index(buffer: Buffer, indices) -> Expr:
+    """The row-major 1-D index of ``buffer[indices]`` (one index: itself)."""
+    if len(indices) == 1:
+        return indices[0]
+    flat: Expr | None = None
+    for idx, stride in zip(indices, buffer.strides()):
+        term = idx * stride if stride != 1 else idx
+        flat = term if flat is None else flat + term
+    return flat if flat is not None else const(0)
 
 
 def itemsize(dtype: str) -> int:
@@ -113,13 +127,12 @@ class Seq(Stmt):
 
 @dataclass(eq=False)
 class Prefetch(Stmt):
-    """A hint that ``nbytes`` bytes of ``buffer`` from element ``indices`` on (one flat
-    index, or one per dim) will be read soon: codegen asks the cache for each line of them (a
-    CPU prefetch). It changes no value, and an address past the buffer's end is harmless
-    (prefetches do not fault)."""
+    """A hint that ``nbytes`` bytes of ``buffer`` from flat element ``index`` on will be read
+    soon: codegen asks the cache for each line of them (a CPU prefetch). It changes no value,
+    and an address past the buffer's end is harmless (prefetches do not fault)."""
 
     buffer: Buffer
-    indices: tuple[Expr, ...]
+    index: Expr
     nbytes: int
 
 
@@ -183,6 +196,23 @@ def walk_stmts(stmt: Stmt) -> Iterator[Stmt]:
         stack.extend(reversed(s.children()))
 
 
+def buffers_used(s: Stmt) -> list[Buffer]:
+    """Every buffer ``s`` loads from, stores to, prefetches or passes to a kernel it calls,
+    in first-use order."""
+    seen: dict[int, Buffer] = {}
+    for st in walk_stmts(s):
+        if isinstance(st, (Store, Prefetch, ThreadReduce)):
+            seen.setdefault(id(st.buffer), st.buffer)
+        if isinstance(st, KernelCall):
+            for b, _ in st.args:
+                seen.setdefault(id(b), b)
+        for e in stmt_exprs(st):
+            for x in walk(e):
+                if isinstance(x, Load):
+                    seen.setdefault(id(x.source), x.source)
+    return list(seen.values())
+
+
 def stmt_exprs(s: Stmt) -> list[Expr]:
     """The expressions held directly by ``s`` (not by its children)."""
     if isinstance(s, For):
@@ -190,7 +220,7 @@ def stmt_exprs(s: Stmt) -> list[Expr]:
     if isinstance(s, Store):
         return [*s.indices, s.value]
     if isinstance(s, Prefetch):
-        return list(s.indices)
+        return [s.index]
     if isinstance(s, IfThenElse):
         return [s.cond]
     return []
@@ -208,7 +238,7 @@ def map_stmt(stmt: Stmt, fexpr: Callable[[Expr], Expr] | None = None,
         elif isinstance(s, Store):
             out = Store(s.buffer, tuple(fx(i) for i in s.indices), fx(s.value))
         elif isinstance(s, Prefetch):
-            out = Prefetch(s.buffer, tuple(fx(i) for i in s.indices), s.nbytes)
+            out = Prefetch(s.buffer, fx(s.index), s.nbytes)
         elif isinstance(s, Allocate):
             out = Allocate(s.buffer, visit(s.body))
         elif isinstance(s, IfThenElse):
@@ -280,8 +310,7 @@ def format_stmt(s: Stmt, indent: int = 0) -> str:
     if isinstance(s, Seq):
         return "".join(format_stmt(c, indent) for c in s.stmts)
     if isinstance(s, Prefetch):
-        idx = ", ".join(format_expr(i) for i in s.indices)
-        return f"{pad}prefetch {s.buffer.name}[{idx}] ({s.nbytes} bytes)\n"
+        return f"{pad}prefetch {s.buffer.name}[{format_expr(s.index)}] ({s.nbytes} bytes)\n"
     if isinstance(s, Barrier):
         return f"{pad}barrier()\n"
     if isinstance(s, ThreadReduce):

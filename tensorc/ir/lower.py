@@ -22,8 +22,8 @@ from tensorc.ir.expr import (
     Const, Expr, Load, Reduce, Var, all_of, format_expr, substitute, transform,
 )
 from tensorc.ir.loop import (
-    Allocate, Buffer, For, IfThenElse, Prefetch, PrimFunc, Stmt, Store, ThreadReduce, itemsize,
-    seq,
+    CACHE_LINE, Allocate, Buffer, For, IfThenElse, Prefetch, PrimFunc, Stmt, Store,
+    ThreadReduce, flat_index, itemsize, seq,
 )
 from tensorc.ir.schedule import Schedule, Split, Stage, SVar
 from tensorc.ir.te import ComputeOp, PlaceholderOp, Tensor
@@ -342,8 +342,7 @@ class _Lowering:
             regions = {}
             for load in loads:
                 idx = self.region_offsets(id(t), [substitute(i, ahead) for i in load.indices])
-                flat = E.simplify(sum((i * s for i, s in zip(idx, b.strides())), E.const(0)))
-                region = _runs(flat, relaxed, known)
+                region = _runs(E.simplify(flat_index(b, idx)), relaxed, known)
                 if region is None:
                     raise ScheduleError(f"{where}: the loops inside it do not read {t.name} "
                                         f"at increasing affine offsets")
@@ -354,12 +353,12 @@ class _Lowering:
                                     f"different places; prefetch one of them by hand")
             base, starts, span = next(iter(regions.values()))
             nbytes = span * itemsize(b.dtype)
-            lines = len(starts) * -(-nbytes // 64)
+            lines = len(starts) * -(-nbytes // CACHE_LINE)
             if lines > PREFETCH_MAX_LINES:
                 raise ScheduleError(f"{where}: one iteration reads {lines} cache lines of "
                                     f"{t.name} (at most {PREFETCH_MAX_LINES}); prefetch at "
                                     f"a loop further in")
-            out.setdefault(sv, []).extend(Prefetch(b, (E.simplify(base + s),), nbytes)
+            out.setdefault(sv, []).extend(Prefetch(b, E.simplify(base + s), nbytes)
                                           for s in starts)
         return out
 

@@ -182,7 +182,7 @@ class Gemm:
         nr = attrs.get("b_panel") or 0
         return cls(m, n, mm.op.reduce_axis[0].extent, batched=out.ndim > 2, b_panel=nr,
                    k_blockable=True,
-                   same_operands=not nr and _a_operand(mm.op.body) is _b_operand(mm.op.body),
+                   same_operands=not nr and first_operand(mm.op.body) is second_operand(mm.op.body),
                    itemsize=4 if out.dtype == "float32" else 8)
 
 
@@ -468,7 +468,7 @@ def schedule_gemm(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tensor, 
     if config["pack_a"] and rows > 1:
         # A's block, packed into mr-row panels [tiles, K, mr]: the micro-kernel's broadcasts
         # walk one contiguous stream
-        a_tensor = _a_operand(sch[compute_tensor].op.body)
+        a_tensor = first_operand(sch[compute_tensor].op.body)
         packed = sch.pack(a_tensor, "local", [compute_tensor], axis=-2, factor=rows)
         if config["row_tiles"] < row_tiles or batched:
             sch[packed].compute_at(outer, block)
@@ -477,7 +477,7 @@ def schedule_gemm(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tensor, 
         # B an input: its column block, copied into nr-wide panels [panels, K, nr] (as a
         # constant B is at compile time), so that the micro-kernel streams one panel
         # instead of striding over B's rows
-        b_tensor = _b_operand(sch[compute_tensor].op.body)
+        b_tensor = second_operand(sch[compute_tensor].op.body)
         packed_b = sch.pack(b_tensor, "local", [compute_tensor], axis=-1, factor=cols)
         sch[packed_b].compute_at(outer, block)
     inner = sch[compute_tensor]
@@ -485,10 +485,7 @@ def schedule_gemm(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tensor, 
     *cb, ci, cj = inner.op_axis
     (ck,) = inner.reduce_axis
     inner.reorder(*cb, ck, ci, cj)
-    inner.unroll(ci)
-    inner.vectorize(cj)
-    if config["prefetch"]:
-        inner.prefetch(_b_operand(inner.op.body), ck, config["prefetch"])
+    _micro_kernel(inner, ck, ci, cj, config)
 
 
 def _schedule_k_blocked(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tensor,
@@ -546,7 +543,7 @@ def _schedule_k_blocked(target: Target, sch: Schedule, out: te.Tensor, mm: te.Te
         stage.parallel(block)
     if config["pack_a"] and rows > 1:
         # the A block of one k block and row block, packed into mr-row panels
-        a_tensor = _a_operand(sch[partial].op.body)
+        a_tensor = first_operand(sch[partial].op.body)
         packed = sch.pack(a_tensor, "local", [partial], axis=-2, factor=rows)
         sch[packed].compute_at(stage, ic)
     inner = sch[partial]
@@ -554,20 +551,27 @@ def _schedule_k_blocked(target: Target, sch: Schedule, out: te.Tensor, mm: te.Te
     *cb, ci, cj, cl = inner.op_axis
     (ck,) = inner.reduce_axis
     inner.reorder(cl, ck, ci, cj)
+    _micro_kernel(inner, ck, ci, cj, config)
+
+
+def _micro_kernel(inner, ck, ci, cj, config) -> None:
+    """The register tile's loops inside k: rows unrolled, columns vectorized, and B's row
+    ``prefetch`` steps of k on asked for at the top of each step."""
     inner.unroll(ci)
     inner.vectorize(cj)
     if config["prefetch"]:
-        inner.prefetch(_b_operand(inner.op.body), ck, config["prefetch"])
+        inner.prefetch(second_operand(inner.op.body), ck, config["prefetch"])
 
 
-def _b_operand(body) -> te.Tensor:
-    """The right operand read by a matmul stage's reduction (the second tensor it loads)."""
+def second_operand(body) -> te.Tensor:
+    """The right operand read by a product's reduction (the second tensor it loads): a
+    matmul's B, a conv's weights."""
     loads = [x for x in E.walk(body.source if isinstance(body, E.Reduce) else body)
              if isinstance(x, E.Load) and isinstance(x.source, te.Tensor)]
     return loads[1].source
 
 
-def _a_operand(body) -> te.Tensor:
+def first_operand(body) -> te.Tensor:
     """The left operand read by a matmul stage's reduction (the first tensor it loads)."""
     for load in E.walk(body.source if isinstance(body, E.Reduce) else body):
         if isinstance(load, E.Load) and isinstance(load.source, te.Tensor):

@@ -10,13 +10,12 @@ import math
 from dataclasses import dataclass
 
 from tensorc.ir import expr as E
-from tensorc.ir.loop import Buffer
+from tensorc.ir.loop import Buffer, flat_index
 from tensorc.ir.lower import loop_extents
 from tensorc.ir.schedule import Schedule, Stage
 from tensorc.ir.te import ComputeOp, Tensor
 from tensorc.ops.registry import Template
 from tensorc.ops.space import Knob, SearchSpace
-from tensorc.passes.loop.flatten import flat_index
 from tensorc.target import Target
 
 # below this many output elements a kernel runs on one thread: waking the pool costs more

@@ -32,11 +32,11 @@ import numpy as np
 from tensorc.errors import ShapeError
 from tensorc.ir import expr as E
 from tensorc.ir import te
-from tensorc.ir.loop import itemsize
+from tensorc.ir.loop import CACHE_LINE, itemsize
 from tensorc.ir.lower import PREFETCH_MAX_LINES
 from tensorc.ir.schedule import Schedule
 from tensorc.ir.types import TensorType
-from tensorc.ops.matmul import L2_BYTES
+from tensorc.ops.matmul import L2_BYTES, second_operand
 from tensorc.ops.registry import Pattern, define
 from tensorc.ops.schedules import (
     PARALLEL_MIN_ELEMENTS, RegisterTileFits, injective_space, materialize_pad,
@@ -229,7 +229,7 @@ class PrefetchFits:
 
     def lines(self, c) -> int:
         run = self.vector_bytes * (self.taps if c["taps_inner"] else 1)
-        return c["filter_vectors"] * -(-run // 64)
+        return c["filter_vectors"] * -(-run // CACHE_LINE)
 
     def __call__(self, c) -> str | None:
         if c["prefetch"] and self.lines(c) > PREFETCH_MAX_LINES:
@@ -301,8 +301,8 @@ def conv_blocked_space(target: Target, out: te.Tensor, tile: te.Tensor, attrs: d
     default_taps_inner = default_rows <= 7
     fits = PrefetchFits(taps, out.shape[4] * itemsize(out.dtype))
     default_prefetch = _default_prefetch(out, tile, taps)
-    if fits.lines({"taps_inner": default_taps_inner, "filter_vectors": default_vectors}) > \
-            PREFETCH_MAX_LINES:
+    if fits({"taps_inner": default_taps_inner, "filter_vectors": default_vectors,
+             "prefetch": default_prefetch}):
         default_prefetch = 0
     return SearchSpace([
         Knob("row_tile", rows, default_rows, "outputs of a row per register tile"),
@@ -356,10 +356,9 @@ def schedule_conv_blocked(target: Target, sch: Schedule, out: te.Tensor, tile: t
     ls.unroll(lf)
     ls.vectorize(llane)
     if config["prefetch"]:
-        # the weights of the channel `prefetch` steps on (each filter block's a run)
-        weights = [x for x in E.walk(ls.op.body.source) if isinstance(x, E.Load)][1].source
+        # the weights (pixel x weight: the second operand) of the channel `prefetch` steps on
         channel = rc if len(ls.reduce_axis) == 3 else rci
-        ls.prefetch(weights, channel, config["prefetch"])
+        ls.prefetch(second_operand(ls.op.body), channel, config["prefetch"])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,17 +2,7 @@
 from __future__ import annotations
 
 from tensorc.ir import expr as E
-from tensorc.ir.loop import Buffer, Prefetch, PrimFunc, Store, map_stmt
-
-
-def flat_index(buffer: Buffer, indices) -> E.Expr:
-    if len(indices) == 1:
-        return indices[0]
-    flat: E.Expr | None = None
-    for idx, stride in zip(indices, buffer.strides()):
-        term = idx * stride if stride != 1 else idx
-        flat = term if flat is None else flat + term
-    return flat if flat is not None else E.const(0)
+from tensorc.ir.loop import PrimFunc, Store, flat_index, map_stmt
 
 
 def flatten_buffers(func: PrimFunc) -> PrimFunc:
@@ -27,8 +17,6 @@ def flatten_buffers(func: PrimFunc) -> PrimFunc:
     def fstmt(s):
         if isinstance(s, Store) and len(s.indices) != 1:
             return Store(s.buffer, (flat_index(s.buffer, s.indices),), s.value)
-        if isinstance(s, Prefetch) and len(s.indices) != 1:
-            return Prefetch(s.buffer, (flat_index(s.buffer, s.indices),), s.nbytes)
         return None
 
     body = map_stmt(func.body, fexpr, fstmt)

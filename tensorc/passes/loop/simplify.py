@@ -37,7 +37,7 @@ def _simplify(s: Stmt, ranges: dict) -> Stmt | None:
         return Store(s.buffer, tuple(E.simplify(i, ranges) for i in s.indices),
                      E.simplify(s.value, ranges))
     if isinstance(s, Prefetch):
-        return Prefetch(s.buffer, tuple(E.simplify(i, ranges) for i in s.indices), s.nbytes)
+        return Prefetch(s.buffer, E.simplify(s.index, ranges), s.nbytes)
     if isinstance(s, IfThenElse):
         cond = E.simplify(s.cond, ranges)
         if isinstance(cond, E.Const):

@@ -16,8 +16,7 @@ from dataclasses import dataclass
 
 from tensorc.ir import expr as E
 from tensorc.ir.loop import (
-    Allocate, Buffer, For, Prefetch, PrimFunc, Seq, Stmt, Store, ThreadReduce, stmt_exprs,
-    walk_stmts,
+    Allocate, Buffer, For, PrimFunc, Seq, Stmt, buffers_used, walk_stmts,
 )
 
 AXES = ("x", "y", "z")
@@ -52,19 +51,6 @@ def workspace_layout(workspace: list[Buffer]) -> dict[Buffer, int]:
         out[b] = at
         at += _aligned(b.nbytes)
     return out
-
-
-def buffers_used(s: Stmt) -> list[Buffer]:
-    """Every buffer ``s`` loads from or stores to, in first-use order."""
-    seen: dict[int, Buffer] = {}
-    for st in walk_stmts(s):
-        if isinstance(st, (Store, Prefetch, ThreadReduce)):
-            seen.setdefault(id(st.buffer), st.buffer)
-        for e in stmt_exprs(st):
-            for x in E.walk(e):
-                if isinstance(x, E.Load):
-                    seen.setdefault(id(x.source), x.source)
-    return list(seen.values())
 
 
 def launch_dims(body: Stmt) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
