@@ -299,6 +299,24 @@ def test_packed_a_row_blocks_hold_many_rows(m):
     assert default["rows"] * default["row_tiles"] * 1024 * 4 <= PACKED_A_BYTES
 
 
+@pytest.mark.parametrize("m,rows", [(14, 14), (16, 14), (17, 14), (20, 10), (24, 12),
+                                    (28, 14), (77, 13)])
+def test_default_tile_rows(m, rows):
+    """Register tiles as tall as fit, evened out over the rows, except where evening out
+    would leave tiles shorter than EVEN_TILE_MIN_ROWS (16 rows: 14 + 2, not 8 + 8)."""
+    from tensorc.ops.matmul import Gemm, gemm_space
+    space = gemm_space(AVX512, Gemm(m, 768, 768, b_panel=32, k_blockable=True), "float32")
+    assert space.default()["rows"] == rows
+
+
+@pytest.mark.parametrize("m", [16, 17])
+def test_tallest_tile_and_remainder_match_numpy(m):
+    space = build_group(m, 64, 96, packed=True)
+    func, inputs, want = build_group(m, 64, 96, packed=True, config=space.default())
+    (got,) = run_func(func, inputs)
+    check_result(got, want, rtol=1e-4, atol=1e-5)
+
+
 def test_packed_a_row_blocks_match_numpy():
     """Row blocks of ten 10-row tiles (the default for AVX-512: 58 tiles of 14 rows have no
     block of 96 rows or more) through the compiled GEMM."""
