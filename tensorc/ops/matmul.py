@@ -143,6 +143,11 @@ L2_BYTES = 512 * 1024
 # 16.6 against 18.2, 128x3072x768 5.2 against 4.9), and with 4 MB both tie (1024^3).
 B_STREAM_BYTES = 16 << 20
 PACKED_A_BYTES = 1 << 20          # the most a packed A block (a stack buffer) may take
+# A packed A block is copied once for all of B's panels. One thread (Xeon), ms, 56-row blocks
+# packed -> read in place, onnxruntime alongside: 500x768x256 (8 panels) 1.38 -> 1.23 (1.30),
+# 500x384x384 (12) 0.97 -> 0.91 (0.94), 500x1024x384 2.62 -> 2.54 (2.64), 500x3072x256
+# 5.58 -> 5.41 (5.25); against 24 panels packing wins (500x768x768 3.74 against 3.88).
+PACK_A_MIN_PANELS = 16
 WHOLE = 1 << 20
 PARALLEL_BLOCKS = 8
 ROW_CHOICES = (1, 2, 4, 6, 8, 10, 12, 14)     # the searched tile rows (and the default)
@@ -260,15 +265,18 @@ def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
     # (K in blocks: the threads share column blocks, and A's k block stays in L2 unpacked;
     # 128x3072x768, ms at 1 / 2 threads: A packed, one column block 5.49 / 5.70 (one
     # thread's work), unpacked in 8 column blocks 5.07 / 2.62)
-    pack_default = pack[-1] and big and m * k * gemm.itemsize > L2_BYTES and \
+    a_streams = pack[-1] and big and m * k * gemm.itemsize > L2_BYTES and \
         k * n * gemm.itemsize <= B_STREAM_BYTES and k_block >= k
+    # (a packed A pays for its copy where its block meets PACK_A_MIN_PANELS B panels or more;
+    # against fewer, the row blocks stay and A is read in place)
+    pack_default = a_streams and panel_count >= PACK_A_MIN_PANELS
     row_tiles = WHOLE
-    if pack_default:
+    if a_streams:
         default_rows, row_tiles = _packed_row_blocks(m, k, gemm.itemsize, fitting)
         tile_count = rules.tiles({"rows": default_rows})
         row_choices = sorted({*row_choices, row_tiles})
         col_panels = WHOLE
-    pack_b_default = pack_b[-1] and not (pack_default and row_tiles < tile_count)
+    pack_b_default = pack_b[-1] and not row_tiles < tile_count
     if gemm.a_panel and 1 in row_choices and m * k > k * n and \
             k * n * gemm.itemsize <= L2_BYTES:
         # a conv's packed weights (A) larger than its input (B), which L2 holds: one A

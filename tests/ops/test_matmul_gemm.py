@@ -317,6 +317,17 @@ def test_tallest_tile_and_remainder_match_numpy(m):
     check_result(got, want, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("n,packed", [(256, False), (384, False), (768, True)])
+def test_a_is_packed_against_many_panels(n, packed):
+    """An A larger than L2 is read in row blocks; it is packed only where a block meets
+    PACK_A_MIN_PANELS B panels or more (the copy costs more than it saves against few)."""
+    from tensorc.ops.matmul import Gemm, gemm_space
+    space = gemm_space(AVX512, Gemm(500, n, 768, b_panel=32, k_blockable=True), "float32")
+    default = space.default()
+    assert space.is_valid(default) and default["pack_a"] == packed
+    assert default["row_tiles"] < -(-500 // default["rows"]) and default["col_panels"] == WHOLE
+
+
 def test_packed_a_row_blocks_match_numpy():
     """Row blocks of ten 10-row tiles (the default for AVX-512: 58 tiles of 14 rows have no
     block of 96 rows or more) through the compiled GEMM."""
