@@ -125,7 +125,7 @@ def force_tile(monkeypatch):
     """Make every eligible float32 conv run as F(m, 3), whatever the heuristic says: the
     kernel is tested on shapes the heuristic leaves to the direct conv."""
     def force(m: int) -> None:
-        def tile_size(attrs, x, w, target):
+        def tile_size(attrs, x, w, target, model_weight_bytes=0):
             fits = target is not None and x.dtype == "float32" and \
                 winograd.eligible(attrs, x.shape, w.shape)
             return m if fits else 0
@@ -225,9 +225,9 @@ def test_eligibility():
 def test_tile_size_heuristic():
     attrs = {"strides": (1, 1), "dilations": (1, 1), "groups": 1, "pads": (1, 1, 1, 1)}
 
-    def tile(c, f, size, target=ZEN4, dtype="float32"):
+    def tile(c, f, size, target=ZEN4, dtype="float32", model_bytes=0):
         return winograd.tile_size(attrs, TensorType((1, c, size, size), dtype),
-                                  TensorType((f, c, 3, 3), dtype), target)
+                                  TensorType((f, c, 3, 3), dtype), target, model_bytes)
     assert tile(64, 64, 56) == 4                          # ResNet's 3x3 convs
     assert tile(128, 128, 28) == 4
     # more than 4 MB of transformed weights, reused over few tiles: the weights' trip from
@@ -236,6 +236,9 @@ def test_tile_size_heuristic():
     assert tile(256, 256, 14) == 2
     assert tile(512, 512, 7) == 0
     assert tile(64, 256, 13) == 4                         # 2.4 MB stay in the caches
+    # ... as do all the weights of a small model (the conv alone: 4.7 MB, 18.9 MB by F(4, 3))
+    assert tile(256, 512, 13) == 2 and tile(256, 512, 13, model_bytes=100 << 20) == 2
+    assert tile(256, 512, 13, model_bytes=256 * 512 * 9 * 4) == 4
     assert tile(64, 64, 26) == 2                          # 7 tiles of 4 a row: half a vector
     assert tile(8, 64, 56) == 0 and tile(64, 8, 56) == 0  # too few channels or filters
     assert tile(32, 32, 149) == 0                         # V and M stream through memory

@@ -51,9 +51,11 @@ KERNEL_BLOCKS = (16, 8)     # filters per block, the first that divides the filt
 def alter_layout(graph: Graph, target=None) -> Graph:
     if target is not None and target.kind != "llvm":
         return graph        # the blocked layout is what the CPU conv schedules want
+    # (measured before any weights are repacked: every conv decides against the same total)
+    weight_bytes = sum(a.nbytes for a in graph.constants.values())
     if target is not None and target.vector_bits >= 256:
-        _block_activations(graph, target)
-    _pack_conv_weights(graph, target)
+        _block_activations(graph, target, weight_bytes)
+    _pack_conv_weights(graph, target, weight_bytes)
     if target is not None:
         _pack_matmul_weights(graph, target)
         _flatten_windows(graph, target)
@@ -105,7 +107,7 @@ def _drop_unused(graph: Graph, values) -> None:
             del graph.constants[v]
 
 
-def _pack_conv_weights(graph: Graph, target=None) -> None:
+def _pack_conv_weights(graph: Graph, target=None, weight_bytes: int = 0) -> None:
     consumers = graph.consumers()
     packed: dict[tuple, Value] = {}
     for node in graph.nodes:
@@ -115,7 +117,7 @@ def _pack_conv_weights(graph: Graph, target=None) -> None:
         if w not in graph.constants:
             continue
         filters, per_group = w.type.shape[:2]
-        tile = winograd.tile_size(node.attrs, node.inputs[0].type, w.type, target)
+        tile = winograd.tile_size(node.attrs, node.inputs[0].type, w.type, target, weight_bytes)
         if tile:        # the transformed weights in panels of the GEMM tile's rows
             block = filter_panel(target, filters)
             key = (w, "winograd", tile, block)
@@ -167,13 +169,13 @@ _BLOCKED_POOLS = ("max_pool", "avg_pool")
 _BLOCKED_REDUCTIONS = ("reduce_mean", "reduce_max", "reduce_sum")
 
 
-def _block_activations(graph: Graph, target) -> None:
+def _block_activations(graph: Graph, target, weight_bytes: int) -> None:
     """Run the chains that :func:`_blocked_chains` picks on blocked tensors: their convs'
     weights packed in blocks of b filters, their constant operands blocked, a
     ``layout_transform`` before each chain input and after each chain output (one per value,
     however many nodes read it)."""
     b = target.vector_lanes("float32")
-    chosen = _blocked_chains(graph, b, target)
+    chosen = _blocked_chains(graph, b, target, weight_bytes)
     if not chosen:
         return
     converted: dict[tuple[Value, str], Value] = {}
@@ -234,7 +236,7 @@ def _block_activations(graph: Graph, target) -> None:
     _drop_unused(graph, replaced)
 
 
-def _blocked_chains(graph: Graph, b: int, target) -> set[Node]:
+def _blocked_chains(graph: Graph, b: int, target, weight_bytes: int) -> set[Node]:
     """The nodes that run on blocked tensors: connected chains of convs that take the
     layout (:func:`_blocks_conv`) and of the pools, channel concats, reductions over the
     map and elementwise ops between and after them, each chain with at least
@@ -254,7 +256,7 @@ def _blocked_chains(graph: Graph, b: int, target) -> set[Node]:
             continue
         inner = [produced[v] for v in node.inputs if v in produced]
         if node.op == "conv":
-            ok = _blocks_conv(graph, node, b, target)
+            ok = _blocks_conv(graph, node, b, target, weight_bytes)
         elif node.op in _BLOCKED_POOLS:
             ok = bool(inner) and node.inputs[0] in produced and node.inputs[0].type.ndim == 4
         elif node.op == "concat":
@@ -282,7 +284,7 @@ def _blocked_chains(graph: Graph, b: int, target) -> set[Node]:
     return {n for n in candidate if convs.get(find(n), 0) >= BLOCKED_MIN_CONVS}
 
 
-def _blocks_conv(graph: Graph, node: Node, b: int, target) -> bool:
+def _blocks_conv(graph: Graph, node: Node, b: int, target, weight_bytes: int) -> bool:
     """2-D float32 convs, plain or depthwise, with constant weights and filters in whole
     blocks, that would not run as Winograd (whose tiles are laid out for NCHW). The input
     channels come in whole blocks too, except a plain conv's (:func:`_plain_input`)."""
@@ -295,7 +297,7 @@ def _blocks_conv(graph: Graph, node: Node, b: int, target) -> bool:
     if x.dtype != "float32" or w.dtype != "float32" or x.ndim != 4 or w.shape[0] % b or \
             (x.shape[1] % b and not _plain_input(node, b)):
         return False
-    return not winograd.tile_size(node.attrs, x, w, target)
+    return not winograd.tile_size(node.attrs, x, w, target, weight_bytes)
 
 
 def _plain_input(node: Node, b: int) -> bool:
