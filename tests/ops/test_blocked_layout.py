@@ -22,6 +22,7 @@ from tensorc.target import Target
 
 alter_layout_module = importlib.import_module("tensorc.passes.graph.alter_layout")
 AVX2 = "llvm -mcpu=znver3"
+ZEN4 = "llvm -mcpu=znver4"
 
 
 class Chain:
@@ -217,6 +218,20 @@ def test_chains_the_layout_does_not_pay_for_stay_plain():
     assert "layout_transform" not in graph_of(odd.model())       # no whole filter blocks
     assert "layout_transform" not in graph_of(_conv_stack((1, 16, 14, 14)).model(),
                                                target="cuda")
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_a_depthwise_conv_with_short_rows_runs_blocked_alone(stride):
+    """Output rows of at most half a vector: the blocked layout pays for its transforms even
+    around one depthwise conv; rows of 14 stay plain."""
+    narrow = Chain((1, 32, 7 * stride, 7 * stride))
+    narrow.conv(32, kernel=5, stride=stride, group=32)
+    graph = graph_of(narrow.model(), target=ZEN4)
+    assert graph.count("layout_transform") == 2 and "layout_block=16" in graph, graph
+    check_against_onnxruntime(narrow.model(), (1, 32, 7 * stride, 7 * stride), target=ZEN4)
+    wide = Chain((1, 32, 14, 14))
+    wide.conv(32, kernel=5, group=32)
+    assert "layout_transform" not in graph_of(wide.model(), target=ZEN4)
 
 
 def test_avx2_targets_use_blocks_of_eight():
