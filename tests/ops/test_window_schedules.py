@@ -3,6 +3,8 @@ flat phases of strided depthwise convs (ops/nn/flat_window.py) and the single pa
 of rows (ops/nn/pool.py, schedule_window), with every choice of their knobs."""
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 from helpers import check_result, make_model, tensor_info
@@ -14,6 +16,15 @@ from tensorc.autotune.space import extract_tasks
 from tensorc.codegen.build import build_kernel
 from tensorc.ops.nn import flat_window, pool_separable
 from tensorc.target import Target
+
+alter_layout = importlib.import_module("tensorc.passes.graph.alter_layout")
+
+
+@pytest.fixture(autouse=True)
+def plain_layout(monkeypatch):
+    """The schedules here are the plain layout's: a lone depthwise conv with short output rows
+    would take the blocked layout instead (test_blocked_layout.py tests that)."""
+    monkeypatch.setattr(alter_layout, "_narrow_depthwise", lambda node, b: False)
 
 
 def depthwise_ref(x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: int, pads,
