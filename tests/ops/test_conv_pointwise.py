@@ -63,3 +63,31 @@ def test_weights_pack_into_tile_panels_with_zero_filters():
                                             (1, 1)])
 def test_the_panel_is_the_tallest_tile_that_pads_little(filters, panel):
     assert filter_panel(Target.from_string("llvm -mcpu=znver4"), filters) == panel
+
+
+def test_the_remainder_columns_keep_their_tile_in_registers():
+    """The last columns of a row of positions (169 = 5 x 32 + 9) run the register tile with
+    its lanes predicated: its accumulators stay in registers (a select where lanes do not
+    run), not in memory behind masked stores on every step of the reduction. Compiled for
+    an AVX-512 CPU, not run: no block of FMAs moves vectors to or from the stack."""
+    from tensorc.codegen.llvm import optimize_module
+    from tensorc.compiler import compile_graph
+    from tensorc.frontend.onnx import import_onnx
+    w = np.random.default_rng(0).standard_normal((28, 64, 1, 1)).astype(np.float32)
+    model = make_model([helper.make_node("Conv", ["x", "w"], ["y"])],
+                       [tensor_info("x", "float32", [1, 64, 13, 13])], ["y"])
+    model.graph.initializer.append(numpy_helper.from_array(w, "w"))
+    target = Target.from_string("llvm -mcpu=znver4")
+    compiled = compile_graph(import_onnx(model), target)
+    mod, tm = optimize_module(compiled.llvm_ir, target)
+    blocks, current = [], []
+    for line in tm.emit_assembly(mod).splitlines():
+        if line.startswith(".LBB"):
+            blocks.append(current)
+            current = []
+        current.append(line)
+    blocks.append(current)
+    fma_loops = [b for b in blocks if sum("vfmadd" in line for line in b) >= 4]
+    assert len(fma_loops) >= 2                      # the whole tiles and the remainder's
+    for block in fma_loops:
+        assert not any("(%rsp" in line and "mm" in line for line in block), "\n".join(block)
