@@ -74,8 +74,9 @@ def test_a_stride_2_conv_reads_its_patches_from_phase_planes():
 
 def test_a_few_channel_stem_writes_its_epilogue_from_the_register_tile():
     # 3 -> 8, 3x3 stride 2 on 75 columns: the GEMM runs along the 38-column output rows (one
-    # patch block of 16 columns at a time, the last shifted back), so no GEMM buffer is
-    # allocated and the ReLU is applied to the register tile as it is stored
+    # patch block of 32 columns at a time, K = 27 being deep enough for two vectors, the last
+    # shifted back), so no GEMM buffer is allocated and the ReLU is applied to the register
+    # tile as it is stored
     conv = helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[3, 3], strides=[2, 2],
                             pads=[1, 1, 1, 1])
     relu = helper.make_node("Relu", ["c"], ["y"])
@@ -83,9 +84,25 @@ def test_a_few_channel_stem_writes_its_epilogue_from_the_register_tile():
     w = np.random.default_rng(3).standard_normal((8, 3, 3, 3)).astype(np.float32)
     model.graph.initializer.append(numpy_helper.from_array(w, "w"))
     loops = tensorc.inspect(model, stage="loops")
-    assert "allocate im2col: float32[1, 27, 1, 16]" in loops, loops
+    assert "allocate im2col: float32[1, 27, 1, 32]" in loops, loops
     assert "allocate conv_gemm:" not in loops, loops
     x = np.random.default_rng(4).standard_normal((1, 3, 9, 75)).astype(np.float32)
     got = tensorc.compile(model).run({"x": x})["y"]
     check_result(got, np.maximum(conv_ref(x, w, (2, 2), (1, 1, 1, 1), (1, 1)), 0),
                  rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("channels, kernel, tile", [(1, 10, 16), (80, 3, 32), (8, 3, 32)])
+def test_deep_gemm_convs_take_tiles_two_vectors_wide(channels, kernel, tile):
+    """A conv GEMM at least WIDE_GEMM_DEPTH deep accumulates 32 output positions per tile
+    (fewer loads per multiply-add), a shallower one 16; both against numpy on a length
+    neither divides."""
+    from tensorc.ops.nn.conv import gemm_columns
+    assert gemm_columns(channels * kernel) == tile
+    rng = np.random.default_rng(channels)
+    x = rng.standard_normal((1, channels, 1, 77)).astype(np.float32)
+    w = (rng.standard_normal((20, channels, 1, kernel)) * 0.3).astype(np.float32)
+    pads = (0, kernel // 2, 0, kernel // 2)
+    model = conv_model(x, w, (1, 1), pads, (1, 1))
+    got = tensorc.compile(model).run({"x": x})["y"]
+    check_result(got, conv_ref(x, w, (1, 1), pads, (1, 1)), rtol=1e-4, atol=1e-4)

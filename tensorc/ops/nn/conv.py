@@ -474,6 +474,20 @@ def _conv_flat(attrs: dict, x: te.Tensor, w: te.Tensor, kernel, out) -> te.Tenso
 # padded to whole blocks of GEMM_COLUMNS (the epilogue drops the padding), so the register
 # tile never needs a guard.
 GEMM_COLUMNS = 16
+# ... and of twice as many where the reduction is at least WIDE_GEMM_DEPTH deep: a tile of
+# 14 filters x 2 vectors loads 16 values per 28 multiply-adds where 30 x 1 loads 31 per 30
+# (the load ports, not the FMAs, set the pace). One thread (Xeon), ms, 16 -> 32 columns
+# (onnxruntime): 80->384 k3 1-D on 3000 4.35 -> 3.56 (3.93), 3->96 4x4 s4 on 224x224 0.55
+# -> 0.42 (0.42), 3->32 3x3 s2 on 299x299 0.69 -> 0.60 (0.72), 3->16 3x3 s2 on 416x416
+# 0.72 -> 0.63 (0.71), 2->16 5x5 s2 0.098 -> 0.084 (0.097), 1->32 k80 s4 1-D 0.53 -> 0.49
+# (0.65); 3->64 7x7 s2 and 64->128 k3 the same; 4->32 3x3 s4 (K = 36) 0.127 -> 0.139
+# (0.103); a shallow one, 1->512 k10 s5 (K = 10), 0.79 -> 1.04 (0.70), keeps 16.
+WIDE_GEMM_DEPTH = 24
+
+
+def gemm_columns(depth: int) -> int:
+    """The output positions per register tile of a conv's GEMM ``depth`` deep."""
+    return 2 * GEMM_COLUMNS if depth >= WIDE_GEMM_DEPTH else GEMM_COLUMNS
 # Few-channel convs (stems) with output rows of two blocks or more run the GEMM along each
 # output row instead, the last block of a row overlapping the one before it: their short
 # reduction (K = 27 for a 3x3 RGB stem) makes the pitched form's separate epilogue pass a
@@ -606,7 +620,7 @@ def _conv_gemm(attrs: dict, x: te.Tensor, w: te.Tensor, kernel, out) -> te.Tenso
         taps = [(kernel[d] - 1) * dilations[d] for d in range(2)]
         phases = tuple(min(strides[d], taps[d] + 1) for d in range(2))
         pitch = -(-(x.shape[3] + pads[1] + pads[3]) // strides[1])
-        columns = -(-out[0] * pitch // GEMM_COLUMNS) * GEMM_COLUMNS
+        columns = -(-out[0] * pitch // gemm_columns(depth)) * gemm_columns(depth)
         last_read = columns - 1 + taps[0] // strides[0] * pitch + taps[1] // strides[1]
         grid = (columns,)
         height = x.shape[2] + pads[0] + pads[2]
@@ -619,7 +633,7 @@ def _conv_gemm(attrs: dict, x: te.Tensor, w: te.Tensor, kernel, out) -> te.Tenso
         # pointwise convs and 1-D ones: one flat row of output positions, padded to whole
         # blocks (a block's patches are gathered across row ends: once per block, for all
         # its filters)
-        grid = (-(-int(np.prod(out)) // GEMM_COLUMNS) * GEMM_COLUMNS,)
+        grid = (-(-int(np.prod(out)) // gemm_columns(depth)) * gemm_columns(depth),)
         padded = padded_input(x, tuple(pads))
 
     def patch(n, k, *g):
@@ -731,9 +745,10 @@ def _conv_space(target: Target, out: te.Tensor, conv_t: te.Tensor, attrs: dict
         product = conv_t.op.input_tensors()[0]
         return gemm_space(target, matmul_gemm(out, product, attrs), out.dtype)
     if kind == "gemm":
-        vectors = max(1, GEMM_COLUMNS // target.vector_lanes(out.dtype))
+        columns = gemm_columns(reduction_depth(conv_t.op.input_tensors()[0]))
+        vectors = max(1, columns // target.vector_lanes(out.dtype))
         limit = (registers - vectors - 1) // vectors
-        default = gemm_tile(target, filters, GEMM_COLUMNS)[0]
+        default = gemm_tile(target, filters, columns)[0]
     else:
         block = attrs.get("kernel_block", 0) or FILTER_TILE
         limit = block if kind == "flat" or attrs.get("kernel_block") else FILTER_TILE
@@ -853,7 +868,7 @@ def _schedule_gemm(target: Target, sch: Schedule, out: te.Tensor, gemm: te.Tenso
     else:
         *lines, q = spatial
     fo, fi = st.split(f, rows)
-    qo, qi = st.split(q, GEMM_COLUMNS)
+    qo, qi = st.split(q, gemm_columns(reduction_depth(gemm)))
     st.reorder(n, *lines, qo, fo, fi, qi)
     st.vectorize(qi)
     block = st.fuse(n, *lines, qo)
@@ -876,7 +891,7 @@ def _schedule_gemm_pitched(target: Target, sch: Schedule, out: te.Tensor, gemm: 
     st = sch[gemm]
     n, f, q = st.op_axis
     fo, fi = st.split(f, config["filter_tile"])
-    qo, qi = st.split(q, GEMM_COLUMNS)
+    qo, qi = st.split(q, gemm_columns(reduction_depth(gemm)))
     st.reorder(n, qo, fo, fi, qi)
     block = st.fuse(n, qo)
     st.vectorize(qi)
@@ -901,10 +916,11 @@ def _schedule_gemm_rows(target: Target, sch: Schedule, out: te.Tensor, gemm: te.
     st = sch[out]
     n, f, y, q = st.op_axis
     fo, fi = st.split(f, config["filter_tile"])
-    if out.shape[3] % GEMM_COLUMNS:
-        qo, qi = st.split(q, GEMM_COLUMNS, shift_tail=True)
+    columns = min(gemm_columns(reduction_depth(gemm)), out.shape[3])
+    if out.shape[3] % columns:
+        qo, qi = st.split(q, columns, shift_tail=True)
     else:
-        qo, qi = st.split(q, GEMM_COLUMNS)
+        qo, qi = st.split(q, columns)
     st.reorder(n, y, qo, fo, fi, qi)
     st.vectorize(qi)
     line = st.fuse(n, y)
