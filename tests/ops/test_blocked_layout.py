@@ -234,6 +234,18 @@ def test_a_depthwise_conv_with_short_rows_runs_blocked_alone(stride):
     assert "layout_transform" not in graph_of(wide.model(), target=ZEN4)
 
 
+def test_pointwise_convs_on_a_narrow_map_tile_two_rows():
+    """A 1x1 conv whose register tile is a whole row of a 7x7 map takes two rows per tile
+    (each weight vector serves 14 outputs); the rows overhang the map's 7, and the answer
+    stays onnxruntime's."""
+    chain = Chain((1, 64, 7, 7))
+    chain.conv(256, kernel=1)           # weights larger than the map: filter blocks outer
+    chain.conv(64, kernel=1, act=None)
+    loops = tensorc.inspect(chain.model(), stage="loops", target=ZEN4)
+    assert "allocate conv_blocked.local: float32[1, 2, 2, 7, 16] (local)" in loops, loops
+    check_against_onnxruntime(chain.model(), (1, 64, 7, 7), target=ZEN4)
+
+
 def test_avx2_targets_use_blocks_of_eight():
     model = _conv_stack((1, 16, 14, 14)).model()
     graph = graph_of(model, target=AVX2)
