@@ -974,11 +974,7 @@ class LLVMCodegen(ValueOps):
         dtype = buf.dtype
         full = _pow2_at_least(lanes)
         lane_mask = self._masked(buf, index, store=True)
-        if lane_mask is None and (full == lanes or buf.scope == "local"):
-            st = self.b.store(value, ptr)
-            st.align = _itemsize(dtype)
-            return
-        if full == lanes and self._local_vector(buf, index, lanes):
+        if lane_mask is not None and full == lanes and self._local_vector(buf, index, lanes):
             # a predicated store inside a local buffer (a register tile's remainder): the
             # lanes that do not run keep their value, by a select and a plain store, which
             # LLVM promotes to registers (a masked store stays in memory: each step of the
@@ -987,6 +983,8 @@ class LLVMCodegen(ValueOps):
             old = self.b.load(ptr, typ=value.type)
             old.align = _itemsize(dtype)
             value = self.b.select(self._widened_mask(lane_mask, lanes, full), value, old)
+            lane_mask = None
+        if lane_mask is None and (full == lanes or buf.scope == "local"):
             st = self.b.store(value, ptr)
             st.align = _itemsize(dtype)
             return

@@ -276,7 +276,7 @@ def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
         tile_count = rules.tiles({"rows": default_rows})
         row_choices = sorted({*row_choices, row_tiles})
         col_panels = WHOLE
-    pack_b_default = pack_b[-1] and not row_tiles < tile_count
+    pack_b_default = pack_b[-1] and row_tiles >= tile_count
     if gemm.a_panel and 1 in row_choices and m * k > k * n and \
             k * n * gemm.itemsize <= L2_BYTES:
         # a conv's packed weights (A) larger than its input (B), which L2 holds: one A

@@ -130,15 +130,16 @@ def materialize_pad(target: Target, sch: Schedule, consumer: Tensor) -> None:
 
 @dataclass(frozen=True)
 class RegisterTileFits:
-    """A register-tiled conv space's constraint (``row_tile`` x ``filter_vectors``): the
-    tile's accumulators, its vectors of weights and a broadcast input fit the vector
-    registers. (A module-level class, not a closure: the autotuner pickles spaces into its
-    build workers.)"""
+    """A register-tiled conv space's constraint (``tile_lines`` rows, where the space has
+    that knob, of ``row_tile`` x ``filter_vectors``): the tile's accumulators, its vectors of
+    weights and a broadcast input fit the vector registers. (A module-level class, not a
+    closure: the autotuner pickles spaces into its build workers.)"""
 
     registers: int
 
     def __call__(self, c) -> str | None:
-        if c["row_tile"] * c["filter_vectors"] + c["filter_vectors"] + 1 > self.registers:
+        tile = c.get("tile_lines", 1) * c["row_tile"] * c["filter_vectors"]
+        if tile + c["filter_vectors"] + 1 > self.registers:
             return "row_tile x filter_vectors accumulators exceed the vector registers"
         return None
 

@@ -304,8 +304,10 @@ def conv_blocked_space(target: Target, out: te.Tensor, tile: te.Tensor, attrs: d
     # 512 -> 2048 onto 7x7, ms at 1 / 2 threads: 0.74 / 0.50 -> 0.67 / 0.42 and 0.75 / 0.39
     # -> 0.68 / 0.34 (3x3 convs lost: their taps already reuse each weight across a row)
     lines = (1, 2) if taps == 1 and out.shape[2] > 1 else (1,)
+    registers_fit = RegisterTileFits(registers)
     default_lines = 2 if lines[-1] == 2 and default_rows == width and default_bands == 1 and \
-        2 * default_rows * default_vectors + default_vectors + 1 <= registers else 1
+        registers_fit({"tile_lines": 2, "row_tile": default_rows,
+                       "filter_vectors": default_vectors}) is None else 1
     fits = PrefetchFits(taps, out.shape[4] * itemsize(out.dtype))
     default_prefetch = _default_prefetch(out, tile, taps)
     if fits({"taps_inner": default_taps_inner, "filter_vectors": default_vectors,
@@ -325,21 +327,7 @@ def conv_blocked_space(target: Target, out: te.Tensor, tile: te.Tensor, attrs: d
         Knob("parallel", (True, False), True, "tiles on threads (when large enough)"),
         Knob("prefetch", CONV_PREFETCH_CHOICES, default_prefetch, "steps of the input "
              "channel loop ahead that the register tile prefetches its weights (0: none)"),
-    ], [RegisterTileFits(registers), LinesFit(registers), fits], name="conv (blocked)")
-
-
-@dataclass(frozen=True)
-class LinesFit:
-    """A blocked conv space's constraint: ``tile_lines`` rows of ``row_tile`` outputs x
-    ``filter_vectors`` accumulators, the weight vectors and a broadcast fit the registers."""
-
-    registers: int
-
-    def __call__(self, c) -> str | None:
-        if c["tile_lines"] * c["row_tile"] * c["filter_vectors"] + c["filter_vectors"] + 1 > \
-                self.registers:
-            return "tile_lines x row_tile x filter_vectors accumulators exceed the registers"
-        return None
+    ], [registers_fit, fits], name="conv (blocked)")
 
 
 def schedule_conv_blocked(target: Target, sch: Schedule, out: te.Tensor, tile: te.Tensor,

@@ -483,11 +483,6 @@ GEMM_COLUMNS = 16
 # (0.65); 3->64 7x7 s2 and 64->128 k3 the same; 4->32 3x3 s4 (K = 36) 0.127 -> 0.139
 # (0.103); a shallow one, 1->512 k10 s5 (K = 10), 0.79 -> 1.04 (0.70), keeps 16.
 WIDE_GEMM_DEPTH = 24
-
-
-def gemm_columns(depth: int) -> int:
-    """The output positions per register tile of a conv's GEMM ``depth`` deep."""
-    return 2 * GEMM_COLUMNS if depth >= WIDE_GEMM_DEPTH else GEMM_COLUMNS
 # Few-channel convs (stems) with output rows of two blocks or more run the GEMM along each
 # output row instead, the last block of a row overlapping the one before it: their short
 # reduction (K = 27 for a 3x3 RGB stem) makes the pitched form's separate epilogue pass a
@@ -496,6 +491,11 @@ def gemm_columns(depth: int) -> int:
 # (the overlap's extra columns cost more than the pass).
 ROW_GEMM_CHANNELS = 8
 GEMM_BELOW_VECTOR_BITS = 512    # narrower vectors: every dense conv is a GEMM (conv_as_gemm)
+
+
+def gemm_columns(depth: int) -> int:
+    """The output positions per register tile of a conv's GEMM ``depth`` deep."""
+    return 2 * GEMM_COLUMNS if depth >= WIDE_GEMM_DEPTH else GEMM_COLUMNS
 
 
 def conv_as_gemm(attrs: dict, x_shape, w_shape, target: Target | None = None) -> bool:
@@ -594,6 +594,7 @@ def _conv_gemm(attrs: dict, x: te.Tensor, w: te.Tensor, kernel, out) -> te.Tenso
     filters = w.shape[0]
     strides, dilations = attrs["strides"], attrs["dilations"]
     depth = channels * int(np.prod(kernel))
+    block = gemm_columns(depth)     # output positions per register tile
     pointwise = _pointwise(attrs, w.shape)
     pads = list(attrs["pads"])
     pitch = None
@@ -620,7 +621,7 @@ def _conv_gemm(attrs: dict, x: te.Tensor, w: te.Tensor, kernel, out) -> te.Tenso
         taps = [(kernel[d] - 1) * dilations[d] for d in range(2)]
         phases = tuple(min(strides[d], taps[d] + 1) for d in range(2))
         pitch = -(-(x.shape[3] + pads[1] + pads[3]) // strides[1])
-        columns = -(-out[0] * pitch // gemm_columns(depth)) * gemm_columns(depth)
+        columns = -(-out[0] * pitch // block) * block
         last_read = columns - 1 + taps[0] // strides[0] * pitch + taps[1] // strides[1]
         grid = (columns,)
         height = x.shape[2] + pads[0] + pads[2]
@@ -633,7 +634,7 @@ def _conv_gemm(attrs: dict, x: te.Tensor, w: te.Tensor, kernel, out) -> te.Tenso
         # pointwise convs and 1-D ones: one flat row of output positions, padded to whole
         # blocks (a block's patches are gathered across row ends: once per block, for all
         # its filters)
-        grid = (-(-int(np.prod(out)) // gemm_columns(depth)) * gemm_columns(depth),)
+        grid = (-(-int(np.prod(out)) // block) * block,)
         padded = padded_input(x, tuple(pads))
 
     def patch(n, k, *g):
