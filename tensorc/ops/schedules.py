@@ -420,21 +420,29 @@ ROW_REGISTERS = 4
 
 
 def reduce_in_row(target: Target, sch: Schedule, reduction: Tensor, parent: Stage, row,
-                  rfactor: bool = True) -> None:
+                  rfactor: bool = True, interleave: bool = False) -> Stage | None:
     """Compute ``reduction`` (one value per row, reducing contiguous elements) inside
     ``parent``'s ``row`` loop, with partial results in up to ROW_REGISTERS vectors (rfactor)
-    when the row is long enough and the combiner allows it."""
+    when the row is long enough and the combiner allows it. ``interleave``: ``row`` holds
+    several rows, whose partial results are updated in turn at each step along the rows
+    (independent chains). Returns the stage of the partial results (None without)."""
     lanes = target.vector_lanes(reduction.dtype)
     stage = sch[reduction]
     stage.compute_at(parent, row)
     if not rfactor or not _row_reduction(reduction, lanes):
-        return
+        return None
     rf = sch.rfactor(reduction, lanes * _row_registers(reduction, lanes))
     rf_stage = sch[rf]
     rf_stage.compute_at(parent, row)
-    *_, j = rf_stage.op_axis
-    rf_stage.reorder(*rf_stage.reduce_axis, j)
+    *spatial, j = rf_stage.op_axis
+    if interleave:
+        rf_stage.reorder(*rf_stage.reduce_axis, *spatial, j)
+        for axis in spatial:
+            rf_stage.unroll(axis)
+    else:
+        rf_stage.reorder(*rf_stage.reduce_axis, j)
     rf_stage.vectorize(j)
+    return rf_stage
 
 
 def _row_registers(reduction: Tensor, lanes: int) -> int:

@@ -146,51 +146,100 @@ def _hardmax_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
                                                     one, nil), name="hardmax")
 
 
+# Rows of at most GROUP_ELEMENTS take several per step of the row loop, their reductions
+# interleaved: a row's max, then its sum, is a chain of dependent vector operations, and a
+# short row's chains are too short to hide their latency. The pass that computes exp (bound
+# by the arithmetic units) asks for the next group's rows, which the passes bound by the
+# cache then find in L1. One thread (Xeon), ms, before -> after both (onnxruntime): Softmax
+# 4096x64 0.131 -> 0.101 (0.120), 2048x128 0.117 -> 0.089 (0.101), 1024x256 0.107 -> 0.094
+# (0.089), attention rows 12x128x128 0.103 -> 0.073 (0.087); LogSoftmax 2048x128 0.136 ->
+# 0.108 (0.114). Rows of 1024 (one per step) gain from the prefetch alone: Softmax 0.114 ->
+# 0.108 (0.087), LogSoftmax 0.107 -> 0.095 (0.097).
+GROUP_ELEMENTS = 512
+ROW_GROUPS = (1, 2, 4)
+
+
 def _row_space(target: Target, out: te.Tensor, anchor: te.Tensor, attrs: dict
                ) -> SearchSpace:
     """rfactor: each row's reductions in a vector of partial results; vectorize: the
-    finishing pass in vectors; parallel: rows on threads (when large enough)."""
+    finishing pass in vectors; parallel: rows on threads (when large enough); row_group:
+    rows per step of the row loop; prefetch: the exp pass asks for the next rows of x."""
     if attrs["axis"] != len(out.shape) - 1 or len(out.shape) < 2:
         return EMPTY
     # only the knobs that change this schedule: a row shorter than a vector is neither
     # vectorized nor reduced in vectors, and a small tensor never runs on threads
     knobs = []
-    if out.shape[-1] >= target.vector_lanes(out.dtype):
+    lanes = target.vector_lanes(out.dtype)
+    rows, width = int(np.prod(out.shape[:-1])), out.shape[-1]
+    if width >= lanes:
         knobs += [Knob("rfactor", (True, False), True, "row reductions in vector partial "
                        "results"),
                   Knob("vectorize", (True, False), True, "the finishing pass in vectors")]
     if np.prod(out.shape) >= PARALLEL_MIN_ELEMENTS:
         knobs.append(Knob("parallel", (True, False), True, "rows on threads"))
+    groups = tuple(g for g in ROW_GROUPS if out.shape[-2] % g == 0)
+    if len(groups) > 1:
+        default = max(g for g in groups if g == 1 or g * width <= GROUP_ELEMENTS)
+        knobs.append(Knob("row_group", groups, default, "rows per step of the row loop, "
+                          "their reductions interleaved"))
+    if rows > 1 and width >= lanes and anchor.op.name != "hardmax_index":
+        knobs.append(Knob("prefetch", (True, False), True, "the pass that computes exp "
+                          "asks for the next rows of the input"))
     return SearchSpace(knobs, name="softmax rows") if knobs else EMPTY
 
 
 def _row_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
                   attrs: dict, config) -> None:
     """Along the last axis: each row's reductions (max, sum, index) are computed inside the
-    row loop, rows run in parallel, the finish is vectorized. Other axes keep whole-tensor
-    stages."""
+    row loop (row_group rows at a time, their reductions interleaved), rows run in
+    parallel, the finish is vectorized. The pass that computes exp(x - max), bound by the
+    arithmetic units, asks for the next rows of x meanwhile (the other passes are bound by
+    the cache). Other axes keep whole-tensor stages."""
     if attrs["axis"] != len(out.shape) - 1 or len(out.shape) < 2:
         return
     st = sch[out]
     *rows, col = st.op_axis
-    row = st.fuse(*rows)
     lanes = target.vector_lanes(out.dtype)
-    config = {"rfactor": True, "vectorize": True, "parallel": True,
-              **(config or _row_space(target, out, anchor, attrs).default())}
+    config = {"rfactor": True, "vectorize": True, "parallel": True, "row_group": 1,
+              "prefetch": False, **(config or _row_space(target, out, anchor, attrs).default())}
+    group = config["row_group"]
+    if group > 1:       # (the last row axis split: bounds inference narrows through fuse)
+        rows[-1], _ = st.split(rows[-1], group)
+    row = st.fuse(*rows)
     if out.shape[-1] >= lanes and config["vectorize"]:
         st.vectorize(st.split(col, lanes)[1])
     if np.prod(out.shape) >= PARALLEL_MIN_ELEMENTS and config["parallel"]:
         st.parallel(row)
+    ahead = group * out.shape[-1] if config["prefetch"] else 0
+    kept_exp = any(getattr(stage.op, "tag", "") == "anchor:softmax_exp" for stage in sch.stages)
     # producers before consumers, so that each is attached inside its reader's row
     for stage in list(sch.stages):
         if stage is st or stage.attach != "root":
             continue
+        tag = getattr(stage.op, "tag", "")
         if getattr(stage.op, "reduce_axis", None):
-            reduce_in_row(target, sch, stage.tensor, st, row, config["rfactor"])
-        elif getattr(stage.op, "tag", "") == "anchor:softmax_exp":
+            walk = reduce_in_row(target, sch, stage.tensor, st, row, config["rfactor"],
+                                 interleave=group > 1)
+            if ahead and walk is not None and tag.endswith("_sum") and not kept_exp:
+                # log_softmax: the sum's partial results compute exp(x - max)
+                _prefetch_ahead(walk, walk.reduce_axis[0], out, ahead, walk.tensor.shape[-1])
+        elif tag == "anchor:softmax_exp":
             stage.compute_at(st, row)        # the row's exp values, once
             if out.shape[-1] >= lanes and config["vectorize"]:
-                stage.vectorize(stage.split(stage.op_axis[-1], lanes)[1])
+                step, inner = stage.split(stage.op_axis[-1], lanes)
+                stage.vectorize(inner)
+                if ahead:
+                    _prefetch_ahead(stage, step, out, ahead, lanes)
+
+
+def _prefetch_ahead(stage, step, out: te.Tensor, elements: int, per_step: int) -> None:
+    """``stage`` asks, at each iteration of its loop ``step`` along a row (``per_step``
+    elements of it), for what it reads of x (its input of ``out``'s shape) ``elements``
+    further on: the same columns of the rows one group below. Only where the row is whole
+    steps (a partial last step would not read x at affine offsets)."""
+    sources = [t for t in stage.op.input_tensors() if t.shape == out.shape]
+    if sources and out.shape[-1] % per_step == 0:
+        stage.prefetch(sources[0], step, elements // per_step)
 
 
 for _op in (softmax, log_softmax, hardmax):
