@@ -48,6 +48,20 @@ def test_filter_lanes_conv_matches_numpy(lanes_everywhere, channels, hw, filters
     check_result(got, conv_ref(x, w, strides, pads, dilations), rtol=1e-4, atol=1e-4)
 
 
+def test_strided_taps_take_short_rows_with_the_taps_inside_the_channels():
+    """A 3x3 s2 conv onto 18x18 (not a square tile: K = 288, planes not 2 KB multiples):
+    rows of 6 (even pieces of at most 7), each channel's taps innermost; numbers as numpy."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((1, 32, 36, 36)).astype(np.float32)
+    w = (rng.standard_normal((32, 32, 3, 3)) * 0.2).astype(np.float32)
+    model = conv_model(x, w, (2, 2), (1, 1, 1, 1), (1, 1))
+    text = tensorc.inspect(model, stage="loops")
+    assert "allocate conv_lanes.local: float32[1, 1, 6, 32]" in text
+    assert "for (rc: serial, 0, 32)\n        for (ry: serial, 0, 3)" in text
+    got = tensorc.compile(model).run({"x": x})["y"]
+    check_result(got, conv_ref(x, w, (2, 2), (1, 1, 1, 1), (1, 1)), rtol=1e-4, atol=1e-4)
+
+
 def test_a_batch_with_bias_residual_and_relu_is_one_kernel(lanes_everywhere):
     rng = np.random.default_rng(5)
     x = rng.standard_normal((2, 32, 9, 9)).astype(np.float32)
