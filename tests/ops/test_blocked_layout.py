@@ -351,6 +351,16 @@ def test_strided_convs_take_short_rows_with_the_taps_inside():
     assert _blocked_conv_space(128, 128, 30, 3).default()["row_tile"] == 14
 
 
+def test_taps_inside_leave_registers_for_a_row_of_broadcasts():
+    """Inception's 288 -> 384 3x3 s2 onto 17x17: 6 outputs x 3 filter vectors, not x 4
+    (LLVM spilled 24 accumulators beside the row of broadcasts that the taps share);
+    ResNet-50's 3x3 s2 tiles keep 7 outputs x 2 vectors."""
+    default = _blocked_conv_space(288, 384, 35, 3, stride=2).default()
+    assert (default["row_tile"], default["filter_vectors"], default["taps_inner"]) == \
+        (6, 3, True)
+    assert _blocked_conv_space(128, 128, 57, 3, stride=2).default()["filter_vectors"] == 2
+
+
 def test_the_threads_split_rows_where_the_weights_are_the_smaller():
     # a ResNet-50 stage-1 1x1 conv: 64 filters against 56x56 outputs: rows outer
     assert _blocked_conv_space(256, 64, 56, 1).default()["row_bands"] == 56

@@ -295,10 +295,15 @@ def conv_blocked_space(target: Target, out: te.Tensor, tile: te.Tensor, attrs: d
         # 128 -> 128 onto 28x28, 4.01 / 2.30 -> 3.84 / 2.14; onto 14x14 5.58 / 3.49 -> 5.37
         # / 3.46 (the model's kernels: 57.5 / 32.7 -> 57.4 / 32.5)
         default_rows = -(-width // -(-width // 7))
-    default_vectors = max(v for v in vectors if default_rows * v + v + 1 <= registers)
     # rows of at most 7 outputs leave registers for reusing each weight vector across the
     # taps (256->512 3x3 s2 onto 7x7: 1.09 -> 0.89 ms); longer ones gain nothing
     default_taps_inner = default_rows <= 7
+    # as many filter vectors as the registers hold beside the tile's weight vectors and one
+    # broadcast, or, with the taps inside, a row of broadcasts (each input serves the taps
+    # that read it). Inception's 288 -> 384 3x3 s2 onto 17x17, 6 outputs x 4 vectors -> x 3:
+    # LLVM spilled 18 vectors per channel step; one thread 5.71 -> 3.87 ms (onnxruntime 3.88)
+    held = default_rows if default_taps_inner and taps > 1 else 1
+    default_vectors = max(v for v in vectors if default_rows * v + v + held <= registers)
     # a 1x1 conv on a narrow map (7x7) whose tile is a whole row: two rows per tile, so that
     # each weight vector read from L2 serves 14 outputs, not 7. ResNet-50's 2048 -> 512 and
     # 512 -> 2048 onto 7x7, ms at 1 / 2 threads: 0.74 / 0.50 -> 0.67 / 0.42 and 0.75 / 0.39
