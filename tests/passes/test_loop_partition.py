@@ -42,6 +42,24 @@ def test_a_guarded_tail_is_peeled():
     np.testing.assert_array_equal(out, a * 2)
 
 
+def test_a_parallel_loop_keeps_its_pieces_in_one_parallel_loop():
+    """A parallel loop's guarded tail is a branch of the one parallel loop (a separate
+    parallel loop after it would run the tail on one thread while the others wait); each
+    branch is simplified for its piece: no guard in the whole blocks, the tail's index a
+    constant."""
+    A = placeholder((10, 8), name="A")
+    B = compute((10, 8), lambda i, j: A[i, j] * 2.0, name="B")
+    s = create_schedule(B)
+    outer, _ = s[B].split(s[B].op_axis[0], 4)
+    s[B].parallel(outer)
+    text = str(optimize(lower(s, [A, B], "tail")))
+    assert text.count("parallel") == 1 and "for (i.o: parallel, 0, 3)" in text
+    assert "if (i.o < 2)" in text and text.count("if (") == 1
+    a = random_array(RNG, (10, 8))
+    (out,) = run_func(lower(s, [A, B], "tail"), [a])
+    np.testing.assert_array_equal(out, a * 2)
+
+
 def test_a_triangle_is_split_in_both_loops_and_stays_right():
     A = placeholder((4, 4), name="A")
     B = compute((4, 4), lambda i, j: E.select(E.Compare("lt", i + j, E.const(6)), A[i, j],

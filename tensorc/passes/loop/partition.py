@@ -15,7 +15,7 @@ from tensorc.ir import expr as E
 from tensorc.ir.loop import (
     Allocate, For, IfThenElse, PrimFunc, Seq, Stmt, Store, interleaved_tile, map_stmt, seq,
 )
-from tensorc.passes.loop.simplify import simplify
+from tensorc.passes.loop.simplify import simplify, simplify_stmt
 
 MAX_PIECES = 4         # a loop is split into at most this many ranges
 PARTITIONED = ("serial", "parallel", "unrolled")
@@ -40,6 +40,8 @@ def _visit(s: Stmt, ranges: dict) -> Stmt:
         if n is not None and s.kind in PARTITIONED and not _declares_shared(s.body) and \
                 interleaved_tile(s) is None:
             cuts = _breakpoints(s, n, ranges)
+        if cuts and s.kind == "parallel":
+            return _parallel_pieces(s, [0, *cuts, n], ranges)
         pieces = _split(s, [0, *cuts, n]) if cuts else [s]
         out = []
         for loop in pieces:
@@ -57,6 +59,29 @@ def _visit(s: Stmt, ranges: dict) -> Stmt:
         return IfThenElse(s.cond, _visit(s.then_case, ranges),
                           None if s.else_case is None else _visit(s.else_case, ranges))
     return s
+
+
+def _parallel_pieces(loop: For, points: list[int], ranges: dict) -> Stmt:
+    """A parallel loop's pieces as branches of one parallel loop: each iteration runs the
+    body simplified for its piece. As parallel loops one after another, each piece would end
+    in a wait for all threads, and a short piece (the partial last column block of a GEMV,
+    the edge rows of a padded map) would run on one thread while the others wait: a 1 x
+    2048 x 1000 matmul (ResNet-50's classifier), 7 column blocks in parallel then the
+    partial 8th alone, took 0.265 ms at two threads (onnxruntime 0.188)."""
+    branches = []
+    for start, stop in zip(points, points[1:]):
+        inner = dict(ranges)
+        inner[loop.var] = (start, stop - 1)
+        body = loop.body
+        if stop - start == 1:       # one iteration: its index a constant
+            body = map_stmt(body, lambda e, k=start: E.substitute(e, {loop.var: E.const(
+                k, loop.var.dtype)}))
+        body = simplify_stmt(_visit(body, inner), inner)
+        branches.append((stop, body if body is not None else seq()))
+    body = branches[-1][1]
+    for stop, branch in reversed(branches[:-1]):
+        body = IfThenElse(E.Compare("lt", loop.var, E.const(stop, loop.var.dtype)), branch, body)
+    return For(loop.var, loop.extent, loop.kind, body)
 
 
 def _declares_shared(s: Stmt) -> bool:

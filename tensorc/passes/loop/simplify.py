@@ -18,6 +18,12 @@ def simplify(func: PrimFunc) -> PrimFunc:
                     dict(func.attrs))
 
 
+def simplify_stmt(s: Stmt, ranges: dict) -> Stmt | None:
+    """``s`` simplified where the variables of ``ranges`` lie in their (low, high) ranges
+    (None where nothing is left of it)."""
+    return _simplify(s, ranges)
+
+
 def _simplify(s: Stmt, ranges: dict) -> Stmt | None:
     if isinstance(s, For):
         extent = E.simplify(s.extent, ranges)
