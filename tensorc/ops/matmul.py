@@ -153,6 +153,7 @@ PARALLEL_BLOCKS = 8
 ROW_CHOICES = (1, 2, 4, 6, 8, 10, 12, 14)     # the searched tile rows (and the default)
 ROW_BLOCK_MIN_ROWS = 64                       # fewer rows of A: no row blocks
 K_BLOCK_CHOICES = (128, 256, 512)
+ROWS_ORDER_MAX_DEPTH = 256                    # shallower: A strips outer in a block
 BLOCK_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256, WHOLE)
 
 
@@ -290,6 +291,14 @@ def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
     # conv's input (activations, which the cache holds; SqueezeNet's 1x1 convs measured the
     # same either way, within this VM's noise)
     prefetch_default = 0 if same or gemm.a_panel else PREFETCH_DEFAULT
+    # a shallow matmul's A strip (14 rows of K <= 256: 14 KB) stays in L1 against the
+    # block's B panels, which stream from L2 as whole vectors, rather than each B panel
+    # against strips that stream as 14 rows of broadcasts. One thread (Xeon), ms, panels ->
+    # rows outer (onnxruntime): 500x256x3072 5.10 -> 4.97 (4.98), 500x256x1024 1.72 ->
+    # 1.68 (1.67), 128x256x3072 1.27 -> 1.23 (1.30); two threads 500x256x3072 2.69 -> 2.57
+    # (2.63). From K = 384 the rows lose (500x384x3072 7.47 -> 8.00)
+    order = "rows" if "rows" in orders and k <= ROWS_ORDER_MAX_DEPTH and \
+        not gemm.a_panel else "panels"
     return SearchSpace([
         Knob("rows", rows, default_rows, "rows of the register tile (mr; fixed by a packed "
              "A's panel height)"),
@@ -302,7 +311,7 @@ def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
              "into nr-wide panels"),
         Knob("k_block", k_choices, k_block, "rows of B per k "
              "block (kc; WHOLE: none; a matmul's only)"),
-        Knob("order", orders, "panels", "inside a block, B panels outer (each panel meets "
+        Knob("order", orders, order, "inside a block, B panels outer (each panel meets "
              "every A strip) or A strips outer"),
         Knob("parallel", (True, False), True, "blocks on threads (when large enough)"),
         # (x @ x reads its one operand at two places: which would a prefetch mean?)

@@ -309,6 +309,20 @@ def test_default_tile_rows(m, rows):
     assert space.default()["rows"] == rows
 
 
+@pytest.mark.parametrize("k,order", [(256, "rows"), (128, "rows"), (384, "panels"),
+                                     (3072, "panels")])
+def test_shallow_matmuls_keep_the_a_strip_outer(k, order):
+    """Up to K = 256 a block runs its A strips outer (each strip, in L1, meets the block's B
+    panels); deeper ones run the B panels outer. The default compiles to numpy's result."""
+    from tensorc.ops.matmul import Gemm, gemm_space
+    space = gemm_space(AVX512, Gemm(500, 3072, k, b_panel=32, k_blockable=True), "float32")
+    assert space.default()["order"] == order
+    func, inputs, want = build_group(40, k, 96, packed=True,
+                                     config=build_group(40, k, 96, packed=True).default())
+    (got,) = run_func(func, inputs)
+    check_result(got, want, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("m", [16, 17])
 def test_tallest_tile_and_remainder_match_numpy(m):
     space = build_group(m, 64, 96, packed=True)
