@@ -30,6 +30,7 @@ def lanes_everywhere(monkeypatch):
     (64, (13, 13), 48, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),     # SqueezeNet's 13x13
     (24, (7, 7), 40, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),       # 40 = 2.5 vectors
     (16, (14, 14), 32, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),     # stride 2: 7x7 out
+    (32, (22, 22), 32, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),     # 11 wide: pieces of 6
     (12, (27, 27), 16, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),     # 27 wide: shifted tile
     (8, (17, 17), 24, (1, 7), (1, 1), (0, 3, 0, 3), (1, 1)),      # Inception's 1x7
     (8, (17, 17), 24, (7, 1), (1, 1), (3, 0, 3, 0), (1, 1)),      # and 7x1
@@ -100,3 +101,18 @@ def test_small_maps_take_filter_lanes_on_avx512_only():
                              (512, 256, 1, 1), zen4)
     assert not filter_lanes_wins(dict(pointwise, strides=(2, 2)), (1, 64, 56, 56),
                                  (128, 64, 1, 1), zen4)
+
+
+@pytest.mark.parametrize("strided_taps", [False, True])
+def test_every_row_width_has_a_legal_default_tile(strided_taps):
+    """The default row tile is among the choices for every output width (a 3x3 s2 conv
+    onto 11x11 once defaulted to 6 outputs, which were not a choice: the compile failed)."""
+    from tensorc.ir import te
+    from tensorc.ops.nn.conv import _filter_lanes_space
+    from tensorc.target import Target
+    target = Target.from_string("llvm -mcpu=znver4")
+    for width in range(1, 64):
+        for depth in (27, 288):
+            out = te.placeholder((1, 48, width, width), "float32", "out")
+            space = _filter_lanes_space(target, out, depth, strided_taps=strided_taps)
+            assert space.violation(space.default()) is None

@@ -355,8 +355,6 @@ def _filter_lanes_space(target: Target, out: te.Tensor, depth: int,
     lanes = target.vector_lanes(out.dtype)
     registers = 32 if target.vector_bits >= 512 else 16
     width, vectors = out.shape[3], -(-out.shape[1] // lanes)
-    rows = sorted({r for r in range(1, min(width, lanes) + 1)
-                   if width % r == 0 or r >= 7} | {min(width, 14)})
     plane_bytes = out.shape[2] * width * (4 if out.dtype == "float32" else 8)
     square = width >= lanes and (depth <= SQUARE_TILE_MAX_DEPTH or plane_bytes % 2048 == 0)
     # else even pieces of a row, at most 14 outputs; of at most 7 for a strided conv's taps,
@@ -367,6 +365,8 @@ def _filter_lanes_space(target: Target, out: te.Tensor, depth: int,
     # 17x17 (pieces of 6) 5.78 -> 4.46 (4.46), 64->64 onto 28x28 0.454 -> 0.435 (0.444)
     most = 7 if strided_taps else 14
     default_rows = lanes if square else -(-width // -(-width // most))
+    rows = sorted({r for r in range(1, min(width, lanes) + 1)
+                   if width % r == 0 or r >= 7} | {min(width, 14), default_rows})
     choices = [v for v in (1, 2, 3, 4) if v <= vectors]
 
     fits = RegisterTileFits(registers)
