@@ -345,13 +345,13 @@ def _conv_filter_lanes(attrs: dict, x: te.Tensor, w: te.Tensor, kernel, out) -> 
 SQUARE_TILE_MAX_DEPTH = 256
 
 
-def _filter_lanes_space(target: Target, out: te.Tensor, depth: int,
-                        strided_taps: bool = False) -> SearchSpace:
+def _filter_lanes_space(target: Target, out: te.Tensor, depth: int, taps: int = 1,
+                        strided: bool = False) -> SearchSpace:
     """row_tile: outputs of a row per register tile (R; a vector's worth: the square tile,
     stored transposed); filter_vectors: vectors of filters (V, R*V accumulators);
     taps_inner: the kernel taps innermost (each input broadcast serves KW taps: fewer loads,
-    more registers) or the channels. ``depth``: the reduction, C * KH * KW;
-    ``strided_taps``: a kernel wider than 1x1 with strides."""
+    more registers) or the channels. ``depth``: the reduction, C * KH * KW; ``taps``: KH *
+    KW; ``strided``: the conv has strides."""
     lanes = target.vector_lanes(out.dtype)
     registers = 32 if target.vector_bits >= 512 else 16
     width, vectors = out.shape[3], -(-out.shape[1] // lanes)
@@ -363,15 +363,19 @@ def _filter_lanes_space(target: Target, out: te.Tensor, depth: int,
     # tap). One thread (Xeon), ms, 14 -> 7 outputs (onnxruntime): 128->128 3x3 s2 onto
     # 28x28 2.13 -> 1.70 (1.64), 256->256 onto 14x14 2.03 -> 1.60 (1.63), 288->384 onto
     # 17x17 (pieces of 6) 5.78 -> 4.46 (4.46), 64->64 onto 28x28 0.454 -> 0.435 (0.444)
-    most = 7 if strided_taps else 14
+    most = 7 if strided and taps > 1 else 14
     default_rows = lanes if square else -(-width // -(-width // most))
     rows = sorted({r for r in range(1, min(width, lanes) + 1)
                    if width % r == 0 or r >= 7} | {min(width, 14), default_rows})
     choices = [v for v in (1, 2, 3, 4) if v <= vectors]
 
     fits = RegisterTileFits(registers)
+    # (with the taps inside, a row of broadcasts beside the accumulators, as in the blocked
+    # conv's tile: 288->384 3x3 s2 onto 17x17, 6 outputs x 4 vectors -> x 3: 5.13 -> 3.90
+    # ms, onnxruntime 3.95)
+    held = default_rows if default_rows <= 7 and taps > 1 else 1
     default_vectors = 1 if square else max(v for v in choices if vectors % v == 0 and
-                                           default_rows * v + v + 1 <= registers)
+                                           default_rows * v + v + held <= registers)
     return SearchSpace([
         Knob("row_tile", tuple(rows), default_rows, "outputs of a row per register tile"),
         Knob("filter_vectors", tuple(choices), default_vectors, "vectors of filters per "
@@ -750,8 +754,7 @@ def _conv_space(target: Target, out: te.Tensor, conv_t: te.Tensor, attrs: dict
         tile = conv_t.op.input_tensors()[0]
         depth = math.prod(iv.extent for iv in tile.op.reduce_axis)
         taps = math.prod(iv.extent for iv in tile.op.reduce_axis if iv.name in ("ry", "rx"))
-        return _filter_lanes_space(target, out, depth,
-                                   strided_taps=taps > 1 and max(attrs["strides"]) > 1)
+        return _filter_lanes_space(target, out, depth, taps, max(attrs["strides"]) > 1)
     if kind == "matmul":
         product = conv_t.op.input_tensors()[0]
         return gemm_space(target, matmul_gemm(out, product, attrs), out.dtype)
