@@ -137,11 +137,23 @@ class RegisterTileFits:
 
     registers: int
 
+    def holds(self, rows: int, vectors: int, lines: int = 1, broadcasts: int = 1) -> bool:
+        """Whether ``lines`` x ``rows`` x ``vectors`` accumulators, ``vectors`` weight vectors
+        and ``broadcasts`` broadcast inputs fit the registers (a tile whose kernel taps run
+        inside the channels holds a row of broadcasts, which its taps share)."""
+        return lines * rows * vectors + vectors + broadcasts <= self.registers
+
     def __call__(self, c) -> str | None:
-        tile = c.get("tile_lines", 1) * c["row_tile"] * c["filter_vectors"]
-        if tile + c["filter_vectors"] + 1 > self.registers:
+        if not self.holds(c["row_tile"], c["filter_vectors"], c.get("tile_lines", 1)):
             return "row_tile x filter_vectors accumulators exceed the vector registers"
         return None
+
+
+def shared_broadcasts(rows: int, taps_inner: bool, taps: int) -> int:
+    """The broadcast inputs a conv's register tile of ``rows`` outputs keeps live: with more
+    than one kernel tap inside the channels, a row of them (each serves the taps that read
+    it); else one at a time."""
+    return rows if taps_inner and taps > 1 else 1
 
 
 def register_tile(sch: Schedule, tile: Tensor, stage: Stage, at) -> Stage:

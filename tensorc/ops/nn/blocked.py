@@ -40,7 +40,7 @@ from tensorc.ops.matmul import L2_BYTES, second_operand
 from tensorc.ops.registry import Pattern, define
 from tensorc.ops.schedules import (
     PARALLEL_MIN_ELEMENTS, RegisterTileFits, injective_space, materialize_pad,
-    reduction_depth, register_tile, schedule_injective, worth_threads,
+    reduction_depth, register_tile, schedule_injective, shared_broadcasts, worth_threads,
 )
 from tensorc.ops.shape_rules import expect_arity
 from tensorc.ops.space import Knob, SearchSpace
@@ -302,17 +302,17 @@ def conv_blocked_space(target: Target, out: te.Tensor, tile: te.Tensor, attrs: d
     # broadcast, or, with the taps inside, a row of broadcasts (each input serves the taps
     # that read it). Inception's 288 -> 384 3x3 s2 onto 17x17, 6 outputs x 4 vectors -> x 3:
     # LLVM spilled 18 vectors per channel step; one thread 5.71 -> 3.87 ms (onnxruntime 3.88)
-    held = default_rows if default_taps_inner and taps > 1 else 1
-    default_vectors = max(v for v in vectors if default_rows * v + v + held <= registers)
+    registers_fit = RegisterTileFits(registers)
+    held = shared_broadcasts(default_rows, default_taps_inner, taps)
+    default_vectors = max(v for v in vectors if registers_fit.holds(default_rows, v,
+                                                                    broadcasts=held))
     # a 1x1 conv on a narrow map (7x7) whose tile is a whole row: two rows per tile, so that
     # each weight vector read from L2 serves 14 outputs, not 7. ResNet-50's 2048 -> 512 and
     # 512 -> 2048 onto 7x7, ms at 1 / 2 threads: 0.74 / 0.50 -> 0.67 / 0.42 and 0.75 / 0.39
     # -> 0.68 / 0.34 (3x3 convs lost: their taps already reuse each weight across a row)
     lines = (1, 2) if taps == 1 and out.shape[2] > 1 else (1,)
-    registers_fit = RegisterTileFits(registers)
     default_lines = 2 if lines[-1] == 2 and default_rows == width and default_bands == 1 and \
-        registers_fit({"tile_lines": 2, "row_tile": default_rows,
-                       "filter_vectors": default_vectors}) is None else 1
+        registers_fit.holds(default_rows, default_vectors, lines=2) else 1
     fits = PrefetchFits(taps, out.shape[4] * itemsize(out.dtype))
     default_prefetch = _default_prefetch(out, tile, taps)
     if fits({"taps_inner": default_taps_inner, "filter_vectors": default_vectors,

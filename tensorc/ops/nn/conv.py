@@ -39,6 +39,7 @@ from tensorc.ops.schedules import (
     register_tile,
     schedule_injective,
     schedule_reduction,
+    shared_broadcasts,
     vector_block,
     worth_threads,
 )
@@ -373,14 +374,15 @@ def _filter_lanes_space(target: Target, out: te.Tensor, depth: int, taps: int = 
     # (with the taps inside, a row of broadcasts beside the accumulators, as in the blocked
     # conv's tile: 288->384 3x3 s2 onto 17x17, 6 outputs x 4 vectors -> x 3: 5.13 -> 3.90
     # ms, onnxruntime 3.95)
-    held = default_rows if default_rows <= 7 and taps > 1 else 1
+    default_taps_inner = default_rows <= 7
+    held = shared_broadcasts(default_rows, default_taps_inner, taps)
     default_vectors = 1 if square else max(v for v in choices if vectors % v == 0 and
-                                           default_rows * v + v + held <= registers)
+                                           fits.holds(default_rows, v, broadcasts=held))
     return SearchSpace([
         Knob("row_tile", tuple(rows), default_rows, "outputs of a row per register tile"),
         Knob("filter_vectors", tuple(choices), default_vectors, "vectors of filters per "
              "register tile"),
-        Knob("taps_inner", (False, True), default_rows <= 7, "kernel taps innermost (else "
+        Knob("taps_inner", (False, True), default_taps_inner, "kernel taps innermost (else "
              "channels)"),
         Knob("parallel", (True, False), True, "tiles on threads (when large enough)"),
     ], [fits], name="conv (filter lanes)")

@@ -13,7 +13,7 @@ def simplify(func: PrimFunc) -> PrimFunc:
 
     >>> simplify(func)   # for (i, 0, 1) A[i*4 + j // 4 * 4 + j % 4] ... -> A[j] ...
     """
-    body = _simplify(func.body, {})
+    body = simplify_stmt(func.body, {})
     return PrimFunc(func.name, func.params, body if body is not None else Seq([]),
                     dict(func.attrs))
 
@@ -21,10 +21,6 @@ def simplify(func: PrimFunc) -> PrimFunc:
 def simplify_stmt(s: Stmt, ranges: dict) -> Stmt | None:
     """``s`` simplified where the variables of ``ranges`` lie in their (low, high) ranges
     (None where nothing is left of it)."""
-    return _simplify(s, ranges)
-
-
-def _simplify(s: Stmt, ranges: dict) -> Stmt | None:
     if isinstance(s, For):
         extent = E.simplify(s.extent, ranges)
         n = E.as_const_int(extent)
@@ -33,11 +29,11 @@ def _simplify(s: Stmt, ranges: dict) -> Stmt | None:
         if n == 1 and s.kind in ("serial", "unrolled", "vectorized", "parallel"):
             from tensorc.ir.loop import map_stmt
             body = map_stmt(s.body, lambda e: E.substitute(e, {s.var: E.const(0)}))
-            return _simplify(body, ranges)
+            return simplify_stmt(body, ranges)
         inner = dict(ranges)
         if n is not None:
             inner[s.var] = (0, n - 1)
-        body = _simplify(s.body, inner)
+        body = simplify_stmt(s.body, inner)
         return None if body is None else For(s.var, extent, s.kind, body)
     if isinstance(s, Store):
         return Store(s.buffer, tuple(E.simplify(i, ranges) for i in s.indices),
@@ -48,19 +44,19 @@ def _simplify(s: Stmt, ranges: dict) -> Stmt | None:
         cond = E.simplify(s.cond, ranges)
         if isinstance(cond, E.Const):
             chosen = s.then_case if cond.value else s.else_case
-            return None if chosen is None else _simplify(chosen, ranges)
-        then_case = _simplify(s.then_case, ranges)
-        else_case = None if s.else_case is None else _simplify(s.else_case, ranges)
+            return None if chosen is None else simplify_stmt(chosen, ranges)
+        then_case = simplify_stmt(s.then_case, ranges)
+        else_case = None if s.else_case is None else simplify_stmt(s.else_case, ranges)
         if then_case is None and else_case is None:
             return None
         if then_case is None:
             return IfThenElse(E.Logical("not", cond), else_case)
         return IfThenElse(cond, then_case, else_case)
     if isinstance(s, Seq):
-        parts = [_simplify(c, ranges) for c in s.stmts]
+        parts = [simplify_stmt(c, ranges) for c in s.stmts]
         parts = [p for p in parts if p is not None]
         return seq(*parts) if parts else None
     if isinstance(s, Allocate):
-        body = _simplify(s.body, ranges)
+        body = simplify_stmt(s.body, ranges)
         return None if body is None else Allocate(s.buffer, body)
     return s
