@@ -351,6 +351,30 @@ def test_strided_convs_take_short_rows_with_the_taps_inside():
     assert _blocked_conv_space(128, 128, 30, 3).default()["row_tile"] == 14
 
 
+def test_a_strided_tile_wastes_no_outputs_where_a_row_divides():
+    """The detector's and YOLO's strided convs: a tile that divides the row (no outputs
+    computed past its end), with enough accumulators (a 12-wide tile beats a 7 x 3 one whose
+    fifth piece overhangs a 32-wide row), but not a row of fewer than 4 outputs."""
+    def tile(channels, filters, out_width):
+        default = _blocked_conv_space(channels, filters, 2 * out_width + 1, 3,
+                                      stride=2).default()
+        assert default["taps_inner"]
+        return default["row_tile"], default["filter_vectors"]
+    assert tile(16, 32, 64) == (8, 2)
+    assert tile(32, 48, 32) == (4, 3)
+    assert tile(48, 64, 16) == (8, 2)
+    assert tile(32, 64, 52) == (4, 4)
+    assert tile(64, 64, 26) == (7, 2)       # 3 x 4 would divide 26, but reads weights 3x
+
+
+@pytest.mark.parametrize("filters,size", [(32, 128), (48, 64), (64, 104)])
+def test_strided_tiles_that_divide_the_row_give_the_same_answer(filters, size):
+    chain = Chain((1, 16, size, size))
+    chain.conv(filters, kernel=3, stride=2, act="Sigmoid")
+    chain.conv(16, kernel=1)
+    check_against_onnxruntime(chain.model(), (1, 16, size, size), threads=2)
+
+
 def test_taps_inside_leave_registers_for_a_row_of_broadcasts():
     """Inception's 288 -> 384 3x3 s2 onto 17x17: 6 outputs x 3 filter vectors, not x 4
     (LLVM spilled 24 accumulators beside the row of broadcasts that the taps share);

@@ -216,6 +216,13 @@ ROW_BANDS_TWO = 2       # filters x taps at most this many times the output's pi
 CONV_PREFETCH_CHOICES = (0, 1, 2, 4, 8, 16)
 CONV_PREFETCH_POINTWISE = 16
 CONV_PREFETCH_WINDOW = 4
+STRIDED_ROWS_MAX = 8    # a strided tile's outputs of a row (its taps inside the channels)
+# Accumulators a strided tile needs for its FMAs to run back to back beside its loads (2R+1
+# broadcasts and 3V weight vectors per row of taps); fewer leave the FMA pipes waiting
+STRIDED_BUSY_ACCUMULATORS = 12
+# Rows shorter than this read each weight vector for too few outputs (YOLO's 64 -> 128 onto
+# 26x26, 7 x 2 -> 3 x 4 outputs x vectors: 0.39 -> 0.42 ms)
+STRIDED_REUSE_ROWS = 4
 
 
 @dataclass(frozen=True)
@@ -289,23 +296,26 @@ def conv_blocked_space(target: Target, out: te.Tensor, tile: te.Tensor, attrs: d
         default_bands = 2
     # even pieces of the row, at most 14 outputs; then as many filter vectors as still fit
     default_rows = -(-width // -(-width // 14))
-    if taps > 1 and attrs["strides"][1] > 1 and not attrs.get("plain_input"):
-        # a strided conv's taps (3x3 s2): rows of at most 7 outputs, so taps inside a block's
-        # channels. In ResNet-50, ms at 1 / 2 threads, its three 3x3 s2 convs' kernel groups:
-        # 128 -> 128 onto 28x28, 4.01 / 2.30 -> 3.84 / 2.14; onto 14x14 5.58 / 3.49 -> 5.37
-        # / 3.46 (the model's kernels: 57.5 / 32.7 -> 57.4 / 32.5)
-        default_rows = -(-width // -(-width // 7))
+    registers_fit = RegisterTileFits(registers)
+    strided = taps > 1 and attrs["strides"][1] > 1 and not attrs.get("plain_input")
+    if strided:
+        # a strided conv's taps (3x3 s2): short rows, so taps inside a block's channels. In
+        # ResNet-50, ms at 1 / 2 threads, its three 3x3 s2 convs' kernel groups, rows of 14
+        # -> 7: 128 -> 128 onto 28x28, 4.01 / 2.30 -> 3.84 / 2.14; onto 14x14 5.58 / 3.49
+        # -> 5.37 / 3.46 (the model's kernels: 57.5 / 32.7 -> 57.4 / 32.5)
+        default_rows, default_vectors = _strided_tile(width, vectors, registers_fit)
     # rows of at most 7 outputs leave registers for reusing each weight vector across the
     # taps (256->512 3x3 s2 onto 7x7: 1.09 -> 0.89 ms); longer ones gain nothing
-    default_taps_inner = default_rows <= 7
-    # as many filter vectors as the registers hold beside the tile's weight vectors and one
-    # broadcast, or, with the taps inside, a row of broadcasts (each input serves the taps
-    # that read it). Inception's 288 -> 384 3x3 s2 onto 17x17, 6 outputs x 4 vectors -> x 3:
-    # LLVM spilled 18 vectors per channel step; one thread 5.71 -> 3.87 ms (onnxruntime 3.88)
-    registers_fit = RegisterTileFits(registers)
-    held = shared_broadcasts(default_rows, default_taps_inner, taps)
-    default_vectors = max(v for v in vectors if registers_fit.holds(default_rows, v,
-                                                                    broadcasts=held))
+    default_taps_inner = default_rows <= 7 or strided
+    if not strided:
+        # as many filter vectors as the registers hold beside the tile's weight vectors and
+        # one broadcast, or, with the taps inside, a row of broadcasts (each input serves the
+        # taps that read it). Inception's 288 -> 384 3x3 s2 onto 17x17, 6 outputs x 4
+        # vectors -> x 3: LLVM spilled 18 vectors per channel step; one thread 5.71 -> 3.87
+        # ms (onnxruntime 3.88)
+        held = shared_broadcasts(default_rows, default_taps_inner, taps)
+        default_vectors = max(v for v in vectors if registers_fit.holds(default_rows, v,
+                                                                        broadcasts=held))
     # a 1x1 conv on a narrow map (7x7) whose tile is a whole row: two rows per tile, so that
     # each weight vector read from L2 serves 14 outputs, not 7. ResNet-50's 2048 -> 512 and
     # 512 -> 2048 onto 7x7, ms at 1 / 2 threads: 0.74 / 0.50 -> 0.67 / 0.42 and 0.75 / 0.39
@@ -333,6 +343,30 @@ def conv_blocked_space(target: Target, out: te.Tensor, tile: te.Tensor, attrs: d
         Knob("prefetch", CONV_PREFETCH_CHOICES, default_prefetch, "steps of the input "
              "channel loop ahead that the register tile prefetches its weights (0: none)"),
     ], [registers_fit, fits], name="conv (blocked)")
+
+
+def _strided_tile(width: int, vectors: tuple[int, ...], fits: RegisterTileFits
+                  ) -> tuple[int, int]:
+    """(row_tile, filter_vectors) of a strided conv whose taps run inside the channels: rows
+    of at most STRIDED_ROWS_MAX outputs, each with the most filter vectors that the registers
+    hold beside a row of broadcasts; of these, the tile that wastes the least work, counting
+    both the outputs computed past the row's end (a tile that does not divide the row) and
+    a tile of fewer than STRIDED_BUSY_ACCUMULATORS accumulators; then the longest row (each
+    weight vector read serves more outputs). ms at one thread, the old rule (even pieces of
+    at most 7) -> this one: the detector's 48 -> 64 onto 16x16, 6 x 2 -> 8 x 2, 0.118 ->
+    0.098; 32 -> 48 onto 32x32, 7 x 3 -> 4 x 3, 0.226 -> 0.195; 16 -> 32 onto 64x64, 7 x 2
+    -> 8 x 2, 0.336 -> 0.316 (ResNet-50's 28x28, 14x14 and 7x7 keep 7 x 2)."""
+    tiles = []
+    for rows in range(1, min(width, STRIDED_ROWS_MAX) + 1):
+        held = [v for v in vectors if fits.holds(rows, v, broadcasts=rows)]
+        if held:
+            v = max(held)
+            useful = width / (-(-width // rows) * rows) * \
+                min(rows * v, STRIDED_BUSY_ACCUMULATORS) / STRIDED_BUSY_ACCUMULATORS * \
+                min(rows, STRIDED_REUSE_ROWS) / STRIDED_REUSE_ROWS
+            tiles.append((useful, rows, v))
+    _, rows, v = max(tiles, default=(0.0, 1, min(vectors)))
+    return rows, v
 
 
 def schedule_conv_blocked(target: Target, sch: Schedule, out: te.Tensor, tile: te.Tensor,
