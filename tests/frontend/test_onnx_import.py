@@ -131,6 +131,18 @@ def test_matmul(a, b):
     check(node_model("MatMul", ["a", "b"], {"a": a, "b": b}))
 
 
+@pytest.mark.parametrize("a, merged", [([6, 1, 4], True), ([2, 3, 1, 4], True),
+                                       ([3, 8, 4], True), ([2, 16, 4], False)])
+def test_a_batch_of_few_row_products_against_one_matrix_is_one_gemm(a, merged):
+    """[T, 1, C] @ W (a sequence-first export): the rows of all the products as one matrix,
+    one GEMM, where each product has at most MERGE_ROWS_MAX rows; the result keeps its
+    shape."""
+    graph = check(node_model("MatMul", ["a", "b"], {"a": a, "b": [4, 5]}))
+    (mm,) = [n for n in graph.nodes if n.op == "matmul"]
+    assert (mm.inputs[0].type.ndim == 2) == merged
+    assert graph.outputs[0].type.shape == (*a[:-1], 5)
+
+
 @pytest.mark.parametrize("trans_a, trans_b", [(0, 0), (1, 0), (0, 1), (1, 1)])
 @pytest.mark.parametrize("alpha, beta", [(1.0, 1.0), (0.5, 2.0)])
 def test_gemm(trans_a, trans_b, alpha, beta):

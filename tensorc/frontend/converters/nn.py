@@ -23,13 +23,33 @@ def matmul(ctx: ImportContext, inputs: list[Value]) -> Value:
     # numpy promotes 1-D operands to matrices and drops the added dim from the result.
     a2 = reshape(ctx, a, (1,) + a.type.shape) if a.type.ndim == 1 else a
     b2 = reshape(ctx, b, b.type.shape + (1,)) if b.type.ndim == 1 else b
-    y = ctx.emit("matmul", [a2, b2])
-    shape = y.type.shape
+    if _rows_merge(a2, b2):
+        # a matrix B shared by a batch of products of few rows each ([T, 1, C] @ W: a
+        # sequence-first export): one GEMM over all the rows, not one GEMV per batch entry
+        # (each streaming all of B)
+        k, n = b2.type.shape
+        y = ctx.emit("matmul", [reshape(ctx, a2, (math.prod(a2.type.shape[:-1]), k)), b2])
+        shape = a2.type.shape[:-1] + (n,)
+    else:
+        y = ctx.emit("matmul", [a2, b2])
+        shape = y.type.shape
     if b.type.ndim == 1:
         shape = shape[:-1]
     if a.type.ndim == 1:
         shape = shape[:-2] + shape[-1:] if b.type.ndim != 1 else shape[:-1]
     return reshape(ctx, y, shape)
+
+
+# a batched product whose matrices have at most this many rows each is one GEMM instead (where
+# B is a matrix): fewer rows than a register tile leave each product bound by streaming B
+MERGE_ROWS_MAX = 8
+
+
+def _rows_merge(a: Value, b: Value) -> bool:
+    shape = a.type.shape
+    return b.type.ndim == 2 and a.type.ndim >= 3 and \
+        all(isinstance(d, int) for d in shape) and math.prod(shape[:-2]) > 1 and \
+        shape[-2] <= MERGE_ROWS_MAX
 
 
 @converter("Gemm", since=7)
