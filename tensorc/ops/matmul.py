@@ -268,13 +268,23 @@ def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
     # thread's work), unpacked in 8 column blocks 5.07 / 2.62)
     a_streams = pack[-1] and big and m * k * gemm.itemsize > L2_BYTES and \
         k * n * gemm.itemsize <= B_STREAM_BYTES and k_block >= k
+    if a_streams:
+        packed_rows, packed_block = _packed_row_blocks(m, k, gemm.itemsize, fitting)
+        packed_tiles = rules.tiles({"rows": packed_rows})
+        # a tile count that only divides into blocks of one tile (15 tiles: enough blocks to
+        # share among threads): every block would stream all of B for one tile. ViT's 197
+        # rows of 768, ms at 1 / 2 threads, 197x768x3072 6.49 / 3.32 -> (A read in place,
+        # column blocks) 5.71 / 2.88 (onnxruntime 5.77 / 2.92); one thread 256x768x768 2.09
+        # -> 1.81 (1.87), 512x3072x768 16.5 -> 15.7 (15.9). Blocks of 2 tiles still win
+        # (1024x3072x1024 40.9 against 42.2 unpacked, 300x3072x768 9.16 against 9.30)
+        a_streams = min(packed_block, packed_tiles) >= PACKED_BLOCK_MIN_TILES
     # (a packed A pays for its copy where its block meets PACK_A_MIN_PANELS B panels or more;
     # against fewer, the row blocks stay and A is read in place)
     pack_default = a_streams and panel_count >= PACK_A_MIN_PANELS
     row_tiles = WHOLE
     if a_streams:
-        default_rows, row_tiles = _packed_row_blocks(m, k, gemm.itemsize, fitting)
-        tile_count = rules.tiles({"rows": default_rows})
+        default_rows, row_tiles = packed_rows, packed_block
+        tile_count = packed_tiles
         row_choices = sorted({*row_choices, row_tiles})
         col_panels = WHOLE
     pack_b_default = pack_b[-1] and row_tiles >= tile_count
@@ -352,6 +362,7 @@ def _default_k_block(m: int, k: int, choices: list[int]) -> int:
 # -> 7.97); 768x1024x1024, 14 rows in blocks of 1 -> 12 in blocks of 8: 14.9 -> 11.8. At
 # 1024^3, blocks of 32 rows (8-row tiles) took 19.0 ms, of 128 or 256 rows 15.9-16.2.
 PANEL_REUSE_ROWS = 96
+PACKED_BLOCK_MIN_TILES = 2        # packed blocks of fewer tiles: A is read in place instead
 TALLEST_PACKED_TILE_MIN = 8       # shorter tiles load B too often per FMA to be worth it
 
 

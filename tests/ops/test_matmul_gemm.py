@@ -342,6 +342,22 @@ def test_a_is_packed_against_many_panels(n, packed):
     assert default["row_tiles"] < -(-500 // default["rows"]) and default["col_panels"] == WHOLE
 
 
+@pytest.mark.parametrize("m,streams", [(197, False), (256, False), (512, False), (300, True),
+                                       (500, True), (1024, True)])
+def test_a_is_read_in_place_where_its_blocks_would_hold_one_tile(m, streams):
+    """197 rows (ViT) are 15 tiles of 14, which divide into PARALLEL_BLOCKS blocks only as
+    blocks of one tile, each streaming all of B: A is then read in place against column
+    blocks of B (which the threads share); blocks of two tiles or more stay packed."""
+    from tensorc.ops.matmul import PACKED_BLOCK_MIN_TILES, Gemm, gemm_space
+    space = gemm_space(AVX512, Gemm(m, 3072, 768, b_panel=32, k_blockable=True), "float32")
+    default = space.default()
+    assert space.is_valid(default) and default["pack_a"] == streams
+    if streams:
+        assert default["row_tiles"] >= PACKED_BLOCK_MIN_TILES and default["col_panels"] == WHOLE
+    else:
+        assert default["row_tiles"] == WHOLE and default["col_panels"] < WHOLE
+
+
 def test_packed_a_row_blocks_match_numpy():
     """Row blocks of ten 10-row tiles (the default for AVX-512: 58 tiles of 14 rows have no
     block of 96 rows or more) through the compiled GEMM."""
