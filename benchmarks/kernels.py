@@ -246,18 +246,30 @@ def _gelu_tanh_nodes(x: str, y: str) -> list:
             _node("Mul", [x, "t_t1"], "t_m"), _node("Mul", ["t_m", "half"], y)]
 
 
-def _conv(x_shape, filters, kernel, stride=1, pads=None, group=1, tail=()) -> tuple:
+def _conv(x_shape, filters, kernel, stride=1, pads=None, group=1, tail=(), dilation=1
+          ) -> tuple:
     c = x_shape[1]
     spatial = len(x_shape) - 2
     k = [kernel] * spatial if isinstance(kernel, int) else list(kernel)
     w = (RNG.standard_normal((filters, c // group, *k)) / math.sqrt(c // group * math.prod(k))
          ).astype(np.float32)
     b = RNG.standard_normal(filters).astype(np.float32) * 0.1
-    pads = pads if pads is not None else [kk // 2 for kk in k] * 2
+    pads = pads if pads is not None else [kk // 2 * dilation for kk in k] * 2
     out = "c" if tail else "y"
     nodes = [_node("Conv", ["x", "w", "b"], out, kernel_shape=k, strides=[stride] * spatial,
-                   pads=pads, group=group), *tail]
+                   pads=pads, group=group, dilations=[dilation] * spatial), *tail]
     return _model(nodes, x_shape, {"w": w, "b": b, **CONSTANTS})
+
+
+def _conv_transpose(x_shape, filters, kernel, stride, pads, output_padding=0) -> tuple:
+    c, spatial = x_shape[1], len(x_shape) - 2
+    w = (RNG.standard_normal((c, filters, *[kernel] * spatial)) /
+         math.sqrt(c * kernel ** spatial)).astype(np.float32)
+    b = RNG.standard_normal(filters).astype(np.float32) * 0.1
+    node = _node("ConvTranspose", ["x", "w", "b"], "c", kernel_shape=[kernel] * spatial,
+                 strides=[stride] * spatial, pads=[pads] * 2 * spatial,
+                 output_padding=[output_padding] * spatial)
+    return _model([node, _node("Relu", ["c"])], x_shape, {"w": w, "b": b})
 
 
 def conv_cases() -> list[Case]:
@@ -297,6 +309,23 @@ def conv_cases() -> list[Case]:
         model, feeds = _conv((1, c, size, size), filters, kernel, stride, pads=pads)
         k = "x".join(map(str, kernel)) if isinstance(kernel, tuple) else f"{kernel}x{kernel}"
         cases.append(Case("dense", f"Conv {c}->{filters} {k} s{stride} {size}x{size}",
+                          model, feeds))
+    # segmentation / generator decoders: U-Net's 2x2 s2, DCGAN's 4x4 s2 p1, 3x3 s2 p1 op1
+    for c, size, filters, kernel, stride, pads, extra in [
+            (256, 28, 128, 2, 2, 0, 0), (128, 56, 64, 2, 2, 0, 0), (64, 32, 32, 4, 2, 1, 0),
+            (256, 8, 128, 4, 2, 1, 0), (64, 40, 32, 3, 2, 1, 1)]:
+        model, feeds = _conv_transpose((1, c, size, size), filters, kernel, stride, pads, extra)
+        cases.append(Case("transposed", f"ConvTranspose {c}->{filters} {kernel}x{kernel} "
+                          f"s{stride} p{pads} {size}x{size}", model, feeds))
+    # dilated (DeepLab's atrous convs) and grouped convs (ResNeXt, ShuffleNet)
+    for c, size, filters, kernel, dilation, group in [
+            (256, 33, 256, 3, 2, 1), (256, 33, 256, 3, 6, 1), (128, 56, 128, 3, 1, 32),
+            (256, 28, 256, 3, 1, 32), (240, 28, 240, 1, 1, 3)]:
+        model, feeds = _conv((1, c, size, size), filters, kernel, group=group,
+                             dilation=dilation)
+        label = f"d{dilation}" if dilation > 1 else f"g{group}"
+        cases.append(Case("dilated" if dilation > 1 else "grouped",
+                          f"Conv {c}->{filters} {kernel}x{kernel} {label} {size}x{size}",
                           model, feeds))
     # conv + activation epilogues (op + epilogue models)
     silu = [_node("Sigmoid", ["c"], "s"), _node("Mul", ["c", "s"])]

@@ -143,6 +143,23 @@ def test_a_batch_of_few_row_products_against_one_matrix_is_one_gemm(a, merged):
     assert graph.outputs[0].type.shape == (*a[:-1], 5)
 
 
+@pytest.mark.parametrize("attrs,w_shape,direct", [
+    ({"strides": [2, 2]}, (4, 3, 2, 2), False),
+    ({"strides": [2, 2], "pads": [1, 1, 1, 1]}, (4, 3, 4, 4), False),
+    ({"strides": [2, 2], "group": 2}, (4, 3, 2, 2), True),
+    ({"strides": [2, 2], "output_shape": [11, 11]}, (4, 3, 2, 2), False)])
+def test_a_transposed_conv_with_constant_weights_is_a_gemm_and_a_col2im(attrs, w_shape,
+                                                                         direct):
+    """ConvTranspose with constant weights: W^T @ x (the GEMM template) and col2im (an
+    output_shape one larger than the full output included); grouped ones keep the direct
+    form."""
+    w = rand(*w_shape)
+    graph = check(node_model("ConvTranspose", ["x", "w"], {"x": [1, 4, 5, 5]}, {"w": w},
+                             **attrs))
+    ops = {n.op for n in graph.nodes}
+    assert ("conv_transpose" in ops) == direct and ("col2im" in ops) != direct
+
+
 @pytest.mark.parametrize("trans_a, trans_b", [(0, 0), (1, 0), (0, 1), (1, 1)])
 @pytest.mark.parametrize("alpha, beta", [(1.0, 1.0), (0.5, 2.0)])
 def test_gemm(trans_a, trans_b, alpha, beta):

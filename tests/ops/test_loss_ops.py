@@ -280,6 +280,11 @@ def col2im_reference(x, image, block, strides, pads, dilations):
     ((5, 5), (2, 2), (1, 1), (0, 0, 0, 0), (1, 1)),
     ((6, 7), (3, 2), (2, 1), (1, 0, 1, 1), (1, 2)),
     ((3, 4, 5), (2, 2, 3), (1, 2, 1), (0, 1, 1, 0, 0, 1), (1, 1, 1)),
+    # no dilation, strides > 1: the offsets that cover a pixel, by its phase (blocks that do
+    # not divide by the stride, pads on either side)
+    ((9, 8), (3, 4), (2, 2), (1, 1, 1, 0), (1, 1)),
+    ((11, 7), (5, 2), (3, 2), (2, 0, 1, 1), (1, 1)),
+    ((10,), (4,), (3,), (1, 2), (1,)),
 ])
 def test_col2im(image, block, strides, pads, dilations):
     k = len(image)

@@ -406,6 +406,11 @@ def conv_transpose_ref(x, w, strides, pads, dilations, groups, output_padding):
                                   "dilations": [2, 1]}),
     ((1, 3, 7), (3, 2, 4), {"strides": [3], "pads": [2, 1]}),
     ((1, 2, 3, 2, 4), (2, 2, 2, 3, 2), {"strides": [2, 1, 2]}),
+    # decoders' shapes: U-Net 2x2 s2, DCGAN 4x4 s2 p1, 3x3 s2 p1 with output_padding, batch 2
+    ((1, 16, 8, 8), (16, 8, 2, 2), {"strides": [2, 2]}),
+    ((1, 8, 6, 6), (8, 4, 4, 4), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((2, 8, 5, 5), (8, 4, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1],
+                                  "output_padding": [1, 1]}),
 ])
 def test_conv_transpose(x_shape, w_shape, attrs) -> None:
     x, w, bias = rand(x_shape, 32), rand(w_shape, 33), rand((w_shape[1] * attrs.get(

@@ -172,6 +172,30 @@ def global_lp_pool(ctx: ImportContext, inputs: list[Value], *, p: float = 2) -> 
                     p=float(p))
 
 
+def _conv_transpose_as_gemm(ctx: ImportContext, x: Value, w: Value, kernel, strides, pads,
+                            dilations, extra, groups: int) -> Value | None:
+    """A transposed conv as a GEMM and a col2im: every input pixel's contribution to each
+    kernel offset, W[C, F * K]^T @ x[C, L] (the GEMM template, W packed at compile time),
+    then each output pixel the sum of the contributions that land on it. The direct form
+    (a conv over the input spread out by the strides) multiplies s^2 zeros per product and
+    runs under the generic reduction schedule: 256 -> 128 2x2 s2 onto 56x56 took 29.9 ms
+    against onnxruntime's 1.58. None where col2im cannot place the output (groups, or an
+    output_padding of a stride or more)."""
+    spatial = x.type.ndim - 2
+    if groups != 1 or ctx.constant(w) is None or \
+            any(e >= s for e, s in zip(extra, strides)):
+        return None
+    n, channels, sizes = x.type.shape[0], x.type.shape[1], x.type.shape[2:]
+    filters, taps = w.type.shape[1], math.prod(kernel)
+    out = tuple(s * (size - 1) + e + (k - 1) * d + 1 - pads[j] - pads[j + spatial]
+                for j, (s, size, e, k, d) in enumerate(zip(strides, sizes, extra, kernel,
+                                                             dilations)))
+    weights = ctx.emit("transpose", [reshape(ctx, w, (channels, filters * taps))], perm=(1, 0))
+    cols = ctx.emit("matmul", [weights, reshape(ctx, x, (n, channels, math.prod(sizes)))])
+    return ctx.emit("col2im", [cols], image_shape=out, block_shape=tuple(kernel),
+                    strides=tuple(strides), pads=tuple(pads), dilations=tuple(dilations))
+
+
 @converter("ConvTranspose", since=1)
 def conv_transpose(ctx: ImportContext, inputs: list[Value], *, auto_pad: str = "NOTSET",
                    dilations: Sequence[int] | None = None, group: int = 1,
@@ -205,8 +229,11 @@ def conv_transpose(ctx: ImportContext, inputs: list[Value], *, auto_pad: str = "
         pads = tuple(begins + ends)
     elif auto_pad == "VALID" or not pads:
         pads = (0,) * (2 * spatial)
-    y = ctx.emit("conv_transpose", [x, w], strides=strides, pads=tuple(pads),
-                 dilations=dilations, groups=int(group), output_padding=tuple(extra))
+    y = _conv_transpose_as_gemm(ctx, x, w, kernel, strides, tuple(pads), dilations, extra,
+                                int(group))
+    if y is None:
+        y = ctx.emit("conv_transpose", [x, w], strides=strides, pads=tuple(pads),
+                     dilations=dilations, groups=int(group), output_padding=tuple(extra))
     if bias is not None:
         shape = (1, bias.type.size) + (1,) * spatial
         y = ctx.emit("add", [y, reshape(ctx, bias, shape)])
