@@ -38,16 +38,18 @@ class Chain:
         self.count += 1
         return f"{kind}{self.count}"
 
-    def conv(self, filters, kernel=3, stride=1, group=1, pads=None, src=None, act="Relu"):
+    def conv(self, filters, kernel=3, stride=1, group=1, pads=None, src=None, act="Relu",
+             dilation=1):
         src = src or self.last
         channels = self.channels
         name = self._name("conv")
-        pads = [kernel // 2] * 4 if pads is None else pads
+        pads = [kernel // 2 * dilation] * 4 if pads is None else pads
         self.weights[name + "_w"] = (self.rng.standard_normal(
             (filters, channels // group, kernel, kernel)) * 0.2).astype(np.float32)
         self.weights[name + "_b"] = self.rng.standard_normal(filters).astype(np.float32)
         self.nodes.append(helper.make_node("Conv", [src, name + "_w", name + "_b"], [name],
-                                           pads=pads, strides=[stride] * 2, group=group))
+                                           pads=pads, strides=[stride] * 2, group=group,
+                                           dilations=[dilation] * 2))
         self.last, self.channels = name, filters
         if act:
             self.unary(act)
@@ -232,6 +234,20 @@ def test_a_depthwise_conv_with_short_rows_runs_blocked_alone(stride):
     wide = Chain((1, 32, 14, 14))
     wide.conv(32, kernel=5, group=32)
     assert "layout_transform" not in graph_of(wide.model(), target=ZEN4)
+
+
+@pytest.mark.parametrize("dilation", [2, 6])
+def test_a_dilated_conv_runs_blocked_alone(dilation):
+    """A dilated conv alone takes the blocked layout and its two transforms (flattened, it
+    would compute rows padded by the dilation); an undilated one alone stays plain."""
+    atrous = Chain((1, 32, 13, 13))
+    atrous.conv(32, kernel=3, dilation=dilation)
+    graph = graph_of(atrous.model(), target=ZEN4)
+    assert graph.count("layout_transform") == 2 and "layout_block=16" in graph, graph
+    check_against_onnxruntime(atrous.model(), (1, 32, 13, 13), target=ZEN4)
+    plain = Chain((1, 32, 13, 13))
+    plain.conv(32, kernel=3)
+    assert "layout_transform" not in graph_of(plain.model(), target=ZEN4)
 
 
 def test_pointwise_convs_on_a_narrow_map_tile_two_rows():
