@@ -160,6 +160,22 @@ def test_a_transposed_conv_with_constant_weights_is_a_gemm_and_a_col2im(attrs, w
     assert ("conv_transpose" in ops) == direct and ("col2im" in ops) != direct
 
 
+@pytest.mark.parametrize("channels,groups,kernel,split", [
+    (64, 2, 3, True), (96, 3, 1, True), (288, 9, 3, True), (64, 16, 3, False),
+    (64, 64, 3, False)])
+def test_a_conv_of_wide_groups_is_one_conv_per_group(channels, groups, kernel, split):
+    """Groups of SPLIT_GROUP_MIN_CHANNELS input channels or more: one dense conv per group
+    (slices of the input, the weights and the bias), concatenated; narrow groups (ResNeXt's
+    4 channels) and depthwise convs stay one grouped conv."""
+    w = rand(channels, channels // groups, kernel, kernel)
+    graph = check(node_model("Conv", ["x", "w", "b"], {"x": [1, channels, 6, 6]},
+                             {"w": w, "b": rand(channels)}, group=groups,
+                             pads=[kernel // 2] * 4))
+    convs = [n for n in graph.nodes if n.op == "conv"]
+    assert len(convs) == (groups if split else 1)
+    assert all(n.attrs["groups"] == (1 if split else groups) for n in convs)
+
+
 @pytest.mark.parametrize("trans_a, trans_b", [(0, 0), (1, 0), (0, 1), (1, 1)])
 @pytest.mark.parametrize("alpha, beta", [(1.0, 1.0), (0.5, 2.0)])
 def test_gemm(trans_a, trans_b, alpha, beta):

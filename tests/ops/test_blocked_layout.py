@@ -250,6 +250,14 @@ def test_a_dilated_conv_runs_blocked_alone(dilation):
     assert "layout_transform" not in graph_of(plain.model(), target=ZEN4)
 
 
+@pytest.mark.parametrize("groups,size", [(2, 9), (3, 14), (9, 7)])
+def test_convs_of_wide_groups_run_per_group_and_match(groups, size):
+    chain = Chain((1, 32 * groups, size, size))
+    chain.conv(32 * groups, kernel=3, group=groups)
+    chain.conv(16, kernel=1)
+    check_against_onnxruntime(chain.model(), (1, 32 * groups, size, size), threads=2)
+
+
 def test_pointwise_convs_on_a_narrow_map_tile_two_rows():
     """A 1x1 conv whose register tile is a whole row of a 7x7 map takes two rows per tile
     (each weight vector serves 14 outputs); the rows overhang the map's 7, and the answer
