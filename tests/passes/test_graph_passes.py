@@ -147,6 +147,26 @@ def test_no_op_nodes_vanish():
     assert_same_numbers(g, after, x=(2, 3))
 
 
+def test_an_activation_of_a_concat_applies_to_its_inputs():
+    """relu(concat(a, b)) -> concat(relu(a), relu(b)): each relu fuses into its input's
+    producer and the concat moves no data. Not where the concat feeds something else too,
+    nor for a two-input op."""
+    g = Graph("sink")
+    a = g.add_input("a", TensorType((1, 2, 3), "float32"))
+    b = g.add_input("b", TensorType((1, 4, 3), "float32"))
+    joined = emit(g, "concat", [a, b], axis=1)
+    g.outputs.append(emit(g, "sigmoid", [emit(g, "relu", [joined])]))
+    after = simplify(g)
+    assert [n.op for n in after.nodes] == ["relu", "relu", "sigmoid", "sigmoid", "concat"]
+    assert_same_numbers(g, after, a=(1, 2, 3), b=(1, 4, 3))
+    shared = Graph("shared")
+    a = shared.add_input("a", TensorType((1, 2, 3), "float32"))
+    joined = emit(shared, "concat", [a, a], axis=1)
+    shared.outputs += [emit(shared, "relu", [joined]), joined,
+                       emit(shared, "add", [emit(shared, "concat", [a, a], axis=1), joined])]
+    assert [n.op for n in simplify(shared).nodes] == ["concat", "relu", "concat", "add"]
+
+
 def test_ops_that_only_look_like_no_ops_stay():
     g = Graph("kept")
     x = g.add_input("x", TensorType((3,), "float32"))

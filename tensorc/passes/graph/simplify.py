@@ -5,6 +5,9 @@
   is folded into the conv weight, leaving a single ``add`` (the conv bias);
 - reshape to the same shape, transpose by the identity perm, and ``x + 0``, ``x - 0``,
   ``x * 1``, ``x / 1`` (where the constant does not broadcast x to a larger shape) vanish;
+- a one-input elementwise op (an activation) of a concat that feeds nothing else applies to
+  each of the concat's inputs instead, where it fuses into their producers (a conv's
+  epilogue) and leaves the concat a view that moves no data;
 - dead nodes and unused constants are removed.
 """
 from __future__ import annotations
@@ -15,6 +18,7 @@ import numpy as np
 
 from tensorc.ir.graph import Graph, Node, Value, eliminate_dead_code, rewrite
 from tensorc.ops.build import emit
+from tensorc.ops.registry import Pattern, get_op
 from tensorc.ops.nn.norm import channel_affine
 
 __all__ = ["eliminate_dead_code", "simplify"]
@@ -35,6 +39,8 @@ def simplify(g: Graph) -> Graph:
     g = rewrite(g, lambda g, node: _fold_batch_norm(g, node, uses)
                 if node.op == "batch_norm" else None)
     g = rewrite(g, _drop_no_op)
+    uses = _use_counts(g)
+    g = rewrite(g, lambda g, node: _sink_into_concat(g, node, uses))
     return eliminate_dead_code(g)
 
 
@@ -93,6 +99,26 @@ def _conv_feeding(g: Graph, x: Value, broadcast: tuple[int, ...], uses: dict[str
             or uses.get(x.name, 0) != 1):
         return None
     return conv, bias
+
+
+def _sink_into_concat(g: Graph, node: Node, uses: dict[str, int]) -> list[Value] | None:
+    """``f(concat(x1, ..., xn))`` -> ``concat(f(x1), ..., f(xn))`` for a one-input
+    elementwise f whose concat feeds nothing else. Fused with the concat, f ran over the
+    whole output with a select per input at every element (9 inputs of 14x14 planes: 0.46
+    ms for 85K elements); on the inputs it joins their producers' kernels. A grouped conv
+    split per group (ReLU after), 9 groups of 48 onto 14x14: 1.18 -> 0.65 ms (onnxruntime
+    0.50)."""
+    if len(node.inputs) != 1 or len(node.outputs) != 1 or \
+            get_op(node.op).pattern != Pattern.ELEMWISE:
+        return None
+    concat = node.inputs[0].producer
+    if concat is None or concat.op != "concat" or uses.get(node.inputs[0].name, 0) != 1 or \
+            node.outputs[0].type.dtype != node.inputs[0].type.dtype:
+        return None
+    parts = [emit(g, node.op, [x], **node.attrs) for x in concat.inputs]
+    joined = emit(g, "concat", parts, **concat.attrs)
+    uses[joined.name] = uses.get(node.outputs[0].name, 0)    # the next op may sink too
+    return [joined]
 
 
 # op -> (neutral element, input positions where it may stand)
