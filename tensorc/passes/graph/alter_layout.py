@@ -299,8 +299,9 @@ def _narrow_depthwise(node: Node, b: int) -> bool:
 def _dilated(node: Node, b: int) -> bool:
     """A dense dilated conv on whole channel blocks (DeepLab's atrous convs): on plain
     planes it runs flattened over rows padded by the dilation, (W + 2 d) / W of the work, so
-    it takes the blocked layout even alone. One thread (Xeon), ms, 256 -> 256 3x3 onto 33x33, flattened -> blocked with both
-    transforms (onnxruntime): dilation 2 11.6 -> 8.1 (7.8), dilation 6 16.7 -> 8.4 (7.2)."""
+    it takes the blocked layout even alone. One thread (Xeon), ms, 256 -> 256 3x3 onto
+    33x33, flattened -> blocked with both transforms (onnxruntime): dilation 2 11.6 -> 8.1
+    (7.8), dilation 6 16.7 -> 8.4 (7.2)."""
     return node.op == "conv" and node.attrs["groups"] == 1 and \
         node.inputs[0].type.shape[1] % b == 0 and \
         any(d > 1 for d in node.attrs.get("dilations", ()))
