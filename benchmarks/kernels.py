@@ -327,6 +327,11 @@ def conv_cases() -> list[Case]:
         cases.append(Case("dilated" if dilation > 1 else "grouped",
                           f"Conv {c}->{filters} {kernel}x{kernel} {label} {size}x{size}",
                           model, feeds))
+    # video: 3-D convs (I3D, R3D shapes)
+    for c, depth, size, filters, stride in [(64, 8, 28, 64, 1), (3, 16, 112, 64, 2)]:
+        model, feeds = _conv((1, c, depth, size, size), filters, 3, stride)
+        cases.append(Case("conv3d", f"Conv3d {c}->{filters} 3x3x3 s{stride} "
+                          f"{depth}x{size}x{size}", model, feeds))
     # conv + activation epilogues (op + epilogue models)
     silu = [_node("Sigmoid", ["c"], "s"), _node("Mul", ["c", "s"])]
     hardswish = [_node("HardSigmoid", ["c"], "h", alpha=1 / 6, beta=0.5),

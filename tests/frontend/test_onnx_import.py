@@ -9,6 +9,7 @@ import pytest
 from helpers import assert_close, make_model, ort_run, random_feeds, tensor_info
 from onnx import helper
 
+import tensorc
 from tensorc.frontend.onnx import import_onnx
 from tensorc.ir.graph import Graph, verify
 from tensorc.ops.interpret import check_types, run_reference
@@ -174,6 +175,24 @@ def test_a_conv_of_wide_groups_is_one_conv_per_group(channels, groups, kernel, s
     convs = [n for n in graph.nodes if n.op == "conv"]
     assert len(convs) == (groups if split else 1)
     assert all(n.attrs["groups"] == (1 if split else groups) for n in convs)
+
+
+@pytest.mark.parametrize("w_shape,attrs", [
+    ((8, 4, 3, 3, 3), {"pads": [1] * 6}),
+    ((8, 4, 3, 2, 3), {"strides": [2, 1, 2], "pads": [1, 0, 1, 1, 2, 0]}),
+    ((8, 4, 2, 3, 3), {"dilations": [2, 1, 1], "pads": [1, 1, 1, 0, 1, 1]}),
+    ((8, 4, 1, 3, 3), {"pads": [0, 1, 1, 0, 1, 1]})])
+def test_a_3d_conv_is_a_batch_of_2d_convs(w_shape, attrs):
+    """Conv3d as a 2-D conv over the output depths (the depth taps' input slices stacked as
+    channels): no 3-D conv left, the same numbers as onnxruntime, through the compiler too."""
+    model = node_model("Conv", ["x", "w", "b"], {"x": [1, 4, 5, 6, 7]},
+                       {"w": rand(*w_shape), "b": rand(8)}, **attrs)
+    graph = check(model)
+    convs = [n for n in graph.nodes if n.op == "conv"]
+    assert len(convs) == 1 and convs[0].inputs[0].type.ndim == 4
+    feeds = {"x": rand(1, 4, 5, 6, 7)}
+    assert_close(tensorc.compile(model).run(feeds), ort_run(model, feeds), rtol=1e-4,
+                 atol=1e-5)
 
 
 @pytest.mark.parametrize("trans_a, trans_b", [(0, 0), (1, 0), (0, 1), (1, 1)])

@@ -107,6 +107,8 @@ def conv(ctx: ImportContext, inputs: list[Value], *, auto_pad: str = "NOTSET",
     if _split_groups(ctx, x, w, int(group)):
         return _grouped_conv_as_convs(ctx, x, w, bias, int(group), strides=strides,
                                       pads=pads, dilations=dilations)
+    if x.type.ndim == 5 and int(group) == 1 and ctx.constant(w) is not None:
+        return _conv_bias(ctx, _conv3d_as_conv2d(ctx, x, w, strides, pads, dilations), bias)
     y = ctx.emit("conv", [x, w], strides=strides, pads=pads, dilations=dilations,
                  groups=int(group))
     return _conv_bias(ctx, y, bias)
@@ -117,6 +119,38 @@ def _conv_bias(ctx: ImportContext, y: Value, bias: Value | None) -> Value:
         return y
     shape = (1, bias.type.size) + (1,) * (y.type.ndim - 2)
     return ctx.emit("add", [y, reshape(ctx, bias, shape)])
+
+
+def _conv3d_as_conv2d(ctx: ImportContext, x: Value, w: Value, strides, pads, dilations
+                      ) -> Value:
+    """A 3-D conv as a 2-D one over the output depths: for each output depth, the input
+    slices its depth taps read, stacked as channels [N * Do, kd * C, H, W], convolved with
+    the weights [F, kd * C, kh, kw] (a batch of Do 2-D convs under the 2-D schedules), then
+    the depths moved back beside the spatial dims. The 3-D conv ran under the generic
+    schedule: 64 -> 64 3x3x3 onto 8x28x28, ms at one thread 42.6 -> 8.1 (onnxruntime 13.9)."""
+    n, channels, depth = x.type.shape[:3]
+    filters, taps = w.type.shape[0], w.type.shape[2]
+    sd, dd = strides[0], dilations[0]
+    if pads[0] or pads[3]:
+        x = ctx.emit("pad", [x], pads=(0, 0, pads[0], 0, 0, 0, 0, pads[3], 0, 0),
+                     mode="constant", value=0.0)
+        depth += pads[0] + pads[3]
+    out_depth = (depth - dd * (taps - 1) - 1) // sd + 1
+    rows = []
+    for k in range(taps):
+        shape = (n, channels, out_depth) + tuple(x.type.shape[3:])
+        rows.append(ctx.emit("slice", [x], starts=(0, 0, k * dd, 0, 0), steps=(1, 1, sd, 1, 1),
+                             shape=shape))
+    stacked = ctx.emit("concat", rows, axis=1) if taps > 1 else rows[0]
+    planes = ctx.emit("transpose", [stacked], perm=(0, 2, 1, 3, 4))
+    planes = reshape(ctx, planes, (n * out_depth, taps * channels) + tuple(x.type.shape[3:]))
+    w2 = ctx.emit("transpose", [w], perm=(0, 2, 1, 3, 4))
+    w2 = reshape(ctx, w2, (filters, taps * channels) + tuple(w.type.shape[3:]))
+    y = ctx.emit("conv", [planes, w2], strides=tuple(strides[1:]),
+                 pads=(pads[1], pads[2], pads[4], pads[5]), dilations=tuple(dilations[1:]),
+                 groups=1)
+    y = reshape(ctx, y, (n, out_depth) + tuple(y.type.shape[1:]))
+    return ctx.emit("transpose", [y], perm=(0, 2, 1, 3, 4))
 
 
 # a grouped conv whose groups have at least this many input channels runs as one dense conv
