@@ -711,6 +711,22 @@ def test_concat(shapes, axis) -> None:
     check(got, np.concatenate(list(arrays.values()), axis=axis))
 
 
+@pytest.mark.parametrize("inputs,rows", [(7, (14, 14)), (9, (7, 7)), (3, (3, 7))])
+def test_a_concat_of_short_rows_copies_each_input_in_its_own_loop(inputs, rows) -> None:
+    """Channel concats of maps whose rows are shorter than a vector (DenseNet's 14x14, 7x7):
+    the channel loop is kept out of the vectorized rows and cut once per input, so that the
+    kernel is plain copies, with no select; a ReLU after it (fused) too."""
+    arrays = {f"x{k}": rand((1, 8 + 8 * (k % 2), *rows), 92 + k) for k in range(inputs)}
+    nodes = [helper.make_node("Concat", list(arrays), ["c"], axis=1),
+             helper.make_node("Relu", ["c"], ["y"])]
+    model = make_model(nodes, [tensor_info(n, "float32", a.shape) for n, a in arrays.items()],
+                       ["y"])
+    text = tensorc.inspect(model, stage="loops")
+    assert "select" not in text.split("func tensorc_entry")[0], text
+    got = tensorc.compile(model).run(arrays)["y"]
+    check(got, np.maximum(np.concatenate(list(arrays.values()), axis=1), 0))
+
+
 def test_concat_same_value_twice() -> None:
     x = rand((3, 7), 89)
     got = run_node(helper.make_node("Concat", ["x", "x"], ["y"], axis=0), {"x": x})["y"]

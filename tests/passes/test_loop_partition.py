@@ -3,6 +3,7 @@ that each piece runs one branch (a concat, a guarded tail) with no select or gua
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from helpers_kernels import random_array, run_func
 from tensorc.ir import expr as E
@@ -71,21 +72,42 @@ def test_a_triangle_is_split_in_both_loops_and_stays_right():
     np.testing.assert_array_equal(out, np.where(np.add.outer(range(4), range(4)) < 6, a, 0))
 
 
-def test_too_many_pieces_keep_the_loop_whole():
-    # a concat of six inputs: five breakpoints, more pieces than a loop is split into
+def _six_way_concat(work: int):
+    """A concat of six inputs, each element passed through ``work`` multiply-adds."""
     parts = [placeholder((1, 3), name=f"P{k}") for k in range(6)]
 
-    C = compute((6, 3), lambda i, j: E.select(E.Compare("lt", i, E.const(1)), parts[0][0, j],
-             E.select(E.Compare("lt", i, E.const(2)), parts[1][0, j],
-             E.select(E.Compare("lt", i, E.const(3)), parts[2][0, j],
-             E.select(E.Compare("lt", i, E.const(4)), parts[3][0, j],
-             E.select(E.Compare("lt", i, E.const(5)), parts[4][0, j],
-                      parts[5][0, j]))))), name="C")
+    def value(k, j):
+        v = parts[k][0, j]
+        for _ in range(work):
+            v = v * 1.0001 + 0.5
+        return v
+    C = compute((6, 3), lambda i, j: E.select(E.Compare("lt", i, E.const(1)), value(0, j),
+             E.select(E.Compare("lt", i, E.const(2)), value(1, j),
+             E.select(E.Compare("lt", i, E.const(3)), value(2, j),
+             E.select(E.Compare("lt", i, E.const(4)), value(3, j),
+             E.select(E.Compare("lt", i, E.const(5)), value(4, j),
+                      value(5, j)))))), name="C")
+    return parts, C
+
+
+@pytest.mark.parametrize("work,split", [(0, True), (40, False)])
+def test_many_pieces_only_where_the_body_is_small(work, split):
+    """Five breakpoints: a small body (a concat's copy) splits into one piece per input, with
+    no select left; a body whose six copies would exceed PIECES_BUDGET keeps the loop
+    whole."""
+    parts, C = _six_way_concat(work)
     func = lower(create_schedule(C), [*parts, C], "many")
-    assert str(optimize(func)).count("for (i: serial") == 1
+    text = str(optimize(func))
+    if split:
+        assert "select" not in text and text.count("for (j: serial") == 6
+    else:
+        assert text.count("for (i: serial") == 1 and "select" in text
     inputs = [random_array(RNG, (1, 3)) for _ in parts]
     (out,) = run_func(func, inputs)
-    np.testing.assert_array_equal(out, np.concatenate(inputs))
+    want = np.concatenate(inputs).astype(np.float64)
+    for _ in range(work):
+        want = want * 1.0001 + 0.5
+    np.testing.assert_allclose(out, want, rtol=1e-5)
 
 
 def test_a_three_way_concat_is_split_at_exactly_its_two_boundaries():

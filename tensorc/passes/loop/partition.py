@@ -18,6 +18,10 @@ from tensorc.ir.loop import (
 from tensorc.passes.loop.simplify import simplify, simplify_stmt
 
 MAX_PIECES = 4         # a loop is split into at most this many ranges
+# ... or, where its body is small (a concat's copy: one piece per input), into as many pieces
+# as keep the copies' expressions within PIECES_BUDGET nodes in all
+MAX_SMALL_PIECES = 64
+PIECES_BUDGET = 4096
 PARTITIONED = ("serial", "parallel", "unrolled")
 
 
@@ -177,9 +181,21 @@ def _breakpoints(loop: For, n: int, ranges: dict) -> list[int]:
                     point = bound // -coeff + 1     # floor(bound / -coeff) + 1
                 if 0 < point < n:
                     cuts.add(int(point))
-    if len(cuts) + 1 > MAX_PIECES:
+    if len(cuts) + 1 > MAX_PIECES and (len(cuts) + 1 > MAX_SMALL_PIECES or
+                                       (len(cuts) + 1) * _size(loop.body) > PIECES_BUDGET):
         return []
     return sorted(cuts)
+
+
+def _size(s: Stmt) -> int:
+    """The expression nodes of the stores inside ``s`` (what each piece copies)."""
+    total, stack = 0, [s]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Store):
+            total += sum(1 for e in (*x.indices, x.value) for _ in E.walk(e))
+        stack.extend(x.children())
+    return total
 
 
 def _split(loop: For, points: list[int]) -> list[For]:
