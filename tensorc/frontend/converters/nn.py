@@ -9,6 +9,7 @@ from tensorc.errors import InvalidModelError, ShapeError, UnsupportedOpError
 from tensorc.frontend.converters import (
     converter, normalize_axis, reshape, scalar, spatial_attrs,
 )
+from tensorc.frontend.converters.rnn import take
 from tensorc.ir.graph import Value
 
 if TYPE_CHECKING:
@@ -136,12 +137,10 @@ def _conv3d_as_conv2d(ctx: ImportContext, x: Value, w: Value, strides, pads, dil
                      mode="constant", value=0.0)
         depth += pads[0] + pads[3]
     out_depth = (depth - dd * (taps - 1) - 1) // sd + 1
-    rows = []
-    for k in range(taps):
-        shape = (n, channels, out_depth) + tuple(x.type.shape[3:])
-        rows.append(ctx.emit("slice", [x], starts=(0, 0, k * dd, 0, 0), steps=(1, 1, sd, 1, 1),
-                             shape=shape))
-    stacked = ctx.emit("concat", rows, axis=1) if taps > 1 else rows[0]
+    shape = (n, channels, out_depth) + tuple(x.type.shape[3:])
+    read = [ctx.emit("slice", [x], starts=(0, 0, k * dd, 0, 0), steps=(1, 1, sd, 1, 1),
+                     shape=shape) for k in range(taps)]      # what each depth tap reads
+    stacked = ctx.emit("concat", read, axis=1) if taps > 1 else read[0]
     planes = ctx.emit("transpose", [stacked], perm=(0, 2, 1, 3, 4))
     planes = reshape(ctx, planes, (n * out_depth, taps * channels) + tuple(x.type.shape[3:]))
     w2 = ctx.emit("transpose", [w], perm=(0, 2, 1, 3, 4))
@@ -177,20 +176,11 @@ def _grouped_conv_as_convs(ctx: ImportContext, x: Value, w: Value, bias: Value |
     per_group, filters = x.type.shape[1] // groups, w.type.shape[0] // groups
     outs = []
     for g in range(groups):
-        xg = _slice_channels(ctx, x, g * per_group, per_group)
-        wg = _slice_channels(ctx, w, g * filters, filters, axis=0)
-        bg = None if bias is None else _slice_channels(ctx, bias, g * filters, filters, axis=0)
+        xg = take(ctx, x, 1, g * per_group, per_group)
+        wg = take(ctx, w, 0, g * filters, filters)
+        bg = None if bias is None else take(ctx, bias, 0, g * filters, filters)
         outs.append(_conv_bias(ctx, ctx.emit("conv", [xg, wg], groups=1, **attrs), bg))
     return ctx.emit("concat", outs, axis=1)
-
-
-def _slice_channels(ctx: ImportContext, x: Value, start: int, size: int, axis: int = 1
-                    ) -> Value:
-    shape = list(x.type.shape)
-    starts = [0] * len(shape)
-    starts[axis], shape[axis] = start, size
-    return ctx.emit("slice", [x], starts=tuple(starts), steps=(1,) * len(shape),
-                    shape=tuple(shape))
 
 
 @converter("MaxPool", since=1)
