@@ -108,7 +108,8 @@ def conv(ctx: ImportContext, inputs: list[Value], *, auto_pad: str = "NOTSET",
     if _split_groups(ctx, x, w, int(group)):
         return _grouped_conv_as_convs(ctx, x, w, bias, int(group), strides=strides,
                                       pads=pads, dilations=dilations)
-    if x.type.ndim == 5 and int(group) == 1 and ctx.constant(w) is not None:
+    if x.type.ndim == 5 and int(group) == 1 and ctx.constant(w) is not None and \
+            any(k > 1 for k in kernel):      # (a pointwise one runs as a GEMM as it is)
         return _conv_bias(ctx, _conv3d_as_conv2d(ctx, x, w, strides, pads, dilations), bias)
     y = ctx.emit("conv", [x, w], strides=strides, pads=pads, dilations=dilations,
                  groups=int(group))
