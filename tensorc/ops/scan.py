@@ -5,6 +5,8 @@ cumprod{axis, exclusive, reverse}(x): ONNX CumProd with the axis normalized.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tensorc.ir import expr as E
@@ -12,7 +14,7 @@ from tensorc.ir import te
 from tensorc.ir.schedule import Schedule
 from tensorc.ir.types import TensorType
 from tensorc.ops.registry import Pattern, define
-from tensorc.ops.schedules import schedule_reduction
+from tensorc.ops.schedules import schedule_injective, schedule_reduction
 from tensorc.ops.shape_rules import expect_arity, expect_axis
 from tensorc.target import Target
 
@@ -55,6 +57,8 @@ def _compute(name: str):
         # Each output combines the prefix (or suffix) it covers: a reduction over the whole
         # axis with a select, O(n^2) along the axis but one parallel, vectorized kernel.
         axis = attrs["axis"]
+        if x.shape[axis] >= BLOCKED_SCAN_MIN:
+            return _blocked_scan(name, attrs, x)
         r = te.reduce_axis(x.shape[axis], "r")
         keep = {(False, False): "le", (False, True): "lt", (True, False): "ge",
                 (True, True): "gt"}[(bool(attrs["reverse"]), bool(attrs["exclusive"]))]
@@ -68,9 +72,77 @@ def _compute(name: str):
     return compute
 
 
+# Axes at least this long scan in blocks of about sqrt(n) elements (O(n^1.5), not O(n^2)):
+# a cumsum over 8400 elements took 3.4 ms (onnxruntime 0.024)
+BLOCKED_SCAN_MIN = 256
+BLOCKED_STAGES = ("scan_local", "scan_blocks", "scan_prefix")
+
+
+def _blocked_scan(name: str, attrs: dict, x: te.Tensor) -> te.Tensor:
+    """The scan in blocks of B elements: within its block each output combines the elements
+    it covers (B terms), each block's total is combined once, and each output adds the
+    totals of the blocks before it (or after it, reversed): n * B + n + (n / B)^2 terms."""
+    _, combiner, identity = SCANS[name]
+    axis = attrs["axis"]
+    n = x.shape[axis]
+    reverse, exclusive = bool(attrs["reverse"]), bool(attrs["exclusive"])
+    block = 16 * -(-math.isqrt(n) // 16)
+    blocks = -(-n // block)
+    keep = {(False, False): "le", (False, True): "lt", (True, False): "ge",
+            (True, True): "gt"}[(reverse, exclusive)]
+    neutral = E.Const(identity, x.dtype)
+
+    def at(o, j):
+        return x[tuple(E.minimum(j, E.const(n - 1)) if d == axis else o[d]
+                       for d in range(x.ndim))]
+    rl = te.reduce_axis(block, "rl")
+
+    def local(*o):
+        j = (o[axis] // block) * block + rl.var
+        inside = E.all_of(E.Compare(keep, j, o[axis]), E.Compare("lt", j, E.const(n)))
+        return E.Reduce(combiner, E.select(inside, at(o, j), neutral), [rl], neutral)
+    partial = te.compute(x.shape, local, name="scan_local")
+    shape = tuple(blocks if d == axis else e for d, e in enumerate(x.shape))
+    rt = te.reduce_axis(block, "rt")
+
+    def total(*o):
+        j = o[axis] * block + rt.var
+        return E.Reduce(combiner, E.select(E.Compare("lt", j, E.const(n)), at(o, j), neutral),
+                        [rt], neutral)
+    totals = te.compute(shape, total, name="scan_blocks")
+    rb = te.reduce_axis(blocks, "rb")
+
+    def prefix(*o):
+        before = E.Compare("gt" if reverse else "lt", rb.var, o[axis])
+        value = totals[tuple(rb.var if d == axis else o[d] for d in range(x.ndim))]
+        return E.Reduce(combiner, E.select(before, value, neutral), [rb], neutral)
+    prefixes = te.compute(shape, prefix, name="scan_prefix")
+    combine = (lambda a, b: a + b) if combiner == "sum" else (lambda a, b: a * b)
+    return te.compute(x.shape, lambda *o: combine(prefixes[tuple(
+        o[d] // block if d == axis else o[d] for d in range(x.ndim))], partial[o]), name=name)
+
+
 def _schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
               attrs: dict, config) -> None:
-    schedule_reduction(target, sch, out, anchor)
+    stages = {t.op.name: t for t in _computed(out) if t.op.name in BLOCKED_STAGES}
+    if not stages:
+        schedule_reduction(target, sch, out, anchor)
+        return
+    for name in BLOCKED_STAGES:
+        sch[stages[name]].compute_root()
+        schedule_reduction(target, sch, stages[name], stages[name])
+    schedule_injective(target, sch, out)
+
+
+def _computed(t: te.Tensor):
+    stack, seen = [t], set()
+    while stack:
+        x = stack.pop()
+        if id(x) in seen or not isinstance(x.op, te.ComputeOp):
+            continue
+        seen.add(id(x))
+        yield x
+        stack.extend(x.op.input_tensors())
 
 
 for _op in (cumsum, cumprod):

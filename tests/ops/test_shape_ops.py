@@ -285,6 +285,28 @@ def test_cumsum(exclusive, reverse):
     check(got, (want[:, ::-1] if reverse else want).astype(np.float32), atol=1e-5)
 
 
+@pytest.mark.parametrize("shape,axis", [((2, 1000), 1), ((257, 3), 0), ((3, 8400), 1)])
+@pytest.mark.parametrize("exclusive, reverse", [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_a_long_cumsum_scans_in_blocks(shape, axis, exclusive, reverse):
+    """Axes of BLOCKED_SCAN_MIN elements or more: totals of blocks of about sqrt(n), then
+    each output within its block (a block that the axis does not fill included)."""
+    x = rand(shape, seed=12)
+    node = helper.make_node("CumSum", ["x", "a"], ["y"], exclusive=exclusive, reverse=reverse)
+    got = run_node(node, {"x": x}, initializers={"a": np.array(axis)})["y"]
+    src = np.flip(x, axis) if reverse else x
+    want = np.cumsum(src.astype(np.float64), axis=axis)
+    if exclusive:
+        want = want - src
+    check(got, (np.flip(want, axis) if reverse else want).astype(np.float32), atol=1e-4)
+
+
+def test_a_long_integer_cumsum_is_exact():
+    x = np.arange(600, dtype=np.int64).reshape(2, 300) % 7 - 3
+    node = helper.make_node("CumSum", ["x", "a"], ["y"])
+    got = run_node(node, {"x": x}, initializers={"a": np.array(1)})["y"]
+    check(got, np.cumsum(x, axis=1))
+
+
 def test_cumsum_int32_axis0():
     x = np.arange(7 * 3, dtype=np.int32).reshape(7, 3) - 10
     node = helper.make_node("CumSum", ["x", "a"], ["y"])
