@@ -106,3 +106,21 @@ def test_deep_gemm_convs_take_tiles_two_vectors_wide(channels, kernel, tile):
     model = conv_model(x, w, (1, 1), pads, (1, 1))
     got = tensorc.compile(model).run({"x": x})["y"]
     check_result(got, conv_ref(x, w, (1, 1), pads, (1, 1)), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("channels, kernel, filters, tile", [
+    (3, 3, 64, 8), (3, 4, 96, 8), (3, 3, 6, 6)])
+def test_shallow_gemm_convs_take_tiles_of_eight_filters(channels, kernel, filters, tile):
+    """A conv GEMM at most SHALLOW_GEMM_DEPTH deep (a stem, a patch embedding) accumulates 8
+    filters per register tile (which 16, 32, 64, 96 and 128 divide; 6 filters: one tile of
+    6); against numpy. (Deeper ones keep the tallest tile: the audio model's loop IR is
+    unchanged.)"""
+    rng = np.random.default_rng(filters)
+    x = rng.standard_normal((1, channels, 20, 24)).astype(np.float32)
+    w = (rng.standard_normal((filters, channels, kernel, kernel)) * 0.3).astype(np.float32)
+    stride, pads = (kernel, kernel) if kernel == 4 else (2, 2), (0, 0, 0, 0)
+    model = conv_model(x, w, stride, pads, (1, 1))
+    loops = tensorc.inspect(model, stage="loops")
+    assert "conv_gemm" in loops and f"for (f: unrolled, 0, {tile})" in loops, loops
+    got = tensorc.compile(model).run({"x": x})["y"]
+    check_result(got, conv_ref(x, w, stride, pads, (1, 1)), rtol=1e-4, atol=1e-4)
