@@ -194,24 +194,12 @@ def _topk_schedule(target, sch, out: te.Tensor, anchor: te.Tensor, attrs: dict, 
     consecutive elements, each compared with one broadcast element per step, the vectors
     on threads; then the pick under the reduction schedule. Serial and scalar, the ranks of
     8400 detections (a YOLO head's top 100) took 15 ms."""
-    ranks = next((t for t in _producers(out) if t.op.name == "topk_rank"), None)
+    ranks = next((t for t in te.post_order([out]) if t.op.name == "topk_rank"), None)
     if ranks is not None:
         sch[ranks].compute_root()
         schedule_reduction(target, sch, ranks, ranks, attrs, {"rfactor": False,
                                                                "parallel": True})
     schedule_reduction(target, sch, out, anchor, attrs, config)
-
-
-def _producers(t: te.Tensor):
-    stack, seen = [t], set()
-    while stack:
-        x = stack.pop()
-        if id(x) in seen:
-            continue
-        seen.add(id(x))
-        yield x
-        if hasattr(x.op, "input_tensors"):
-            stack.extend(x.op.input_tensors())
 
 
 topk.schedule(_topk_schedule, space=reduction_space)

@@ -345,52 +345,40 @@ def _col2im_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
     k, blocks = len(image), _col2im_blocks(attrs)
     kernel = math.prod(block)
     zero = E.Const(0, x.dtype)
-    if all(d == 1 for d in dilations) and any(s > 1 for s in strides):
-        return _col2im_by_phase(x, image, block, strides, pads, blocks, kernel)
-    offsets = [te.reduce_axis(b, f"r{j}") for j, b in enumerate(block)]
+    by_phase = all(d == 1 for d in dilations) and any(s > 1 for s in strides)
+    if by_phase:
+        # without dilation, a pixel at padded position q is covered by the block offsets
+        # r = q mod s + a * s (a = 0, 1, ... while r < block), the block at q // s - a: a
+        # reduction over ceil(block / s) offsets per axis, not over all of them with a
+        # stride test each (a 4x4 stride-2 block: 4 terms per pixel, not 16)
+        axes = [te.reduce_axis(-(-b // s), f"a{j}") for j, (b, s) in
+                enumerate(zip(block, strides))]
+    else:
+        axes = [te.reduce_axis(b, f"r{j}") for j, b in enumerate(block)]
+
+    def place(j: int, p: E.Expr, a: E.Expr) -> tuple[E.Expr, E.Expr, list]:
+        """(the block offset read, the block's position, the conditions that it covers
+        pixel p) along axis j, for the reduction variable a."""
+        s, q = strides[j], p + pads[j]
+        if by_phase:
+            offset = q % s + a * s if s > 1 else a
+            conds = [E.Compare("lt", offset, E.const(block[j]))] if block[j] % s else []
+            return clamp(offset, block[j]), (q // s if s > 1 else q) - a, conds
+        # the block index l with l * stride + r * dilation == p + pad, when there is one
+        distance = q - a * dilations[j]
+        return a, distance // s if s > 1 else distance, \
+            [E.eq(distance % s, 0)] if s > 1 else []
 
     def body(n, c, *p):
         conds, column, channel = [], E.const(0), c * kernel
         for j in range(k):
-            # the block index l with l * stride + r * dilation == p + pad, when there is one
-            distance = p[j] + pads[j] - offsets[j].var * dilations[j]
-            if strides[j] > 1:
-                conds.append(E.eq(distance % strides[j], 0))
-            position = distance // strides[j] if strides[j] > 1 else distance
-            conds.append(in_range(position, blocks[j]))
+            offset, position, covers = place(j, p[j], axes[j].var)
+            conds += [*covers, in_range(position, blocks[j])]
             column = column * blocks[j] + clamp(position, blocks[j])
-            channel = channel + offsets[j].var * math.prod(block[j + 1:])
+            channel = channel + offset * math.prod(block[j + 1:])
         value = x[(n, channel, column)]
-        return te.sum_(E.select(E.all_of(*conds), value, zero), axis=offsets)
+        return te.sum_(E.select(E.all_of(*conds), value, zero), axis=axes)
     return te.compute((x.shape[0], x.shape[1] // kernel) + image, body, name="col2im")
-
-
-def _col2im_by_phase(x: te.Tensor, image, block, strides, pads, blocks, kernel: int
-                     ) -> te.Tensor:
-    """col2im without dilation: a pixel at padded position q is covered by the block offsets
-    r = q mod s + a * s (a = 0, 1, ... while r < block), the block at q // s - a; a reduction
-    over ceil(block / s) offsets per axis, not over all of them with a stride test each (a
-    4x4 stride-2 block: 4 terms per pixel, not 16)."""
-    k = len(image)
-    steps = [te.reduce_axis(-(-b // s), f"a{j}") for j, (b, s) in enumerate(zip(block,
-                                                                                strides))]
-    zero = E.Const(0, x.dtype)
-
-    def body(n, c, *p):
-        conds, column, channel = [], E.const(0), c * kernel
-        for j in range(k):
-            q = p[j] + pads[j]
-            offset = (q % strides[j] + steps[j].var * strides[j]) if strides[j] > 1 \
-                else steps[j].var
-            position = (q // strides[j] if strides[j] > 1 else q) - steps[j].var
-            if block[j] % strides[j]:
-                conds.append(E.Compare("lt", offset, E.const(block[j])))
-            conds.append(in_range(position, blocks[j]))
-            column = column * blocks[j] + clamp(position, blocks[j])
-            channel = channel + clamp(offset, block[j]) * math.prod(block[j + 1:])
-        value = x[(n, channel, column)]
-        return te.sum_(E.select(E.all_of(*conds), value, zero), axis=steps)
-    return te.compute((x.shape[0], x.shape[1] // kernel) + tuple(image), body, name="col2im")
 
 
 @col2im.schedule

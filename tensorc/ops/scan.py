@@ -124,7 +124,7 @@ def _blocked_scan(name: str, attrs: dict, x: te.Tensor) -> te.Tensor:
 
 def _schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
               attrs: dict, config) -> None:
-    stages = {t.op.name: t for t in _computed(out) if t.op.name in BLOCKED_STAGES}
+    stages = {t.op.name: t for t in te.post_order([out]) if t.op.name in BLOCKED_STAGES}
     if not stages:
         schedule_reduction(target, sch, out, anchor)
         return
@@ -132,17 +132,6 @@ def _schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
         sch[stages[name]].compute_root()
         schedule_reduction(target, sch, stages[name], stages[name])
     schedule_injective(target, sch, out)
-
-
-def _computed(t: te.Tensor):
-    stack, seen = [t], set()
-    while stack:
-        x = stack.pop()
-        if id(x) in seen or not isinstance(x.op, te.ComputeOp):
-            continue
-        seen.add(id(x))
-        yield x
-        stack.extend(x.op.input_tensors())
 
 
 for _op in (cumsum, cumprod):

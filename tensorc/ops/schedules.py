@@ -13,7 +13,7 @@ from tensorc.ir import expr as E
 from tensorc.ir.loop import Buffer, flat_index
 from tensorc.ir.lower import loop_extents
 from tensorc.ir.schedule import Schedule, Stage
-from tensorc.ir.te import ComputeOp, Tensor
+from tensorc.ir.te import ComputeOp, Tensor, post_order
 from tensorc.ops.registry import Template
 from tensorc.ops.space import Knob, SearchSpace
 from tensorc.target import Target
@@ -235,29 +235,20 @@ def schedule_injective(target: Target, sch: Schedule, out: Tensor, anchor: Tenso
         rows = list(stage.op_axis)[joined + 1:]
         if len(rows) > 1:
             stage.fuse(*rows)
-        outer = vectorize_inner(target, stage, math.prod(out.shape[joined + 1:]), out.dtype,
-                                config["registers"])
-        parallel_prefix(stage, outer, _size(out) if config["parallel"] else 0)
-        return
+        extent = math.prod(out.shape[joined + 1:])
     outer = vectorize_inner(target, stage, extent, out.dtype, config["registers"])
     parallel_prefix(stage, outer, _size(out) if config["parallel"] else 0)
 
 
 def concat_axis(out: Tensor) -> int | None:
-    """The axis of a concat computed inside ``out``'s group (reached from ``out`` through
-    computed tensors, not through the group's inputs), or None."""
-    stack, seen = [out], set()
-    while stack:
-        t = stack.pop()
-        if id(t) in seen or not isinstance(t.op, ComputeOp):
-            continue
-        seen.add(id(t))
+    """The axis of a concat computed inside ``out``'s group (the group's inputs are
+    placeholders), or None."""
+    for t in post_order([out]):
         inputs = t.op.input_tensors()
         if t.op.name == "concat" and inputs and len(t.shape) == len(out.shape):
             differ = [d for d in range(len(t.shape)) if inputs[0].shape[d] != t.shape[d]]
             if len(differ) == 1:
                 return differ[0]
-        stack.extend(inputs)
     return None
 
 

@@ -306,10 +306,7 @@ def conv_transpose(ctx: ImportContext, inputs: list[Value], *, auto_pad: str = "
     if y is None:
         y = ctx.emit("conv_transpose", [x, w], strides=strides, pads=tuple(pads),
                      dilations=dilations, groups=int(group), output_padding=tuple(extra))
-    if bias is not None:
-        shape = (1, bias.type.size) + (1,) * spatial
-        y = ctx.emit("add", [y, reshape(ctx, bias, shape)])
-    return y
+    return _conv_bias(ctx, y, bias)
 
 
 @converter("BatchNormalization", since=6)
