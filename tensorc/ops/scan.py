@@ -58,7 +58,7 @@ def _compute(name: str):
         # axis with a select, O(n^2) along the axis but one parallel, vectorized kernel.
         axis = attrs["axis"]
         if x.shape[axis] >= BLOCKED_SCAN_MIN:
-            return _blocked_scan(name, attrs, x)
+            return blocked_scan(name, attrs, x)
         r = te.reduce_axis(x.shape[axis], "r")
         keep = {(False, False): "le", (False, True): "lt", (True, False): "ge",
                 (True, True): "gt"}[(bool(attrs["reverse"]), bool(attrs["exclusive"]))]
@@ -78,10 +78,12 @@ BLOCKED_SCAN_MIN = 256
 BLOCKED_STAGES = ("scan_local", "scan_blocks", "scan_prefix")
 
 
-def _blocked_scan(name: str, attrs: dict, x: te.Tensor) -> te.Tensor:
+def blocked_scan(name: str, attrs: dict, x: te.Tensor, prefix: str = "") -> te.Tensor:
     """The scan in blocks of B elements: within its block each output combines the elements
     it covers (B terms), each block's total is combined once, and each output adds the
-    totals of the blocks before it (or after it, reversed): n * B + n + (n / B)^2 terms."""
+    totals of the blocks before it (or after it, reversed): n * B + n + (n / B)^2 terms.
+    ``prefix``: its stages' names (another op's scan, scheduled by that op), else
+    BLOCKED_STAGES and the op's own name."""
     _, combiner, identity = SCANS[name]
     axis = attrs["axis"]
     n = x.shape[axis]
@@ -101,7 +103,7 @@ def _blocked_scan(name: str, attrs: dict, x: te.Tensor) -> te.Tensor:
         j = (o[axis] // block) * block + rl.var
         inside = E.all_of(E.Compare(keep, j, o[axis]), E.Compare("lt", j, E.const(n)))
         return E.Reduce(combiner, E.select(inside, at(o, j), neutral), [rl], neutral)
-    partial = te.compute(x.shape, local, name="scan_local")
+    partial = te.compute(x.shape, local, name=f"{prefix or 'scan'}_local")
     shape = tuple(blocks if d == axis else e for d, e in enumerate(x.shape))
     rt = te.reduce_axis(block, "rt")
 
@@ -109,17 +111,18 @@ def _blocked_scan(name: str, attrs: dict, x: te.Tensor) -> te.Tensor:
         j = o[axis] * block + rt.var
         return E.Reduce(combiner, E.select(E.Compare("lt", j, E.const(n)), at(o, j), neutral),
                         [rt], neutral)
-    totals = te.compute(shape, total, name="scan_blocks")
+    totals = te.compute(shape, total, name=f"{prefix or 'scan'}_blocks")
     rb = te.reduce_axis(blocks, "rb")
 
-    def prefix(*o):
+    def before_block(*o):
         before = E.Compare("gt" if reverse else "lt", rb.var, o[axis])
         value = totals[tuple(rb.var if d == axis else o[d] for d in range(x.ndim))]
         return E.Reduce(combiner, E.select(before, value, neutral), [rb], neutral)
-    prefixes = te.compute(shape, prefix, name="scan_prefix")
+    prefixes = te.compute(shape, before_block, name=f"{prefix or 'scan'}_prefix")
     combine = (lambda a, b: a + b) if combiner == "sum" else (lambda a, b: a * b)
     return te.compute(x.shape, lambda *o: combine(prefixes[tuple(
-        o[d] // block if d == axis else o[d] for d in range(x.ndim))], partial[o]), name=name)
+        o[d] // block if d == axis else o[d] for d in range(x.ndim))], partial[o]),
+        name=f"{prefix}_scan" if prefix else name)
 
 
 def _schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,

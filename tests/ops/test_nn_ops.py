@@ -180,6 +180,64 @@ def test_topk_opset1_attribute_and_unsigned(dtype, opset) -> None:
     check(got["i"], want_i)
 
 
+def argsort_topk(x: np.ndarray, k: int, axis: int, largest: bool):
+    """Sorted top-k by numpy's stable sort (NaN last ascending, first descending; -0.0 and
+    0.0 equal), equal values in index order."""
+    n = x.shape[axis]
+    if largest:
+        order = np.flip(n - 1 - np.argsort(np.flip(x, axis), axis=axis, kind="stable"), axis)
+    else:
+        order = np.argsort(x, axis=axis, kind="stable")
+    indices = np.take(order, np.arange(k), axis=axis)
+    return np.take_along_axis(x, indices, axis=axis), indices.astype(np.int64)
+
+
+def _topk_select_module(x: np.ndarray, k: int, axis: int, largest: int):
+    node = helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=axis, largest=largest)
+    model = build(node, {"x": x}, {"k": np.array([k], np.int64)}, opset=11, outputs=("v", "i"))
+    # the selection path, not the n^2 ranks
+    loops = tensorc.inspect(model, stage="loops")
+    assert "topk_select_bit0" in loops and "topk_rank" not in loops
+    return tensorc.compile(model, num_threads=2)
+
+
+@pytest.mark.parametrize("shape,axis,k,largest", [
+    ((1, 8400), -1, 100, 1),        # a YOLO head's detections
+    ((2, 3, 1000), -1, 7, 0),
+    ((3, 700, 5), 1, 300, 1),       # along a strided axis
+    ((1, 600), -1, 600, 0),         # a whole sort
+])
+def test_topk_selection_long_axes(shape, axis, k, largest) -> None:
+    rng = np.random.default_rng(11)
+    floats = (rng.standard_normal(shape).astype(np.float32),
+              rng.integers(-4, 4, size=shape).astype(np.float32))          # many ties
+    ints = rng.integers(-2 ** 31, 2 ** 31 - 1, size=shape, dtype=np.int64).astype(np.int32)
+    module = _topk_select_module(floats[0], k, axis, largest)
+    for x in (*floats, ints):
+        if x.dtype == np.int32:
+            module = _topk_select_module(x, k, axis, largest)
+        got = module.run({"x": x})
+        want_v, want_i = topk_ref(x, k, axis, bool(largest))
+        np.testing.assert_array_equal(got["i"], want_i)
+        np.testing.assert_array_equal(got["v"], want_v)
+
+
+@pytest.mark.parametrize("largest", [1, 0])
+def test_topk_selection_special_values(largest) -> None:
+    x = np.random.default_rng(12).standard_normal((2, 1500)).astype(np.float32)
+    flat = x.reshape(-1)
+    flat[::7], flat[1::7] = 0.0, -0.0
+    flat[2::11], flat[3::13] = np.inf, -np.inf
+    flat[5::17] = np.nan
+    flat[6::19], flat[8::23] = 1e-42, -1e-42      # subnormals
+    flat[9::29] = np.finfo(np.float32).max
+    for k in (40, 1500):
+        got = _topk_select_module(x, k, -1, largest).run({"x": x})
+        want_v, want_i = argsort_topk(x, k, -1, bool(largest))
+        np.testing.assert_array_equal(got["i"], want_i)
+        np.testing.assert_array_equal(got["v"], want_v)
+
+
 # ---------------------------------------------------------------------------------------------
 # Softmax / LogSoftmax / Hardmax
 
