@@ -17,6 +17,7 @@ from tensorc.ir import expr as E
 from tensorc.ir import te
 from tensorc.ir.types import TensorType
 from tensorc.ops.registry import Pattern, define
+from tensorc.ops.scan import blocked_scan, scan_local_in_rows, schedule_scan_local
 from tensorc.ops.schedules import reduction_space, schedule_reduction
 from tensorc.ops.shape_rules import expect_arity, expect_axis
 
@@ -201,8 +202,8 @@ def _topk_schedule(target, sch, out: te.Tensor, anchor: te.Tensor, attrs: dict, 
     stages = [t for t in te.post_order([out]) if t.op.name.startswith(SELECT_PREFIX)]
     for t in stages:
         sch[t].compute_root()
-        if t.op.name.endswith("_local") and t.op.axis[-1].extent >= SELECT_MIN:
-            _schedule_scan_local(target, sch, t)
+        if t.op.name.endswith("_local") and scan_local_in_rows(t):
+            schedule_scan_local(target, sch, t)
         elif t.op.reduce_axis:
             schedule_reduction(target, sch, t, t, attrs, {"rfactor": True, "parallel": True})
         else:
@@ -216,25 +217,6 @@ def _topk_schedule(target, sch, out: te.Tensor, anchor: te.Tensor, attrs: dict, 
         schedule_reduction(target, sch, out, anchor, attrs, config)
     else:
         _schedule_pass(target, sch, out)
-
-
-def _schedule_scan_local(target, sch, t: te.Tensor) -> None:
-    """A prefix count's counts within blocks along the last axis, the axis split at the
-    blocks' bounds (a whole number of vectors, ``scan.blocked_scan``): each vector of
-    outputs lies in one block, whose elements it reads one broadcast at a time. (Split
-    anywhere else, each lane's block differs and every read is a gather: 4x slower.)"""
-    local = sch.cache_write(t, "local")
-    st = sch[t]
-    block = t.op.reduce_axis[0].extent
-    lanes = target.vector_lanes(t.dtype)
-    _, within = st.split(st.op_axis[-1], block)
-    vectors, lane = st.split(within, lanes)
-    st.vectorize(lane)
-    sch[local].compute_at(st, vectors)
-    acc = sch[local]
-    *rows, x = acc.op_axis
-    acc.reorder(*rows, *acc.reduce_axis, x)
-    acc.vectorize(x)
 
 
 def _schedule_pass(target, sch, t: te.Tensor) -> None:
@@ -301,7 +283,6 @@ def _topk_select(attrs: dict, x: te.Tensor) -> te.Tensor:
     5. their ranks among the k (k^2), and the output in rank order (k^2).
 
     n = 8400, k = 100: 32 n + 2 n^1.5 + n k + 2 k^2 terms instead of n^2 + n k."""
-    from tensorc.ops.scan import blocked_scan
 
     axis, k, largest = attrs["axis"], attrs["k"], bool(attrs["largest"])
     n = x.shape[axis]
