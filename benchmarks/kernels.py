@@ -158,6 +158,15 @@ def reduce_cases() -> list[Case]:
         for op in ("ReduceMean", "ReduceSum", "ReduceMax"):
             model, feeds = _reduce(op, axes, shape)
             cases.append(Case("reduce", f"{op} axes={axes} {_shape(*shape)}", model, feeds))
+    # detection post-processing: a YOLO head's top 100 of 8400, DETR's 300 of 100 x 91
+    for shape, k in [((1, 8400), 100), ((1, 9100), 300), ((8, 4096), 64)]:
+        node = helper.make_node("TopK", ["x", "k"], ["y", "indices"], axis=-1)
+        model, feeds = _model([node], shape, {"k": np.array([k], np.int64)})
+        cases.append(Case("reduce", f"TopK k={k} {_shape(*shape)}", model, feeds))
+    for shape in [(1, 8400), (64, 512)]:
+        model, feeds = _model([_node("CumSum", ["x", "axis"])], shape,
+                              {"axis": np.array(-1, np.int64)})
+        cases.append(Case("reduce", f"CumSum {_shape(*shape)}", model, feeds))
     return cases
 
 
