@@ -253,7 +253,7 @@ class LLVMCodegen(ValueOps):
             entry = ir.IRBuilder(self.fs.entry)
             ptr = _opaque(entry.alloca(ty, size=ir.Constant(I64, size), name=buf.name))
             ptr.align = 64
-            if buf.scope == "local":
+            if buf.scope == "local" and _has_padding_lanes(buf):
                 # zeroed once per call (or per worker): the padding lanes that unmasked
                 # accesses read are never written otherwise, and stack garbage there is
                 # often denormal; a 3x3 depthwise conv on 28x28 maps ran 30x slower (1.1
@@ -1274,6 +1274,19 @@ def _two_step(index: E.Expr, var: E.Var, lanes: int
     if divisor == 1 or lin is None or lin[1] < 1 or lin[1] * (lanes - 1) >= divisor:
         return None
     return outer, scale, e, divisor
+
+
+# Local blocks up to this size are zeroed whatever their rows (the cost is nothing)
+ZEROED_LOCAL_BYTES = 64 * 1024
+WIDEST_VECTOR_BYTES = 64
+
+
+def _has_padding_lanes(buf: Buffer) -> bool:
+    """Whether a local block may have lanes that vectors read but nothing writes: rows that
+    are no whole number of the widest vectors. Larger blocks of whole-vector rows (a
+    Winograd band's transformed tiles, hundreds of KB) are not zeroed on every call."""
+    return buf.nbytes <= ZEROED_LOCAL_BYTES or not buf.shape or \
+        buf.shape[-1] * _itemsize(buf.dtype) % WIDEST_VECTOR_BYTES != 0
 
 
 def _on_heap(buf: Buffer) -> bool:

@@ -161,6 +161,29 @@ class _Lowering:
             return None
         return transform(e, fn)
 
+    def through_attached(self, parent: Stage, e: Expr, relaxed: dict) -> Expr:
+        """``e`` (``parent``'s body) with the bodies of the stages computed inside
+        ``parent`` substituted for their loads (a cache_write's accumulation, whose reads of
+        a sibling's tensor are ``parent``'s), their reduction axes over their whole extent
+        in ``relaxed``."""
+        inside = {id(kid.tensor): kid for (pid, _), kids in self.attached.items()
+                  if pid == id(parent) for kid in kids}
+        if not inside:
+            return e
+
+        def fn(x: Expr):
+            if isinstance(x, Load) and isinstance(x.source, Tensor) and id(x.source) in inside:
+                op = inside[id(x.source)].op
+                body = self.expand(op.body)
+                if isinstance(body, Reduce):
+                    for iv in body.axes:
+                        relaxed[iv.var] = (0, iv.extent - 1)
+                    body = body.source
+                mapping = {iv.var: idx for iv, idx in zip(op.axis, x.indices)}
+                return substitute(body, mapping)
+            return None
+        return transform(e, fn)
+
     def to_buffer_loads(self, e: Expr) -> Expr:
         def fn(x: Expr):
             if isinstance(x, Load) and isinstance(x.source, Tensor):
@@ -424,7 +447,7 @@ class _Lowering:
             relaxed.update(self.thread_ranges)
         loads = _loads_of(parent_body, t)
         for sib in later_siblings:
-            sib_body = self.expand(sib.op.body)
+            sib_body = self.through_attached(sib, self.expand(sib.op.body), relaxed)
             sib_loads = _loads_of(sib_body, t)
             if sib.condition is t:        # compute_if's test reads the flag
                 sib_loads.append(Load(t, [sv.var for sv in sib.op_axis[:len(t.shape)]]))

@@ -119,8 +119,8 @@ def test_a_conv_chain_runs_blocked_with_transforms_at_its_ends(shape, stride):
     model = _conv_stack(shape, stride).model()
     graph = graph_of(model)
     assert graph.count("layout_transform") == 2
-    # every conv blocked, but a stride-1 3x3 conv that runs as Winograd (before the chain)
-    assert graph.count("layout_block=16") + graph.count("winograd=") == 3
+    # every conv blocked, a stride-1 3x3 conv that runs as Winograd too
+    assert graph.count("layout_block=16") == 3
     check_against_onnxruntime(model, shape)
 
 
@@ -500,3 +500,69 @@ def test_a_prefetching_conv_tile_gives_the_same_answer(taps_inner, monkeypatch):
     chain.conv(48, kernel=3, stride=2)
     chain.conv(32, kernel=1)
     check_against_onnxruntime(chain.model(), (1, 32, 11, 11), threads=2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Winograd convs on blocked tensors
+
+@pytest.fixture
+def force_winograd(monkeypatch):
+    """Every eligible float32 conv runs as F(m, 3), whatever the heuristic says."""
+    from tensorc.ops.nn import winograd
+
+    def force(m: int) -> None:
+        def tile_size(attrs, x, w, target, model_weight_bytes=0):
+            fits = target is not None and x.dtype == "float32" and \
+                winograd.eligible(attrs, x.shape, w.shape)
+            return m if fits else 0
+        monkeypatch.setattr(winograd, "tile_size", tile_size)
+    return force
+
+
+def _winograd_stack(shape, filters):
+    chain = Chain(shape)
+    first = chain.conv(filters, kernel=3)
+    chain.conv(filters, kernel=3, act=None)
+    chain.binary("Add", chain.last, first)                  # a residual, fused
+    chain.unary("Relu")
+    chain.conv(shape[1], kernel=1)
+    return chain
+
+
+@pytest.mark.parametrize("shape, filters, m", [
+    ((1, 16, 14, 14), 32, 4),
+    ((2, 32, 13, 11), 32, 2),       # a batch of two, a rectangle, the last tiles short
+    ((1, 48, 27, 27), 48, 4),       # panels of one vector (48 filters)
+    ((1, 64, 35, 35), 80, 2),       # 80 filters: panels of one vector
+    ((1, 16, 7, 7), 64, 4),         # one band holds the map: its loops on threads
+])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_winograd_convs_run_on_blocked_tensors(force_winograd, shape, filters, m, threads):
+    force_winograd(m)
+    model = _winograd_stack(shape, filters).model()
+    graph = graph_of(model)
+    assert graph.count(f"winograd={m}") == 2 and graph.count("layout_transform") == 2
+    assert all("layout_block=16" in line for line in graph.splitlines()
+               if f"winograd={m}" in line)
+    check_against_onnxruntime(model, shape, threads=threads)
+
+
+def test_every_config_of_the_blocked_winograd_space(force_winograd):
+    force_winograd(4)
+    traces = _every_config(_winograd_stack((1, 16, 9, 9), 16).model(),
+                           "conv (winograd, blocked)")
+    assert len(traces) == 12        # tiles 1-3 x band 1 or 3 x parallel, each its own loops
+
+
+def test_blocked_winograd_register_tile_and_bands():
+    from tensorc.ops.nn import winograd
+    from tensorc.ops.schedules import RegisterTileFits
+    fits = RegisterTileFits(32)
+    assert winograd.register_tile_of(14, (1, 2, 4), fits) == (14, 2)    # one 56x56 tile row
+    assert winograd.register_tile_of(16, (1, 2, 4), fits) == (6, 4)     # 14x14's 4x4 tiles
+    attrs = {"pads": (1, 1, 1, 1)}
+    # weights in L2: a band per tile row; larger: the whole map where its tiles fit
+    assert winograd.band_rows(attrs, (1, 64, 56, 56), 64, 4) == (1, 8)     # 258 KB a row
+    assert winograd.band_rows(attrs, (1, 256, 14, 14), 256, 4) == (4, 4)
+    # one tile row's transformed tiles past the stack budget: the conv stays plain
+    assert winograd.band_rows(attrs, (1, 512, 200, 200), 512, 4)[1] == 0

@@ -154,8 +154,9 @@ def _sample_input(attrs: dict, k: int, types: list[TensorType], rng) -> np.ndarr
     (which reads them back through the transform's left inverse) would disagree on them."""
     if k != 1 or not attrs.get("winograd"):
         return None
-    w = rng.standard_normal((attrs["filters"], types[0].shape[1], winograd.KERNEL,
-                             winograd.KERNEL))
+    x = types[0]
+    channels = x.shape[1] * (x.shape[-1] if attrs.get("layout_block") else 1)
+    w = rng.standard_normal((attrs["filters"], channels, winograd.KERNEL, winograd.KERNEL))
     return winograd.transform_weight(w, attrs["winograd"], attrs["kernel_block"]).astype(
         types[1].dtype)
 
@@ -214,6 +215,11 @@ def phase_split(x: te.Tensor, pads: tuple[int, ...], strides: tuple[int, int],
 
 @conv.compute
 def _conv_compute(attrs: dict, x: te.Tensor, w: te.Tensor) -> te.Tensor:
+    if attrs.get("layout_block") and attrs.get("winograd"):
+        out = output_spatial(attrs, blocked.plain_type(TensorType(x.shape, x.dtype),
+                                                       attrs["layout_block"]),
+                             TensorType(unpacked_weight_shape(attrs, w.shape), w.dtype))
+        return winograd.winograd_blocked(attrs, x, w, out)
     if attrs.get("layout_block"):
         plain = TensorType(x.shape, x.dtype) if attrs.get("plain_input") else \
             blocked.plain_type(TensorType(x.shape, x.dtype), attrs["layout_block"])
@@ -743,6 +749,8 @@ def _conv_space(target: Target, out: te.Tensor, conv_t: te.Tensor, attrs: dict
     filters = out.shape[1]
     registers = 32 if target.vector_bits >= 512 else 16
     kind = _formulation(conv_t)
+    if kind == "winograd" and attrs.get("layout_block"):
+        return winograd.winograd_blocked_space(target, attrs, conv_t)
     if kind == "winograd":
         return winograd.winograd_space(target, attrs, conv_t)
     if kind == "window":
@@ -801,7 +809,9 @@ def _conv_schedule(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.Ten
     if not conv_t.op.reduce_axis:    # a final stage over the flattened or float32 result
         inner = conv_t.op.input_tensors()[0]
         if inner.op.name == "winograd_output":
-            winograd.schedule_winograd(target, sch, out, conv_t, attrs, config)
+            schedule = winograd.schedule_winograd_blocked if attrs.get("layout_block") \
+                else winograd.schedule_winograd
+            schedule(target, sch, out, conv_t, attrs, config)
             return
         form = _FORM_SCHEDULES.get(inner.op.name)
         if form is not None:
