@@ -505,20 +505,6 @@ def test_a_prefetching_conv_tile_gives_the_same_answer(taps_inner, monkeypatch):
 # ---------------------------------------------------------------------------------------------
 # Winograd convs on blocked tensors
 
-@pytest.fixture
-def force_winograd(monkeypatch):
-    """Every eligible float32 conv runs as F(m, 3), whatever the heuristic says."""
-    from tensorc.ops.nn import winograd
-
-    def force(m: int) -> None:
-        def tile_size(attrs, x, w, target, model_weight_bytes=0):
-            fits = target is not None and x.dtype == "float32" and \
-                winograd.eligible(attrs, x.shape, w.shape)
-            return m if fits else 0
-        monkeypatch.setattr(winograd, "tile_size", tile_size)
-    return force
-
-
 def _winograd_stack(shape, filters):
     chain = Chain(shape)
     first = chain.conv(filters, kernel=3)
@@ -537,8 +523,8 @@ def _winograd_stack(shape, filters):
     ((1, 16, 7, 7), 64, 4),         # one band holds the map: its loops on threads
 ])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_winograd_convs_run_on_blocked_tensors(force_winograd, shape, filters, m, threads):
-    force_winograd(m)
+def test_winograd_convs_run_on_blocked_tensors(force_tile, shape, filters, m, threads):
+    force_tile(m)
     model = _winograd_stack(shape, filters).model()
     graph = graph_of(model)
     assert graph.count(f"winograd={m}") == 2 and graph.count("layout_transform") == 2
@@ -547,8 +533,8 @@ def test_winograd_convs_run_on_blocked_tensors(force_winograd, shape, filters, m
     check_against_onnxruntime(model, shape, threads=threads)
 
 
-def test_every_config_of_the_blocked_winograd_space(force_winograd):
-    force_winograd(4)
+def test_every_config_of_the_blocked_winograd_space(force_tile):
+    force_tile(4)
     traces = _every_config(_winograd_stack((1, 16, 9, 9), 16).model(),
                            "conv (winograd, blocked)")
     assert len(traces) == 12        # tiles 1-3 x band 1 or 3 x parallel, each its own loops

@@ -120,19 +120,6 @@ def _conv64(x, w, pad, stride, dilation, groups):
     return out
 
 
-@pytest.fixture
-def force_tile(monkeypatch):
-    """Make every eligible float32 conv run as F(m, 3), whatever the heuristic says: the
-    kernel is tested on shapes the heuristic leaves to the direct conv."""
-    def force(m: int) -> None:
-        def tile_size(attrs, x, w, target, model_weight_bytes=0):
-            fits = target is not None and x.dtype == "float32" and \
-                winograd.eligible(attrs, x.shape, w.shape)
-            return m if fits else 0
-        monkeypatch.setattr(winograd, "tile_size", tile_size)
-    return force
-
-
 @pytest.mark.parametrize("x_shape, filters, pad, residual, m", [
     ((1, 16, 4, 4), 16, 1, False, 4),       # one tile per image
     ((1, 8, 7, 7), 24, 1, True, 4),         # 7x7: two tiles of 4, a garbage row and column

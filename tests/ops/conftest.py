@@ -1,0 +1,19 @@
+"""Fixtures of the op tests."""
+from __future__ import annotations
+
+import pytest
+
+from tensorc.ops.nn import winograd
+
+
+@pytest.fixture
+def force_tile(monkeypatch):
+    """Make every eligible float32 conv run as F(m, 3), whatever the heuristic says: the
+    kernel is tested on shapes the heuristic leaves to the direct conv."""
+    def force(m: int) -> None:
+        def tile_size(attrs, x, w, target, model_weight_bytes=0):
+            fits = target is not None and x.dtype == "float32" and \
+                winograd.eligible(attrs, x.shape, w.shape)
+            return m if fits else 0
+        monkeypatch.setattr(winograd, "tile_size", tile_size)
+    return force
