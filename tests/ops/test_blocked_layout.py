@@ -533,6 +533,16 @@ def test_winograd_convs_run_on_blocked_tensors(force_tile, shape, filters, m, th
     check_against_onnxruntime(model, shape, threads=threads)
 
 
+@pytest.mark.parametrize("m", [4, 2])
+def test_winograd_convs_on_blocks_of_eight(force_tile, m):
+    # AVX2: vectors of 8 channels, weight panels of up to 32 filters, 16 registers
+    force_tile(m)
+    model = _winograd_stack((1, 16, 14, 14), 32).model()
+    graph = graph_of(model, target=AVX2)
+    assert graph.count(f"winograd={m}") == 2 and graph.count("layout_block=8") == 3
+    check_against_onnxruntime(model, (1, 16, 14, 14), target=AVX2, threads=2)
+
+
 def test_every_config_of_the_blocked_winograd_space(force_tile):
     force_tile(4)
     traces = _every_config(_winograd_stack((1, 16, 9, 9), 16).model(),
