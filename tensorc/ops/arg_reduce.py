@@ -17,7 +17,7 @@ from tensorc.ir import expr as E
 from tensorc.ir import te
 from tensorc.ir.types import TensorType
 from tensorc.ops.registry import Pattern, define
-from tensorc.ops.scan import blocked_scan, scan_local_in_rows, schedule_scan_local
+from tensorc.ops.scan import blocked_scan, schedule_root_reduction
 from tensorc.ops.schedules import reduction_space, schedule_reduction
 from tensorc.ops.shape_rules import expect_arity, expect_axis
 
@@ -198,15 +198,14 @@ def _topk_schedule(target, sch, out: te.Tensor, anchor: te.Tensor, attrs: dict, 
     on threads; then the pick under the reduction schedule. Serial and scalar, the ranks of
     8400 detections (a YOLO head's top 100) took 15 ms. The selection path
     (``_topk_select``): each of its stages at the root, reductions under the reduction
-    schedule (partial counts in vectors), the rest under the injective one."""
+    schedule (partial counts in vectors; its scans' within-block counts split at the
+    blocks' bounds), the elementwise passes in vectors."""
     stages = [t for t in te.post_order([out]) if t.op.name.startswith(SELECT_PREFIX)]
     for t in stages:
-        sch[t].compute_root()
-        if t.op.name.endswith("_local") and scan_local_in_rows(t):
-            schedule_scan_local(target, sch, t)
-        elif t.op.reduce_axis:
-            schedule_reduction(target, sch, t, t, attrs, {"rfactor": True, "parallel": True})
+        if t.op.reduce_axis:
+            schedule_root_reduction(target, sch, t)
         else:
+            sch[t].compute_root()
             _schedule_pass(target, sch, t)
     ranks = next((t for t in te.post_order([out]) if t.op.name == "topk_rank"), None)
     if ranks is not None:
@@ -283,7 +282,6 @@ def _topk_select(attrs: dict, x: te.Tensor) -> te.Tensor:
     5. their ranks among the k (k^2), and the output in rank order (k^2).
 
     n = 8400, k = 100: 32 n + 2 n^1.5 + n k + 2 k^2 terms instead of n^2 + n k."""
-
     axis, k, largest = attrs["axis"], attrs["k"], bool(attrs["largest"])
     n = x.shape[axis]
     i32 = "int32"
@@ -298,13 +296,13 @@ def _topk_select(attrs: dict, x: te.Tensor) -> te.Tensor:
 
     keys = te.compute(x.shape, lambda *o: _order_key(x[o], largest),
                       name=f"{SELECT_PREFIX}_key")
-    one, none = E.Const(1, i32), E.Const(0, i32)
+    one, zero = E.Const(1, i32), E.Const(0, i32)
 
     def count(name: str, test) -> te.Tensor:
         """Per row, how many keys pass ``test(key, o)``."""
         rj = te.reduce_axis(n, "j")
         return te.compute(kept, lambda *o: te.sum_(
-            E.select(test(keys[along(o, rj.var)], o), one, none), axis=rj), name=name)
+            E.select(test(keys[along(o, rj.var)], o), one, zero), axis=rj), name=name)
 
     # 2. T, bit by bit: the least value v with at least k keys >= v + 2^b keeps bit b
     threshold = None
@@ -327,7 +325,7 @@ def _topk_select(attrs: dict, x: te.Tensor) -> te.Tensor:
 
     def flags(name: str, op: str) -> te.Tensor:
         return te.compute(x.shape, lambda *o: E.select(
-            E.Compare(op, keys[o], threshold[row(o)]), one, none), name=name)
+            E.Compare(op, keys[o], threshold[row(o)]), one, zero), name=name)
     scan_attrs = {"axis": axis, "reverse": 0, "exclusive": 1}
     above = blocked_scan("cumsum", scan_attrs, flags(f"{SELECT_PREFIX}_gt", "gt"),
                          prefix=SELECT_PREFIX + "_gt")
@@ -347,7 +345,7 @@ def _topk_select(attrs: dict, x: te.Tensor) -> te.Tensor:
     ri = te.reduce_axis(n, "i")
     gathered = te.compute(chosen_shape, lambda *o: te.sum_(E.select(
         E.Compare("eq", places[along(o, ri.var)], E.cast(i32, o[axis])),
-        E.cast(i32, ri.var), none), axis=ri), name=f"{SELECT_PREFIX}_gather")
+        E.cast(i32, ri.var), zero), axis=ri), name=f"{SELECT_PREFIX}_gather")
     chosen_keys = te.compute(chosen_shape, lambda *o: keys[along(o, E.cast(E.INDEX, gathered[o]))],
                              name=f"{SELECT_PREFIX}_chosen")
 
@@ -358,12 +356,12 @@ def _topk_select(attrs: dict, x: te.Tensor) -> te.Tensor:
         other, mine = chosen_keys[along(o, rs.var)], chosen_keys[o]
         ahead = E.any_of(E.Compare("gt", other, mine), E.all_of(
             E.Compare("eq", other, mine), E.Compare("lt", rs.var, o[axis])))
-        return te.sum_(E.select(ahead, one, none), axis=rs)
+        return te.sum_(E.select(ahead, one, zero), axis=rs)
     ranks = te.compute(chosen_shape, rank, name=f"{SELECT_PREFIX}_rank")
     rr = te.reduce_axis(k, "r")
     order = te.compute(chosen_shape, lambda *o: te.sum_(E.select(
         E.Compare("eq", ranks[along(o, rr.var)], E.cast(i32, o[axis])),
-        gathered[along(o, rr.var)], none), axis=rr), name=f"{SELECT_PREFIX}_order")
+        gathered[along(o, rr.var)], zero), axis=rr), name=f"{SELECT_PREFIX}_order")
     if attrs["output"] == "indices":
         return te.compute(chosen_shape, lambda *o: E.cast("int64", order[o]),
                           name="topk_indices")

@@ -133,9 +133,11 @@ class RegisterTileFits:
     """A register-tiled conv space's constraint (``tile_lines`` rows, where the space has
     that knob, of ``row_tile`` x ``filter_vectors``): the tile's accumulators, its vectors of
     weights and a broadcast input fit the vector registers. (A module-level class, not a
-    closure: the autotuner pickles spaces into its build workers.)"""
+    closure: the autotuner pickles spaces into its build workers.) ``rows_knob``: the knob
+    that holds the tile's rows (a Winograd band's ``tiles``)."""
 
     registers: int
+    rows_knob: str = "row_tile"
 
     def holds(self, rows: int, vectors: int, lines: int = 1, broadcasts: int = 1) -> bool:
         """Whether ``lines`` x ``rows`` x ``vectors`` accumulators, ``vectors`` weight vectors
@@ -144,8 +146,9 @@ class RegisterTileFits:
         return lines * rows * vectors + vectors + broadcasts <= self.registers
 
     def __call__(self, c) -> str | None:
-        if not self.holds(c["row_tile"], c["filter_vectors"], c.get("tile_lines", 1)):
-            return "row_tile x filter_vectors accumulators exceed the vector registers"
+        if not self.holds(c[self.rows_knob], c["filter_vectors"], c.get("tile_lines", 1)):
+            return (f"{self.rows_knob} x filter_vectors accumulators exceed the vector "
+                    f"registers")
         return None
 
 

@@ -215,16 +215,13 @@ def phase_split(x: te.Tensor, pads: tuple[int, ...], strides: tuple[int, int],
 
 @conv.compute
 def _conv_compute(attrs: dict, x: te.Tensor, w: te.Tensor) -> te.Tensor:
-    if attrs.get("layout_block") and attrs.get("winograd"):
-        out = output_spatial(attrs, blocked.plain_type(TensorType(x.shape, x.dtype),
-                                                       attrs["layout_block"]),
-                             TensorType(unpacked_weight_shape(attrs, w.shape), w.dtype))
-        return winograd.winograd_blocked(attrs, x, w, out)
     if attrs.get("layout_block"):
         plain = TensorType(x.shape, x.dtype) if attrs.get("plain_input") else \
             blocked.plain_type(TensorType(x.shape, x.dtype), attrs["layout_block"])
         out = output_spatial(attrs, plain,
                              TensorType(unpacked_weight_shape(attrs, w.shape), w.dtype))
+        if attrs.get("winograd"):
+            return winograd.winograd_blocked(attrs, x, w, out)
         padded = padded_input(x, attrs["pads"], blocked=not attrs.get("plain_input"))
         return blocked.conv_blocked(attrs, x, w, out, padded)
     spatial = x.ndim - 2

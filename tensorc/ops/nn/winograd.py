@@ -36,7 +36,6 @@ unrolls that index.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from fractions import Fraction
 from math import gcd, lcm
 
@@ -294,6 +293,18 @@ def winograd_space(target: Target, attrs: dict, conv_t: te.Tensor) -> SearchSpac
     return SearchSpace(list(space.knobs.values()), space.constraints, name="conv (winograd)")
 
 
+def _pass_in_registers(sch: Schedule, t: te.Tensor, stage, at) -> None:
+    """A transform's pass ``t`` computed at ``stage``'s loop ``at``: its two innermost
+    index axes (the transform matrix's rows and columns) unrolled, so each select on them
+    folds to one row, and its last axis (tiles, channels or filters) in vectors."""
+    ts = sch[t]
+    ts.compute_at(stage, at)
+    *_, rows, cols, lanes = ts.op_axis
+    ts.unroll(rows)
+    ts.unroll(cols)
+    ts.vectorize(lanes)
+
+
 def schedule_winograd(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.Tensor,
                       attrs: dict, config) -> None:
     """The five stages, each at the root but the transforms' first passes (computed per
@@ -331,12 +342,7 @@ def schedule_winograd(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.
     st.unroll(b)
     st.vectorize(tii)
     st.parallel(c)
-    rs = sch[rows]
-    rs.compute_at(st, tio)
-    _, ra, rk, rt = rs.op_axis
-    rs.unroll(ra)
-    rs.unroll(rk)
-    rs.vectorize(rt)
+    _pass_in_registers(sch, rows, st, tio)
 
     schedule_gemm(target, sch, gemm, gemm, gemm_of(attrs, gemm), config)
 
@@ -351,12 +357,7 @@ def schedule_winograd(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.
     st.unroll(xi)
     st.vectorize(xoi)
     st.parallel(st.fuse(n, f))
-    cs = sch[cols]
-    cs.compute_at(st, xoo)
-    *_, ci, cb, ct = cs.op_axis
-    cs.unroll(ci)
-    cs.unroll(cb)
-    cs.vectorize(ct)
+    _pass_in_registers(sch, cols, st, xoo)
 
 
 # Which convs run as Winograd, and as which F(m, 3): the estimated time of each (a cost model
@@ -587,13 +588,13 @@ def winograd_blocked_space(target: Target, attrs: dict, conv_t: te.Tensor) -> Se
     weight panel's); band: tile rows per band (each band's transformed input and GEMM
     results computed together, the transformed weights read once per band; one band: the
     stages' own loops on threads)."""
-    gemm = stages(conv_t)["gemm"]
-    _, alpha2, _, filters = gemm.shape
-    tile_rows, tile_cols = stages(conv_t)["cols"].shape[1:3]
+    found = stages(conv_t)
+    filters = found["gemm"].shape[-1]
+    tile_cols = found["cols"].shape[2]
     lanes = target.vector_lanes(conv_t.dtype)
-    fits = RegisterTileFits(32 if target.vector_bits >= 512 else 16)
+    fits = RegisterTileFits(32 if target.vector_bits >= 512 else 16, rows_knob="tiles")
     vectors = tuple(v for v in (1, 2, 3, 4) if attrs["kernel_block"] // lanes % v == 0)
-    x = stages(conv_t)["rows"].op.input_tensors()[0]          # [N, C/b, H, W, b]
+    x = found["rows"].op.input_tensors()[0]          # [N, C/b, H, W, b]
     plain = (x.shape[0], x.shape[1] * x.shape[4], x.shape[2], x.shape[3])
     band, most = band_rows(attrs, plain, filters, attrs["winograd"])
     bands = tuple(sorted({1, band, most}))
@@ -604,7 +605,7 @@ def winograd_blocked_space(target: Target, attrs: dict, conv_t: te.Tensor) -> Se
         Knob("filter_vectors", vectors, vecs, "filter vectors per register tile"),
         Knob("band", bands, band, "tile rows per band"),
         Knob("parallel", (True, False), True, "bands (or one band's loops) on threads"),
-    ], [TilesFit(fits)], name="conv (winograd, blocked)")
+    ], [fits], name="conv (winograd, blocked)")
 
 
 # A register tile keeps both FMA pipes busy with at least BUSY_ACCUMULATORS accumulators and
@@ -631,21 +632,8 @@ def register_tile_of(tiles: int, vectors: tuple[int, ...], fits) -> tuple[int, i
             key = (round(useful, 3), r * v)
             if best is None or key > best[0]:
                 best = (key, r, v)
-    return (best[1], best[2]) if best else (1, min(vectors))
-
-
-@dataclass(frozen=True)
-class TilesFit:
-    """The blocked Winograd space's constraint: tiles x filter_vectors accumulators, the
-    weight vectors and a broadcast fit the registers (a module-level class: the autotuner
-    pickles spaces)."""
-
-    fits: RegisterTileFits
-
-    def __call__(self, c) -> str | None:
-        if not self.fits.holds(c["tiles"], c["filter_vectors"]):
-            return "tiles x filter_vectors accumulators exceed the vector registers"
-        return None
+    _, rows, vecs = best            # (a row of one vector always fits)
+    return rows, vecs
 
 
 def schedule_winograd_blocked(target: Target, sch: Schedule, out: te.Tensor,
@@ -678,12 +666,7 @@ def schedule_winograd_blocked(target: Target, sch: Schedule, out: te.Tensor,
         st.parallel(outer)
     elif inside:
         st.parallel(st.fuse(fb, ty))
-    cs = sch[cols]
-    cs.compute_at(st, tx)
-    *_, ci, cb, cl = cs.op_axis
-    cs.unroll(ci)
-    cs.unroll(cb)
-    cs.vectorize(cl)
+    _pass_in_registers(sch, cols, st, tx)
 
     # the band's GEMMs: each weight panel read once per band, a register tile of tile
     # columns x filter vectors accumulating over the channels
@@ -723,9 +706,4 @@ def schedule_winograd_blocked(target: Target, sch: Schedule, out: te.Tensor,
         vs.parallel(vt)
     vs.unroll(vab)
     vs.vectorize(vci)
-    rs = sch[rows]
-    rs.compute_at(vs, vcb)
-    *_, ra, rk, rci = rs.op_axis
-    rs.unroll(ra)
-    rs.unroll(rk)
-    rs.vectorize(rci)
+    _pass_in_registers(sch, rows, vs, vcb)
