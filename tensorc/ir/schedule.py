@@ -472,6 +472,49 @@ class Schedule:
         return rf
 
 
+    def rfactor_axis(self, tensor: Tensor, axis: IterVar) -> Tensor:
+        """Split one of ``tensor``'s reduction axes off as a new stage's spatial axis:
+        ``RF[..., a] = reduce(x over the other reduction axes)`` and ``tensor`` becomes
+        ``reduce(RF[..., a] for a)``. Unlike ``rfactor`` nothing is flattened: RF keeps the
+        other axes as they are (a conv's kernel taps and channels inside a block), so they
+        can be reordered, and the split-off axis (a conv's input channel blocks) can be
+        placed outside ``tensor``'s spatial loops, its partial sums added one ``a`` at a
+        time. Returns RF (schedule it with compute_at).
+
+        >>> rf = s.rfactor_axis(conv, conv.op.reduce_axis[0])    # channel blocks outside
+        """
+        stage = self[tensor]
+        op = stage.op
+        if not isinstance(op, ComputeOp) or not isinstance(op.body, Reduce):
+            raise ScheduleError(f"rfactor_axis needs a reduction, and {stage.name} is none")
+        if stage.relations or stage.loop_kind:
+            raise ScheduleError(f"rfactor_axis on {stage.name} must come before its loops "
+                                f"are split, fused or annotated")
+        if axis not in op.reduce_axis or len(op.reduce_axis) < 2:
+            raise ScheduleError(f"rfactor_axis: {axis.var.name} is not one of {stage.name}'s "
+                                f"several reduction axes")
+        self.trace.append({"prim": "rfactor_axis", "stage": stage.name,
+                           "axis": op.reduce_axis.index(axis)})
+        body: Reduce = op.body
+        spatial = [IterVar(Var(iv.var.name), iv.extent) for iv in op.axis]
+        lane = IterVar(Var(axis.var.name), axis.extent)
+        rest = [iv for iv in op.reduce_axis if iv is not axis]
+        inner = [IterVar(Var(iv.var.name), iv.extent, "reduce") for iv in rest]
+        mapping: dict[Var, Expr] = {iv.var: nv.var for iv, nv in zip(op.axis, spatial)}
+        mapping[axis.var] = lane.var
+        mapping.update({iv.var: nv.var for iv, nv in zip(rest, inner)})
+        rf_op = ComputeOp(self._unique(f"{op.name}.rf"), [*spatial, lane],
+                          Reduce(body.combiner, E.substitute(body.source, mapping), inner,
+                                 body.init), op.tag)
+        rf = Tensor(rf_op, (*tensor.shape, lane.extent), body.dtype)
+        self._add_stage(rf, rf_op, before=stage)
+        final = IterVar(Var(axis.var.name), axis.extent, "reduce")
+        stage.op = ComputeOp(op.name, op.axis, Reduce(
+            body.combiner, Load(rf, [*(iv.var for iv in op.axis), final.var]), [final],
+            body.init), op.tag)
+        stage._init_vars()
+        return rf
+
 def _subst_body(body: Expr, mapping: dict[Var, Var]) -> Expr:
     return transform(body, lambda e: mapping.get(e) if isinstance(e, Var) else None)
 
@@ -495,6 +538,10 @@ def replay(schedule: Schedule, trace: Sequence[dict]) -> Schedule:
         if prim == "rfactor":
             schedule.rfactor(schedule[rec["stage"]].tensor, rec["factor"],
                              rec.get("blocked", False))
+            continue
+        if prim == "rfactor_axis":
+            stage = schedule[rec["stage"]]
+            schedule.rfactor_axis(stage.tensor, stage.op.reduce_axis[rec["axis"]])
             continue
         if prim == "cache_read":
             schedule.cache_read(schedule[rec["stage"]].tensor, rec["scope"],

@@ -731,6 +731,46 @@ def test_rfactor_refuses_what_it_cannot_do():
         s.rfactor(M, 4)
 
 
+
+def test_rfactor_axis_puts_one_reduction_axis_outside_the_output_loops():
+    """C[i, j] = sum(A[c, i, k] * B[c, k, j] for c, k): the c axis split off (a conv's
+    channel blocks), outside C's j tiles: each c adds its partial sums to C's row."""
+    A = placeholder((3, 4, 8), name="A")
+    Bt = placeholder((3, 8, 32), name="B")
+    c, k = reduce_axis(3, "c"), reduce_axis(8, "k")
+    C = compute((4, 32), lambda i, j: sum_(A[c, i, k] * Bt[c, k, j], axis=[c, k]), name="C")
+    s = create_schedule(C)
+    rf = s.rfactor_axis(C, s[C].op.reduce_axis[0])
+    assert [iv.var.name for iv in s[rf].op.reduce_axis] == ["k"]
+    assert rf.shape == (4, 32, 3)
+    i, j = s[C].op_axis
+    (rc,) = s[C].reduce_axis
+    jo, ji = s[C].split(j, 8)
+    s[C].reorder(i, rc, jo, ji)
+    s[rf].compute_at(s[C], jo)
+    *_, rj, _ = s[rf].op_axis
+    s[rf].reorder(*s[rf].reduce_axis, rj)
+    s[rf].vectorize(rj)
+    text = str(optimize(lower(s, [A, Bt, C], "kernel")))
+    # the channel loop outside the row's tiles, each tile a partial sum of 8 in a buffer
+    assert text.index("for (c: serial, 0, 3)") < text.index("for (j.o: serial, 0, 4)")
+    assert "C.rf: float32[1, 8, 1] (local)" in text
+    check_numbers(s, [A, Bt, C], lambda a, b: np.einsum("cik,ckj->ij", a, b))
+    again = create_schedule(compute((4, 32), lambda i, j: sum_(A[c, i, k] * Bt[c, k, j],
+                                                               axis=[c, k]), name="C"))
+    again = replay(again, trace_from_json(trace_to_json(s.trace)))
+    assert str(optimize(lower(again, [A, Bt, again.outputs[0]], "kernel"))) == text
+
+
+def test_rfactor_axis_refuses_what_it_cannot_do():
+    A, B, M = matmul()
+    s = create_schedule(M)
+    with pytest.raises(ScheduleError, match="several reduction axes"):
+        s.rfactor_axis(M, s[M].op.reduce_axis[0])       # a single axis: nothing to split off
+    A, B = scale()
+    with pytest.raises(ScheduleError, match="needs a reduction"):
+        create_schedule(B).rfactor_axis(B, None)
+
 def test_a_stage_recomputed_whole_in_every_iteration_is_reported():
     import warnings
 

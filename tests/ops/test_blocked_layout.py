@@ -483,7 +483,8 @@ def test_convs_whose_weights_stream_from_beyond_l2_prefetch_them():
     assert _blocked_conv_space(512, 512, 9, 3).default()["prefetch"] == 4
     assert _blocked_conv_space(128, 128, 30, 3).default()["prefetch"] == 0
     space = _blocked_conv_space(512, 512, 9, 3)
-    wide = space.default().replace(row_tile=5, filter_vectors=4, taps_inner=True)
+    wide = space.default().replace(row_tile=5, filter_vectors=4, taps_inner=True,
+                                   channels_outer=False)
     assert "36 cache lines of weights" in space.violation(wide)
     assert space.violation(wide.replace(prefetch=0)) is None
     assert space.violation(wide.replace(taps_inner=False)) is None
@@ -501,6 +502,82 @@ def test_a_prefetching_conv_tile_gives_the_same_answer(taps_inner, monkeypatch):
     chain.conv(32, kernel=1)
     check_against_onnxruntime(chain.model(), (1, 32, 11, 11), threads=2)
 
+
+# ---------------------------------------------------------------------------------------------
+# channel blocks outside a band's register tiles
+
+def test_strided_and_whole_row_3x3_convs_add_up_their_channel_blocks_outside_the_tiles():
+    """ResNet-50's 3x3 s2 convs (onto 28x28, 14x14, 7x7) and its 512 -> 512 3x3 onto 7x7
+    (a tile that is the whole row) run each channel block over the whole band; 1x1 convs,
+    rows of several tiles and an input of one channel block keep the channels inside."""
+    for size, filters in ((57, 128), (29, 256), (15, 512)):
+        assert _blocked_conv_space(filters, filters, size, 3, stride=2).default()[
+            "channels_outer"]
+    assert _blocked_conv_space(512, 512, 9, 3).default()["channels_outer"]
+    assert not _blocked_conv_space(1024, 256, 14, 1).default()["channels_outer"]
+    assert not _blocked_conv_space(128, 128, 30, 3).default()["channels_outer"]
+    assert _blocked_conv_space(16, 32, 9, 3).knobs["channels_outer"].choices == (False,)
+    space = _blocked_conv_space(64, 64, 9, 3)
+    shifted = space.default().replace(channels_outer=True, row_tile=4, filter_vectors=1)
+    assert "row_tile=4 does not divide the row of 7" in space.violation(shifted)
+    assert space.violation(shifted.replace(channels_outer=False)) is None
+
+
+def test_every_config_of_a_conv_with_its_channel_blocks_outside(monkeypatch):
+    space_of = blocked.conv_blocked_space
+
+    def outer(*args):
+        space = space_of(*args)
+        if len(space.knobs["channels_outer"].choices) == 1:
+            return space
+        return space.pinned(channels_outer=True, prefetch=0, parallel=False)
+    monkeypatch.setattr(blocked, "conv_blocked_space", outer)
+    chain = Chain((1, 32, 6, 6))
+    chain.conv(32, kernel=1)
+    chain.conv(32, kernel=3, act="Sigmoid")
+    tasks = [t for t in extract_tasks(chain.model(), measure=False)
+             if "sigmoid" in t.ops and t.space().knobs["channels_outer"].choices == (True,)]
+    assert len(tasks) == 1
+    task = tasks[0]
+    arrays = task.inputs(0)
+    want = task.reference(arrays)[0]
+    configs = list(task.space().configs())
+    assert len(configs) >= 32       # rows of 1, 2, 3, 6; 1 or 2 vectors; taps; bands; lines
+    for config in configs:
+        out = np.full(want.shape, 7.0, want.dtype)
+        build_kernel(task.schedule(config))(*arrays, out, num_threads=1)
+        check_result(out, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape, filters, stride, pins", [
+    ((1, 64, 56, 56), 64, 2, {}),                                   # ResNet's s2, 28 wide
+    ((1, 256, 7, 7), 256, 1, {}),                                   # a whole-row tile
+    ((1, 48, 11, 11), 48, 1, {"channels_outer": True, "row_tile": 11, "filter_vectors": 1,
+                              "row_bands": 4, "tile_lines": 2}),  # uneven bands and lines
+    ((2, 32, 15, 15), 32, 2, {"channels_outer": True, "taps_inner": False}),    # a batch
+])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_convs_with_their_channel_blocks_outside_match_onnxruntime(shape, filters, stride,
+                                                                  pins, threads, force_tile,
+                                                                  monkeypatch):
+    force_tile(0)       # no Winograd: every 3x3 conv direct
+    space_of = blocked.conv_blocked_space
+    taken = []
+
+    def forced(target, out, tile, attrs):
+        space = space_of(target, out, tile, attrs)
+        if tile.op.reduce_axis[1].extent == 1:        # the 1x1 convs around it
+            return space
+        space = space.pinned(**pins)
+        taken.append(space.default()["channels_outer"])
+        return space
+    monkeypatch.setattr(blocked, "conv_blocked_space", forced)
+    chain = Chain(shape)
+    chain.conv(shape[1], kernel=1)
+    chain.conv(filters, kernel=3, stride=stride)
+    chain.conv(16, kernel=1, act=None)
+    check_against_onnxruntime(chain.model(), shape, threads=threads)
+    assert True in taken
 
 # ---------------------------------------------------------------------------------------------
 # Winograd convs on blocked tensors

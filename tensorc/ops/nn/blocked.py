@@ -245,6 +245,26 @@ class PrefetchFits:
         return None
 
 
+@dataclass(frozen=True)
+class ChannelsOuterFits:
+    """A blocked conv space's constraint: a row whose channel blocks run outside its tiles
+    adds each block's partial sums to its buffer, so its tiles cover the row exactly (a
+    shifted tail would add the outputs it shares with the tile before it twice)."""
+
+    width: int
+    reduce_axes: int
+
+    def __call__(self, c) -> str | None:
+        if not c["channels_outer"]:
+            return None
+        if self.reduce_axes != 4:
+            return "channels_outer: needs an input in channel blocks"
+        if self.width % min(c["row_tile"], self.width):
+            return (f"channels_outer: row_tile={c['row_tile']} does not divide the row of "
+                    f"{self.width}")
+        return None
+
+
 def _default_prefetch(out: te.Tensor, tile: te.Tensor, taps: int) -> int:
     """Steps of the channel loop ahead that a conv's register tile prefetches its weights,
     where they stream from beyond L2 on every call: a 1x1 conv's step is short (one weight
@@ -325,6 +345,10 @@ def conv_blocked_space(target: Target, out: te.Tensor, tile: te.Tensor, attrs: d
         registers_fit.holds(default_rows, default_vectors, lines=2) else 1
     fits = PrefetchFits(taps, out.shape[4] * itemsize(out.dtype))
     default_prefetch = _default_prefetch(out, tile, taps)
+    channel_blocks = tile.op.reduce_axis[0].extent if len(tile.op.reduce_axis) == 4 else 1
+    outer_choices = (False, True) if channel_blocks > 1 and width > 1 else (False,)
+    default_outer = outer_choices[-1] and taps > 1 and width % default_rows == 0 and \
+        (strided or default_rows == width)
     if fits({"taps_inner": default_taps_inner, "filter_vectors": default_vectors,
              "prefetch": default_prefetch}):
         default_prefetch = 0
@@ -342,7 +366,11 @@ def conv_blocked_space(target: Target, out: te.Tensor, tile: te.Tensor, attrs: d
         Knob("parallel", (True, False), True, "tiles on threads (when large enough)"),
         Knob("prefetch", CONV_PREFETCH_CHOICES, default_prefetch, "steps of the input "
              "channel loop ahead that the register tile prefetches its weights (0: none)"),
-    ], [registers_fit, fits], name="conv (blocked)")
+        Knob("channels_outer", outer_choices, default_outer, "the input channel blocks "
+             "outside a row's register tiles (each block's weights serve the whole row from "
+             "L1; the row's partial sums add up in a buffer) or inside each tile"),
+    ], [registers_fit, fits, ChannelsOuterFits(width, len(tile.op.reduce_axis))],
+        name="conv (blocked)")
 
 
 def _strided_tile(width: int, vectors: tuple[int, ...], fits: RegisterTileFits
@@ -382,6 +410,9 @@ def schedule_conv_blocked(target: Target, sch: Schedule, out: te.Tensor, tile: t
 
     Every input element is one broadcast, every weight row and output one whole vector."""
     materialize_pad(target, sch, tile)
+    if config.get("channels_outer"):
+        _schedule_channels_outer(target, sch, out, tile, config)
+        return
     st = sch[out]
     n, f, y, x, lane = st.op_axis
     width = out.shape[3]
@@ -415,6 +446,63 @@ def schedule_conv_blocked(target: Target, sch: Schedule, out: te.Tensor, tile: t
         # the weights (pixel x weight: the second operand) of the channel `prefetch` steps on
         channel = rc if len(ls.reduce_axis) == 3 else rci
         ls.prefetch(second_operand(ls.op.body), channel, config["prefetch"])
+
+
+def _schedule_channels_outer(target: Target, sch: Schedule, out: te.Tensor, tile: te.Tensor,
+                             config) -> None:
+    """The blocked conv with the input channel blocks outside a band's register tiles (as
+    onnxruntime's NCHWc convs run): each block's weights (filter vectors x taps x 16
+    channels) and input rows stay in L1 while every tile of the band uses them, where the
+    plain order streams all of a tile's weights from L2 (or memory) for each tile.
+
+        for (n.band.f.o: parallel)
+          rows[band, W, V, b] = 0                    # the band's sums (row_bands)
+          for c.o:
+            for (y.o, x.o):
+              acc[L, R, V, b] = 0
+              for (ky, kx, c.i) [or (c.i, ky, kx)]: acc += in[.., c.i] * W[.., lane]
+              rows[y.o tile, x.o tile, ..] += acc
+          for (y, x, v) for (lane: vectorized): out[n, f, y, x, lane] = epilogue(rows)
+    """
+    rco = tile.op.reduce_axis[0]
+    partial = sch.rfactor_axis(tile, rco)
+    st = sch[out]
+    n, f, y, x, lane = st.op_axis
+    width = out.shape[3]
+    rows = min(config["row_tile"], width)
+    fo, fv = st.split(f, config["filter_vectors"])
+    band, y = st.split(y, -(-out.shape[2] // config["row_bands"]))
+    st.reorder(n, band, fo, y, x, fv, lane)
+    outer = st.fuse(n, band, fo)
+    st.vectorize(lane)
+    if config["parallel"] and worth_threads(math.prod(out.shape), reduction_depth(tile) *
+                                            rco.extent):
+        st.parallel(outer)
+    buffer = sch.cache_write(tile, "local")
+    sch[tile].compute_inline()
+    rs = sch[buffer]
+    rs.compute_at(st, outer)
+    rn, rf, ry_, rx_, rlane = rs.op_axis
+    (rc,) = rs.reduce_axis
+    ryo, ryi = rs.split(ry_, config["tile_lines"])
+    rxo, rxi = rs.split(rx_, rows)
+    rs.reorder(rn, rc, ryo, rxo, ryi, rxi, rf, rlane)
+    rs.unroll(ryi)
+    rs.unroll(rxi)
+    rs.unroll(rf)
+    rs.vectorize(rlane)
+    ps = sch[partial]
+    ps.compute_at(rs, rxo)
+    pn, pf, py, px, plane, pc = ps.op_axis
+    pry, prx, pci = ps.reduce_axis
+    taps = (pci, pry, prx) if config["taps_inner"] else (pry, prx, pci)
+    ps.reorder(pn, pc, *taps, py, px, pf, plane)
+    ps.unroll(py)
+    ps.unroll(px)
+    ps.unroll(pf)
+    ps.vectorize(plane)
+    if config["prefetch"]:
+        ps.prefetch(second_operand(ps.op.body), pci, config["prefetch"])
 
 
 # ---------------------------------------------------------------------------------------------
