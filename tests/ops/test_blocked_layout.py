@@ -260,13 +260,14 @@ def test_convs_of_wide_groups_run_per_group_and_match(groups, size):
 
 def test_pointwise_convs_on_a_narrow_map_tile_two_rows():
     """A 1x1 conv whose register tile is a whole row of a 7x7 map takes two rows per tile
-    (each weight vector serves 14 outputs); the rows overhang the map's 7, and the answer
-    stays onnxruntime's."""
+    (each weight vector serves 14 outputs), its channel blocks outside the tiles of the
+    map's sums; the rows overhang the map's 7, and the answer stays onnxruntime's."""
     chain = Chain((1, 64, 7, 7))
     chain.conv(256, kernel=1)           # weights larger than the map: filter blocks outer
     chain.conv(64, kernel=1, act=None)
     loops = tensorc.inspect(chain.model(), stage="loops", target=ZEN4)
-    assert "allocate conv_blocked.local: float32[1, 2, 2, 7, 16] (local)" in loops, loops
+    assert "allocate conv_blocked.rf: float32[1, 2, 2, 7, 16, 1] (local)" in loops, loops
+    assert "allocate conv_blocked.local: float32[1, 2, 7, 7, 16] (local)" in loops
     check_against_onnxruntime(chain.model(), (1, 64, 7, 7), target=ZEN4)
 
 
@@ -507,13 +508,15 @@ def test_a_prefetching_conv_tile_gives_the_same_answer(taps_inner, monkeypatch):
 # channel blocks outside a band's register tiles
 
 def test_strided_and_whole_row_3x3_convs_add_up_their_channel_blocks_outside_the_tiles():
-    """ResNet-50's 3x3 s2 convs (onto 28x28, 14x14, 7x7) and its 512 -> 512 3x3 onto 7x7
-    (a tile that is the whole row) run each channel block over the whole band; 1x1 convs,
-    rows of several tiles and an input of one channel block keep the channels inside."""
+    """ResNet-50's 3x3 s2 convs (onto 28x28, 14x14, 7x7), its 512 -> 512 3x3 onto 7x7 (a
+    tile that is the whole row) and its 1x1 convs onto 7x7 (two whole rows) run each
+    channel block over the whole band; longer rows of 1x1 convs, rows of several 3x3 tiles
+    and an input of one channel block keep the channels inside."""
     for size, filters in ((57, 128), (29, 256), (15, 512)):
         assert _blocked_conv_space(filters, filters, size, 3, stride=2).default()[
             "channels_outer"]
     assert _blocked_conv_space(512, 512, 9, 3).default()["channels_outer"]
+    assert _blocked_conv_space(2048, 512, 7, 1).default()["channels_outer"]
     assert not _blocked_conv_space(1024, 256, 14, 1).default()["channels_outer"]
     assert not _blocked_conv_space(128, 128, 30, 3).default()["channels_outer"]
     assert _blocked_conv_space(16, 32, 9, 3).knobs["channels_outer"].choices == (False,)

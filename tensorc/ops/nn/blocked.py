@@ -347,8 +347,15 @@ def conv_blocked_space(target: Target, out: te.Tensor, tile: te.Tensor, attrs: d
     default_prefetch = _default_prefetch(out, tile, taps)
     channel_blocks = tile.op.reduce_axis[0].extent if len(tile.op.reduce_axis) == 4 else 1
     outer_choices = (False, True) if channel_blocks > 1 and width > 1 else (False,)
-    default_outer = outer_choices[-1] and taps > 1 and width % default_rows == 0 and \
-        (strided or default_rows == width)
+    # the channel blocks outside the tiles where a tile's weights would otherwise stream from
+    # L2 for few outputs: strided 3x3 convs, and convs whose tile is the whole row of a narrow
+    # map (a 1x1 conv's two rows of it). ResNet-50's kernels, ms at one thread: 3x3 s2 onto
+    # 7x7 2.24 -> 2.03, 14x14 1.87 -> 1.81, 28x28 1.85 -> 1.82; 3x3 onto 7x7 1.93 -> 1.84;
+    # 1x1 onto 7x7: 1024 -> 2048 s2 1.73 -> 1.62, 2048 -> 512 0.78 -> 0.73, 512 -> 2048 0.78
+    # -> 0.77. Longer rows lost: 1x1 s2 256 -> 512 onto 28x28 1.42 -> 1.62, 512 -> 1024
+    # onto 14x14 1.52 -> 1.60
+    default_outer = outer_choices[-1] and width % default_rows == 0 and (
+        (taps > 1 and (strided or default_rows == width)) or default_lines == 2)
     if fits({"taps_inner": default_taps_inner, "filter_vectors": default_vectors,
              "prefetch": default_prefetch}):
         default_prefetch = 0
