@@ -420,13 +420,7 @@ class Schedule:
 
         >>> rf = s.rfactor(row_sum, 16)     # row_sum[i] = sum(rf[i, j] for j in range(16))
         """
-        stage = self[tensor]
-        op = stage.op
-        if not isinstance(op, ComputeOp) or not isinstance(op.body, Reduce):
-            raise ScheduleError(f"rfactor needs a reduction, and {stage.name} is none")
-        if stage.relations or stage.loop_kind:
-            raise ScheduleError(f"rfactor on {stage.name} must come before its loops are "
-                                f"split, fused or annotated")
+        stage, op = self._unscheduled_reduction(tensor, "rfactor")
         if factor < 2:
             raise ScheduleError(f"rfactor factor must be >= 2, got {factor}")
         record = {"prim": "rfactor", "stage": stage.name, "factor": factor}
@@ -462,14 +456,7 @@ class Schedule:
             source = E.select(E.Compare("lt", k, E.const(total)), source, body.init)
         rf_op = ComputeOp(self._unique(f"{op.name}.rf"), [*axis, lane],
                           Reduce(body.combiner, source, [outer], body.init), op.tag)
-        rf = Tensor(rf_op, (*tensor.shape, lane.extent), body.dtype)
-        self._add_stage(rf, rf_op, before=stage)
-        final = IterVar(Var("rf.j"), lane.extent, "reduce")
-        stage.op = ComputeOp(op.name, op.axis, Reduce(
-            body.combiner, Load(rf, [*(iv.var for iv in op.axis), final.var]), [final],
-            body.init), op.tag)
-        stage._init_vars()
-        return rf
+        return self._add_partials(stage, tensor, rf_op, lane)
 
 
     def rfactor_axis(self, tensor: Tensor, axis: IterVar) -> Tensor:
@@ -483,13 +470,7 @@ class Schedule:
 
         >>> rf = s.rfactor_axis(conv, conv.op.reduce_axis[0])    # channel blocks outside
         """
-        stage = self[tensor]
-        op = stage.op
-        if not isinstance(op, ComputeOp) or not isinstance(op.body, Reduce):
-            raise ScheduleError(f"rfactor_axis needs a reduction, and {stage.name} is none")
-        if stage.relations or stage.loop_kind:
-            raise ScheduleError(f"rfactor_axis on {stage.name} must come before its loops "
-                                f"are split, fused or annotated")
+        stage, op = self._unscheduled_reduction(tensor, "rfactor_axis")
         if axis not in op.reduce_axis or len(op.reduce_axis) < 2:
             raise ScheduleError(f"rfactor_axis: {axis.var.name} is not one of {stage.name}'s "
                                 f"several reduction axes")
@@ -506,9 +487,29 @@ class Schedule:
         rf_op = ComputeOp(self._unique(f"{op.name}.rf"), [*spatial, lane],
                           Reduce(body.combiner, E.substitute(body.source, mapping), inner,
                                  body.init), op.tag)
+        return self._add_partials(stage, tensor, rf_op, lane)
+
+    def _unscheduled_reduction(self, tensor: Tensor, prim: str) -> tuple[Stage, ComputeOp]:
+        """``tensor``'s stage and op, which ``prim`` (an rfactor) may rewrite: a reduction
+        whose loops are not yet split, fused or annotated."""
+        stage = self[tensor]
+        op = stage.op
+        if not isinstance(op, ComputeOp) or not isinstance(op.body, Reduce):
+            raise ScheduleError(f"{prim} needs a reduction, and {stage.name} is none")
+        if stage.relations or stage.loop_kind:
+            raise ScheduleError(f"{prim} on {stage.name} must come before its loops are "
+                                f"split, fused or annotated")
+        return stage, op
+
+    def _add_partials(self, stage: Stage, tensor: Tensor, rf_op: ComputeOp, lane: IterVar
+                      ) -> Tensor:
+        """RF (``rf_op``: ``tensor``'s axes and then ``lane``) as a new stage before
+        ``stage``, which becomes the reduction of RF over ``lane``. Returns RF."""
+        op = stage.op
+        body: Reduce = op.body
         rf = Tensor(rf_op, (*tensor.shape, lane.extent), body.dtype)
         self._add_stage(rf, rf_op, before=stage)
-        final = IterVar(Var(axis.var.name), axis.extent, "reduce")
+        final = IterVar(Var(lane.var.name), lane.extent, "reduce")
         stage.op = ComputeOp(op.name, op.axis, Reduce(
             body.combiner, Load(rf, [*(iv.var for iv in op.axis), final.var]), [final],
             body.init), op.tag)
