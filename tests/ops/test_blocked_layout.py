@@ -581,6 +581,9 @@ def test_convs_with_their_channel_blocks_outside_match_onnxruntime(shape, filter
     chain.conv(16, kernel=1, act=None)
     check_against_onnxruntime(chain.model(), shape, threads=threads)
     assert True in taken
+    # the padding read in place (no padded copy), decided by partitioning at the borders
+    loops = tensorc.inspect(chain.model(), stage="loops")
+    assert "conv_blocked.rf" in loops and "allocate pad" not in loops
 
 # ---------------------------------------------------------------------------------------------
 # Winograd convs on blocked tensors

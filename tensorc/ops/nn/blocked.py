@@ -416,10 +416,10 @@ def schedule_conv_blocked(target: Target, sch: Schedule, out: te.Tensor, tile: t
     (L = tile_lines output rows of R = row_tile outputs.)
 
     Every input element is one broadcast, every weight row and output one whole vector."""
-    materialize_pad(target, sch, tile)
     if config.get("channels_outer"):
         _schedule_channels_outer(target, sch, out, tile, config)
         return
+    materialize_pad(target, sch, tile)
     st = sch[out]
     n, f, y, x, lane = st.op_axis
     width = out.shape[3]
@@ -470,6 +470,12 @@ def _schedule_channels_outer(target: Target, sch: Schedule, out: te.Tensor, tile
               for (ky, kx, c.i) [or (c.i, ky, kx)]: acc += in[.., c.i] * W[.., lane]
               rows[y.o tile, x.o tile, ..] += acc
           for (y, x, v) for (lane: vectorized): out[n, f, y, x, lane] = epilogue(rows)
+
+    The padding is not copied: the tiles read the input in place, the padding inlined as a
+    select whose condition loop partitioning decides for all but the border rows and tiles
+    (their loops are serial inside the band). ResNet-50's kernels, ms at one thread, the
+    padded copy -> in place: 3x3 s2 onto 28x28 1.77 -> 1.50 (onnxruntime 1.47), onto 14x14
+    1.73 -> 1.54, onto 7x7 1.99 -> 1.79; 3x3 onto 7x7 1.78 -> 1.72.
     """
     rco = tile.op.reduce_axis[0]
     partial = sch.rfactor_axis(tile, rco)
