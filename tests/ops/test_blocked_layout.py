@@ -585,6 +585,25 @@ def test_convs_with_their_channel_blocks_outside_match_onnxruntime(shape, filter
     loops = tensorc.inspect(chain.model(), stage="loops")
     assert "conv_blocked.rf" in loops and "allocate pad" not in loops
 
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_conv_whose_tiles_divide_the_row_reads_its_padding_in_place(threads):
+    """YOLO's and the detector's 16 -> 32 3x3 s2 convs (one channel block: the plain order):
+    their tiles divide the row, and they read the input in place, the padding decided at the
+    borders; a conv whose row no tile divides keeps its padded copy."""
+    chain = Chain((1, 16, 128, 128))
+    chain.conv(16, kernel=1)
+    chain.conv(32, kernel=3, stride=2)
+    chain.conv(16, kernel=1, act=None)
+    assert "allocate pad" not in tensorc.inspect(chain.model(), stage="loops")
+    check_against_onnxruntime(chain.model(), (1, 16, 128, 128), threads=threads)
+    odd = Chain((1, 16, 26, 26))
+    odd.conv(16, kernel=1)
+    odd.conv(32, kernel=3, stride=2)
+    odd.conv(16, kernel=1, act=None)
+    assert "allocate pad" in tensorc.inspect(odd.model(), stage="loops")
+    check_against_onnxruntime(odd.model(), (1, 16, 26, 26), threads=threads)
+
 # ---------------------------------------------------------------------------------------------
 # Winograd convs on blocked tensors
 
