@@ -374,8 +374,8 @@ def conv_blocked_space(target: Target, out: te.Tensor, tile: te.Tensor, attrs: d
         Knob("prefetch", CONV_PREFETCH_CHOICES, default_prefetch, "steps of the input "
              "channel loop ahead that the register tile prefetches its weights (0: none)"),
         Knob("channels_outer", outer_choices, default_outer, "the input channel blocks "
-             "outside a row's register tiles (each block's weights serve the whole row from "
-             "L1; the row's partial sums add up in a buffer) or inside each tile"),
+             "outside a band's register tiles (each block's weights serve the whole band "
+             "from L1; the band's partial sums add up in a buffer) or inside each tile"),
     ], [registers_fit, fits, ChannelsOuterFits(width, len(tile.op.reduce_axis))],
         name="conv (blocked)")
 
@@ -493,6 +493,7 @@ def _schedule_channels_outer(target: Target, sch: Schedule, out: te.Tensor, tile
     1.73 -> 1.54, onto 7x7 1.99 -> 1.79; 3x3 onto 7x7 1.78 -> 1.72.
     """
     rco = tile.op.reduce_axis[0]
+    depth = reduction_depth(tile)
     partial = sch.rfactor_axis(tile, rco)
     st = sch[out]
     n, f, y, x, lane = st.op_axis
@@ -503,24 +504,23 @@ def _schedule_channels_outer(target: Target, sch: Schedule, out: te.Tensor, tile
     st.reorder(n, band, fo, y, x, fv, lane)
     outer = st.fuse(n, band, fo)
     st.vectorize(lane)
-    if config["parallel"] and worth_threads(math.prod(out.shape), reduction_depth(tile) *
-                                            rco.extent):
+    if config["parallel"] and worth_threads(math.prod(out.shape), depth):
         st.parallel(outer)
     buffer = sch.cache_write(tile, "local")
     sch[tile].compute_inline()
-    rs = sch[buffer]
-    rs.compute_at(st, outer)
-    rn, rf, ry_, rx_, rlane = rs.op_axis
-    (rc,) = rs.reduce_axis
-    ryo, ryi = rs.split(ry_, config["tile_lines"])
-    rxo, rxi = rs.split(rx_, rows)
-    rs.reorder(rn, rc, ryo, rxo, ryi, rxi, rf, rlane)
-    rs.unroll(ryi)
-    rs.unroll(rxi)
-    rs.unroll(rf)
-    rs.vectorize(rlane)
+    bs = sch[buffer]
+    bs.compute_at(st, outer)
+    bn, bf, by, bx, blane = bs.op_axis
+    (bc,) = bs.reduce_axis
+    byo, byi = bs.split(by, config["tile_lines"])
+    bxo, bxi = bs.split(bx, rows)
+    bs.reorder(bn, bc, byo, bxo, byi, bxi, bf, blane)
+    bs.unroll(byi)
+    bs.unroll(bxi)
+    bs.unroll(bf)
+    bs.vectorize(blane)
     ps = sch[partial]
-    ps.compute_at(rs, rxo)
+    ps.compute_at(bs, bxo)
     pn, pf, py, px, plane, pc = ps.op_axis
     pry, prx, pci = ps.reduce_axis
     taps = (pci, pry, prx) if config["taps_inner"] else (pry, prx, pci)
