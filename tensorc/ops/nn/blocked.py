@@ -34,7 +34,7 @@ from tensorc.ir import expr as E
 from tensorc.ir import te
 from tensorc.ir.loop import CACHE_LINE, itemsize
 from tensorc.ir.lower import PREFETCH_MAX_LINES
-from tensorc.ir.schedule import Schedule
+from tensorc.ir.schedule import Schedule, Stage
 from tensorc.ir.types import TensorType
 from tensorc.ops.matmul import L2_BYTES, second_operand
 from tensorc.ops.registry import Pattern, define
@@ -252,17 +252,17 @@ class ChannelsOuterFits:
     shifted tail would add the outputs it shares with the tile before it twice)."""
 
     width: int
-    reduce_axes: int
 
     def __call__(self, c) -> str | None:
-        if not c["channels_outer"]:
-            return None
-        if self.reduce_axes != 4:
-            return "channels_outer: needs an input in channel blocks"
-        if self.width % min(c["row_tile"], self.width):
+        if c["channels_outer"] and self.width % min(c["row_tile"], self.width):
             return (f"channels_outer: row_tile={c['row_tile']} does not divide the row of "
                     f"{self.width}")
         return None
+
+
+def _taps(tile: te.Tensor) -> int:
+    """The kernel taps (ry x rx) that a conv tile's reduction sums."""
+    return math.prod(iv.extent for iv in tile.op.reduce_axis if iv.name in ("ry", "rx"))
 
 
 def _default_prefetch(out: te.Tensor, tile: te.Tensor, taps: int) -> int:
@@ -296,7 +296,7 @@ def conv_blocked_space(target: Target, out: te.Tensor, tile: te.Tensor, attrs: d
     # rows (all the weights, its band of the input) where the weights are the smaller, as
     # in the early layers; filter blocks (its part of the weights, all the input) where the
     # input is. Consecutive convs that both split rows keep each band on one core
-    taps = math.prod(iv.extent for iv in tile.op.reduce_axis if iv.name in ("ry", "rx"))
+    taps = _taps(tile)
     pixels = out.shape[0] * out.shape[2] * out.shape[3]
     height = out.shape[2]
     bands = tuple(sorted({1, 2, 4, height} & set(range(1, height + 1))))
@@ -376,7 +376,7 @@ def conv_blocked_space(target: Target, out: te.Tensor, tile: te.Tensor, attrs: d
         Knob("channels_outer", outer_choices, default_outer, "the input channel blocks "
              "outside a band's register tiles (each block's weights serve the whole band "
              "from L1; the band's partial sums add up in a buffer) or inside each tile"),
-    ], [registers_fit, fits, ChannelsOuterFits(width, len(tile.op.reduce_axis))],
+    ], [registers_fit, fits, ChannelsOuterFits(width)],
         name="conv (blocked)")
 
 
@@ -441,18 +441,25 @@ def schedule_conv_blocked(target: Target, sch: Schedule, out: te.Tensor, tile: t
     ln, lf, ly, lx, llane = ls.op_axis
     if len(ls.reduce_axis) == 3:        # a plain input's channels, unblocked
         rc, ry, rx = ls.reduce_axis
-        taps = (rc, ry, rx) if config["taps_inner"] else (ry, rx, rc)
+        _order_register_tile(ls, config, (ln,), rc, ry, rx, (ly, lx, lf, llane))
     else:
         rco, ry, rx, rci = ls.reduce_axis
-        taps = (rco, rci, ry, rx) if config["taps_inner"] else (rco, ry, rx, rci)
-    ls.reorder(ln, *taps, ly, lx, lf, llane)
-    ls.unroll(ly)
-    ls.unroll(lx)
-    ls.unroll(lf)
-    ls.vectorize(llane)
+        _order_register_tile(ls, config, (ln, rco), rci, ry, rx, (ly, lx, lf, llane))
+
+
+def _order_register_tile(ls: Stage, config, outer: tuple, channel: te.IterVar,
+                         ry: te.IterVar, rx: te.IterVar, tile: tuple) -> None:
+    """A register tile's loops: ``outer``, then the channel step and the kernel taps (the
+    taps inside the step where ``taps_inner``), then the ``tile``'s rows, outputs and
+    filter vectors unrolled and its lanes vectorized; the weights (the second operand)
+    prefetched ``prefetch`` channel steps on."""
+    taps = (channel, ry, rx) if config["taps_inner"] else (ry, rx, channel)
+    ls.reorder(*outer, *taps, *tile)
+    *unrolled, lanes = tile
+    for axis in unrolled:
+        ls.unroll(axis)
+    ls.vectorize(lanes)
     if config["prefetch"]:
-        # the weights (pixel x weight: the second operand) of the channel `prefetch` steps on
-        channel = rc if len(ls.reduce_axis) == 3 else rci
         ls.prefetch(second_operand(ls.op.body), channel, config["prefetch"])
 
 
@@ -464,9 +471,8 @@ def _pad_in_place(out: te.Tensor, tile: te.Tensor, config) -> bool:
     padded copy -> in place: YOLO's 16 -> 32 3x3 s2 onto 104x104 1.05 -> 0.73, the
     detector's 16 -> 32 s2 onto 64x64 0.33 -> 0.28; end to end at 1 / 2 threads, YOLO 16.4 /
     9.13 -> 15.9 / 8.87, the detector 1.096 / 0.611 -> 1.046 / 0.575."""
-    taps = math.prod(iv.extent for iv in tile.op.reduce_axis if iv.name in ("ry", "rx"))
     width = out.shape[3]
-    return len(tile.op.reduce_axis) == 4 and taps > 1 and \
+    return len(tile.op.reduce_axis) == 4 and _taps(tile) > 1 and \
         width % min(config["row_tile"], width) == 0
 
 
@@ -523,14 +529,7 @@ def _schedule_channels_outer(target: Target, sch: Schedule, out: te.Tensor, tile
     ps.compute_at(bs, bxo)
     pn, pf, py, px, plane, pc = ps.op_axis
     pry, prx, pci = ps.reduce_axis
-    taps = (pci, pry, prx) if config["taps_inner"] else (pry, prx, pci)
-    ps.reorder(pn, pc, *taps, py, px, pf, plane)
-    ps.unroll(py)
-    ps.unroll(px)
-    ps.unroll(pf)
-    ps.vectorize(plane)
-    if config["prefetch"]:
-        ps.prefetch(second_operand(ps.op.body), pci, config["prefetch"])
+    _order_register_tile(ps, config, (pn, pc), pci, pry, prx, (py, px, pf, plane))
 
 
 # ---------------------------------------------------------------------------------------------
