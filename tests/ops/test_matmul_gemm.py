@@ -268,14 +268,41 @@ def test_k_blocks_under_an_epilogue_match_numpy(packed, threads):
         check_result(got, want, rtol=1e-4, atol=1e-4)
 
 
-def test_k_blocks_leave_column_blocks_for_the_threads():
-    """K in blocks: the parallel loop is over column blocks, so the default has several
-    (it once had one: the whole 128 x 3072 x 768 ran on one thread at any thread count)."""
+@pytest.mark.parametrize("cores", [1, 2, 4, 16])
+def test_k_blocks_of_a_large_a_leave_one_column_block_per_core(monkeypatch, cores):
+    """K in blocks over an A that L2 does not hold beside B (128 x 3072, 1.5 MB): each column
+    block reads all of A, so the blocks are as few as a multiple of the cores allows (the
+    parallel loop is over them: never one block for all threads, never a count that leaves a
+    core idle at the end), each block's B of one k block within WIDE_B_BLOCK_BYTES. Where no
+    block size does that (16 cores, 24 panels), the blocks are PARALLEL_BLOCKS or more."""
+    from tensorc.ops.matmul import K_BLOCK_WIDE, PARALLEL_BLOCKS, WIDE_B_BLOCK_BYTES
+    monkeypatch.setattr(Target, "num_cores", property(lambda self: cores))
     space = build_group(128, 3072, 768, True)
     default = space.default()
-    assert default["k_block"] == 256
     panels = -(-768 // panel_width(HOST, 768, 128))
-    assert panels // min(default["col_panels"], panels) >= 8
+    blocks = panels // min(default["col_panels"], panels)
+    if cores <= 4:
+        assert default["k_block"] == K_BLOCK_WIDE and blocks % cores == 0 and blocks >= 2
+        width = panel_width(HOST, 768, 128)
+        assert default["col_panels"] * width * K_BLOCK_WIDE * 4 <= WIDE_B_BLOCK_BYTES
+    else:
+        assert default["k_block"] == 256 and blocks >= PARALLEL_BLOCKS
+    # a small A (16 rows) stays in L2 between blocks: the blocks stay many
+    small = build_group(16, 3072, 768, True).default()
+    assert small["k_block"] == 256 and panels // small["col_panels"] >= PARALLEL_BLOCKS
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_k_blocks_per_core_match_numpy(monkeypatch, threads):
+    """The default for a deep K over a large A (k blocks of K_BLOCK_WIDE, one column block
+    per core of two) through the compiled GEMM, at more threads than blocks too."""
+    monkeypatch.setattr(Target, "num_cores", property(lambda self: 2))
+    space = build_group(96, 3072, 256, True)
+    config = space.default()
+    assert config["k_block"] == 512 and config["col_panels"] < 1048576
+    func, inputs, want = build_group(96, 3072, 256, True, config)
+    (got,) = run_func(func, inputs, num_threads=threads)
+    check_result(got, want, rtol=1e-4, atol=1e-4)
 
 
 AVX512 = Target("llvm", "x", "+avx512f,+avx2,+fma")
