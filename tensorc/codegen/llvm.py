@@ -232,14 +232,15 @@ class LLVMCodegen(ValueOps):
             raise TensorcError(f"LLVM codegen cannot emit {type(s).__name__}")
 
     def prefetch(self, s: Prefetch) -> None:
-        """One read prefetch into all cache levels per cache line of the run."""
+        """One read prefetch per cache line of the run: into all cache levels (locality 3,
+        x86's prefetcht0), or from L2 on (locality 2, prefetcht1)."""
         intrinsic = self._declare("llvm.prefetch.p0", VOID, [PTR, I32, I32, I32])
         base = self._pointer(s.buffer, self._scalar_index(s.index))
+        locality = ir.Constant(I32, 3 if s.level <= 1 else 2)
         for offset in range(0, s.nbytes, CACHE_LINE):
             ptr = self.b.gep(base, [ir.Constant(I64, offset)], source_etype=I8) if offset \
                 else base
-            self.b.call(intrinsic, [ptr, ir.Constant(I32, 0), ir.Constant(I32, 3),
-                                    ir.Constant(I32, 1)])
+            self.b.call(intrinsic, [ptr, ir.Constant(I32, 0), locality, ir.Constant(I32, 1)])
 
     def allocate(self, s: Allocate) -> None:
         buf = s.buffer

@@ -129,11 +129,14 @@ class Seq(Stmt):
 class Prefetch(Stmt):
     """A hint that ``nbytes`` bytes of ``buffer`` from flat element ``index`` on will be read
     soon: codegen asks the cache for each line of them (a CPU prefetch). It changes no value,
-    and an address past the buffer's end is harmless (prefetches do not fault)."""
+    and an address past the buffer's end is harmless (prefetches do not fault). ``level``: the
+    nearest cache level the lines are brought into (1: L1 and all below it; 2: L2, leaving L1
+    to what is read now)."""
 
     buffer: Buffer
     index: Expr
     nbytes: int
+    level: int = 1
 
 
 @dataclass(eq=False)
@@ -238,7 +241,7 @@ def map_stmt(stmt: Stmt, fexpr: Callable[[Expr], Expr] | None = None,
         elif isinstance(s, Store):
             out = Store(s.buffer, tuple(fx(i) for i in s.indices), fx(s.value))
         elif isinstance(s, Prefetch):
-            out = Prefetch(s.buffer, fx(s.index), s.nbytes)
+            out = Prefetch(s.buffer, fx(s.index), s.nbytes, s.level)
         elif isinstance(s, Allocate):
             out = Allocate(s.buffer, visit(s.body))
         elif isinstance(s, IfThenElse):
@@ -310,7 +313,8 @@ def format_stmt(s: Stmt, indent: int = 0) -> str:
     if isinstance(s, Seq):
         return "".join(format_stmt(c, indent) for c in s.stmts)
     if isinstance(s, Prefetch):
-        return f"{pad}prefetch {s.buffer.name}[{format_expr(s.index)}] ({s.nbytes} bytes)\n"
+        into = f", into L{s.level}" if s.level != 1 else ""
+        return f"{pad}prefetch {s.buffer.name}[{format_expr(s.index)}] ({s.nbytes} bytes{into})\n"
     if isinstance(s, Barrier):
         return f"{pad}barrier()\n"
     if isinstance(s, ThreadReduce):

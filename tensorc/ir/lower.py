@@ -348,7 +348,7 @@ class _Lowering:
         runs of consecutive elements (a tile's rows of weights, say), each a Prefetch of its
         flat index; at most PREFETCH_MAX_LINES cache lines in all."""
         out: dict[SVar, list[Stmt]] = {}
-        for t, sv, offset in st.prefetches:
+        for t, sv, offset, along, level in st.prefetches:
             where = f"prefetch {t.name} at {st.name}.{sv.name}"
             if sv not in st.leaf_vars:
                 raise ScheduleError(f"{where}: the loop was split or fused after the "
@@ -361,9 +361,15 @@ class _Lowering:
             relaxed = {v.var: info.extent[v] for v in st.leaf_vars[pos + 1:]}
             known = {v: r for v, r in self.var_ranges.items()
                      if v is not sv.var and v not in relaxed}
-            ahead = {sv.var: sv.var + offset}
+            counted = along or sv
+            ahead = {counted.var: counted.var + offset}
             regions = {}
             for load in loads:
+                if along is not None and not any(E.uses_var(i, along.var)
+                                                 for i in load.indices):
+                    raise ScheduleError(f"{where}: {st.name} reads {t.name} at the same place "
+                                        f"in every iteration of {along.name}; prefetch along "
+                                        f"a loop that moves the read")
                 idx = self.region_offsets(id(t), [substitute(i, ahead) for i in load.indices])
                 region = _runs(E.simplify(flat_index(b, idx)), relaxed, known)
                 if region is None:
@@ -381,7 +387,7 @@ class _Lowering:
                 raise ScheduleError(f"{where}: one iteration reads {lines} cache lines of "
                                     f"{t.name} (at most {PREFETCH_MAX_LINES}); prefetch at "
                                     f"a loop further in")
-            out.setdefault(sv, []).extend(Prefetch(b, E.simplify(base + s), nbytes)
+            out.setdefault(sv, []).extend(Prefetch(b, E.simplify(base + s), nbytes, level)
                                           for s in starts)
         return out
 

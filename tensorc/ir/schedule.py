@@ -79,8 +79,9 @@ class Stage:
         self.leaf_vars: list[SVar] = list(self.root_vars)
         self.relations: list[Split | Fuse] = []
         self.loop_kind: dict[SVar, str] = {}
-        # prefetch: (tensor read, loop, iterations ahead)
-        self.prefetches: list[tuple[Tensor, SVar, int]] = []
+        # prefetch: (tensor read, loop, iterations ahead, the loop they are counted on (None:
+        # the same loop), cache level)
+        self.prefetches: list[tuple[Tensor, SVar, int, SVar | None, int]] = []
 
     @property
     def name(self) -> str:
@@ -215,18 +216,35 @@ class Stage:
     def unroll(self, var) -> None:
         self._annotate("unroll", var, "unrolled")
 
-    def prefetch(self, tensor: Tensor, var, offset: int) -> None:
+    def prefetch(self, tensor: Tensor, var, offset: int, along: tuple[Stage, object] | None =
+                 None, level: int = 1) -> None:
         """At the top of each iteration of loop ``var``, ask the cache for what the loops
         inside it will read of ``tensor`` ``offset`` iterations later (TVM's prefetch).
+        ``along``: (stage, loop), a loop of the stage this one is computed at, that encloses
+        ``var``: ask for what ``var``'s iteration will read ``offset`` iterations of that loop
+        later instead (a GEMM's next B panel while the tiles of this one run). ``level``: the
+        cache level the lines are brought into (1: L1 and the levels below it; 2: L2).
 
         >>> s[c_local].prefetch(b_packed, k, 4)   # B's row k + 4 while row k is multiplied
+        >>> s[c_local].prefetch(b_packed, k, 1, along=(s[c], panel), level=2)
         """
         sv = self._leaf(var)
         if offset < 1:
             raise ScheduleError(f"prefetch {tensor.name} at {sv.name}: the offset must be "
                                 f"at least one iteration ahead, not {offset}")
-        self._record("prefetch", tensor=tensor.op.name, var=sv.name, offset=int(offset))
-        self.prefetches.append((tensor, sv, int(offset)))
+        if level not in (1, 2):
+            raise ScheduleError(f"prefetch {tensor.name} at {sv.name}: level {level} is not "
+                                f"a cache level a prefetch can fill (1 or 2)")
+        args = {"tensor": tensor.op.name, "var": sv.name, "offset": int(offset)}
+        outer = None
+        if along is not None:
+            stage, loop = along
+            outer = stage._leaf(loop)
+            args.update(along_stage=stage.name, along_var=outer.name)
+        if level != 1:
+            args["level"] = level
+        self._record("prefetch", **args)
+        self.prefetches.append((tensor, sv, int(offset), outer, level))
 
     def bind(self, var, thread_axis: str) -> None:
         sv = self._leaf(var)
@@ -574,7 +592,10 @@ def replay(schedule: Schedule, trace: Sequence[dict]) -> Schedule:
         elif prim == "compute_if":
             stage.compute_if(schedule[rec["flag"]].tensor)
         elif prim == "prefetch":
-            stage.prefetch(schedule[rec["tensor"]].tensor, rec["var"], rec["offset"])
+            along = (schedule[rec["along_stage"]], rec["along_var"]) if "along_stage" in rec \
+                else None
+            stage.prefetch(schedule[rec["tensor"]].tensor, rec["var"], rec["offset"], along,
+                           rec.get("level", 1))
         else:
             raise ScheduleError(f"unknown schedule primitive {prim!r} in trace")
     return schedule

@@ -887,7 +887,59 @@ def test_prefetch_opens_the_loop_with_the_run_read_offset_iterations_on():
     (out,) = run_func(lower(s, [A, B, M], "kernel"), [a, b])
     np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)
     again = replay(create_schedule(matmul(6, 40, 32)[2]), trace_from_json(trace_to_json(s.trace)))
-    assert [(t.name, sv.name, n) for t, sv, n in again[M.op.name].prefetches] == [("B", "k", 4)]
+    assert [(t.name, sv.name, n, along, level) for t, sv, n, along, level in
+            again[M.op.name].prefetches] == [("B", "k", 4, None, 1)]
+
+
+def _panel_tiles(s, A, B, M):
+    """M's columns in panels of 16 outside its rows; a local tile per (panel, row) computed
+    at the row loop, k outside the tile's columns. Returns the tile's stage, its k and the
+    panel loop."""
+    local = s.cache_write(M, "local")
+    i, j = s[M].op_axis
+    jo, ji = s[M].split(j, 16)
+    s[M].reorder(jo, i, ji)
+    s[local].compute_at(s[M], i)
+    li, lj = s[local].op_axis
+    (k,) = s[local].reduce_axis
+    s[local].reorder(li, k, lj)
+    s[local].vectorize(lj)
+    return s[local], k, jo
+
+
+def test_prefetch_along_an_enclosing_loop_asks_for_its_next_iteration_into_l2():
+    """A tile's k loop asks for the row that the next panel's tiles will read (``along`` the
+    panel loop of the stage it is computed at), into L2: the offset is one panel, not rows
+    of k, the codegen's locality is 2 (prefetcht1), and the trace replays it."""
+    A, B, M = matmul(6, 40, 64)
+    s = create_schedule(M)
+    tile, k, panel = _panel_tiles(s, A, B, M)
+    tile.prefetch(B, k, 1, along=(s[M], panel), level=2)
+    text = str(guarded(lower(s, [A, B, M], "f")))
+    assert [line.strip() for line in text.splitlines() if "prefetch" in line] == [
+        "prefetch B[j.o*16 + k*64 + 16] (64 bytes, into L2)"]
+    ir_text = llvm_ir(optimize(lower(s, [A, B, M], "f")))
+    assert re.search(r'call void @"llvm\.prefetch\.p0"\(ptr [^,]+, i32 0, i32 2, i32 1\)',
+                     ir_text)
+    check_numbers(s, [A, B, M], lambda a, b: a @ b)
+    A2, B2, M2 = matmul(6, 40, 64)
+    again = replay(create_schedule(M2), trace_from_json(trace_to_json(s.trace)))
+    (prefetch,) = again[s.trace[-1]["stage"]].prefetches
+    assert (prefetch[0].name, prefetch[1].name, prefetch[2], prefetch[3].name, prefetch[4]) == \
+        ("B", "k", 1, "j.o", 2)
+    assert str(guarded(lower(again, [A2, B2, M2], "f"))) == text
+
+
+def test_prefetch_along_is_checked():
+    A, B, M = matmul(6, 40, 64)
+    s = create_schedule(M)
+    tile, k, panel = _panel_tiles(s, A, B, M)
+    with pytest.raises(ScheduleError, match="level 3 is not a cache level"):
+        tile.prefetch(B, k, 1, along=(s[M], panel), level=3)
+    rows = s[M].leaf_vars[1]
+    tile.prefetch(B, k, 1, along=(s[M], rows))      # every row's tile reads the same B
+    with pytest.raises(ScheduleError, match="at the same place in every iteration of i"):
+        lower(s, [A, B, M], "f")
 
 
 def test_prefetch_is_checked_where_it_is_declared_and_lowered():

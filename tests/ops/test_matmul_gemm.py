@@ -305,6 +305,36 @@ def test_k_blocks_per_core_match_numpy(monkeypatch, threads):
     check_result(got, want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("m,k,n,on", [(128, 3072, 3072, True), (77, 3072, 1024, True),
+                                       (128, 3072, 768, False), (16, 3072, 3072, False),
+                                       (1, 3072, 3072, False), (1024, 1024, 1024, False)])
+def test_k_blocks_whose_b_streams_from_memory_prefetch_the_next_panel(m, k, n, on):
+    """A k-blocked GEMM whose B (B_MEMORY_BYTES or more) streams from memory, with enough
+    tiles per panel, asks for the next B panel's row into L2; smaller B, few tiles, GEMVs
+    and unblocked K do not."""
+    from tensorc.ops.matmul import Gemm, gemm_space
+    space = gemm_space(AVX512, Gemm(m, n, k, b_panel=32, k_blockable=True), "float32")
+    default = space.default()
+    assert default["prefetch_next"] == on
+    assert space.violation(default.replace(prefetch_next=True, order="rows")) is not None
+
+
+@pytest.mark.parametrize("k_block", [128, WHOLE])
+@pytest.mark.parametrize("packed", [True, False], ids=["packed_b", "dynamic_b"])
+def test_prefetching_the_next_panel_gives_the_same_answer(k_block, packed):
+    """The next panel's prefetch (into L2) in the k-blocked and the plain micro-kernel: the
+    same numbers as numpy, and the prefetch is in the loop IR one panel on."""
+    m, k, n = 40, 256, 100          # the last panel and row tile overhang
+    space = build_group(m, k, n, packed)
+    config = space.default().replace(k_block=k_block, prefetch_next=True, order="panels",
+                                     col_panels=WHOLE)
+    assert space.is_valid(config), space.violation(config)
+    func, inputs, want = build_group(m, k, n, packed, config)
+    assert "into L2" in str(func)
+    (got,) = run_func(func, inputs, num_threads=2)
+    check_result(got, want, rtol=1e-4, atol=1e-4)
+
+
 AVX512 = Target("llvm", "x", "+avx512f,+avx2,+fma")
 
 

@@ -39,7 +39,7 @@ def simplify_stmt(s: Stmt, ranges: dict) -> Stmt | None:
         return Store(s.buffer, tuple(E.simplify(i, ranges) for i in s.indices),
                      E.simplify(s.value, ranges))
     if isinstance(s, Prefetch):
-        return Prefetch(s.buffer, E.simplify(s.index, ranges), s.nbytes)
+        return Prefetch(s.buffer, E.simplify(s.index, ranges), s.nbytes, s.level)
     if isinstance(s, IfThenElse):
         cond = E.simplify(s.cond, ranges)
         if isinstance(cond, E.Const):
