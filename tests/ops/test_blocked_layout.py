@@ -43,9 +43,10 @@ class Chain:
         src = src or self.last
         channels = self.channels
         name = self._name("conv")
-        pads = [kernel // 2 * dilation] * 4 if pads is None else pads
+        kh, kw = kernel if isinstance(kernel, tuple) else (kernel, kernel)
+        pads = [kh // 2 * dilation, kw // 2 * dilation] * 2 if pads is None else pads
         self.weights[name + "_w"] = (self.rng.standard_normal(
-            (filters, channels // group, kernel, kernel)) * 0.2).astype(np.float32)
+            (filters, channels // group, kh, kw)) * 0.2).astype(np.float32)
         self.weights[name + "_b"] = self.rng.standard_normal(filters).astype(np.float32)
         self.nodes.append(helper.make_node("Conv", [src, name + "_w", name + "_b"], [name],
                                            pads=pads, strides=[stride] * 2, group=group,
@@ -346,12 +347,17 @@ def test_every_config_of_the_blocked_spaces(build, kind):
     assert len(traces) > 4
 
 
-def _blocked_conv_space(channels: int, filters: int, size: int, kernel: int, stride: int = 1):
+def _blocked_conv_space(channels: int, filters: int, size, kernel, stride: int = 1):
+    """The blocked conv space of a conv onto a padded input of size x size (or size =
+    (height, width)); ``kernel``: its side, or (height, width)."""
     from tensorc.ir import te
-    x = te.placeholder((1, channels // 16, size, size, 16), "float32", "x")
-    w = te.placeholder((filters // 16, channels, kernel, kernel, 16), "float32", "w")
+    kh, kw = kernel if isinstance(kernel, tuple) else (kernel, kernel)
+    h, w_ = size if isinstance(size, tuple) else (size, size)
+    x = te.placeholder((1, channels // 16, h, w_, 16), "float32", "x")
+    w = te.placeholder((filters // 16, channels, kh, kw, 16), "float32", "w")
     attrs = {"layout_block": 16, "strides": (stride,) * 2, "dilations": (1, 1), "groups": 1}
-    out = blocked.conv_blocked(attrs, x, w, ((size - kernel) // stride + 1,) * 2, x)
+    out = blocked.conv_blocked(attrs, x, w, ((h - kh) // stride + 1,
+                                             (w_ - kw) // stride + 1), x)
     return blocked.conv_blocked_space(Target.from_string("llvm -mcpu=znver4"), out,
                                       out.op.input_tensors()[0], attrs)
 
@@ -520,10 +526,35 @@ def test_strided_and_whole_row_3x3_convs_add_up_their_channel_blocks_outside_the
     assert not _blocked_conv_space(1024, 256, 14, 1).default()["channels_outer"]
     assert not _blocked_conv_space(128, 128, 30, 3).default()["channels_outer"]
     assert _blocked_conv_space(16, 32, 9, 3).knobs["channels_outer"].choices == (False,)
+    # a row that the tiles do not divide: the last tile is a guarded one (loop partitioning
+    # gives it its own, shorter copy), not a shifted one that would add outputs twice
     space = _blocked_conv_space(64, 64, 9, 3)
-    shifted = space.default().replace(channels_outer=True, row_tile=4, filter_vectors=1)
-    assert "row_tile=4 does not divide the row of 7" in space.violation(shifted)
-    assert space.violation(shifted.replace(channels_outer=False)) is None
+    uneven = space.default().replace(channels_outer=True, row_tile=4, filter_vectors=1)
+    assert space.violation(uneven) is None
+
+
+@pytest.mark.parametrize("channels, filters, size, kernel, outer", [
+    (160, 160, 17, (1, 7), True),        # Inception's 7-tap convs onto 17x17: 143 KB a tile
+    (160, 160, 17, (7, 1), True),
+    (128, 128, 17, (1, 7), True),
+    (256, 256, 19, (1, 5), True),
+    (48, 64, 35, (5, 5), False),         # 51 KB of one channel block's weights
+    (32, 64, 147, (3, 3), False),        # a tile's 36 KB of weights stay in L1
+    (16, 64, 17, (1, 7), False),         # one channel block
+    (128, 128, 30, (3, 3), False),       # 100 KB of partial sums for the map
+    (96, 96, 37, (3, 3), False),         # bands of one row: the weights serve few tiles
+])
+def test_convs_whose_tile_weights_outrun_l1_take_their_channel_blocks_outside(
+        channels, filters, size, kernel, outer):
+    """A stride-1 conv whose register tile reads more weights than L1 holds, while one channel
+    block's fit, runs the channel blocks outside the tiles with the taps inside each channel,
+    whether or not its tiles divide the row (17 outputs: 9 + 8)."""
+    kh, kw = kernel
+    default = _blocked_conv_space(channels, filters, (size + kh - 1, size + kw - 1),
+                                  kernel).default()
+    assert default["channels_outer"] == outer
+    if outer:
+        assert default["taps_inner"]
 
 
 def test_every_config_of_a_conv_with_its_channel_blocks_outside(monkeypatch):
@@ -558,6 +589,7 @@ def test_every_config_of_a_conv_with_its_channel_blocks_outside(monkeypatch):
     ((1, 48, 11, 11), 48, 1, {"channels_outer": True, "row_tile": 11, "filter_vectors": 1,
                               "row_bands": 4, "tile_lines": 2}),  # uneven bands and lines
     ((2, 32, 15, 15), 32, 2, {"channels_outer": True, "taps_inner": False}),    # a batch
+    ((1, 48, 17, 17), 48, 1, {"channels_outer": True, "row_tile": 9, "filter_vectors": 1}),
 ])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_convs_with_their_channel_blocks_outside_match_onnxruntime(shape, filters, stride,
@@ -584,6 +616,20 @@ def test_convs_with_their_channel_blocks_outside_match_onnxruntime(shape, filter
     # the padding read in place (no padded copy), decided by partitioning at the borders
     loops = tensorc.inspect(chain.model(), stage="loops")
     assert "conv_blocked.rf" in loops and "allocate pad" not in loops
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_inception_seven_tap_convs_match_onnxruntime(threads):
+    """Inception's 17x17 factorized convs (1x7 then 7x1, 160 channels) by default: channel
+    blocks outside the tiles, tiles of 9 and 8 outputs, the padding read in place."""
+    chain = Chain((1, 160, 17, 17))
+    chain.conv(160, kernel=1)
+    chain.conv(160, kernel=(1, 7))
+    chain.conv(160, kernel=(7, 1))
+    chain.conv(32, kernel=1, act=None)
+    check_against_onnxruntime(chain.model(), (1, 160, 17, 17), threads=threads)
+    loops = tensorc.inspect(chain.model(), stage="loops")
+    assert loops.count("allocate conv_blocked.rf") >= 4 and "allocate pad" not in loops
 
 
 @pytest.mark.parametrize("threads", [1, 2])

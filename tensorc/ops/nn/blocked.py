@@ -245,19 +245,29 @@ class PrefetchFits:
         return None
 
 
-@dataclass(frozen=True)
-class ChannelsOuterFits:
-    """A blocked conv space's constraint: a row whose channel blocks run outside its tiles
-    adds each block's partial sums to its buffer, so its tiles cover the row exactly (a
-    shifted tail would add the outputs it shares with the tile before it twice)."""
+# A stride-1 conv's channel blocks go outside its tiles where a tile's weights (filter
+# vectors x channels x taps) exceed TILE_WEIGHTS_L1, one channel block's fit in
+# BLOCK_WEIGHTS_L1 and the band's partial sums in BAND_SUMS_L1: each block's weights then
+# serve the band's tiles from L1, where the plain order streams all of them from L2 for every
+# tile. Direct convs, ms at one thread, that lost: 5x5 with 51 KB of weights a block (48 ->
+# 64 onto 35x35) 1.24 -> 1.57; 3x3 whose 36 KB tiles L1 holds (32 -> 64 onto 147x147) 2.4 ->
+# 4.6; 3x3 whose band sums take 100-157 KB (128 -> 128 onto 28x28 2.17 -> 2.86, 96 -> 96
+# onto 35x35 1.25 -> 1.48, 256 -> 256 onto 28x28 8.6 -> 11.7).
+TILE_WEIGHTS_L1 = 48 << 10
+BLOCK_WEIGHTS_L1 = 24 << 10
+BAND_SUMS_L1 = 48 << 10
 
-    width: int
 
-    def __call__(self, c) -> str | None:
-        if c["channels_outer"] and self.width % min(c["row_tile"], self.width):
-            return (f"channels_outer: row_tile={c['row_tile']} does not divide the row of "
-                    f"{self.width}")
-        return None
+def _weights_outrun_l1(vectors: int, channel_blocks: int, taps: int, band_pixels: int,
+                       out: te.Tensor) -> bool:
+    """Whether a register tile of ``vectors`` filter vectors reads more weights than
+    TILE_WEIGHTS_L1 over its ``channel_blocks`` blocks of input channels, while one block's
+    weights fit BLOCK_WEIGHTS_L1 and the partial sums of a band of ``band_pixels`` outputs
+    BAND_SUMS_L1."""
+    vector = out.shape[4] * itemsize(out.dtype)
+    block = vectors * out.shape[4] * taps * vector
+    return block * channel_blocks > TILE_WEIGHTS_L1 and block <= BLOCK_WEIGHTS_L1 and \
+        band_pixels * vectors * vector <= BAND_SUMS_L1
 
 
 def _taps(tile: te.Tensor) -> int:
@@ -356,6 +366,22 @@ def conv_blocked_space(target: Target, out: te.Tensor, tile: te.Tensor, attrs: d
     # onto 14x14 1.52 -> 1.60
     default_outer = outer_choices[-1] and width % default_rows == 0 and (
         (taps > 1 and (strided or default_rows == width)) or default_lines == 2)
+    if outer_choices[-1] and not default_outer and taps > 1 and not strided and \
+            default_bands == 1 and \
+            _weights_outrun_l1(default_vectors, channel_blocks, taps, pixels, out):
+        # a stride-1 conv over a small map whose tile reads more weights than L1 holds
+        # (Inception's 1x7 and 7x1 convs onto 17x17: 143 KB for each 9-output tile) while
+        # one channel block's weights and the map's partial sums fit: the blocks outside the
+        # tiles (whether or not the tiles divide the row: 9 + 8), the taps inside each
+        # channel where the registers hold a row of broadcasts (each serves the taps that
+        # read it). Inception's 7-tap convs, ms at one thread: 160 -> 160 1x7 0.795 -> 0.638
+        # (onnxruntime 0.755), 7x1 0.772 -> 0.721 (0.626), 128 -> 128 0.494 -> 0.415 (0.454)
+        # and 0.498 -> 0.458 (0.391); 256 -> 256 1x5 onto 19x19 1.59 -> 1.40. End to end,
+        # Inception 38.5 -> 37.6 at one thread, 20.7 at two either way (the 160-filter convs
+        # have five filter blocks to share)
+        default_outer = True
+        default_taps_inner = registers_fit.holds(default_rows, default_vectors,
+                                                 broadcasts=default_rows)
     if fits({"taps_inner": default_taps_inner, "filter_vectors": default_vectors,
              "prefetch": default_prefetch}):
         default_prefetch = 0
@@ -376,7 +402,7 @@ def conv_blocked_space(target: Target, out: te.Tensor, tile: te.Tensor, attrs: d
         Knob("channels_outer", outer_choices, default_outer, "the input channel blocks "
              "outside a band's register tiles (each block's weights serve the whole band "
              "from L1; the band's partial sums add up in a buffer) or inside each tile"),
-    ], [registers_fit, fits, ChannelsOuterFits(width)],
+    ], [registers_fit, fits],
         name="conv (blocked)")
 
 
@@ -494,9 +520,12 @@ def _schedule_channels_outer(target: Target, sch: Schedule, out: te.Tensor, tile
 
     The padding is not copied: the tiles read the input in place, the padding inlined as a
     select whose condition loop partitioning decides for all but the border rows and tiles
-    (their loops are serial inside the band). ResNet-50's kernels, ms at one thread, the
-    padded copy -> in place: 3x3 s2 onto 28x28 1.77 -> 1.50 (onnxruntime 1.47), onto 14x14
-    1.73 -> 1.54, onto 7x7 1.99 -> 1.79; 3x3 onto 7x7 1.78 -> 1.72.
+    (their loops are serial inside the band). A row that the tiles do not divide ends in a
+    guarded tile, which partitioning gives its own shorter copy (17 outputs: 9 + 8); no
+    output is computed twice, as a shifted tile would (and add into the sums twice).
+    ResNet-50's kernels, ms at one thread, the padded copy -> in place: 3x3 s2 onto 28x28
+    1.77 -> 1.50 (onnxruntime 1.47), onto 14x14 1.73 -> 1.54, onto 7x7 1.99 -> 1.79; 3x3
+    onto 7x7 1.78 -> 1.72.
     """
     rco = tile.op.reduce_axis[0]
     depth = reduction_depth(tile)
