@@ -521,6 +521,9 @@ def test_strided_and_whole_row_3x3_convs_add_up_their_channel_blocks_outside_the
     for size, filters in ((57, 128), (29, 256), (15, 512)):
         assert _blocked_conv_space(filters, filters, size, 3, stride=2).default()[
             "channels_outer"]
+    # and strided convs whose tiles do not divide the row (Inception's 288 -> 384 onto 17x17)
+    default = _blocked_conv_space(288, 384, 35, 3, stride=2).default()
+    assert default["channels_outer"] and 17 % default["row_tile"]
     assert _blocked_conv_space(512, 512, 9, 3).default()["channels_outer"]
     assert _blocked_conv_space(2048, 512, 7, 1).default()["channels_outer"]
     assert not _blocked_conv_space(1024, 256, 14, 1).default()["channels_outer"]
@@ -590,6 +593,7 @@ def test_every_config_of_a_conv_with_its_channel_blocks_outside(monkeypatch):
                               "row_bands": 4, "tile_lines": 2}),  # uneven bands and lines
     ((2, 32, 15, 15), 32, 2, {"channels_outer": True, "taps_inner": False}),    # a batch
     ((1, 48, 17, 17), 48, 1, {"channels_outer": True, "row_tile": 9, "filter_vectors": 1}),
+    ((1, 48, 35, 35), 64, 2, {}),                   # s2 onto 17x17: tiles of 6, 6 and 5
 ])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_convs_with_their_channel_blocks_outside_match_onnxruntime(shape, filters, stride,
