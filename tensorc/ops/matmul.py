@@ -366,9 +366,10 @@ PREFETCH_DEFAULT = 8
 # of a k-blocked GEMM whose panels serve PREFETCH_NEXT_MIN_TILES tiles or more asks for the
 # next panel's row into L2 as well, so that a panel's first tile finds it there (prefetchers
 # start over at each panel). One thread (Xeon), ms, onnxruntime alongside: 128x3072x3072
-# 17.83 -> 16.97 (17.18), 77x3072x3072 11.42 -> 10.79 (11.12), 128x3072x1024 5.61 -> 5.34
-# (5.58). Where B is smaller or the tiles fewer it lost: 128x3072x768 (9 MB) 3.99 -> 4.06,
-# 16x3072x3072 2.39 -> 2.72, 1024^3 (A packed, 4 MB of B) 13.8 -> 14.4.
+# 17.47 -> 16.27 (16.80), 77x3072x3072 10.90 -> 10.04 (10.75), 128x3072x1024 5.45 -> 5.19
+# (5.38); two threads 128x3072x3072 8.53 -> 8.07 (8.31). Where B is smaller or the tiles
+# fewer it lost: 128x3072x768 (9 MB) 3.99 -> 4.06, 16x3072x3072 2.39 -> 2.72, 1024^3 (A
+# packed, 4 MB of B) 13.8 -> 14.4.
 B_MEMORY_BYTES = 10 << 20
 PREFETCH_NEXT_MIN_TILES = 6
 K_BLOCK_MIN_DEPTH = 2048
