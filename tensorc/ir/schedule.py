@@ -421,7 +421,8 @@ class Schedule:
             rs.op = ComputeOp(rop.name, rop.axis, transform(rop.body, packed_load), rop.tag)
         return cache
 
-    def rfactor(self, tensor: Tensor, factor: int, blocked: bool = False) -> Tensor:
+    def rfactor(self, tensor: Tensor, factor: int, blocked: bool = False,
+                lane_first: bool = False) -> Tensor:
         """Split ``tensor``'s reduction into ``factor`` interleaved partial reductions.
 
         ``blocked=True`` splits it into consecutive blocks of ``factor`` instead: RF's new
@@ -436,6 +437,9 @@ class Schedule:
         ``factor`` does not divide K, the overhanging ``k`` contribute the reduction's initial
         value (their loads are clamped in bounds). Returns RF (schedule it with compute_at).
 
+        ``lane_first`` puts RF's new axis first instead of last (``RF[j, ...]``): a buffer of
+        RF then holds each partial's row contiguously (whole vectors along the last axis).
+
         >>> rf = s.rfactor(row_sum, 16)     # row_sum[i] = sum(rf[i, j] for j in range(16))
         """
         stage, op = self._unscheduled_reduction(tensor, "rfactor")
@@ -444,6 +448,8 @@ class Schedule:
         record = {"prim": "rfactor", "stage": stage.name, "factor": factor}
         if blocked:
             record["blocked"] = True
+        if lane_first:
+            record["lane_first"] = True
         self.trace.append(record)
         body: Reduce = op.body
         extents = [iv.extent for iv in op.reduce_axis]
@@ -472,9 +478,10 @@ class Schedule:
         source = E.substitute(body.source, mapping)
         if not exact:
             source = E.select(E.Compare("lt", k, E.const(total)), source, body.init)
-        rf_op = ComputeOp(self._unique(f"{op.name}.rf"), [*axis, lane],
+        rf_op = ComputeOp(self._unique(f"{op.name}.rf"),
+                          [lane, *axis] if lane_first else [*axis, lane],
                           Reduce(body.combiner, source, [outer], body.init), op.tag)
-        return self._add_partials(stage, tensor, rf_op, lane)
+        return self._add_partials(stage, tensor, rf_op, lane, lane_first)
 
 
     def rfactor_axis(self, tensor: Tensor, axis: IterVar) -> Tensor:
@@ -519,18 +526,21 @@ class Schedule:
                                 f"split, fused or annotated")
         return stage, op
 
-    def _add_partials(self, stage: Stage, tensor: Tensor, rf_op: ComputeOp, lane: IterVar
-                      ) -> Tensor:
-        """RF (``rf_op``: ``tensor``'s axes and then ``lane``) as a new stage before
-        ``stage``, which becomes the reduction of RF over ``lane``. Returns RF."""
+    def _add_partials(self, stage: Stage, tensor: Tensor, rf_op: ComputeOp, lane: IterVar,
+                      lane_first: bool = False) -> Tensor:
+        """RF (``rf_op``: ``tensor``'s axes and then ``lane``, or ``lane`` first) as a new
+        stage before ``stage``, which becomes the reduction of RF over ``lane``. Returns
+        RF."""
         op = stage.op
         body: Reduce = op.body
-        rf = Tensor(rf_op, (*tensor.shape, lane.extent), body.dtype)
+        shape = (lane.extent, *tensor.shape) if lane_first else (*tensor.shape, lane.extent)
+        rf = Tensor(rf_op, shape, body.dtype)
         self._add_stage(rf, rf_op, before=stage)
         final = IterVar(Var(lane.var.name), lane.extent, "reduce")
+        axes = [iv.var for iv in op.axis]
+        index = [final.var, *axes] if lane_first else [*axes, final.var]
         stage.op = ComputeOp(op.name, op.axis, Reduce(
-            body.combiner, Load(rf, [*(iv.var for iv in op.axis), final.var]), [final],
-            body.init), op.tag)
+            body.combiner, Load(rf, index), [final], body.init), op.tag)
         stage._init_vars()
         return rf
 
@@ -556,7 +566,7 @@ def replay(schedule: Schedule, trace: Sequence[dict]) -> Schedule:
             continue
         if prim == "rfactor":
             schedule.rfactor(schedule[rec["stage"]].tensor, rec["factor"],
-                             rec.get("blocked", False))
+                             rec.get("blocked", False), rec.get("lane_first", False))
             continue
         if prim == "rfactor_axis":
             stage = schedule[rec["stage"]]

@@ -84,6 +84,10 @@ def micro_tile(target: Target) -> tuple[int, int]:
 
 
 GEMV_VECTORS = 4     # a one-row product: 4 accumulator chains hide the FMA latency
+# A GEMV whose B takes this much or more streams it from beyond L2: each B panel is then read
+# as GEMV_STREAMS streams at once (K's halves), which memory serves faster than one.
+GEMV_STREAMS = 2
+GEMV_STREAMS_BYTES = 4 << 20
 GEMV_ROW_VECTORS = (1, 2, 4, 8, 16, 32)
 
 
@@ -322,6 +326,12 @@ def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
         (False,)
     next_default = k_block < k and order == "panels" and tile_count >= PREFETCH_NEXT_MIN_TILES \
         and k * n * gemm.itemsize >= B_MEMORY_BYTES and next_choices[-1]
+    # a GEMV over packed panels of B: each panel read as several streams (K in parts)
+    stream_choices = (1, GEMV_STREAMS) if m == 1 and nr and gemm.k_blockable and \
+        k % GEMV_STREAMS == 0 and not gemm.batched else (1,)
+    streams = stream_choices[-1] if k * n * gemm.itemsize >= GEMV_STREAMS_BYTES else 1
+    if streams > 1:
+        k_block = WHOLE
     return SearchSpace([
         Knob("rows", rows, default_rows, "rows of the register tile (mr; fixed by a packed "
              "A's panel height)"),
@@ -340,6 +350,8 @@ def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
         # (x @ x reads its one operand at two places: which would a prefetch mean?)
         Knob("prefetch", (0,) if same else PREFETCH_CHOICES, prefetch_default,
              "steps of k ahead that the micro-kernel prefetches its B panel's row (0: none)"),
+        Knob("k_streams", stream_choices, streams, "a GEMV reads each B panel as this many "
+             "streams at once (K in that many parts, their partial sums side by side)"),
         Knob("prefetch_next", next_choices, next_default,
              "the micro-kernel also prefetches the next B panel's row into L2 (B panels "
              "outer)"),
@@ -493,6 +505,8 @@ class _BlockRules:
             return "pack_a: the packed A block would exceed PACKED_A_BYTES"
         if c["pack_b"] and c["col_panels"] >= panels and c["row_tiles"] < tiles:
             return "pack_b: one column block is all of B, packed again for every row block"
+        if c["k_streams"] > 1 and c["k_block"] < self.k:
+            return "k_streams: K in parts already; no k blocks beside them"
         if c["prefetch_next"] and c["order"] != "panels":
             return "prefetch_next: the next B panel is the next tile's only with panels outer"
         return None
@@ -524,6 +538,9 @@ def schedule_gemm(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tensor, 
     not its own axes (a conv's output rows and columns fused into j)."""
     if not mm.op.reduce_axis:      # a rounding stage: tile the accumulation under it
         mm = mm.op.input_tensors()[0]
+    if config["k_streams"] > 1:
+        _schedule_gemv_streams(target, sch, out, mm, gemm, config)
+        return
     if config["k_block"] < gemm.k:
         _schedule_k_blocked(target, sch, out, mm, gemm, config)
         return
@@ -647,6 +664,57 @@ def _schedule_k_blocked(target: Target, sch: Schedule, out: te.Tensor, mm: te.Te
     inner.reorder(cl, ck, ci, cj)
     _micro_kernel(inner, ck, ci, cj, config,
                   (stage, tile_loops[0]) if config["order"] == "panels" else None)
+
+
+def _schedule_gemv_streams(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tensor,
+                           gemm: Gemm, config) -> None:
+    """A one-row product (GEMV) that reads each B panel as ``k_streams`` streams at once: K
+    in that many consecutive parts (a blocked rfactor, its part axis first), the parts'
+    partial sums side by side in registers, so that each step of k loads a row from each
+    part of the panel (memory serves several streams faster than one).
+
+        for (batch, jc: parallel)
+          for jo:                                  # a B panel
+            P.local[parts, nr] = 0
+            for k in K / parts: for part (unrolled): for c (vectorized):
+              P.local[part, c] += A[part * K / parts + k] * B[panel, part * K / parts + k, c]
+            for part: for c (vectorized): out[jo, c] (+)= P.local[part, c]
+    """
+    partial = sch.rfactor(mm, -(-gemm.k // config["k_streams"]), blocked=True,
+                          lane_first=True)
+    stage = sch[mm]
+    *batch, i, j = stage.op_axis
+    (kb,) = stage.reduce_axis
+    lanes = target.vector_lanes(out.dtype)
+    cols = _cols(gemm.n, lanes, gemm.b_panel, config["vectors"])
+    jo, ji = stage.split(j, cols)
+    jc, jo = stage.split(jo, config["col_panels"])
+    stage.reorder(*batch, i, jc, jo, kb, ji)
+    stage.vectorize(ji)
+    block = stage.fuse(*batch, i, jc)
+    parallel = config["parallel"] and np.prod(out.shape) * gemm.k >= 1 << 16
+    if out is not mm:
+        epilogue = sch[out]
+        *obatch, oi, oj = epilogue.op_axis
+        ojc, oj = epilogue.split(oj, cols * min(config["col_panels"], -(-gemm.n // cols)))
+        oj, ojv = epilogue.split(oj, lanes)
+        epilogue.reorder(*obatch, oi, ojc, oj, ojv)
+        epilogue.vectorize(ojv)
+        oblock = epilogue.fuse(*obatch, oi, ojc)
+        if parallel:
+            epilogue.parallel(oblock)
+        stage.compute_at(epilogue, oblock)
+    elif parallel:
+        stage.parallel(block)
+    inner = sch[partial]
+    inner.compute_at(stage, jo)
+    cl, *cb, ci, cj = inner.op_axis
+    (ck,) = inner.reduce_axis
+    inner.reorder(*cb, ci, ck, cl, cj)
+    inner.unroll(cl)
+    inner.vectorize(cj)
+    if config["prefetch"]:
+        inner.prefetch(second_operand(inner.op.body), ck, config["prefetch"])
 
 
 def _micro_kernel(inner, ck, ci, cj, config, panels=None) -> None:

@@ -709,6 +709,32 @@ def test_rfactor_vectorizes_a_row_reduction(extents, factor):
     assert len(again.stages) == len(s.stages)
 
 
+def test_rfactor_lane_first_puts_the_partials_axis_first():
+    """K in 2 consecutive blocks with the block axis first: RF[b, i, j], each block's
+    partial row contiguous in a local buffer (whole vectors), the blocks' sums side by side
+    inside the k loop; 37 = 19 + 18, the overhanging k adds nothing. Replays."""
+    A, B, M = matmul(3, 37, 32)
+    s = create_schedule(M)
+    rf = s.rfactor(M, 19, blocked=True, lane_first=True)
+    assert rf.shape == (2, 3, 32)
+    i, j = s[M].op_axis
+    (b,) = s[M].reduce_axis
+    s[M].reorder(i, b, j)
+    s[rf].compute_at(s[M], i)
+    lb, li, lj = s[rf].op_axis
+    (k,) = s[rf].reduce_axis
+    s[rf].reorder(li, k, lb, lj)
+    s[rf].unroll(lb)
+    s[rf].vectorize(lj)
+    text = str(guarded(lower(s, [A, B, M], "f")))
+    assert "M.rf: float32[2, 1, 32] (local)" in text
+    check_numbers(s, [A, B, M], lambda a, b: a @ b)
+    assert '"lane_first": true' in trace_to_json(s.trace)
+    A2, B2, M2 = matmul(3, 37, 32)
+    again = replay(create_schedule(M2), trace_from_json(trace_to_json(s.trace)))
+    assert str(guarded(lower(again, [A2, B2, M2], "f"))) == text
+
+
 def test_rfactor_keeps_max_semantics_with_an_overhang():
     from tensorc.ir.te import max_
     A = placeholder((3, 21), name="A")

@@ -335,6 +335,36 @@ def test_prefetching_the_next_panel_gives_the_same_answer(k_block, packed):
     check_result(got, want, rtol=1e-4, atol=1e-4)
 
 
+def test_gemvs_over_large_b_read_each_panel_as_two_streams():
+    """A GEMV whose packed B takes GEMV_STREAMS_BYTES or more reads each panel as two streams
+    (K's halves); a smaller B, more rows, or a B that is an input keep one."""
+    from tensorc.ops.matmul import GEMV_STREAMS, Gemm, gemm_space
+    def default(m, k, n, panel=64):
+        return gemm_space(AVX512, Gemm(m, n, k, b_panel=panel, k_blockable=True),
+                          "float32").default()
+    big = default(1, 768, 3072)
+    assert big["k_streams"] == GEMV_STREAMS and big["k_block"] == WHOLE
+    assert default(1, 768, 768)["k_streams"] == 1
+    assert default(16, 768, 3072, panel=32)["k_streams"] == 1
+    dynamic = gemm_space(AVX512, Gemm(1, 3072, 768, k_blockable=True), "float32")
+    assert dynamic.knobs["k_streams"].choices == (1,)
+    odd = gemm_space(AVX512, Gemm(1, 3072, 1023, b_panel=64, k_blockable=True), "float32")
+    assert odd.knobs["k_streams"].choices == (1,)       # halves of equal length only
+
+
+@pytest.mark.parametrize("k", [512, 302])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_gemv_streams_match_numpy(k, threads):
+    """Two streams under bias + relu (the last panel overhanging), at 1 and 2 threads."""
+    space = build_group(1, k, 200, True)
+    config = space.default().replace(k_streams=2, k_block=WHOLE)
+    assert space.is_valid(config), space.violation(config)
+    func, inputs, want = build_group(1, k, 200, True, config)
+    assert "matmul.rf: float32[2, 1," in str(func)
+    (got,) = run_func(func, inputs, num_threads=threads)
+    check_result(got, want, rtol=1e-4, atol=1e-4)
+
+
 AVX512 = Target("llvm", "x", "+avx512f,+avx2,+fma")
 
 
