@@ -481,7 +481,7 @@ class Schedule:
         rf_op = ComputeOp(self._unique(f"{op.name}.rf"),
                           [lane, *axis] if lane_first else [*axis, lane],
                           Reduce(body.combiner, source, [outer], body.init), op.tag)
-        return self._add_partials(stage, tensor, rf_op, lane, lane_first)
+        return self._add_partials(stage, tensor, rf_op, lane)
 
 
     def rfactor_axis(self, tensor: Tensor, axis: IterVar) -> Tensor:
@@ -526,13 +526,14 @@ class Schedule:
                                 f"split, fused or annotated")
         return stage, op
 
-    def _add_partials(self, stage: Stage, tensor: Tensor, rf_op: ComputeOp, lane: IterVar,
-                      lane_first: bool = False) -> Tensor:
+    def _add_partials(self, stage: Stage, tensor: Tensor, rf_op: ComputeOp, lane: IterVar
+                      ) -> Tensor:
         """RF (``rf_op``: ``tensor``'s axes and then ``lane``, or ``lane`` first) as a new
         stage before ``stage``, which becomes the reduction of RF over ``lane``. Returns
         RF."""
         op = stage.op
         body: Reduce = op.body
+        lane_first = rf_op.axis[0] is lane
         shape = (lane.extent, *tensor.shape) if lane_first else (*tensor.shape, lane.extent)
         rf = Tensor(rf_op, shape, body.dtype)
         self._add_stage(rf, rf_op, before=stage)

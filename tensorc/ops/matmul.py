@@ -638,20 +638,8 @@ def _schedule_k_blocked(target: Target, sch: Schedule, out: te.Tensor, mm: te.Te
     stage.vectorize(ji)
     block = stage.fuse(*batch, jc)
     work = np.prod(out.shape) * partial.shape[-1] * config["k_block"]
-    parallel = config["parallel"] and work >= 1 << 16
-    if out is not mm:
-        epilogue = sch[out]
-        *obatch, oi, oj = epilogue.op_axis
-        ojc, oj = epilogue.split(oj, cols * min(config["col_panels"], -(-n // cols)))
-        oj, ojv = epilogue.split(oj, lanes)
-        epilogue.reorder(*obatch, ojc, oi, oj, ojv)
-        epilogue.vectorize(ojv)
-        oblock = epilogue.fuse(*obatch, ojc)
-        if parallel:
-            epilogue.parallel(oblock)
-        stage.compute_at(epilogue, oblock)
-    elif parallel:
-        stage.parallel(block)
+    _column_blocks_on_threads(target, sch, out, mm, block, cols, config["col_panels"],
+                              config["parallel"] and work >= 1 << 16)
     if config["pack_a"] and rows > 1:
         # the A block of one k block and row block, packed into mr-row panels
         a_tensor = first_operand(sch[partial].op.body)
@@ -664,6 +652,29 @@ def _schedule_k_blocked(target: Target, sch: Schedule, out: te.Tensor, mm: te.Te
     inner.reorder(cl, ck, ci, cj)
     _micro_kernel(inner, ck, ci, cj, config,
                   (stage, tile_loops[0]) if config["order"] == "panels" else None)
+
+
+def _column_blocks_on_threads(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tensor,
+                              block, cols: int, col_panels: int, parallel: bool) -> None:
+    """The threads of a GEMM whose stage ``mm`` runs its column blocks (``col_panels``
+    panels of ``cols`` columns) in loop ``block``: that loop in parallel, or, under an
+    epilogue (``out`` is not ``mm``), the epilogue in the same column blocks, each computing
+    its block of ``mm`` first (still in the cache when the epilogue passes over it), those
+    blocks in parallel."""
+    if out is mm:
+        if parallel:
+            sch[mm].parallel(block)
+        return
+    epilogue = sch[out]
+    *obatch, oi, oj = epilogue.op_axis
+    ojc, oj = epilogue.split(oj, cols * min(col_panels, -(-out.shape[-1] // cols)))
+    oj, ojv = epilogue.split(oj, target.vector_lanes(out.dtype))
+    epilogue.reorder(*obatch, ojc, oi, oj, ojv)
+    epilogue.vectorize(ojv)
+    oblock = epilogue.fuse(*obatch, ojc)
+    if parallel:
+        epilogue.parallel(oblock)
+    sch[mm].compute_at(epilogue, oblock)
 
 
 def _schedule_gemv_streams(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tensor,
@@ -692,29 +703,14 @@ def _schedule_gemv_streams(target: Target, sch: Schedule, out: te.Tensor, mm: te
     stage.reorder(*batch, i, jc, jo, kb, ji)
     stage.vectorize(ji)
     block = stage.fuse(*batch, i, jc)
-    parallel = config["parallel"] and np.prod(out.shape) * gemm.k >= 1 << 16
-    if out is not mm:
-        epilogue = sch[out]
-        *obatch, oi, oj = epilogue.op_axis
-        ojc, oj = epilogue.split(oj, cols * min(config["col_panels"], -(-gemm.n // cols)))
-        oj, ojv = epilogue.split(oj, lanes)
-        epilogue.reorder(*obatch, oi, ojc, oj, ojv)
-        epilogue.vectorize(ojv)
-        oblock = epilogue.fuse(*obatch, oi, ojc)
-        if parallel:
-            epilogue.parallel(oblock)
-        stage.compute_at(epilogue, oblock)
-    elif parallel:
-        stage.parallel(block)
+    _column_blocks_on_threads(target, sch, out, mm, block, cols, config["col_panels"],
+                              config["parallel"] and np.prod(out.shape) * gemm.k >= 1 << 16)
     inner = sch[partial]
     inner.compute_at(stage, jo)
     cl, *cb, ci, cj = inner.op_axis
     (ck,) = inner.reduce_axis
     inner.reorder(*cb, ci, ck, cl, cj)
-    inner.unroll(cl)
-    inner.vectorize(cj)
-    if config["prefetch"]:
-        inner.prefetch(second_operand(inner.op.body), ck, config["prefetch"])
+    _micro_kernel(inner, ck, cl, cj, config)    # the parts unrolled, as a tile's rows
 
 
 def _micro_kernel(inner, ck, ci, cj, config, panels=None) -> None:
