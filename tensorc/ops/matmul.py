@@ -242,7 +242,7 @@ def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
     width = _cols(n, lanes, nr, default_vectors)
     k_choices = [WHOLE] + [c for c in K_BLOCK_CHOICES if c < k and k % c == 0 and
                            gemm.k_blockable]
-    k_block = _default_k_block(m, k, k_choices)
+    k_block = _default_k_block(m, k, tile_count, k_choices)
     # a column block's panels (of one k block) fit half of L2
     fits_l2 = max(1, (L2_BYTES // 2) // (width * min(k, k_block) * gemm.itemsize))
     # and at least PARALLEL_BLOCKS column blocks, to share among threads
@@ -363,6 +363,13 @@ def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
 # thread (Xeon, L2 2 MB; ms, whole K -> blocks of 256): 128x3072x768 5.01 -> 4.04
 # (onnxruntime 3.87), 16x3072x768 0.736 -> 0.678; no gain with more rows or a shorter K
 # (500x3072x768 16.1 -> 16.7, 1024^3 14.2 -> 14.6, 128x1024x1024 1.82 -> 1.83).
+# A B block in L1 pays for the restarted streams of B (each panel read in pieces) only where
+# K_BLOCK_MIN_TILES tiles or more share it; fewer, and each panel streams whole. One thread
+# (Zen 5, L2 1 MB), ms, blocks of 256 (or 512 over a large A) -> K whole, onnxruntime
+# alongside: 16x3072x3072 2.200 -> 1.880 (2.824; 8-row tiles), 16x3072x1024 0.421 -> 0.391
+# (0.428), 32x3072x3072 3.620 -> 3.177 (4.351), 48x3072x3072 4.780 -> 4.262 (5.245),
+# 64x3072x3072 (5 tiles) 6.318 -> 5.622 (6.780); at 6 tiles and more, within 3% either way
+# (77x3072x1024 1.949 -> 2.007, 77x3072x768 1.500 -> 1.466, 128x3072x1024 3.232 -> 3.248).
 K_BLOCK_DEFAULT = 256
 # The micro-kernel asks for the row of its B panel PREFETCH_DEFAULT steps of k ahead (two
 # cache lines per step at 32 columns): the hardware prefetchers follow one panel's stream,
@@ -386,6 +393,7 @@ B_MEMORY_BYTES = 10 << 20
 PREFETCH_NEXT_MIN_TILES = 6
 K_BLOCK_MIN_DEPTH = 2048
 K_BLOCK_MAX_ROWS = 256
+K_BLOCK_MIN_TILES = 6
 
 
 # Each column block of a k-blocked GEMM reads all of A, and an A larger than this does not
@@ -413,8 +421,9 @@ def _core_column_blocks(panels: int, panel_bytes: int, cores: int,
     return max(fitting, default=None)
 
 
-def _default_k_block(m: int, k: int, choices: list[int]) -> int:
-    if k >= K_BLOCK_MIN_DEPTH and m <= K_BLOCK_MAX_ROWS and K_BLOCK_DEFAULT in choices:
+def _default_k_block(m: int, k: int, tiles: int, choices: list[int]) -> int:
+    if k >= K_BLOCK_MIN_DEPTH and m <= K_BLOCK_MAX_ROWS and tiles >= K_BLOCK_MIN_TILES and \
+            K_BLOCK_DEFAULT in choices:
         return K_BLOCK_DEFAULT
     return WHOLE
 
@@ -447,24 +456,18 @@ def _packed_row_blocks(m: int, k: int, itemsize: int, rows: list[int]) -> tuple[
     return blocks(max(rows))
 
 
-# Evened tiles shorter than this load B too often per FMA while B streams from memory: the
-# tallest tile takes the first pass over B instead, and a short tile the rest from L2.
-EVEN_TILE_MIN_ROWS = 10
-
-
 def _default_rows(m: int, rows: list[int]) -> int:
     """The register tile's rows: as tall as fits the registers (taller tiles load B less
     often per FMA: on Zen 3, 6x16 ran 3-40% faster than 4x16 at M = 128 and 16), in as few
-    tiles as that takes, evened out: each tile is a pass over B, and a pass of a short last
-    tile streams all of B for little work. Where evening out would leave short tiles (M = 16:
-    two of 8 rows), the tallest tile and a remainder: the first pass streams B from memory
-    with the most FMAs per load, the remainder's pass finds B in L2. One thread (Xeon), ms,
-    8 + 8 -> 14 + 2 rows, onnxruntime alongside: 16x768x3072 0.596 -> 0.549 (0.559),
-    16x3072x768 0.650 -> 0.593 (0.624); at M = 20 (10 + 10 against 14 + 6), 24 and 30 the
-    evened tiles tie or win (24x768x3072 0.745 against 0.772)."""
+    tiles as that takes, evened out: each tile is a pass over B, and a short last tile has too
+    few accumulators to keep two FMA pipes busy (a 2 x 2 tile: 4 chains of 4-cycle FMAs,
+    half of Zen 5's rate). One thread (Zen 5), ms, 14 + 2 -> 8 + 8 rows, onnxruntime
+    alongside: 16x768x768 0.087 -> 0.079 (0.084), 16x768x3072 0.330 -> 0.296 (0.317),
+    16x3072x768 0.351 -> 0.308 (0.324), 16x1024x1024 0.162 -> 0.140 (0.151). (A Xeon, whose
+    B streamed from memory, measured the opposite: 16x768x3072 0.596 -> 0.549 with 14 + 2,
+    the tall tile's FMAs hiding the first pass's loads of B.)"""
     tallest = max(rows)
-    even = -(-m // -(-m // tallest))
-    return tallest if m > tallest > EVEN_TILE_MIN_ROWS > even else even
+    return -(-m // -(-m // tallest))
 
 
 def _cols(n: int, lanes: int, nr: int, vectors: int) -> int:

@@ -287,9 +287,20 @@ def test_k_blocks_of_a_large_a_leave_one_column_block_per_core(monkeypatch, core
         assert default["col_panels"] * width * K_BLOCK_WIDE * 4 <= WIDE_B_BLOCK_BYTES
     else:
         assert default["k_block"] == 256 and blocks >= PARALLEL_BLOCKS
-    # a small A (16 rows) stays in L2 between blocks: the blocks stay many
-    small = build_group(16, 3072, 768, True).default()
-    assert small["k_block"] == 256 and panels // small["col_panels"] >= PARALLEL_BLOCKS
+
+
+@pytest.mark.parametrize("m,blocked", [(16, False), (32, False), (64, False), (77, True),
+                                       (128, True), (256, True)])
+def test_deep_k_is_blocked_where_many_tiles_share_a_b_block(m, blocked):
+    """K = 3072 in blocks only where K_BLOCK_MIN_TILES row tiles or more share each block of
+    B in L1 (64 rows: 5 tiles of 13, K whole); K = 1024 is never blocked."""
+    from tensorc.ops.matmul import K_BLOCK_MIN_TILES, Gemm, gemm_space
+    default = gemm_space(AVX512, Gemm(m, 768, 3072, b_panel=32, k_blockable=True),
+                         "float32").default()
+    assert (-(-m // default["rows"]) >= K_BLOCK_MIN_TILES) == blocked
+    assert (default["k_block"] < 3072) == blocked
+    shallow = gemm_space(AVX512, Gemm(m, 768, 1024, b_panel=32, k_blockable=True), "float32")
+    assert shallow.default()["k_block"] == WHOLE
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
@@ -386,11 +397,11 @@ def test_packed_a_row_blocks_hold_many_rows(m):
     assert default["rows"] * default["row_tiles"] * 1024 * 4 <= PACKED_A_BYTES
 
 
-@pytest.mark.parametrize("m,rows", [(14, 14), (16, 14), (17, 14), (20, 10), (24, 12),
-                                    (28, 14), (77, 13)])
+@pytest.mark.parametrize("m,rows", [(14, 14), (15, 8), (16, 8), (17, 9), (20, 10), (24, 12),
+                                    (28, 14), (30, 10), (77, 13)])
 def test_default_tile_rows(m, rows):
-    """Register tiles as tall as fit, evened out over the rows, except where evening out
-    would leave tiles shorter than EVEN_TILE_MIN_ROWS (16 rows: 14 + 2, not 8 + 8)."""
+    """Register tiles as tall as fit, evened out over the rows (16 rows: 8 + 8, not 14 + 2,
+    whose 2-row tile has too few accumulators for two FMA pipes)."""
     from tensorc.ops.matmul import Gemm, gemm_space
     space = gemm_space(AVX512, Gemm(m, 768, 768, b_panel=32, k_blockable=True), "float32")
     assert space.default()["rows"] == rows
@@ -410,10 +421,12 @@ def test_shallow_matmuls_keep_the_a_strip_outer(k, order):
     check_result(got, want, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("m", [16, 17])
-def test_tallest_tile_and_remainder_match_numpy(m):
+@pytest.mark.parametrize("m,rows", [(16, None), (17, None), (16, 14), (17, 14)])
+def test_evened_tiles_and_a_remainder_tile_match_numpy(m, rows):
+    """The default's evened tiles (8 + 8, 9 + 8) and a tallest tile with a remainder."""
     space = build_group(m, 64, 96, packed=True)
-    func, inputs, want = build_group(m, 64, 96, packed=True, config=space.default())
+    config = space.default() if rows is None else space.default().replace(rows=rows)
+    func, inputs, want = build_group(m, 64, 96, packed=True, config=config)
     (got,) = run_func(func, inputs)
     check_result(got, want, rtol=1e-4, atol=1e-5)
 
