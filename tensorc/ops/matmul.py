@@ -73,16 +73,22 @@ def unpack_b_panels(packed: np.ndarray, n: int) -> np.ndarray:
     return packed.transpose(1, 0, 2).reshape(k, panels * nr)[:, :n]
 
 
-def micro_tile(target: Target) -> tuple[int, int]:
+def micro_tile(target: Target, vectors: int = 2) -> tuple[int, int]:
     """The micro-kernel's register tile (rows, vectors) for the target's vector registers:
     rows x vectors accumulators, plus the vectors of B and one broadcast of A, fit the
-    register file with none to spill (AVX2: 16 ymm -> 6 x 2; AVX-512: 32 zmm -> 14 x 2)."""
+    register file with none to spill (AVX2: 16 ymm -> 6 x 2; AVX-512: 32 zmm -> 14 x 2, or
+    6 x 4 for panels of 4 vectors)."""
     registers = 32 if target.vector_bits >= 512 else 16
-    vectors = 2
     rows = (registers - vectors - 1) // vectors
     return rows, vectors
 
 
+# A matmul's constant B, on AVX-512, is packed in panels of this many vectors (a 6 x 4 tile:
+# 10 loads per 24 FMAs, against 16 per 28 for 14 x 2). One thread (Zen 5), ms, 14 x 2 -> 6 x
+# 4, onnxruntime alongside: 500x384x768 1.213 -> 1.161 (1.210), 500x1024x1024 4.227 -> 4.120
+# (4.388), 500x768x3072 9.710 -> 9.466 (10.06), 128x1024x3072 3.467 -> 3.242 (3.578),
+# 77x3072x768 1.434 -> 1.391 (1.433); M = 16 and 77x768x768 within 1% either way.
+PACKED_PANEL_VECTORS = 4
 GEMV_VECTORS = 4     # a one-row product: 4 accumulator chains hide the FMA latency
 # A GEMV whose B takes this much or more streams it from beyond L2: each B panel is then read
 # as GEMV_STREAMS streams at once (K's halves), which memory serves faster than one.
@@ -97,7 +103,12 @@ def panel_width(target: Target, n: int, m: int = 2) -> int:
     lanes = target.vector_lanes("float32")
     if n <= lanes:
         return lanes
-    vectors = GEMV_VECTORS if m == 1 else micro_tile(target)[1]
+    if m == 1:
+        vectors = GEMV_VECTORS
+    elif target.vector_bits >= 512:
+        vectors = PACKED_PANEL_VECTORS
+    else:
+        vectors = micro_tile(target)[1]
     return lanes * min(vectors, -(-n // lanes))
 
 
@@ -206,7 +217,9 @@ def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
     pack_a: copy each row block of A into mr-row panels; parallel: blocks on threads."""
     m, n, k = gemm.m, gemm.n, gemm.k
     lanes = target.vector_lanes(dtype)
-    tile_rows, tile_vectors = micro_tile(target)
+    tile_vectors = micro_tile(target)[1]
+    # a packed B's panel fixes the tile's vectors, and so the rows that fit beside them
+    tile_rows = micro_tile(target, gemm.b_panel // lanes if gemm.b_panel else tile_vectors)[0]
     limit = 14 if target.vector_bits >= 512 else 8
     candidates = [r for r in (1, 2, 3, 4, 5, 6, 8, 10, 12, 14) if r <= min(m, limit)] or [1]
     fitting = [r for r in candidates if r <= tile_rows]      # the micro-tile's registers hold
@@ -242,7 +255,7 @@ def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
     width = _cols(n, lanes, nr, default_vectors)
     k_choices = [WHOLE] + [c for c in K_BLOCK_CHOICES if c < k and k % c == 0 and
                            gemm.k_blockable]
-    k_block = _default_k_block(m, k, tile_count, k_choices)
+    k_block = _default_k_block(m, k, k_choices)
     # a column block's panels (of one k block) fit half of L2
     fits_l2 = max(1, (L2_BYTES // 2) // (width * min(k, k_block) * gemm.itemsize))
     # and at least PARALLEL_BLOCKS column blocks, to share among threads
@@ -363,12 +376,12 @@ def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
 # thread (Xeon, L2 2 MB; ms, whole K -> blocks of 256): 128x3072x768 5.01 -> 4.04
 # (onnxruntime 3.87), 16x3072x768 0.736 -> 0.678; no gain with more rows or a shorter K
 # (500x3072x768 16.1 -> 16.7, 1024^3 14.2 -> 14.6, 128x1024x1024 1.82 -> 1.83).
-# A B block in L1 pays for the restarted streams of B (each panel read in pieces) only where
-# K_BLOCK_MIN_TILES tiles or more share it; fewer, and each panel streams whole. One thread
+# A B block in L1 pays for the restarted streams of B (each panel read in pieces) only over
+# K_BLOCK_MIN_ROWS rows or more; fewer, and each panel streams whole. One thread
 # (Zen 5, L2 1 MB), ms, blocks of 256 (or 512 over a large A) -> K whole, onnxruntime
 # alongside: 16x3072x3072 2.200 -> 1.880 (2.824; 8-row tiles), 16x3072x1024 0.421 -> 0.391
 # (0.428), 32x3072x3072 3.620 -> 3.177 (4.351), 48x3072x3072 4.780 -> 4.262 (5.245),
-# 64x3072x3072 (5 tiles) 6.318 -> 5.622 (6.780); at 6 tiles and more, within 3% either way
+# 64x3072x3072 6.318 -> 5.622 (6.780); from 77 rows, within 3% either way
 # (77x3072x1024 1.949 -> 2.007, 77x3072x768 1.500 -> 1.466, 128x3072x1024 3.232 -> 3.248).
 K_BLOCK_DEFAULT = 256
 # The micro-kernel asks for the row of its B panel PREFETCH_DEFAULT steps of k ahead (two
@@ -393,7 +406,7 @@ B_MEMORY_BYTES = 10 << 20
 PREFETCH_NEXT_MIN_TILES = 6
 K_BLOCK_MIN_DEPTH = 2048
 K_BLOCK_MAX_ROWS = 256
-K_BLOCK_MIN_TILES = 6
+K_BLOCK_MIN_ROWS = 72
 
 
 # Each column block of a k-blocked GEMM reads all of A, and an A larger than this does not
@@ -421,8 +434,8 @@ def _core_column_blocks(panels: int, panel_bytes: int, cores: int,
     return max(fitting, default=None)
 
 
-def _default_k_block(m: int, k: int, tiles: int, choices: list[int]) -> int:
-    if k >= K_BLOCK_MIN_DEPTH and m <= K_BLOCK_MAX_ROWS and tiles >= K_BLOCK_MIN_TILES and \
+def _default_k_block(m: int, k: int, choices: list[int]) -> int:
+    if k >= K_BLOCK_MIN_DEPTH and K_BLOCK_MIN_ROWS <= m <= K_BLOCK_MAX_ROWS and \
             K_BLOCK_DEFAULT in choices:
         return K_BLOCK_DEFAULT
     return WHOLE

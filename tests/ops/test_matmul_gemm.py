@@ -113,6 +113,12 @@ def test_micro_tile_fits_the_register_file():
         rows, vectors = micro_tile(target)
         assert rows * vectors + vectors + 1 <= registers
         assert rows >= 6
+        # a constant B's panels: 4 vectors on AVX-512 (a 6 x 4 tile), 2 on AVX2 (6 x 2)
+        lanes = target.vector_lanes("float32")
+        width = panel_width(target, 768, 16)
+        assert width == lanes * (4 if registers == 32 else 2)
+        rows, vectors = micro_tile(target, width // lanes)
+        assert rows * vectors + vectors + 1 <= registers and rows >= 6
 
 
 def matmul_model(m, k, n, constant_b: bool, epilogue: bool = False):
@@ -258,7 +264,7 @@ def test_k_blocks_match_numpy(packed):
 def test_k_blocks_under_an_epilogue_match_numpy(packed, threads):
     """K in blocks under bias + relu: the epilogue passes over each column block once its
     last k block is in (a transformer FFN's second matmul, its residual and bias)."""
-    m, k, n = 40, 512, 100          # the last column block and row tile overhang
+    m, k, n = 40, 512, 240          # the last column block and row tile overhang
     space = build_group(m, k, n, packed)
     for k_block, col_panels in ((256, 1), (128, 2), (256, WHOLE)):
         config = space.default().replace(k_block=k_block, col_panels=col_panels)
@@ -291,15 +297,15 @@ def test_k_blocks_of_a_large_a_leave_one_column_block_per_core(monkeypatch, core
 
 @pytest.mark.parametrize("m,blocked", [(16, False), (32, False), (64, False), (77, True),
                                        (128, True), (256, True)])
-def test_deep_k_is_blocked_where_many_tiles_share_a_b_block(m, blocked):
-    """K = 3072 in blocks only where K_BLOCK_MIN_TILES row tiles or more share each block of
-    B in L1 (64 rows: 5 tiles of 13, K whole); K = 1024 is never blocked."""
-    from tensorc.ops.matmul import K_BLOCK_MIN_TILES, Gemm, gemm_space
-    default = gemm_space(AVX512, Gemm(m, 768, 3072, b_panel=32, k_blockable=True),
+def test_deep_k_is_blocked_over_many_rows(m, blocked):
+    """K = 3072 in blocks only over K_BLOCK_MIN_ROWS rows or more, whose tiles share each
+    block of B in L1 (64 rows: K whole); K = 1024 is never blocked."""
+    from tensorc.ops.matmul import K_BLOCK_MIN_ROWS, Gemm, gemm_space
+    default = gemm_space(AVX512, Gemm(m, 768, 3072, b_panel=64, k_blockable=True),
                          "float32").default()
-    assert (-(-m // default["rows"]) >= K_BLOCK_MIN_TILES) == blocked
+    assert (m >= K_BLOCK_MIN_ROWS) == blocked
     assert (default["k_block"] < 3072) == blocked
-    shallow = gemm_space(AVX512, Gemm(m, 768, 1024, b_panel=32, k_blockable=True), "float32")
+    shallow = gemm_space(AVX512, Gemm(m, 768, 1024, b_panel=64, k_blockable=True), "float32")
     assert shallow.default()["k_block"] == WHOLE
 
 
