@@ -121,7 +121,9 @@ class Target:
 # the options each target kind reads; anything else is refused rather than ignored
 TARGET_OPTIONS = {
     "llvm": {"mcpu": "the CPU to compile for (default: this machine's)",
-             "mattr": "LLVM features to add or remove, e.g. +avx2,-avx512f"},
+             "mattr": "LLVM features to add or remove, e.g. +avx2,-avx512f",
+             "winograd": "0: every 3x3 conv direct, none as Winograd (default 1: where the "
+                         "cost model finds it faster)"},
     "cuda": {"arch": "the GPU architectures, e.g. sm_80,sm_90",
              "fastmath": "1: the GPU's approximate math functions"},
 }
@@ -144,6 +146,8 @@ def _parse_options(text: str, words: list[str]) -> dict[str, str]:
                                f"{listing}")
         if name in opts:
             raise TensorcError(f"target {text!r}: -{name} is given twice")
+        if name == "winograd" and value not in ("0", "1"):
+            raise TensorcError(f"target {text!r}: -winograd takes 0 or 1, not {value!r}")
         opts[name] = value
     return opts
 

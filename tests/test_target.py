@@ -34,6 +34,7 @@ def test_foreign_cpu_gets_its_isa_features() -> None:
     ("cuda -mcpu=sm_80", "unknown option -mcpu; cuda takes -arch=..."),
     ("cuda -arch=sm_10", "unknown CUDA architecture sm_10"),
     ("llvmx", "unknown target 'llvmx'"),
+    ("llvm -winograd=yes", "-winograd takes 0 or 1, not 'yes'"),
 ])
 def test_bad_target_strings(text: str, expected: str) -> None:
     with pytest.raises(TensorcError) as info:

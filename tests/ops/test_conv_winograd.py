@@ -235,6 +235,18 @@ def test_tile_size_heuristic():
     assert tile(64, 64, 56, target=None) == 0             # no target: weights stay OIHW
     assert tile(64, 64, 56, target=Target.from_string("llvm -mcpu=znver3")) == 4   # AVX2
     assert tile(64, 64, 56, target=Target.from_string("llvm -mcpu=x86-64")) == 0    # SSE2
+    assert tile(64, 64, 56, target=Target.from_string("llvm -mcpu=znver4 -winograd=0")) == 0
+    assert tile(64, 64, 56, target=Target.from_string("llvm -mcpu=znver4 -winograd=1")) == 4
+
+
+def test_winograd_off_runs_the_direct_conv():
+    """``llvm -winograd=0``: a conv that runs as Winograd by default runs direct, with the
+    direct conv's answer (numpy's, to its accuracy)."""
+    model, feeds, want = conv_model((1, 64, 28, 28), 64)
+    assert "winograd" in tensorc.inspect(model, stage="graph")
+    assert "winograd" not in tensorc.inspect(model, stage="graph", target="llvm -winograd=0")
+    got = tensorc.compile(model, target="llvm -winograd=0").run(feeds)["y"]
+    check_result(got, want.astype(np.float32), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("m", [4, 2])

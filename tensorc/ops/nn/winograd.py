@@ -415,15 +415,17 @@ def tile_size(attrs: dict, x: TensorType, w: TensorType, target: Target | None,
     """m of the F(m x m, 3 x 3) a conv (OIHW weights ``w``) runs as, or 0 (the direct conv):
     float32 convs that ``eligible`` admits, with at least MIN_CHANNELS channels and filters,
     on CPU targets with 256-bit vectors or wider (weights of a conv compiled without a target
-    stay OIHW), where the cost model estimates F(m, 3) fastest. ``model_weight_bytes``: all
-    the model's weights (0: unknown), which say whether they stay in the caches between runs.
+    stay OIHW) and not ``-winograd=0``, where the cost model estimates F(m, 3) fastest.
+    ``model_weight_bytes``: all the model's weights (0: unknown), which say whether they stay
+    in the caches between runs.
 
     >>> tile_size({"strides": (1, 1), "dilations": (1, 1), "groups": 1, "pads": (1,) * 4},
     ...           TensorType((1, 64, 56, 56), "float32"),
     ...           TensorType((64, 64, 3, 3), "float32"), Target.from_string("llvm -mcpu=znver4"))
     4
     """
-    if target is None or target.vector_bits < MIN_VECTOR_BITS or x.dtype != "float32" or \
+    if target is None or target.options.get("winograd") == "0" or \
+            target.vector_bits < MIN_VECTOR_BITS or x.dtype != "float32" or \
             w.dtype != "float32" or not eligible(attrs, x.shape, w.shape):
         return 0
     filters, channels = w.shape[:2]
