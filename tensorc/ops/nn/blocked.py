@@ -215,7 +215,7 @@ def _depthwise_blocked(x: te.Tensor, w: te.Tensor, padded: te.Tensor, out: tuple
 ROW_BANDS_TWO = 2       # filters x taps at most this many times the output's pixels
 CONV_PREFETCH_CHOICES = (0, 1, 2, 4, 8, 16)
 CONV_PREFETCH_POINTWISE = 16
-CONV_PREFETCH_WINDOW = 4
+CONV_PREFETCH_WINDOW = 16
 STRIDED_ROWS_MAX = 8    # a strided tile's outputs of a row (its taps inside the channels)
 # Accumulators a strided tile needs for its FMAs to run back to back beside its loads (2R+1
 # broadcasts and 3V weight vectors per row of taps); fewer leave the FMA pipes waiting
@@ -283,7 +283,12 @@ def _default_prefetch(out: te.Tensor, tile: te.Tensor, taps: int) -> int:
     are many times L2. ResNet-50 (Xeon), kernel ms at one thread, none -> 16 steps: 1024 ->
     2048 1x1 s2 onto 7x7 2.05 -> 1.87, 512 -> 1024 s2 1.46 -> 1.33, 2048 -> 512 0.94 ->
     0.87, 64 -> 256 (64 KB of weights, in L2) 0.63 -> 0.65; 512 -> 512 3x3 onto 7x7, 4
-    steps: 2.02 -> 1.93; 3x3 s2 convs and the stem lost up to 6% with any prefetch."""
+    steps: 2.02 -> 1.93; 3x3 s2 convs and the stem lost up to 6% with any prefetch. A 3x3
+    conv's weights of more than 2 MB, 16 steps ahead rather than 4 (Zen 5, ms at one thread):
+    ResNet-50's 512 -> 512 onto 7x7 0.994 -> 0.897 and 0.985 -> 0.901, its s2 onto 7x7 1.013
+    -> 0.932, ResNet-18's 0.956 -> 0.863 and 0.488 -> 0.444 (end to end 5.17 -> 5.08 at one
+    thread, 2.63 -> 2.56 at two); 8 steps gained half of that; Inception's and YOLO's convs
+    unchanged."""
     weight_bytes = out.shape[1] * out.shape[4] * itemsize(out.dtype) * \
         math.prod(iv.extent for iv in tile.op.reduce_axis)
     if taps == 1:
