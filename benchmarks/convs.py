@@ -65,7 +65,9 @@ def layer_name(c: int, size: int, filters: int, kernel: int, stride: int) -> str
     return f"{kernel}x{kernel} s{stride} {c}->{filters} {size}x{size}"
 
 
-def bench_layer(layer: tuple, peak: float, seconds: float) -> list[str]:
+def bench_layer(layer: tuple, peak: float, seconds: float) -> tuple[list[str], float, float]:
+    """The layer's table row, the direct conv's percent of peak, and tensorc's faster time
+    over onnxruntime's."""
     import tensorc
     from tensorc.benchmark import time_alternating
     from tensorc.reference import compare_outputs, onnxruntime_session, run_session
@@ -101,8 +103,9 @@ def bench_layer(layer: tuple, peak: float, seconds: float) -> list[str]:
         return f"{ms:.3f}{noisy} ms {gflops:6.1f} ({100 * gflops / peak:3.0f}%)"
     best = min(timings[n].median_ms for n in ("direct", "winograd") if n in timings)
     ratio = best / timings["onnxruntime"].median_ms
-    return [layer_name(*layer), cell("direct"), cell("winograd"), cell("onnxruntime"),
-            f"{ratio:.2f}"]
+    direct_percent = 100 * flops / timings["direct"].median_ms / 1e6 / peak
+    return ([layer_name(*layer), cell("direct"), cell("winograd"), cell("onnxruntime"),
+             f"{ratio:.2f}"], direct_percent, ratio)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,13 +126,14 @@ def main(argv: list[str] | None = None) -> int:
           f"cells: median ms, GFLOP/s (% of peak; Winograd's effective); ~ marks a min-max "
           f"spread over 10%", flush=True)
     header = ["layer", "tensorc direct", "tensorc Winograd", "onnxruntime", "tc/ort"]
-    rows = []
+    rows, direct, ratios = [], [], []
     for layer in layers:
-        rows.append(bench_layer(layer, peak, args.seconds))
-        print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
+        row, percent, ratio = bench_layer(layer, peak, args.seconds)
+        rows.append(row)
+        direct.append(percent)
+        ratios.append(ratio)
+        print(" | ".join(row), file=sys.stderr, flush=True)
     print(format_table(header, rows))
-    ratios = [float(r[-1]) for r in rows]
-    direct = [float(r[1].split("(")[1].rstrip("%)")) for r in rows]
     print(f"direct: {sum(d >= 85 for d in direct)}/{len(direct)} layers at 85% of peak or "
           f"more (lowest {min(direct):.0f}%); tensorc (its faster) / onnxruntime: geomean "
           f"{np.exp(np.mean(np.log(ratios))):.2f}, worst {max(ratios):.2f}")
