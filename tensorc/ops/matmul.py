@@ -378,9 +378,9 @@ def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
 # (500x3072x768 16.1 -> 16.7, 1024^3 14.2 -> 14.6, 128x1024x1024 1.82 -> 1.83).
 # A B block in L1 pays for the restarted streams of B (each panel read in pieces) only over
 # K_BLOCK_MIN_ROWS rows or more; fewer, and each panel streams whole. One thread
-# (Zen 5, L2 1 MB), ms, blocks of 256 (or 512 over a large A) -> K whole, onnxruntime
-# alongside: 16x3072x3072 2.200 -> 1.880 (2.824; 8-row tiles), 16x3072x1024 0.421 -> 0.391
-# (0.428), 32x3072x3072 3.620 -> 3.177 (4.351), 48x3072x3072 4.780 -> 4.262 (5.245),
+# (Zen 5, L2 1 MB; 14 x 2 tiles), ms, blocks of 256 (or 512 over a large A) -> K whole,
+# onnxruntime alongside: 16x3072x3072 2.200 -> 1.880 (2.824; 8-row tiles), 16x3072x1024 0.421
+# -> 0.391 (0.428), 32x3072x3072 3.620 -> 3.177 (4.351), 48x3072x3072 4.780 -> 4.262 (5.245),
 # 64x3072x3072 6.318 -> 5.622 (6.780); from 77 rows, within 3% either way
 # (77x3072x1024 1.949 -> 2.007, 77x3072x768 1.500 -> 1.466, 128x3072x1024 3.232 -> 3.248).
 K_BLOCK_DEFAULT = 256
