@@ -127,6 +127,8 @@ TARGET_OPTIONS = {
     "cuda": {"arch": "the GPU architectures, e.g. sm_80,sm_90",
              "fastmath": "1: the GPU's approximate math functions"},
 }
+# the options that take one of a few values; any other value is refused
+OPTION_VALUES = {"winograd": ("0", "1")}
 
 
 def _parse_options(text: str, words: list[str]) -> dict[str, str]:
@@ -146,8 +148,9 @@ def _parse_options(text: str, words: list[str]) -> dict[str, str]:
                                f"{listing}")
         if name in opts:
             raise TensorcError(f"target {text!r}: -{name} is given twice")
-        if name == "winograd" and value not in ("0", "1"):
-            raise TensorcError(f"target {text!r}: -winograd takes 0 or 1, not {value!r}")
+        if value not in OPTION_VALUES.get(name, (value,)):
+            raise TensorcError(f"target {text!r}: -{name} takes "
+                               f"{' or '.join(OPTION_VALUES[name])}, not {value!r}")
         opts[name] = value
     return opts
 
