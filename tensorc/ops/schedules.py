@@ -134,10 +134,12 @@ class RegisterTileFits:
     that knob, of ``row_tile`` x ``filter_vectors``): the tile's accumulators, its vectors of
     weights and a broadcast input fit the vector registers. (A module-level class, not a
     closure: the autotuner pickles spaces into its build workers.) ``rows_knob``: the knob
-    that holds the tile's rows (a Winograd band's ``tiles``)."""
+    that holds the tile's rows (a Winograd band's ``tiles``); ``vectors_knob``: the one that
+    holds its vectors (the flattened conv's vectors of outputs, beside broadcast weights)."""
 
     registers: int
     rows_knob: str = "row_tile"
+    vectors_knob: str = "filter_vectors"
 
     def holds(self, rows: int, vectors: int, lines: int = 1, broadcasts: int = 1) -> bool:
         """Whether ``lines`` x ``rows`` x ``vectors`` accumulators, ``vectors`` weight vectors
@@ -146,8 +148,8 @@ class RegisterTileFits:
         return lines * rows * vectors + vectors + broadcasts <= self.registers
 
     def __call__(self, c) -> str | None:
-        if not self.holds(c[self.rows_knob], c["filter_vectors"], c.get("tile_lines", 1)):
-            return (f"{self.rows_knob} x filter_vectors accumulators exceed the vector "
+        if not self.holds(c[self.rows_knob], c[self.vectors_knob], c.get("tile_lines", 1)):
+            return (f"{self.rows_knob} x {self.vectors_knob} accumulators exceed the vector "
                     f"registers")
         return None
 
