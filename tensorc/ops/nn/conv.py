@@ -345,7 +345,8 @@ def _conv_filter_lanes(attrs: dict, x: te.Tensor, w: te.Tensor, kernel, out) -> 
 # tiles of 14 x 2 vectors stored lane by lane (tensorc / onnxruntime): 16->32 s2 onto 64x64
 # 1.71 -> 0.89, 32->48 s2 onto 32x32 1.26 -> 0.90, 16->32 s2 onto 104x104 1.14 -> 1.00;
 # with K >= 432 on other planes the 14 x 2 tiles are 8-20% faster (more reuse of each
-# broadcast input).
+# broadcast input). (Storing the 14 x 2 tiles transposed too, as all tiles now are, leaves
+# them 6% slower than the square tile on 16->32 s2 onto 64x64 on Zen 5.)
 SQUARE_TILE_MAX_DEPTH = 256
 
 
@@ -406,10 +407,16 @@ def _schedule_filter_lanes(target: Target, sch: Schedule, out: te.Tensor, tile: 
     fo, fi = st.split(f, lanes * config["filter_vectors"])
     fv, fl = st.split(fi, lanes)
     xo, xi = st.split(x, rows, shift_tail=width % rows != 0)
-    if rows == lanes:
-        # a square tile per filter vector: its R vectors are transposed in registers and
-        # stored as R vectors along the row (codegen's _transposed_tile), instead of lane by
-        # lane: 16 stores a plane apart fall in one L1 set where planes are 4 KB multiples
+    if rows > 1:
+        # per filter vector, the tile's R vectors are transposed in registers and stored as
+        # a vector's worth of rows of R outputs (codegen's _transposed_tile; masked where R
+        # is short of a vector), instead of lane by lane: 16 stores a plane apart fall in one
+        # L1 set where planes are 4 KB multiples, and a short reduction pays for each store.
+        # One thread (Zen 5), ms, lane stores -> rows (onnxruntime): 256->1024 onto 14x14
+        # 0.449 -> 0.414 (0.434), 512->1024 s2 onto 14x14 0.910 -> 0.876 (0.903), 384->64
+        # onto 14x14 0.0425 -> 0.0400 (0.0486), 160->960 onto 7x7 0.0715 -> 0.0666 (0.0707),
+        # 3x3 64->256 onto 13x13 0.205 -> 0.196 (0.203); 3x3 convs with deep reductions
+        # within 1% either way
         st.reorder(n, fo, y, xo, fv, xi, fl)
     else:
         st.reorder(n, fo, y, xo, xi, fv, fl)
