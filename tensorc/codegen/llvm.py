@@ -305,7 +305,8 @@ class LLVMCodegen(ValueOps):
             return
         if s.kind == "unrolled" and n is not None and self._interleaved_tile(s, n):
             return
-        if s.kind == "unrolled" and n is not None and self._transposed_tile(s, n):
+        if s.kind == "unrolled" and n is not None and (self._transposed_tile(s, n) or
+                                                       self._guarded_transposed_tile(s, n)):
             return
         if s.kind == "serial" and n is not None and self._horizontal_reduction(s, n):
             return
@@ -581,25 +582,13 @@ class LLVMCodegen(ValueOps):
         elements (masked stores where m < n: a concat part or a row's tail shorter than a
         vector). A transposing group (``transposed_axis`` in ops/schedules.py) is tiled so;
         False where ``s`` is not such a tile."""
+        if not self._transposable(s, m):
+            return False
         inner = s.body
-        if getattr(self, "vec_var", None) in self.fs.env or not isinstance(inner, For) or \
-                inner.kind != "vectorized" or not isinstance(inner.body, Store):
-            return False
-        n = E.as_const_int(inner.extent)
-        if n not in (4, 8, 16) or not 2 <= m <= n:
-            return False
         st = inner.body
-        if len(st.indices) != 1 or _itemsize(st.buffer.dtype) != 4 or \
-                not _vectorizable(st, inner.var) or \
-                any(isinstance(e, E.Load) and e.source == st.buffer
-                    for e in E.walk(st.value)):
-            return False
+        n = E.as_const_int(inner.extent)
         (index,) = st.indices
-        lin_u = E.linear_coeff(index, s.var)
-        lin_v = E.linear_coeff(index, inner.var)
-        if lin_u is None or lin_v is None or lin_u[1] != 1 or lin_v[1] < m:
-            return False
-        stride = lin_v[1]
+        stride = E.linear_coeff(index, inner.var)[1]
         values = []
         saved_mask = self.lane_mask
         self.fs.ranges[s.var] = (0, m - 1)
@@ -634,6 +623,46 @@ class LLVMCodegen(ValueOps):
                 self.b.store(row, ptr).align = 4
             else:
                 self._masked_store(row, ptr, mask, st.buffer.dtype)
+        return True
+
+    def _transposable(self, s: For, m: int) -> bool:
+        """Whether ``s`` is a tile that ``_transposed_tile`` stores transposed."""
+        inner = s.body
+        if getattr(self, "vec_var", None) in self.fs.env or not isinstance(inner, For) or \
+                inner.kind != "vectorized" or not isinstance(inner.body, Store):
+            return False
+        n = E.as_const_int(inner.extent)
+        if n not in (4, 8, 16) or not 2 <= m <= n:
+            return False
+        st = inner.body
+        if len(st.indices) != 1 or _itemsize(st.buffer.dtype) != 4 or \
+                not _vectorizable(st, inner.var) or \
+                any(isinstance(e, E.Load) and e.source == st.buffer
+                    for e in E.walk(st.value)):
+            return False
+        (index,) = st.indices
+        lin_u = E.linear_coeff(index, s.var)
+        lin_v = E.linear_coeff(index, inner.var)
+        return lin_u is not None and lin_v is not None and lin_u[1] == 1 and lin_v[1] >= m
+
+    def _guarded_transposed_tile(self, s: For, m: int) -> bool:
+        """A transposed tile (``_transposed_tile``) whose every store is under one guard
+        that depends on neither of the tile's loops (a register tile's second row of
+        outputs, past the map's last row in the last tile): the guard is tested once, around
+        the transposed stores, instead of storing lane by lane."""
+        inner = s.body
+        if not isinstance(inner, For) or not isinstance(inner.body, IfThenElse) or \
+                inner.body.else_case is not None:
+            return False
+        guard = inner.body
+        if E.uses_var(guard.cond, s.var) or E.uses_var(guard.cond, inner.var):
+            return False
+        bare = For(s.var, s.extent, s.kind,
+                   For(inner.var, inner.extent, inner.kind, guard.then_case))
+        if not self._transposable(bare, m):
+            return False
+        with self.b.if_then(self.expr(guard.cond)):
+            self._transposed_tile(bare, m)
         return True
 
     def _horizontal_reduction(self, s: For, n: int) -> bool:

@@ -650,6 +650,32 @@ def test_transposed_tiles_store_rows_from_registers():
     np.testing.assert_array_equal(got, a.T * 2)
 
 
+def test_guarded_transposed_tiles_test_their_guard_once():
+    # out[k, j, i] = A[k, i, j] * 2 with k in blocks of 2 (fused with j's blocks, so that
+    # the guard on the last k block's second k stays) around tiles of 7 x 16: the guard,
+    # the same for all of a tile's stores, is tested once around the transposed stores
+    # (masked rows of 7) instead of storing lane by lane
+    A = placeholder((5, 7, 32), name="A")
+    out = compute((5, 32, 7), lambda k, j, i: A[k, i, j] * 2.0, name="out")
+    s = create_schedule(out)
+    k, j, i = s[out].op_axis
+    ko, ki = s[out].split(k, 2)
+    jo, ji = s[out].split(j, 16)
+    s[out].reorder(jo, ko, ki, i, ji)
+    s[out].parallel(s[out].fuse(jo, ko))
+    s[out].unroll(ki)
+    s[out].unroll(i)
+    s[out].vectorize(ji)
+    func = optimize(lower(s, [A, out], "guarded_tile"))
+    assert "if (" in str(func)
+    text = llvm_ir(func)
+    assert "shufflevector" in text and "llvm.masked.store" in text
+    assert "scatter" not in text and "store float" not in text
+    a = RNG.random((5, 7, 32), dtype=np.float32)
+    (got,) = run_func(func, [a])
+    np.testing.assert_array_equal(got, a.transpose(0, 2, 1) * 2)
+
+
 def test_local_blocks_are_zeroed_where_they_are_allocated():
     """A local block's padding lanes (rows padded to a power-of-two pitch, lane padding at
     its end) are read by unmasked vector loads but never written: zeroed once where the

@@ -7,6 +7,7 @@ on AVX-512 targets), so the tests run it on any CPU."""
 from __future__ import annotations
 
 import importlib
+import re
 
 import numpy as np
 import pytest
@@ -116,3 +117,53 @@ def test_every_row_width_has_a_legal_default_tile(strided):
             out = te.placeholder((1, 48, width, width), "float32", "out")
             space = _filter_lanes_space(target, out, depth, 9, strided)
             assert space.violation(space.default()) is None
+
+
+@pytest.mark.parametrize("lines", [2, 3, 4])
+@pytest.mark.parametrize("hw, strides, filters", [
+    ((7, 7), (1, 1), 64),        # 7 lines: the last tile's lines past the map are guarded
+    ((14, 14), (2, 2), 40),      # strided onto 7x7, filters no vector pair divides
+    ((5, 6), (1, 1), 32),
+])
+def test_tiles_of_several_lines_match_numpy(monkeypatch, lanes_everywhere, lines, hw, strides,
+                                            filters):
+    """Register tiles of ``tile_lines`` lines of the map (a batch of two, bias and ReLU
+    fused): where the lines do not divide the map's height, the last tile stores only the
+    lines inside it."""
+    conv_module = importlib.import_module("tensorc.ops.nn.conv")
+    space = conv_module._filter_lanes_space
+    monkeypatch.setattr(conv_module, "_filter_lanes_space",
+                        lambda *args: space(*args).pinned(tile_lines=lines,
+                                                          filter_vectors=4 // lines or 1))
+    rng = np.random.default_rng(lines + filters)
+    x = rng.standard_normal((2, 48, *hw)).astype(np.float32)
+    w = (rng.standard_normal((filters, 48, 1, 1)) * 0.2).astype(np.float32)
+    b = rng.standard_normal(filters).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], strides=list(strides)),
+             helper.make_node("Relu", ["c"], ["y"])]
+    model = make_model(nodes, [tensor_info("x", "float32", list(x.shape))], ["y"])
+    model.graph.initializer.extend([numpy_helper.from_array(w, "w"),
+                                    numpy_helper.from_array(b, "b")])
+    text = tensorc.inspect(model, stage="loops")
+    assert re.search(rf"allocate conv_lanes\.local: float32\[1, {lines}, \d+, \d+\]", text)
+    want = conv_ref(x, w, strides, (0, 0, 0, 0), (1, 1)) + b.reshape(1, -1, 1, 1)
+    check_result(tensorc.compile(model).run({"x": x})["y"], np.maximum(want, 0),
+                 rtol=1e-4, atol=1e-4)
+
+
+def test_pointwise_convs_onto_short_rows_take_two_lines_per_tile():
+    """1x1 convs onto 7x7 maps: tiles of two lines of 7 outputs x 2 vectors of filters (each
+    weight vector loaded serves 14 outputs); 14-wide rows and 3x3 convs keep one line."""
+    from tensorc.ir import te
+    from tensorc.ops.nn.conv import _filter_lanes_space
+    from tensorc.target import Target
+    target = Target.from_string("llvm -mcpu=znver5")
+
+    def default(shape, depth, taps, strided=False):
+        out = te.placeholder(shape, "float32", "out")
+        c = _filter_lanes_space(target, out, depth, taps, strided).default()
+        return c["row_tile"], c["filter_vectors"], c["tile_lines"]
+    assert default((1, 2048, 7, 7), 1024, 1, strided=True) == (7, 2, 2)
+    assert default((1, 512, 7, 7), 2048, 1) == (7, 2, 2)
+    assert default((1, 1024, 14, 14), 256, 1) == (14, 2, 1)
+    assert default((1, 512, 7, 7), 4608, 9)[2] == 1
