@@ -289,8 +289,15 @@ def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
     # (K in blocks: the threads share column blocks, and A's k block stays in L2 unpacked;
     # 128x3072x768, ms at 1 / 2 threads: A packed, one column block 5.49 / 5.70 (one
     # thread's work), unpacked in 8 column blocks 5.07 / 2.62)
+    # Only tiles of TALLEST_PACKED_TILE_MIN rows or more: that many streams of A were what
+    # the prefetchers lost (the figures above were 14-row tiles). A 6-row tile's six streams
+    # they follow, and its A is read in place, in B's column blocks. One thread (Zen 5), ms,
+    # packed -> in place (onnxruntime): 500x3072x1024 13.08 -> 12.43 (13.11), 1024^3 8.23 ->
+    # 8.14 (8.64), 500x3072x768 9.73 -> 9.42 (9.84), 500x768x3072 9.02 -> 9.15 (9.76); two
+    # threads 1024^3 4.60 -> 4.05 (4.30), 500x3072x1024 6.65 -> 6.24 (6.60)
     a_streams = pack[-1] and big and m * k * gemm.itemsize > L2_BYTES and \
-        k * n * gemm.itemsize <= B_STREAM_BYTES and k_block >= k
+        k * n * gemm.itemsize <= B_STREAM_BYTES and k_block >= k and \
+        max(fitting) >= TALLEST_PACKED_TILE_MIN
     if a_streams:
         packed_rows, packed_block = _packed_row_blocks(m, k, gemm.itemsize, fitting)
         packed_tiles = rules.tiles({"rows": packed_rows})

@@ -448,6 +448,18 @@ def test_a_is_packed_against_many_panels(n, packed):
     assert default["row_tiles"] < -(-500 // default["rows"]) and default["col_panels"] == WHOLE
 
 
+@pytest.mark.parametrize("m,k,n", [(500, 3072, 1024), (1024, 1024, 1024), (500, 768, 3072)])
+def test_six_row_tiles_read_a_in_place(m, k, n):
+    """Tiles of 6 rows (beside 64-column panels of B) read their 6 streams of A in place, in
+    column blocks of B that the threads share: A is packed only for tiles of 8 rows or more,
+    whose many streams the prefetchers lose."""
+    from tensorc.ops.matmul import Gemm, gemm_space
+    space = gemm_space(AVX512, Gemm(m, n, k, b_panel=64, k_blockable=True), "float32")
+    default = space.default()
+    assert default["rows"] == 6 and not default["pack_a"]
+    assert default["row_tiles"] == WHOLE and default["col_panels"] < WHOLE
+
+
 @pytest.mark.parametrize("m,streams", [(197, False), (256, False), (512, False), (300, True),
                                        (500, True), (1024, True)])
 def test_a_is_read_in_place_where_its_blocks_would_hold_one_tile(m, streams):
