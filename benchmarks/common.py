@@ -1,4 +1,5 @@
-"""Helpers shared by the benchmarks: FLOP counts and plain-text tables.
+"""Helpers shared by the benchmarks: FLOP counts, one core's peak, rate cells and plain-text
+tables.
 
 The timing helper itself is ``tensorc.benchmark.time_alternating`` and the onnxruntime
 session and output check are in ``tensorc.reference``: they live in the package because the
@@ -7,6 +8,7 @@ session and output check are in ``tensorc.reference``: they live in the package 
 
 from __future__ import annotations
 
+import argparse
 import math
 from collections.abc import Mapping, Sequence
 
@@ -83,3 +85,31 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
     rule = "-+-".join("-" * w for w in widths)
     return "\n".join([line(header), rule, *(line(r) for r in rows)])
+
+
+def add_peak_argument(parser: argparse.ArgumentParser) -> None:
+    """``--peak-gflops``: one core's fp32 peak, which the percentages are of."""
+    parser.add_argument("--peak-gflops", type=float, help="one core's fp32 peak (default: "
+                        "tensorc.runtime.machine's measurement)")
+
+
+def one_core_peak(given: float | None) -> float:
+    """``given`` (``--peak-gflops``), else one core's fp32 peak as tensorc.runtime.machine
+    measures it."""
+    if given is not None:
+        return given
+    from tensorc.runtime.machine import machine_roofline
+    return machine_roofline(threads=1).peak_gflops
+
+
+def rate_cell(timing, flops: float, peak: float) -> str:
+    """A timing (``tensorc.benchmark``'s: median_ms, noisy) of ``flops`` as 'ms GFLOP/s (% of
+    peak)', '~' after the ms where its min-max spread was wide."""
+    gflops = flops / timing.median_ms / 1e6
+    noisy = "~" if timing.noisy else ""
+    return f"{timing.median_ms:.3f}{noisy} ms {gflops:6.1f} ({100 * gflops / peak:3.0f}%)"
+
+
+def geomean(values: Sequence[float]) -> float | None:
+    """The geometric mean, None for no values."""
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None

@@ -26,7 +26,9 @@ import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from benchmarks.common import format_table  # noqa: E402
+from benchmarks.common import (  # noqa: E402
+    add_peak_argument, format_table, geomean, one_core_peak, rate_cell,
+)
 
 # (input channels, map size, filters, kernel, stride): ResNet-50's stages at 224 x 224
 LAYERS = (
@@ -100,12 +102,7 @@ def bench_layer(layer: tuple, peak: float, seconds: float) -> tuple[list[str], f
     flops = 2.0 * c * filters * kernel * kernel * out * out
 
     def cell(name: str) -> str:
-        if name not in timings:
-            return "-"
-        ms = timings[name].median_ms
-        gflops = flops / ms / 1e6
-        noisy = "~" if timings[name].noisy else ""
-        return f"{ms:.3f}{noisy} ms {gflops:6.1f} ({100 * gflops / peak:3.0f}%)"
+        return rate_cell(timings[name], flops, peak) if name in timings else "-"
     best = min(timings[n].median_ms for n in ("direct", "winograd") if n in timings)
     ratio = best / timings["onnxruntime"].median_ms
     direct_percent = 100 * flops / timings["direct"].median_ms / 1e6 / peak
@@ -116,17 +113,13 @@ def bench_layer(layer: tuple, peak: float, seconds: float) -> tuple[list[str], f
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--match", help="only the layers whose name contains this")
-    parser.add_argument("--peak-gflops", type=float, help="one core's fp32 peak (default: "
-                        "tensorc.runtime.machine's measurement)")
+    add_peak_argument(parser)
     parser.add_argument("--seconds", type=float, default=1.0, help="timing per candidate")
     args = parser.parse_args(argv)
     layers = [layer for layer in LAYERS if not args.match or args.match in layer_name(*layer)]
     if not layers:
         raise SystemExit(f"no layer matches {args.match!r}")
-    peak = args.peak_gflops
-    if peak is None:
-        from tensorc.runtime.machine import machine_roofline
-        peak = machine_roofline(threads=1).peak_gflops
+    peak = one_core_peak(args.peak_gflops)
     print(f"ResNet-50's conv layers (+ bias + ReLU), one thread, peak {peak:.1f} GFLOP/s; "
           f"cells: median ms, GFLOP/s (% of peak; Winograd's effective); ~ marks a min-max "
           f"spread over 10%", flush=True)
@@ -141,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(header, rows))
     print(f"direct: {sum(d >= 85 for d in direct)}/{len(direct)} layers at 85% of peak or "
           f"more (lowest {min(direct):.0f}%); tensorc (its faster) / onnxruntime: geomean "
-          f"{np.exp(np.mean(np.log(ratios))):.2f}, worst {max(ratios):.2f}")
+          f"{geomean(ratios):.2f}, worst {max(ratios):.2f}")
     return 0
 
 

@@ -28,7 +28,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from benchmarks.common import format_table
+from benchmarks.common import add_peak_argument, format_table, geomean, one_core_peak, rate_cell
 
 TRANSFORMER_M = (1, 16, 77, 128, 500)
 TRANSFORMER_KN = (256, 384, 768, 1024, 3072)
@@ -122,10 +122,7 @@ def bench_case(m: int, k: int, n: int, peak: float, constant_b: bool, seconds: f
     flops = 2.0 * m * k * n
 
     def cell(name: str) -> str:
-        ms = timings[name].median_ms
-        gflops = flops / ms / 1e6
-        noisy = "~" if timings[name].noisy else ""
-        return f"{ms:.3f}{noisy} ms {gflops:6.1f} ({100 * gflops / peak:3.0f}%)"
+        return rate_cell(timings[name], flops, peak)
     ratio = timings["tensorc"].median_ms / timings["onnxruntime"].median_ms
     return [f"{m}x{k}x{n}", cell("tensorc"), cell("onnxruntime"), cell("numpy"),
             f"{ratio:.2f}"]
@@ -137,8 +134,7 @@ def main(argv: list[str] | None = None) -> int:
                         "transformer shapes)")
     parser.add_argument("--quick", action="store_true", help="a subset of the shapes")
     parser.add_argument("--dynamic-b", action="store_true", help="B is an input, not a weight")
-    parser.add_argument("--peak-gflops", type=float, help="one core's fp32 peak (default: "
-                        "tensorc.runtime.machine's measurement)")
+    add_peak_argument(parser)
     parser.add_argument("--seconds", type=float, default=0.6, help="timing per candidate")
     parser.add_argument("--cpu-clock", action="store_true", help="time on the thread's CPU "
                         "clock instead of the wall clock (a busy machine)")
@@ -156,10 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         cases = [(1024, 1024, 1024)] + [(m, k, n) for m, k, n in itertools.product(
             TRANSFORMER_M, TRANSFORMER_KN, TRANSFORMER_KN)]
-    peak = args.peak_gflops
-    if peak is None:
-        from tensorc.runtime.machine import machine_roofline
-        peak = machine_roofline(threads=1).peak_gflops
+    peak = one_core_peak(args.peak_gflops)
     clock = "thread CPU time" if args.cpu_clock else "wall time"
     print(f"one thread, {clock}, peak {peak:.1f} GFLOP/s, "
           f"B {'input' if args.dynamic_b else 'constant'}"
@@ -173,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
     print(format_table(header, rows))
     ratios = [float(r[-1]) for r in rows]
-    print(f"tensorc/onnxruntime: geomean {np.exp(np.mean(np.log(ratios))):.2f}, "
+    print(f"tensorc/onnxruntime: geomean {geomean(ratios):.2f}, "
           f"worst {max(ratios):.2f}, {sum(r <= 1.0 for r in ratios)}/{len(ratios)} at most 1.0")
     return 0
 

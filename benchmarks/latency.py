@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -30,7 +29,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 
 import models  # noqa: E402
 import tensorc  # noqa: E402
-from benchmarks.common import format_table  # noqa: E402
+from benchmarks.common import format_table, geomean  # noqa: E402
 from tensorc.benchmark import NOISY_SPREAD, time_alternating  # noqa: E402
 from tensorc.reference import (  # noqa: E402
     compare_outputs,
@@ -127,10 +126,6 @@ def _ms(median: float | None, low: float | None, high: float | None) -> str:
     return f"{median:.3g} ({low:.3g}-{high:.3g})"
 
 
-def _geomean(values: list[float]) -> float | None:
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
-
-
 def _rate(value: float | None) -> str:
     return f"{value:.1f}" if value else "-"
 
@@ -171,17 +166,17 @@ def render(results: list[Result]) -> str:
         timed = [r for r in results if r.threads == count and r.ratio]
         if not timed:
             continue
-        ours = _geomean([r.tensorc_ms for r in timed])
-        theirs = _geomean([r.onnxruntime_ms for r in timed])
+        ours = geomean([r.tensorc_ms for r in timed])
+        theirs = geomean([r.onnxruntime_ms for r in timed])
         rows.append(
             [
                 f"geomean ({len(timed)} models)",
                 str(count),
                 f"{ours:.3g}",
                 f"{theirs:.3g}",
-                f"{_geomean([r.ratio for r in timed]):.2f}",
-                _rate(_geomean([r.rate(r.tensorc_ms) for r in timed if r.gflops])),
-                _rate(_geomean([r.rate(r.onnxruntime_ms) for r in timed if r.gflops])),
+                f"{geomean([r.ratio for r in timed]):.2f}",
+                _rate(geomean([r.rate(r.tensorc_ms) for r in timed if r.gflops])),
+                _rate(geomean([r.rate(r.onnxruntime_ms) for r in timed if r.gflops])),
                 "",
             ]
         )

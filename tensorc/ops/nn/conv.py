@@ -429,8 +429,10 @@ def _schedule_filter_lanes(target: Target, sch: Schedule, out: te.Tensor, tile: 
     lines = min(config["tile_lines"], out.shape[2])
     # (the last tile's lines past the map's end are guarded: the guard is the same for the
     # whole tile, which its stores test once, codegen's _guarded_transposed_tile)
-    y, yi = st.split(y, lines) if lines > 1 else (y, None)
-    tile_lines = (yi,) if lines > 1 else ()
+    tile_lines = ()
+    if lines > 1:
+        y, yi = st.split(y, lines)
+        tile_lines = (yi,)
     if rows > 1:
         # per filter vector, the tile's R vectors are transposed in registers and stored as
         # a vector's worth of rows of R outputs (codegen's _transposed_tile; masked where R
@@ -458,11 +460,8 @@ def _schedule_filter_lanes(target: Target, sch: Schedule, out: te.Tensor, tile: 
     # that would hold more registers than there are); taps innermost where a short tile
     # leaves registers for the KW-wider row of broadcasts
     taps = (rc, ry, rx) if config["taps_inner"] else (ry, rx, rc)
-    if lines > 1:
-        ls.reorder(ln, *taps, ly, lx, lfv, lfl)
-        ls.unroll(ly)
-    else:
-        ls.reorder(ln, ly, *taps, lx, lfv, lfl)
+    ls.reorder(ln, *taps, ly, lx, lfv, lfl)
+    ls.unroll(ly)
     ls.unroll(lx)
     ls.unroll(lfv)
     ls.vectorize(lfl)
