@@ -37,6 +37,30 @@ class Target:
         return max(1, self.vector_bits // (8 * itemsize(dtype)))
 
     @property
+    def vector_registers(self) -> int:
+        """Architectural vector registers a kernel's register tile may fill (AVX-512: 32)."""
+        return 32 if self.vector_bits >= 512 else 16
+
+    @property
+    def max_tile_rows(self) -> int:
+        """The most rows a GEMM register tile may take: each row's broadcast and accumulators
+        must fit beside the tile's column vectors in the registers above."""
+        return 14 if self.vector_bits >= 512 else 8
+
+    @property
+    def l1_bytes(self) -> int:
+        """The L1 data cache per core that schedules plan for (the smallest of current x86
+        cores: 48 KB on Zen 4/5 and recent Xeons, 32 KB before)."""
+        return 48 * 1024
+
+    @property
+    def l2_bytes(self) -> int:
+        """The L2 budget per core that blocking plans for: 512 KB, the size the matmul's and
+        convs' cache blocks were measured against (3a4fd88, Zen 3-5 and Xeon), not the cache's
+        full size, so that a block shares L2 with the streams passing it."""
+        return 512 * 1024
+
+    @property
     def num_cores(self) -> int:
         return os.cpu_count() or 1
 
