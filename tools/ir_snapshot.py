@@ -12,7 +12,7 @@ formulation, matmul schedule and pool schedule) this writes, into a folder:
     python -m tools.ir_snapshot write /tmp/ir-after         # on the new code
     python -m tools.ir_snapshot compare /tmp/ir-before /tmp/ir-after
 
-``compare`` prints each file that differs (LLVM IR must not differ at all; loop IR may differ
+``compare`` checks each file written after (a ``--only`` snapshot compares its cases), prints each that differs (LLVM IR must not differ at all; loop IR may differ
 only by the annotations new loop passes add) and exits 1 if any ``.ll`` or ``.cu`` differs.
 ``--only NAME`` (repeatable, a prefix) limits ``write`` to some cases.
 """
@@ -155,13 +155,13 @@ def write(folder: Path, only: list[str]) -> None:
 
 
 def compare(before: Path, after: Path) -> int:
-    bad = 0
-    for old in sorted(before.iterdir()):
-        new = after / old.name
-        if not new.exists():
-            print(f"MISSING {new}")
-            bad += old.suffix != ".loops"
+    bad, compared = 0, 0
+    for new in sorted(after.iterdir()):
+        old = before / new.name
+        if not old.exists():
+            print(f"not in {before}: {new.name}")
             continue
+        compared += 1
         a, b = old.read_text(), new.read_text()
         if a == b:
             continue
@@ -175,7 +175,8 @@ def compare(before: Path, after: Path) -> int:
                 print("  ...")
                 break
             print("  " + line)
-    print(f"{bad} generated-code file(s) differ" if bad else "generated code identical")
+    print(f"{compared} files compared: " +
+          (f"{bad} generated-code file(s) differ" if bad else "generated code identical"))
     return 1 if bad else 0
 
 
