@@ -21,6 +21,20 @@ class Target:
     triple: str = ""
     options: dict = field(default_factory=dict, compare=False, hash=False)
 
+    def __post_init__(self):
+        # Target("llvm"), Target("cuda") and Target("llvm -mcpu=znver4") are what a user
+        # writes first: each builds the target from_string builds, not one with no features
+        if self.kind in ("llvm", "cuda") and not (self.mcpu or self.features or self.triple):
+            parsed = Target.from_string(" ".join([self.kind, *(
+                f"-{k}={v}" for k, v in self.options.items())]))
+        elif self.kind not in ("llvm", "cuda") and isinstance(self.kind, str) and \
+                not (self.mcpu or self.features or self.triple or self.options):
+            parsed = Target.from_string(self.kind)
+        else:
+            return
+        for name in ("kind", "mcpu", "features", "triple", "options"):
+            object.__setattr__(self, name, getattr(parsed, name))
+
     # capabilities, read by schedules -----------------------------------------------------
     @property
     def vector_bits(self) -> int:

@@ -54,3 +54,29 @@ def test_missing_cpu_features_reads_cpu_names_and_mattr(monkeypatch) -> None:
         ["avx512bw", "avx512cd", "avx512dq", "avx512f", "avx512vl"]
     assert missing_cpu_features("llvm -mcpu=x86-64", "+avx2,+avx512f,-avx512bw") == ["avx512f"]
     assert missing_cpu_features("llvm -mcpu=x86-64", "+avx2,+fma") == []
+
+
+def test_constructor_builds_what_from_string_builds() -> None:
+    """Target("llvm") is what a user writes first: it must be the host target, not one with
+    no features (which made compile fail on a knob with no legal default)."""
+    assert Target("llvm") == Target.from_string("llvm")
+    assert Target("llvm").features == Target.host().features
+    assert Target("cuda") == Target.from_string("cuda")
+    assert Target("llvm -mcpu=x86-64-v3") == Target.from_string("llvm -mcpu=x86-64-v3")
+    assert Target("cuda -arch=sm_90").archs == ("sm_90",)
+    with pytest.raises(TensorcError, match="unknown target 'tpu'"):
+        Target("tpu")
+
+
+def test_constructed_llvm_target_compiles_lenet5() -> None:
+    import numpy as np
+    import onnx
+
+    import models
+    import tensorc
+    from tests.helpers import assert_close, ort_run
+    path = models.path("lenet5")
+    mod = tensorc.compile(path, target=Target("llvm"))
+    name, shape, _ = mod.inputs[0]
+    x = np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
+    assert_close(mod.run({name: x}), ort_run(onnx.load(path), {name: x}))
