@@ -13,7 +13,10 @@ from onnx import helper
 import models
 import tensorc
 from tensorc.cli import main
+from tensorc.profile import KernelInfo, build_profile
+from tensorc.runtime import machine, microbench
 from tensorc.runtime.machine import Roofline
+from tensorc.runtime.microbench import Best
 
 # a fixed roofline: the tests check arithmetic, not this machine's speed
 ROOFLINE = Roofline(peak_gflops=100.0, bandwidth_gbs=20.0, threads=1, source="given")
@@ -74,7 +77,7 @@ def test_timings_and_roofline_arithmetic(profile) -> None:
         assert k.gflops == pytest.approx(k.info.flops / k.seconds / 1e9)
         bound = max(k.info.flops / 100e9, k.info.bytes / 20e9)
         assert k.bound_seconds == pytest.approx(bound)
-        assert k.roofline_fraction == pytest.approx(min(1.0, bound / k.seconds))
+        assert k.roofline_fraction == pytest.approx(bound / k.seconds)   # never clipped
     assert prof.kernel_seconds == pytest.approx(sum(k.seconds for k in prof.kernels))
     assert prof.end_to_end_seconds > 0
 
@@ -157,3 +160,83 @@ def test_plot_without_matplotlib_says_how_to_get_it(profile, monkeypatch, tmp_pa
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(tensorc.TensorcError, match="pip install"):
         prof.plot(tmp_path / "x.png")
+
+
+def _two_kernels(roofline: Roofline):
+    """A profile of two made-up kernels: one at 50% of ROOFLINE's compute bound, one at 250%."""
+    infos = [KernelInfo("slow", ("conv",), (1, 8), "float32", flops=10**8, bytes=1000),
+             KernelInfo("fast", ("matmul",), (1, 8), "float32", flops=10**8, bytes=1000)]
+    # 1e8 FLOPs at 100 GFLOP/s take 1 ms: the slow one 2 ms, the fast one 0.4 ms
+    samples = [[2_000_000, 400_000]] * 3
+    return build_profile(infos, samples, [0.0025] * 3, roofline, model="made-up")
+
+
+def test_a_kernel_faster_than_its_bound_shows_above_100_percent_and_a_warning() -> None:
+    prof = _two_kernels(ROOFLINE)
+    slow, fast = prof.kernels
+    assert slow.roofline_fraction == pytest.approx(0.5) and not slow.above_bound
+    assert fast.roofline_fraction == pytest.approx(2.5) and fast.above_bound
+    table = prof.table()
+    (fast_row,) = [line for line in table.splitlines() if line.startswith("1 ")]
+    assert fast_row.split()[-1] == "250%!"
+    assert "WARNING: 1 kernel ran faster than the roofline allows" in table
+    assert "--remeasure" in table
+    data = prof.to_json()
+    assert [k["above_bound"] for k in data["kernels"]] == [False, True]
+    assert data["kernels"][1]["roofline"] == pytest.approx(2.5)
+    assert data["warnings"] and "faster than the roofline" in data["warnings"][0]
+    assert "given, not measured" in table
+
+
+def test_a_kernel_beating_a_cached_peak_has_the_peak_measured_again(monkeypatch, tmp_path
+                                                                    ) -> None:
+    monkeypatch.setenv("TENSORC_CACHE_DIR", str(tmp_path))
+    measured = []
+
+    def fake_peak(target, threads=1):
+        measured.append(threads)
+        return Best(300.0, 20, 24)
+    monkeypatch.setattr(microbench, "measure_peak", fake_peak)
+    monkeypatch.setattr(microbench, "measure_bandwidth", lambda threads=1, l3_bytes=0:
+                        Best(20.0, 20, 24))
+    monkeypatch.setattr(machine, "isa_bound",
+                        lambda target: machine.IsaBound(0.0, "no plausibility check: test"))
+    cached = Roofline(100.0, 20.0, 1, "cached", method=machine.METHOD, runs=20,
+                      version=machine.__version__)
+    prof = _two_kernels(cached)
+    assert measured == [1]
+    assert prof.roofline.peak_gflops == 300.0 and prof.roofline.source == "measured"
+    fast = prof.kernels[1]
+    assert fast.roofline_fraction == pytest.approx(250 / 300) and not fast.above_bound
+    assert any("above the cached peak of 100.0: measured again, 300.0 GFLOP/s" in n
+               for n in prof.notes)
+    # a given roofline is the user's: never measured over
+    _two_kernels(ROOFLINE)
+    assert measured == [1]
+
+
+def test_a_profile_in_the_tests_does_not_write_the_users_cache(
+        monkeypatch, tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    users = Path.home() / ".cache" / "tensorc" / "machine.json"
+    before = users.stat().st_mtime_ns if users.exists() else None
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setattr(microbench, "measure_peak", lambda target, threads=1:
+                        Best(50.0 * threads, 20, 24))
+    monkeypatch.setattr(microbench, "measure_bandwidth", lambda threads=1, l3_bytes=0:
+                        Best(10.0, 20, 24))
+    assert main(["profile", str(models.path("mlp")), "--threads", "1", "--seconds", "0.01",
+                 "--remeasure"]) == 0
+    out = capsys.readouterr().out
+    # the better of these fakes and what the session's cache may hold already
+    assert "GFLOP/s peak" in out and "measured now" in out
+    assert (users.stat().st_mtime_ns if users.exists() else None) == before
+    assert not (tmp_path / "xdg").exists()
+    assert (machine.cache_root() / "machine.json").exists()
+    assert "tensorc-test-cache-" in str(machine.cache_root())
+
+
+def test_cli_profile_help_lists_remeasure(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["profile", "--help"])
+    assert exit_.value.code == 0
+    assert "--remeasure" in capsys.readouterr().out
