@@ -4,10 +4,12 @@ roofline bound of each kernel.
 The times come from the model's own entry function, which adds each kernel call's wall time
 to a buffer when it is given one (``codegen/llvm.py``, ``add_entry``): the kernels run as in a
 normal inference, in order, on the same arena, with no rebuild. A kernel's roofline bound is
-``max(flops / peak, bytes / bandwidth)``; a kernel far below its bound is a schedule to fix,
+``max(flops / peak, bytes / bandwidth)``, the bandwidth that of the memory level its working
+set (``bytes``, read and written by one call) fits in: the runs are back to back, so a kernel
+whose data fits in L2 finds it there. A kernel far below its bound is a schedule to fix,
 whatever the model's total says. A kernel above its bound is shown above 100% and flagged,
-never clipped: either the roofline is wrong (a peak measured low: a cached peak that a kernel
-beats is measured again) or the kernel's data stayed in a cache faster than memory.
+never clipped: the roofline is wrong (a peak measured low: a cached peak that a kernel beats
+is measured again), or the kernel's data sat in a faster level than its size suggests.
 
 >>> profile = module.profile(feeds)
 >>> print(profile.table())          # sorted by time
@@ -52,6 +54,7 @@ class KernelTiming:
     info: KernelInfo
     seconds: float              # median over the profiled runs
     bound_seconds: float        # the roofline's least time for its FLOPs and bytes
+    level: str = "memory"       # the memory level its working set fits in (L1 ... DRAM)
 
     @property
     def gflops(self) -> float:
@@ -114,12 +117,13 @@ class Profile:
                 f"roofline allows (marked !; up to {worst.roofline_fraction:.0%}, kernel "
                 f"{worst.index} {worst.info.name}): the peak or bandwidth is too low (run "
                 f"'tensorc profile --remeasure' on a quiet machine), or the kernel's data "
-                f"stayed in a cache faster than memory")
+                f"sat in a faster level than its size suggests")
         return out
 
     def with_roofline(self, roofline: Roofline) -> Profile:
         """The same timings against another roofline."""
-        kernels = [replace(k, bound_seconds=roofline.bound_seconds(k.info.flops, k.info.bytes))
+        kernels = [replace(k, bound_seconds=roofline.bound_seconds(k.info.flops, k.info.bytes),
+                           level=roofline.memory_level(k.info.bytes).name)
                    for k in self.kernels]
         return replace(self, kernels=kernels, roofline=roofline, notes=list(self.notes))
 
@@ -127,7 +131,7 @@ class Profile:
         """A readable table, slowest kernel first."""
         total = self.kernel_seconds or 1.0
         header = ["#", "kernel", "ops", "shape", "ms", "share", "MFLOP", "KB", "GFLOP/s", "GB/s",
-                  "roofline"]
+                  "level", "roofline"]
         rows = []
         shown = self.by_time()[:top] if top else self.by_time()
         for k in shown:
@@ -135,7 +139,7 @@ class Profile:
                          format_shape(k.info.shape),
                          f"{k.seconds * 1e3:.4f}", f"{k.seconds / total:.1%}",
                          f"{k.info.flops / 1e6:.2f}", f"{k.info.bytes / 1e3:.1f}",
-                         f"{k.gflops:.1f}", f"{k.gbs:.1f}", _fraction_cell(k)])
+                         f"{k.gflops:.1f}", f"{k.gbs:.1f}", k.level, _fraction_cell(k)])
         lines = [_format_table(header, rows)]
         if top and len(self.kernels) > top:
             lines.append(f"... {len(self.kernels) - top} more kernels")
@@ -145,8 +149,8 @@ class Profile:
             f"end to end {self.end_to_end_seconds * 1e3:.3f} ms ({gap:+.1%}); "
             f"{self.threads} thread{'s' if self.threads != 1 else ''}; median of {self.runs} runs")
         lines.append(f"roofline: {self.roofline.peak_gflops:.1f} GFLOP/s peak, "
-                     f"{self.roofline.bandwidth_gbs:.1f} GB/s memory; "
-                     f"roofline = bound time / measured time")
+                     f"{self.roofline.bandwidth_gbs:.1f} GB/s memory; roofline = bound time / "
+                     f"measured time, the memory bound at the level each kernel's bytes fit in")
         lines.append(f"  {self.roofline.provenance()}")
         lines.extend(self.notes)
         lines.extend(f"WARNING: {w}" for w in self.warnings())
@@ -167,6 +171,8 @@ class Profile:
                  "share": k.seconds / (self.kernel_seconds or 1.0), "flops": k.info.flops,
                  "bytes": k.info.bytes, "gflops": k.gflops, "gbs": k.gbs,
                  "intensity": k.intensity, "bound_ms": k.bound_seconds * 1e3,
+                 "level": k.level,
+                 "level_gbs": self.roofline.memory_level(k.info.bytes).gbs,
                  "roofline": k.roofline_fraction, "above_bound": k.above_bound}
                 for k in self.by_time()],
         }
@@ -182,6 +188,7 @@ class Profile:
                            "args": {"ops": " ".join(k.info.ops),
                                     "shape": format_shape(k.info.shape),
                                     "GFLOP/s": round(k.gflops, 2), "GB/s": round(k.gbs, 2),
+                                    "level": k.level,
                                     "roofline": round(k.roofline_fraction, 3)}})
             now += dur
         meta = {"name": "process_name", "ph": "M", "pid": 1,
@@ -204,11 +211,17 @@ class Profile:
         r = self.roofline
         points = [k for k in self.kernels if k.info.flops > 0 and k.info.bytes > 0]
         fig, ax = plt.subplots(figsize=(8, 5.5))
-        lo = min([k.intensity for k in points] + [r.ridge / 100]) / 2
-        hi = max([k.intensity for k in points] + [r.ridge * 100]) * 2
-        xs = [lo, r.ridge, hi]
-        ax.plot(xs, [min(r.peak_gflops, x * r.bandwidth_gbs) for x in xs], color="black",
-                label=f"roofline ({r.peak_gflops:.0f} GFLOP/s, {r.bandwidth_gbs:.0f} GB/s)")
+        levels = r.levels or (r.memory_level(0),)        # a roof per memory level
+        ridges = [r.peak_gflops / level.gbs for level in levels]
+        lo = min([k.intensity for k in points] + [x / 100 for x in ridges]) / 2
+        hi = max([k.intensity for k in points] + [x * 100 for x in ridges]) * 2
+        for level, ridge, style in zip(reversed(levels), reversed(ridges),
+                                       ["-", "--", "-.", ":", ":"]):
+            xs = [lo, ridge, hi]
+            ax.plot(xs, [min(r.peak_gflops, x * level.gbs) for x in xs], color="black",
+                    linestyle=style, linewidth=1.0,
+                    label=f"{level.text()}" + ("" if level.capacity else
+                                               f", {r.peak_gflops:.0f} GFLOP/s peak"))
         total = self.kernel_seconds or 1.0
         sizes = [20 + 400 * k.seconds / total for k in points]
         colors = [k.roofline_fraction for k in points]
@@ -218,7 +231,8 @@ class Profile:
                           linewidths=[2.0 if k.above_bound else 0.5 for k in points])
         named = sorted(points, key=lambda k: -k.seconds)[:8]
         for k in named + [k for k in points if k.above_bound and k not in named]:
-            label = f"{k.info.name} {k.roofline_fraction:.0%}!" if k.above_bound else k.info.name
+            label = f"{k.info.name} ({k.level})"
+            label += f" {k.roofline_fraction:.0%}!" if k.above_bound else ""
             ax.annotate(label, (k.intensity, k.gflops), fontsize=7,
                         xytext=(4, 4), textcoords="offset points")
         ax.set_xscale("log")
@@ -247,7 +261,8 @@ def build_profile(infos: list[KernelInfo], samples_ns: list[list[int]],
     for index, info in enumerate(infos):
         seconds = statistics.median(run[index] for run in samples_ns) / 1e9
         kernels.append(KernelTiming(index, info, seconds,
-                                    roofline.bound_seconds(info.flops, info.bytes)))
+                                    roofline.bound_seconds(info.flops, info.bytes),
+                                    roofline.memory_level(info.bytes).name))
     profile = Profile(kernels, statistics.median(end_to_end_s), roofline.threads, roofline,
                       len(samples_ns), model)
     return recheck_peak(profile)

@@ -15,7 +15,7 @@ import tensorc
 from tensorc.cli import main
 from tensorc.profile import KernelInfo, build_profile
 from tensorc.runtime import machine, microbench
-from tensorc.runtime.machine import Roofline
+from tensorc.runtime.machine import MemoryLevel, Roofline
 from tensorc.runtime.microbench import Best
 
 # a fixed roofline: the tests check arithmetic, not this machine's speed
@@ -86,7 +86,7 @@ def test_table_is_sorted_by_time(profile) -> None:
     _, prof = profile
     lines = prof.table().splitlines()
     assert lines[0].split() == ["#", "kernel", "ops", "shape", "ms", "share", "MFLOP", "KB",
-                                "GFLOP/s", "GB/s", "roofline"]
+                                "GFLOP/s", "GB/s", "level", "roofline"]
     rows = [line.split() for line in lines[2:2 + len(prof.kernels)]]
     times = [float(r[4]) for r in rows]
     assert times == sorted(times, reverse=True)
@@ -197,8 +197,10 @@ def test_a_kernel_beating_a_cached_peak_has_the_peak_measured_again(monkeypatch,
         measured.append(threads)
         return Best(300.0, 20, 24)
     monkeypatch.setattr(microbench, "measure_peak", fake_peak)
-    monkeypatch.setattr(microbench, "measure_bandwidth", lambda threads=1, l3_bytes=0:
+    monkeypatch.setattr(microbench, "measure_bandwidth", lambda target, threads=1, l3_bytes=0:
                         Best(20.0, 20, 24))
+    monkeypatch.setattr(microbench, "measure_cache_bandwidth", lambda target, cache, threads=1:
+                        Best(100.0, 20, 24))
     monkeypatch.setattr(machine, "isa_bound",
                         lambda target: machine.IsaBound(0.0, "no plausibility check: test"))
     cached = Roofline(100.0, 20.0, 1, "cached", method=machine.METHOD, runs=20,
@@ -222,8 +224,10 @@ def test_a_profile_in_the_tests_does_not_write_the_users_cache(
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     monkeypatch.setattr(microbench, "measure_peak", lambda target, threads=1:
                         Best(50.0 * threads, 20, 24))
-    monkeypatch.setattr(microbench, "measure_bandwidth", lambda threads=1, l3_bytes=0:
+    monkeypatch.setattr(microbench, "measure_bandwidth", lambda target, threads=1, l3_bytes=0:
                         Best(10.0, 20, 24))
+    monkeypatch.setattr(microbench, "measure_cache_bandwidth", lambda target, cache, threads=1:
+                        Best(100.0, 20, 24))
     assert main(["profile", str(models.path("mlp")), "--threads", "1", "--seconds", "0.01",
                  "--remeasure"]) == 0
     out = capsys.readouterr().out
@@ -240,3 +244,33 @@ def test_cli_profile_help_lists_remeasure(capsys: pytest.CaptureFixture[str]) ->
         main(["profile", "--help"])
     assert exit_.value.code == 0
     assert "--remeasure" in capsys.readouterr().out
+
+
+HIERARCHY = Roofline(100.0, 10.0, 1, "given", levels=(
+    MemoryLevel("L1", 32 << 10, 200.0), MemoryLevel("L2", 512 << 10, 80.0),
+    MemoryLevel("DRAM", 0, 10.0)))
+
+
+def test_each_kernels_memory_bound_is_at_the_level_its_working_set_fits(tmp_path) -> None:
+    # an elementwise kernel over 16 KB, one over 256 KB and one over 4 MB, each moving its
+    # bytes at 40 GB/s: 20% of L1's roof, 50% of L2's, 400% of DRAM's (flagged, not clipped)
+    infos = [KernelInfo(name, ("add",), (1,), "float32", flops=nbytes // 12, bytes=nbytes)
+             for name, nbytes in [("small", 16 << 10), ("mid", 256 << 10), ("big", 4 << 20)]]
+    samples = [[int(info.bytes / 40e9 * 1e9) for info in infos]] * 3
+    prof = build_profile(infos, samples, [1e-3] * 3, HIERARCHY, model="levels")
+    small, mid, big = prof.kernels
+    assert [k.level for k in prof.kernels] == ["L1", "L2", "DRAM"]
+    assert small.roofline_fraction == pytest.approx(0.2, rel=1e-2)
+    assert mid.roofline_fraction == pytest.approx(0.5, rel=1e-2)
+    assert big.roofline_fraction == pytest.approx(4.0, rel=1e-2) and big.above_bound
+    rows = {line.split()[1]: line.split() for line in prof.table().splitlines()[2:5]}
+    assert rows["small"][-2:] == ["L1", "20%"]
+    assert rows["mid"][-2:] == ["L2", "50%"]
+    assert rows["big"][-2:] == ["DRAM", "400%!"]
+    data = prof.to_json()
+    by_name = {k["name"]: k for k in data["kernels"]}
+    assert by_name["mid"]["level"] == "L2" and by_name["mid"]["level_gbs"] == 80.0
+    assert [x["name"] for x in data["roofline"]["levels"]] == ["L1", "L2", "DRAM"]
+    path = tmp_path / "levels.png"
+    prof.plot(path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

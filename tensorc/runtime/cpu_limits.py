@@ -1,5 +1,5 @@
-"""What the instruction set lets this CPU do: fp32 FLOPs per cycle times the clock, the figure a
-measured peak is checked against.
+"""What this CPU is built to do: fp32 FLOPs per cycle times the clock, the figure a measured
+peak is checked against, and the sizes of its data caches, which the memory roof has a level for.
 
 A measurement far above it is wrong (a broken timer, a cache from another machine); one far
 below it was taken while something else ran. The FLOPs per cycle come from a small table of
@@ -18,6 +18,7 @@ from tensorc.target import Target
 
 CPUINFO = Path("/proc/cpuinfo")
 CPUFREQ_MAX = Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
+CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
 
 # How far above FLOPs/cycle x clock a measurement may land: boost clocks run above the clock
 # /proc/cpuinfo shows in a VM (EPYC 7763: 2.45 GHz base, 3.5 GHz boost), and a little above
@@ -114,3 +115,50 @@ def isa_bound(target: Target) -> IsaBound:
     except OSError:
         max_khz = None
     return bound_from(cpuinfo, max_khz, "+avx512f" in target.features)
+
+
+@dataclass(frozen=True)
+class Cache:
+    """One level of data cache as seen from one core."""
+
+    level: int                  # 1, 2, 3
+    bytes: int
+    sharing: int = 1            # cores that share it
+
+    def capacity(self, threads: int) -> int:
+        """The bytes ``threads`` threads on as many cores hold in this level together."""
+        return self.bytes * -(-threads // self.sharing)
+
+
+def _cpu_count(cpu_list: str) -> int:
+    """Cores in a sysfs list such as ``0-3,8``."""
+    count = 0
+    for part in cpu_list.strip().split(","):
+        low, _, high = part.partition("-")
+        if low.isdigit():
+            count += int(high) - int(low) + 1 if high.isdigit() else 1
+    return max(count, 1)
+
+
+def _size(text: str) -> int:
+    text = text.strip()
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+    digits = text.rstrip("KMG")
+    return int(digits) * scale if digits.isdigit() else 0
+
+
+def data_caches(root: Path = CACHES) -> list[Cache]:
+    """The data (and unified) caches of cpu0 from sysfs, smallest level first; [] where sysfs
+    does not describe them."""
+    found: dict[int, Cache] = {}
+    for index in sorted(root.glob("index*")):
+        try:
+            kind = (index / "type").read_text().strip()
+            level = int((index / "level").read_text())
+            size = _size((index / "size").read_text())
+            sharing = _cpu_count((index / "shared_cpu_list").read_text())
+        except (OSError, ValueError):
+            continue
+        if kind in ("Data", "Unified") and size > 0:
+            found[level] = Cache(level, size, sharing)
+    return [found[level] for level in sorted(found)]

@@ -1,7 +1,11 @@
 """This machine's roofline: peak arithmetic rate and memory bandwidth, measured and cached.
 
-Both are measured per thread count (two cores share one memory bus) as the best of many short
-runs (``microbench.py``), so that other processes on the machine cannot lower them silently,
+The memory roof is hierarchical: a bandwidth for each cache level (L1, L2, L3) and for DRAM,
+and a kernel's memory bound is taken at the smallest level its working set (the bytes one call
+reads and writes) fits in, since kernels are timed over and over with hot caches.
+
+All figures are measured per thread count (two cores share one memory bus) as the best of many
+short runs (``microbench.py``), so that other processes on the machine cannot lower them silently,
 and the peak is checked against the instruction set's FLOPs per cycle times the clock
 (``cpu_limits.py``). The cache, ``machine.json`` under ``cache_root()``, keyed by CPU name,
 features and core count, records when, how and by which tensorc each figure was measured; an
@@ -10,7 +14,8 @@ the plausibility check is measured again, never trusted. Only the first profile 
 pays the second or so a measurement takes.
 
 >>> roofline = machine_roofline(threads=1)
->>> roofline.peak_gflops, roofline.bandwidth_gbs      # e.g. (92.9, 11.9) on a Zen 3 core
+>>> roofline.peak_gflops, roofline.bandwidth_gbs      # e.g. (92.9, 12.6) on a Zen 3 core
+>>> roofline.memory_level(200_000)                    # MemoryLevel('L2', 524288, 68.9)
 >>> print(roofline.provenance())
 """
 from __future__ import annotations
@@ -25,21 +30,36 @@ from pathlib import Path
 
 from tensorc.runtime import microbench
 from tensorc.runtime.cache_dir import cache_root
-from tensorc.runtime.cpu_limits import IsaBound, isa_bound
+from tensorc.runtime.cpu_limits import IsaBound, data_caches, isa_bound
 from tensorc.target import Target
 from tensorc.version import __version__
 
 # Changing how the figures are measured changes this, so older caches are measured again.
 METHOD = (f"best of short runs (~{microbench.RUN_SECONDS * 1e3:.0f} ms each), dropping runs in "
-          f"which a thread lost its core")
+          f"which a thread lost its core; a copy per cache level")
 CACHE_FORMAT = 2
 # A t-thread figure below this share of a fewer-thread one was measured on a busy machine.
 MONOTONE = 0.9
 
 
 @dataclass(frozen=True)
+class MemoryLevel:
+    """One level of the memory roof: working sets up to ``capacity`` bytes (all threads
+    together; 0: any size) move at ``gbs``."""
+
+    name: str                   # "L1", "L2", "L3", "DRAM"
+    capacity: int
+    gbs: float
+
+    def text(self) -> str:
+        size = (f" <={_bytes_text(self.capacity)}" if self.capacity else "")
+        return f"{self.name}{size} {self.gbs:.1f} GB/s"
+
+
+@dataclass(frozen=True)
 class Roofline:
-    """Peak FLOP/s and memory bandwidth at some thread count, and where they came from."""
+    """Peak FLOP/s and memory bandwidth at some thread count, and where they came from.
+    ``bandwidth_gbs`` is memory's (DRAM); ``levels``, where measured, the caches' too."""
 
     peak_gflops: float
     bandwidth_gbs: float
@@ -53,10 +73,21 @@ class Roofline:
     version: str = ""               # the tensorc that measured
     warning: str = ""               # what is doubtful about these figures, if anything
     remeasured: str = ""            # why a cached entry was not used, if one was there
+    levels: tuple[MemoryLevel, ...] = ()    # smallest first, DRAM last; () for one flat roof
+
+    def memory_level(self, nbytes: float) -> MemoryLevel:
+        """The level a working set of ``nbytes`` fits in (the flat roof where there are no
+        levels)."""
+        for level in self.levels:
+            if not level.capacity or nbytes <= level.capacity:
+                return level
+        return MemoryLevel("memory", 0, self.bandwidth_gbs)
 
     def bound_seconds(self, flops: float, nbytes: float) -> float:
-        """The least time a kernel doing ``flops`` and moving ``nbytes`` can take."""
-        return max(flops / (self.peak_gflops * 1e9), nbytes / (self.bandwidth_gbs * 1e9))
+        """The least time a kernel doing ``flops`` and moving ``nbytes`` (its working set)
+        can take."""
+        return max(flops / (self.peak_gflops * 1e9),
+                   nbytes / (self.memory_level(nbytes).gbs * 1e9))
 
     @property
     def ridge(self) -> float:
@@ -78,7 +109,17 @@ class Roofline:
                      f"{self.isa_gflops:.1f} GFLOP/s = {self.threads} x {self.isa_basis}")
         elif self.isa_basis:
             text += f"\n  {self.isa_basis}"
+        if self.levels:
+            text += ("\n  memory by working set: "
+                     + ", ".join(level.text() for level in self.levels))
         return text
+
+
+def _bytes_text(n: int) -> str:
+    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.4g} {unit}"
+    return f"{n} B"
 
 
 def cache_file() -> Path:
@@ -88,21 +129,6 @@ def cache_file() -> Path:
 def _machine_key(target: Target) -> str:
     text = f"{target.mcpu}|{target.features}|{os.cpu_count()}"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def _l3_bytes() -> int:
-    """The largest cache's size from sysfs (0 where it is not given)."""
-    sizes = []
-    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
-        try:
-            text = (index / "size").read_text().strip()
-        except OSError:
-            continue
-        scale = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
-        digits = text.rstrip("KM")
-        if digits.isdigit():
-            sizes.append(int(digits) * scale)
-    return max(sizes, default=0)
 
 
 def _read_cache() -> dict:
@@ -132,17 +158,30 @@ def _entry(data: object) -> Roofline | None:
     """A cached entry as a Roofline, None when it is malformed."""
     if not isinstance(data, dict) or set(data) != {f.name for f in fields(Roofline)}:
         return None
-    kinds = {"float": (int, float), "int": (int,), "str": (str,)}
-    for f in fields(Roofline):
-        value = data[f.name]
-        if isinstance(value, bool) or not isinstance(value, kinds[f.type]):
-            return None
-        if f.type == "float" and not math.isfinite(value):
-            return None
-    roofline = Roofline(**data)
+    if not _typed(data, Roofline, skip="levels") or not isinstance(data["levels"], list):
+        return None
+    if not all(isinstance(level, dict) and set(level) == {"name", "capacity", "gbs"}
+               and _typed(level, MemoryLevel) and level["gbs"] > 0 and level["capacity"] >= 0
+               for level in data["levels"]):
+        return None
+    roofline = Roofline(**{**data, "levels": tuple(MemoryLevel(**x) for x in data["levels"])})
     if roofline.peak_gflops <= 0 or roofline.bandwidth_gbs <= 0 or roofline.threads < 1:
         return None
     return roofline
+
+
+def _typed(data: dict, kind: type, skip: str = "") -> bool:
+    """Whether ``data``'s values have the types of ``kind``'s fields (finite numbers)."""
+    kinds = {"float": (int, float), "int": (int,), "str": (str,)}
+    for f in fields(kind):
+        if f.name == skip:
+            continue
+        value = data[f.name]
+        if isinstance(value, bool) or not isinstance(value, kinds[f.type]):
+            return False
+        if f.type == "float" and not math.isfinite(value):
+            return False
+    return True
 
 
 def distrust(cached: Roofline, bound: IsaBound, fewer: list[Roofline]) -> str:
@@ -176,17 +215,29 @@ def measure(target: Target, threads: int, bound: IsaBound) -> Roofline:
         if (again.clean, again.rate) > (peak.clean, peak.rate):
             peak = again
         verdict = bound.verdict(peak.rate, threads)
-    bandwidth = microbench.measure_bandwidth(threads, _l3_bytes())
+    caches = data_caches()
+    copies = {f"L{cache.level}": (cache.capacity(threads),
+                                  microbench.measure_cache_bandwidth(target, cache, threads))
+              for cache in caches}
+    copies["DRAM"] = (0, microbench.measure_bandwidth(
+        target, threads, caches[-1].capacity(threads) if caches else 0))
+    busy = [name for name, (_, best) in copies.items() if not best.clean]
     warning = "; ".join(
         text for text in (verdict,
                           "" if peak.clean else "the machine was busy in every peak run",
-                          "" if bandwidth.clean else "the machine was busy in every copy run")
+                          f"the machine was busy in every {', '.join(busy)} copy run"
+                          if busy else "")
         if text)
+    # a cache is never slower than the memory behind it: a level measured so was disturbed
+    levels: list[MemoryLevel] = []
+    for name, (capacity, best) in reversed(copies.items()):
+        levels.insert(0, MemoryLevel(name, capacity, max([best.rate] + [x.gbs for x in levels])))
     return Roofline(
-        peak.rate, bandwidth.rate, threads, "measured",
+        peak.rate, levels[-1].gbs, threads, "measured",
         measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), method=METHOD,
-        runs=peak.clean, isa_gflops=bound.gflops_per_core * threads, isa_basis=bound.basis,
-        version=__version__, warning=warning)
+        runs=min(best.clean for best in [peak] + [b for _, b in copies.values()]),
+        isa_gflops=bound.gflops_per_core * threads, isa_basis=bound.basis,
+        version=__version__, warning=warning, levels=tuple(levels))
 
 
 def machine_roofline(target: Target | None = None, threads: int = 1, remeasure: bool = False
@@ -208,9 +259,19 @@ def machine_roofline(target: Target | None = None, threads: int = 1, remeasure: 
     fresh = measure(target, threads, bound)
     if cached is not None and not doubt:
         fresh = replace(fresh, peak_gflops=max(fresh.peak_gflops, cached.peak_gflops),
-                        bandwidth_gbs=max(fresh.bandwidth_gbs, cached.bandwidth_gbs))
+                        bandwidth_gbs=max(fresh.bandwidth_gbs, cached.bandwidth_gbs),
+                        levels=_better_levels(fresh.levels, cached.levels))
     elif doubt:
         fresh = replace(fresh, remeasured=f"the cached figures were {doubt}")
     entries[f"{machine}/{threads}"] = asdict(replace(fresh, source="cached", remeasured=""))
     _write_cache(entries)
     return fresh
+
+
+def _better_levels(fresh: tuple[MemoryLevel, ...], cached: tuple[MemoryLevel, ...]
+                   ) -> tuple[MemoryLevel, ...]:
+    """Each of the fresh levels at the better of its fresh and cached bandwidth."""
+    old = {level.name: level for level in cached}
+    return tuple(replace(level, gbs=max(level.gbs, old[level.name].gbs))
+                 if level.name in old and old[level.name].capacity == level.capacity else level
+                 for level in fresh)

@@ -7,8 +7,9 @@ and ``Best.clean`` is 0, so the caller knows not to trust it.
 
 The peak comes from a generated kernel of independent vector FMA chains (the widest vectors
 the target has; on Zen 4 a 512-bit FMA costs two 256-bit issues, on Zen 5 one, and this is
-what tells them apart); the bandwidth from copying arrays far larger than the caches, a chunk
-per run, so each run reads memory the previous runs have pushed out of the caches.
+what tells them apart); the bandwidth of each cache level from a generated vector copy of
+arrays that fit in it, and that of memory from copying arrays far larger than the caches, a
+chunk per run, so each run reads memory the previous runs have pushed out of the caches.
 
 >>> measure_peak(Target.host(), threads=1).rate      # GFLOP/s, e.g. 92.9 on a Zen 3 core
 """
@@ -26,16 +27,18 @@ from llvmlite import ir
 
 from tensorc.codegen.llvm import emit_object
 from tensorc.runtime.cpu import NativeLibrary
+from tensorc.runtime.cpu_limits import Cache
 from tensorc.target import Target
 
 CHAINS = 12           # independent accumulators: enough to cover FMA latency x pipes
 RUN_SECONDS = 0.002   # one run: short enough to fit between preemptions on a busy machine
-RUNS = 24             # runs per figure, all clean on a quiet machine
-MAX_RUNS = 96         # on a busy one, more runs until MIN_CLEAN are clean
+RUNS = 16             # runs per figure, all clean on a quiet machine
+MAX_RUNS = 48         # on a busy one, more runs until MIN_CLEAN are clean
 MIN_CLEAN = 4
 KEPT = 0.9            # a clean run: every thread's CPU time is at least this share of wall time
-DRAM_BYTES = 64 << 20  # the least each array of the copy spans (4x L3 is used where larger)
+DRAM_BYTES = 64 << 20  # the least the copy's two arrays span (2x L3 is used where larger)
 CHUNK_BYTES = 8 << 20  # copied per thread per run (~1 ms)
+COPY_UNROLL = 4
 
 
 @dataclass(frozen=True)
@@ -152,21 +155,92 @@ def measure_peak(target: Target, threads: int = 1) -> Best:
     return best
 
 
-def measure_bandwidth(threads: int = 1, l3_bytes: int = 0) -> Best:
+@functools.lru_cache(maxsize=4)
+def _copy_kernel(target: Target) -> tuple[NativeLibrary, Callable, int]:
+    """``void copy(float *src, float *dst, int64 vectors, int64 reps)``: copy ``vectors``
+    vectors (a multiple of COPY_UNROLL, at least one) ``reps`` times (at least once); returns
+    the library, the function and the bytes of one vector. The stores are volatile so that
+    LLVM neither turns the loop into a memcpy call nor drops the repeated copies."""
+    lanes = target.vector_lanes("float32")
+    vec = ir.VectorType(ir.FloatType(), lanes)
+    i64 = ir.IntType(64)
+    ptr = ir.PointerType(vec)
+    module = ir.Module("copy")
+    module.triple = target.triple
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, i64, i64]), "copy")
+    src, dst, vectors, reps = fn.args
+    entry, outer, inner, latch, done = (fn.append_basic_block(n) for n in
+                                        ("entry", "outer", "inner", "latch", "done"))
+    b = ir.IRBuilder(entry)
+    b.branch(outer)
+    b.position_at_end(outer)
+    r = b.phi(i64)
+    r.add_incoming(ir.Constant(i64, 0), entry)
+    b.branch(inner)
+    b.position_at_end(inner)
+    i = b.phi(i64)
+    i.add_incoming(ir.Constant(i64, 0), outer)
+    for k in range(COPY_UNROLL):
+        at = b.add(i, ir.Constant(i64, k))
+        value = b.load(b.gep(src, [at]), align=4)
+        store = b.store(value, b.gep(dst, [at]), align=4)
+        store.volatile = True
+    nxt = b.add(i, ir.Constant(i64, COPY_UNROLL))
+    i.add_incoming(nxt, inner)
+    b.cbranch(b.icmp_signed("<", nxt, vectors), inner, latch)
+    b.position_at_end(latch)
+    r_next = b.add(r, ir.Constant(i64, 1))
+    r.add_incoming(r_next, latch)
+    b.cbranch(b.icmp_signed("<", r_next, reps), outer, done)
+    b.position_at_end(done)
+    b.ret_void()
+    library = NativeLibrary(emit_object(str(module), target))
+    proto = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                             ctypes.c_int64)
+    return library, proto(library.address("copy")), lanes * 4
+
+
+def measure_cache_bandwidth(target: Target, cache: Cache, threads: int = 1) -> Best:
+    """Copy bandwidth in GB/s (bytes read + bytes written per second) of arrays that fit in
+    ``cache``: each thread copies, over and over, two arrays that fill a quarter of its share
+    (other data takes the rest, and a shared L3 in a virtual machine has other tenants)."""
+    _, copy, vector_bytes = _copy_kernel(target)
+    share = cache.capacity(threads) // threads
+    vectors = max(COPY_UNROLL, share // 8 // vector_bytes // COPY_UNROLL * COPY_UNROLL)
+    arrays = [(np.ones(vectors * vector_bytes // 4, np.float32),
+               np.zeros(vectors * vector_bytes // 4, np.float32)) for _ in range(threads)]
+    pointers = [(src.ctypes.data, dst.ctypes.data) for src, dst in arrays]
+    trial = max(1, (4 << 20) // (vectors * vector_bytes))     # ~4 MB copied
+    copy(*pointers[0], vectors, trial)
+    start = time.thread_time()
+    copy(*pointers[0], vectors, trial)
+    per_rep = max(time.thread_time() - start, 1e-6) / trial
+    reps = max(1, int(RUN_SECONDS / per_rep))
+    best = best_of_runs(threads, lambda i: copy(*pointers[i], vectors, reps),
+                        2 * vectors * vector_bytes * reps * threads / 1e9)
+    del arrays
+    return best
+
+
+def measure_bandwidth(target: Target, threads: int = 1, l3_bytes: int = 0) -> Best:
     """Copy bandwidth in GB/s (bytes read + bytes written per second) of memory beyond the
-    caches: each thread copies a chunk per run, cycling through arrays of 4x L3 (at least
-    DRAM_BYTES), so a chunk was last touched that many bytes of traffic ago."""
-    total = max(DRAM_BYTES, 4 * l3_bytes)
-    n = total // 4 // threads
-    chunk = min(CHUNK_BYTES // 4, n)
+    caches: each thread copies a chunk per run, cycling through two arrays of 2x L3 together
+    (at least DRAM_BYTES), so a chunk was last touched that many bytes of traffic ago."""
+    _, copy, vector_bytes = _copy_kernel(target)
+    total = max(DRAM_BYTES, 2 * l3_bytes)
+    n = total // 8 // threads
+    chunk = min(CHUNK_BYTES, n * 4) // vector_bytes // COPY_UNROLL * COPY_UNROLL
     pairs = [(np.ones(n, np.float32), np.empty(n, np.float32)) for _ in range(threads)]
     for src, dst in pairs:
         np.copyto(dst, src)   # first touch: page faults are not bandwidth
-    chunks = [[(dst[at:at + chunk], src[at:at + chunk]) for at in range(0, n - chunk + 1, chunk)]
-              for src, dst in pairs]
+    step = chunk * vector_bytes
+    starts = [[(src.ctypes.data + at, dst.ctypes.data + at)
+               for at in range(0, n * 4 - step + 1, step)] for src, dst in pairs]
     turn = [0] * threads
 
-    def copy(i: int) -> None:
-        np.copyto(*chunks[i][turn[i] % len(chunks[i])])
+    def run(i: int) -> None:
+        copy(*starts[i][turn[i] % len(starts[i])], chunk, 1)
         turn[i] += 1
-    return best_of_runs(threads, copy, 2 * chunk * 4 * threads / 1e9)
+    best = best_of_runs(threads, run, 2 * step * threads / 1e9)
+    del pairs
+    return best

@@ -13,11 +13,12 @@ import pytest
 
 from tensorc.runtime import machine, microbench
 from tensorc.runtime.cache_dir import cache_root
-from tensorc.runtime.cpu_limits import IsaBound, bound_from
-from tensorc.runtime.machine import Roofline, machine_roofline
+from tensorc.runtime.cpu_limits import Cache, IsaBound, bound_from, data_caches
+from tensorc.runtime.machine import MemoryLevel, Roofline, machine_roofline
 from tensorc.runtime.microbench import Best
 
 BOUND = IsaBound(80.0, "32 FLOP/cycle (test) x 2.50 GHz (test)", headroom=1.5)
+CACHES = [Cache(1, 32 << 10), Cache(2, 512 << 10), Cache(3, 32 << 20, sharing=2)]
 
 
 class FakeMachine:
@@ -25,15 +26,19 @@ class FakeMachine:
 
     def __init__(self, peak: float = 90.0, bandwidth: float = 15.0, clean: int = 20):
         self.peak, self.bandwidth, self.clean = peak, bandwidth, clean
+        self.caches = {1: 200.0, 2: 90.0, 3: 45.0}      # GB/s of one thread, by level
         self.peaks = self.bandwidths = 0
 
     def measure_peak(self, target, threads: int = 1) -> Best:
         self.peaks += 1
         return Best(self.peak * threads, self.clean, microbench.RUNS)
 
-    def measure_bandwidth(self, threads: int = 1, l3_bytes: int = 0) -> Best:
+    def measure_bandwidth(self, target, threads: int = 1, l3_bytes: int = 0) -> Best:
         self.bandwidths += 1
         return Best(self.bandwidth * threads, self.clean, microbench.RUNS)
+
+    def measure_cache_bandwidth(self, target, cache: Cache, threads: int = 1) -> Best:
+        return Best(self.caches[cache.level] * threads, self.clean, microbench.RUNS)
 
 
 @pytest.fixture
@@ -42,7 +47,9 @@ def fake(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeMachine:
     fake = FakeMachine()
     monkeypatch.setattr(microbench, "measure_peak", fake.measure_peak)
     monkeypatch.setattr(microbench, "measure_bandwidth", fake.measure_bandwidth)
+    monkeypatch.setattr(microbench, "measure_cache_bandwidth", fake.measure_cache_bandwidth)
     monkeypatch.setattr(machine, "isa_bound", lambda target: BOUND)
+    monkeypatch.setattr(machine, "data_caches", lambda: CACHES)
     return fake
 
 
@@ -238,3 +245,72 @@ def test_runs_that_lose_their_core_are_dropped(monkeypatch) -> None:
 
 def test_roofline_given_reads_as_given() -> None:
     assert Roofline(100.0, 20.0).provenance() == "given, not measured"
+
+
+def test_the_memory_roof_has_a_level_per_cache_and_dram(fake: FakeMachine) -> None:
+    one = machine_roofline(threads=1)
+    assert one.levels == (MemoryLevel("L1", 32 << 10, 200.0), MemoryLevel("L2", 512 << 10, 90.0),
+                          MemoryLevel("L3", 32 << 20, 45.0), MemoryLevel("DRAM", 0, 15.0))
+    assert one.bandwidth_gbs == 15.0
+    # private levels hold twice as much for two threads on two cores; the shared L3 does not
+    two = machine_roofline(threads=2)
+    assert [(x.name, x.capacity) for x in two.levels] == [
+        ("L1", 64 << 10), ("L2", 1 << 20), ("L3", 32 << 20), ("DRAM", 0)]
+    # the levels survive the cache
+    assert machine_roofline(threads=1).levels == one.levels
+    assert "L2 <=512 KB 90.0 GB/s" in one.provenance()
+
+
+def test_a_working_sets_bound_is_taken_at_the_level_it_fits(fake: FakeMachine) -> None:
+    roofline = machine_roofline(threads=1)
+    for nbytes, name in [(1000, "L1"), (32 << 10, "L1"), ((32 << 10) + 1, "L2"),
+                         (400 << 10, "L2"), (8 << 20, "L3"), (33 << 20, "DRAM")]:
+        level = roofline.memory_level(nbytes)
+        assert level.name == name
+        assert roofline.bound_seconds(0, nbytes) == pytest.approx(nbytes / (level.gbs * 1e9))
+    # compute still bounds a kernel with few bytes and many FLOPs
+    assert roofline.bound_seconds(9e9, 1000) == pytest.approx(0.1)
+    # a given roofline is one flat roof
+    flat = Roofline(100.0, 20.0)
+    assert flat.memory_level(1000) == MemoryLevel("memory", 0, 20.0)
+
+
+def test_a_cache_level_measured_slower_than_the_level_behind_it_is_raised(fake) -> None:
+    fake.caches[2] = 30.0                         # L2 disturbed, below L3's 45
+    roofline = machine_roofline(threads=1)
+    assert [x.gbs for x in roofline.levels] == [200.0, 45.0, 45.0, 15.0]
+
+
+@pytest.mark.parametrize("levels", [None, [], "L1", [{"name": "L1", "capacity": 32768}],
+                                    [{"name": "L1", "capacity": 32768, "gbs": -1.0}],
+                                    [{"name": "L1", "capacity": "big", "gbs": 100.0}]])
+def test_malformed_levels_are_measured_again(fake: FakeMachine, levels) -> None:
+    machine_roofline(threads=1)
+    _rewrite_entry(levels=levels)
+    if levels == []:      # an empty list is well formed: one flat roof
+        assert machine_roofline(threads=1).source == "cached"
+    else:
+        assert machine_roofline(threads=1).source == "measured"
+
+
+def test_remeasure_keeps_each_levels_better_figure(fake: FakeMachine) -> None:
+    machine_roofline(threads=1)
+    fake.caches = {1: 150.0, 2: 120.0, 3: 45.0}
+    levels = machine_roofline(threads=1, remeasure=True).levels
+    assert [x.gbs for x in levels] == [200.0, 120.0, 45.0, 15.0]
+
+
+def test_data_caches_come_from_sysfs(tmp_path: Path) -> None:
+    for index, (level, kind, size, cpus) in enumerate([
+            (1, "Data", "48K", "0"), (1, "Instruction", "32K", "0"),
+            (2, "Unified", "1024K", "0"), (3, "Unified", "32768K", "0-7,16-23")]):
+        folder = tmp_path / f"index{index}"
+        folder.mkdir()
+        for name, text in [("level", f"{level}\n"), ("type", f"{kind}\n"),
+                           ("size", f"{size}\n"), ("shared_cpu_list", f"{cpus}\n")]:
+            (folder / name).write_text(text)
+    assert data_caches(tmp_path) == [Cache(1, 48 << 10), Cache(2, 1 << 20),
+                                     Cache(3, 32 << 20, sharing=16)]
+    assert data_caches(tmp_path / "missing") == []
+    assert Cache(2, 1 << 20).capacity(4) == 4 << 20
+    assert Cache(3, 32 << 20, sharing=16).capacity(4) == 32 << 20
