@@ -10,6 +10,7 @@ IsaBound(gflops_per_core=78.2, basis='32 FLOP/cycle (Zen 3: two 256-bit FMA pipe
 """
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,11 +41,15 @@ class IsaBound:
     def known(self) -> bool:
         return self.gflops_per_core > 0
 
+    def gflops(self, threads: int) -> float:
+        """The bound of ``threads`` threads: one core's each, as far as there are cores."""
+        return self.gflops_per_core * min(threads, os.cpu_count() or threads)
+
     def verdict(self, gflops: float, threads: int) -> str:
         """'' when ``gflops`` at ``threads`` threads is plausible, else why it is not."""
         if not self.known:
             return ""
-        bound = self.gflops_per_core * threads
+        bound = self.gflops(threads)
         if gflops > bound * self.headroom:
             return (f"{gflops:.1f} GFLOP/s is {gflops / bound:.1f}x the instruction set's "
                     f"{bound:.1f}")

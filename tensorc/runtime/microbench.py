@@ -33,7 +33,7 @@ from tensorc.target import Target
 CHAINS = 12           # independent accumulators: enough to cover FMA latency x pipes
 RUN_SECONDS = 0.002   # one run: short enough to fit between preemptions on a busy machine
 RUNS = 16             # runs per figure, all clean on a quiet machine
-MAX_RUNS = 48         # on a busy one, more runs until MIN_CLEAN are clean
+MAX_RUNS = 32         # on a busy one, more runs until MIN_CLEAN are clean
 MIN_CLEAN = 4
 KEPT = 0.9            # a clean run: every thread's CPU time is at least this share of wall time
 DRAM_BYTES = 64 << 20  # the least the copy's two arrays span (2x L3 is used where larger)

@@ -183,21 +183,28 @@ def test_remeasure_keeps_the_better_of_cached_and_new(fake: FakeMachine) -> None
     assert (roofline.peak_gflops, roofline.bandwidth_gbs) == (90.0, 20.0)
 
 
-def test_a_busy_measurement_is_measured_twice_warned_and_not_trusted_later(
+def test_a_busy_measurement_is_warned_and_not_trusted_later(
         fake: FakeMachine) -> None:
     fake.clean = 0
     roofline = machine_roofline(threads=1)
-    assert fake.peaks == 2                           # one more try
-    assert "busy" in roofline.warning
+    assert "busy in every peak run" in roofline.warning
+    assert "busy in every L1, L2, L3, DRAM copy run" in roofline.warning
     fake.clean = 20
     assert machine_roofline(threads=1).source == "measured"
 
 
-def test_an_implausibly_low_fresh_peak_carries_a_warning(fake: FakeMachine) -> None:
+def test_an_implausibly_low_fresh_peak_is_measured_twice_and_warned(fake: FakeMachine) -> None:
     fake.peak = 20.0
     roofline = machine_roofline(threads=1)
     assert fake.peaks == 2
     assert "25% of the instruction set's 80.0" in roofline.warning
+
+
+def test_more_threads_than_cores_are_checked_against_the_cores(fake, monkeypatch) -> None:
+    monkeypatch.setattr(machine.os, "cpu_count", lambda: 2)
+    fake.peak = 45.0                    # 4 threads x 45: two cores at 90 each
+    roofline = machine_roofline(threads=4)
+    assert roofline.isa_gflops == 160.0 and not roofline.warning and fake.peaks == 1
 
 
 def test_unknown_cpus_skip_the_check_and_say_so(fake, monkeypatch) -> None:
