@@ -443,8 +443,8 @@ def render(rows: list[Row], worst: int = 10) -> str:
         parts.append(f"ERROR {r.family} {r.name}: {r.error}")
     parts.append("tc/ort: whole-run times, above 1 tensorc is slower; kernel ms: tensorc's "
                  "kernels timed inside the native entry (no Python call overhead); kernel "
-                 "roofline: their bound time / kernel ms (memory bound by DRAM bandwidth, so "
-                 "cache-resident cases can exceed 100%)")
+                 "roofline: their bound time / kernel ms (each kernel's memory bound at the "
+                 "cache level its bytes fit in; above 100% a figure to doubt, not clipped)")
     return "\n".join(parts)
 
 

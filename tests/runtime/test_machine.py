@@ -183,6 +183,16 @@ def test_remeasure_keeps_the_better_of_cached_and_new(fake: FakeMachine) -> None
     assert (roofline.peak_gflops, roofline.bandwidth_gbs) == (90.0, 20.0)
 
 
+def test_remeasure_on_a_busy_machine_keeps_the_trusted_figures_trusted(fake) -> None:
+    machine_roofline(threads=1)
+    fake.peak, fake.clean = 60.0, 0                  # every run of the new measurement lost
+    roofline = machine_roofline(threads=1, remeasure=True)
+    assert roofline.peak_gflops == 90.0 and roofline.runs == 20 and not roofline.warning
+    fake.clean = 20
+    assert machine_roofline(threads=1).source == "cached"
+    assert fake.peaks == 2
+
+
 def test_a_busy_measurement_is_warned_and_not_trusted_later(
         fake: FakeMachine) -> None:
     fake.clean = 0
