@@ -6,10 +6,11 @@ to a buffer when it is given one (``codegen/llvm.py``, ``add_entry``): the kerne
 normal inference, in order, on the same arena, with no rebuild. A kernel's roofline bound is
 ``max(flops / peak, bytes / bandwidth)``, the bandwidth that of the memory level its working
 set (``bytes``, read and written by one call) fits in: the runs are back to back, so a kernel
-whose data fits in L2 finds it there. A kernel far below its bound is a schedule to fix,
+whose data fits in L2 finds it there (and the part of it the faster levels can hold is counted
+at their speed, ``Roofline.memory_seconds``). A kernel far below its bound is a schedule to fix,
 whatever the model's total says. A kernel above its bound is shown above 100% and flagged,
-never clipped: the roofline is wrong (a peak measured low: a cached peak that a kernel beats
-is measured again), or the kernel's data sat in a faster level than its size suggests.
+never clipped: the roofline is wrong (a figure measured low: a cached roofline that a kernel
+beats is measured again), or the kernel's data sat in a faster level than its size suggests.
 
 >>> profile = module.profile(feeds)
 >>> print(profile.table())          # sorted by time
@@ -114,7 +115,7 @@ class Profile:
             worst = max(above, key=lambda k: k.roofline_fraction)
             out.append(
                 f"{len(above)} kernel{'s' if len(above) != 1 else ''} ran faster than the "
-                f"roofline allows (marked !; up to {worst.roofline_fraction:.0%}, kernel "
+                f"roofline allows (marked !; up to {_percent(worst.roofline_fraction)}, kernel "
                 f"{worst.index} {worst.info.name}): the peak or bandwidth is too low (run "
                 f"'tensorc profile --remeasure' on a quiet machine), or the kernel's data "
                 f"sat in a faster level than its size suggests")
@@ -172,7 +173,7 @@ class Profile:
                  "bytes": k.info.bytes, "gflops": k.gflops, "gbs": k.gbs,
                  "intensity": k.intensity, "bound_ms": k.bound_seconds * 1e3,
                  "level": k.level,
-                 "level_gbs": self.roofline.memory_level(k.info.bytes).gbs,
+                 "bound_gbs": _bound_gbs(self.roofline, k.info.bytes),
                  "roofline": k.roofline_fraction, "above_bound": k.above_bound}
                 for k in self.by_time()],
         }
@@ -232,7 +233,7 @@ class Profile:
         named = sorted(points, key=lambda k: -k.seconds)[:8]
         for k in named + [k for k in points if k.above_bound and k not in named]:
             label = f"{k.info.name} ({k.level})"
-            label += f" {k.roofline_fraction:.0%}!" if k.above_bound else ""
+            label += f" {_percent(k.roofline_fraction)}!" if k.above_bound else ""
             ax.annotate(label, (k.intensity, k.gflops), fontsize=7,
                         xytext=(4, 4), textcoords="offset points")
         ax.set_xscale("log")
@@ -256,7 +257,7 @@ class Profile:
 def build_profile(infos: list[KernelInfo], samples_ns: list[list[int]],
                   end_to_end_s: list[float], roofline: Roofline, model: str = "") -> Profile:
     """Reduce per-run kernel times (``samples_ns[run][kernel]``) to medians. A kernel faster
-    than a cached peak allows has the peak measured again (``recheck_peak``)."""
+    than a cached roofline allows has the machine measured again (``recheck_roofline``)."""
     kernels = []
     for index, info in enumerate(infos):
         seconds = statistics.median(run[index] for run in samples_ns) / 1e9
@@ -265,28 +266,43 @@ def build_profile(infos: list[KernelInfo], samples_ns: list[list[int]],
                                     roofline.memory_level(info.bytes).name))
     profile = Profile(kernels, statistics.median(end_to_end_s), roofline.threads, roofline,
                       len(samples_ns), model)
-    return recheck_peak(profile)
+    return recheck_roofline(profile)
 
 
-def recheck_peak(profile: Profile) -> Profile:
-    """A cached peak that some kernel beats was measured low (a busy machine): measure the
-    machine again, keeping the better figures, and recompute the bounds. Given and freshly
-    measured rooflines are left as they are."""
+def recheck_roofline(profile: Profile) -> Profile:
+    """A cached roofline that some kernel beats (its peak, or the bandwidth of the kernel's
+    memory level) was likely measured low, on a busy machine: measure the machine again,
+    keeping the better figures, and recompute the bounds. Given and freshly measured
+    rooflines are left as they are."""
     roofline = profile.roofline
-    fastest = max(profile.kernels, key=lambda k: k.gflops, default=None)
-    if roofline.source != "cached" or fastest is None or fastest.gflops <= roofline.peak_gflops:
+    above = profile.above_bound()
+    if roofline.source != "cached" or not above:
         return profile
+    worst = max(above, key=lambda k: k.roofline_fraction)
     fresh = machine_roofline(threads=roofline.threads, remeasure=True)
     again = profile.with_roofline(fresh)
     again.notes.append(
-        f"kernel {fastest.index} {fastest.info.name} ran at {fastest.gflops:.1f} GFLOP/s, above "
-        f"the cached peak of {roofline.peak_gflops:.1f}: measured again, "
-        f"{fresh.peak_gflops:.1f} GFLOP/s, {fresh.bandwidth_gbs:.1f} GB/s")
+        f"kernel {worst.index} {worst.info.name} ran at {_percent(worst.roofline_fraction)} of "
+        f"its bound by the cached roofline ({roofline.peak_gflops:.1f} GFLOP/s peak): measured "
+        f"again, {fresh.peak_gflops:.1f} GFLOP/s, "
+        + ", ".join(level.text() for level in fresh.levels or (fresh.memory_level(0),)))
     return again
 
 
+def _percent(fraction: float) -> str:
+    """A percent that reads above 100% whenever ``fraction`` is above 1."""
+    text = f"{fraction:.0%}"
+    return f"{fraction:.1%}" if fraction > 1 and text == "100%" else text
+
+
+def _bound_gbs(roofline: Roofline, nbytes: int) -> float:
+    """The bandwidth the memory bound of a working set of ``nbytes`` allows."""
+    seconds = roofline.memory_seconds(nbytes)
+    return nbytes / seconds / 1e9 if seconds > 0 else roofline.memory_level(nbytes).gbs
+
+
 def _fraction_cell(k: KernelTiming) -> str:
-    return f"{k.roofline_fraction:.0%}" + ("!" if k.above_bound else "")
+    return _percent(k.roofline_fraction) + ("!" if k.above_bound else "")
 
 
 def _ops_text(ops: tuple[str, ...], limit: int = 40) -> str:

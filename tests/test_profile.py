@@ -188,7 +188,7 @@ def test_a_kernel_faster_than_its_bound_shows_above_100_percent_and_a_warning() 
     assert "given, not measured" in table
 
 
-def test_a_kernel_beating_a_cached_peak_has_the_peak_measured_again(monkeypatch, tmp_path
+def test_a_kernel_beating_a_cached_roofline_has_it_measured_again(monkeypatch, tmp_path
                                                                     ) -> None:
     monkeypatch.setenv("TENSORC_CACHE_DIR", str(tmp_path))
     measured = []
@@ -210,8 +210,8 @@ def test_a_kernel_beating_a_cached_peak_has_the_peak_measured_again(monkeypatch,
     assert prof.roofline.peak_gflops == 300.0 and prof.roofline.source == "measured"
     fast = prof.kernels[1]
     assert fast.roofline_fraction == pytest.approx(250 / 300) and not fast.above_bound
-    assert any("above the cached peak of 100.0: measured again, 300.0 GFLOP/s" in n
-               for n in prof.notes)
+    assert any("250% of its bound by the cached roofline (100.0 GFLOP/s peak): measured "
+               "again, 300.0 GFLOP/s" in n for n in prof.notes)
     # a given roofline is the user's: never measured over
     _two_kernels(ROOFLINE)
     assert measured == [1]
@@ -253,24 +253,39 @@ HIERARCHY = Roofline(100.0, 10.0, 1, "given", levels=(
 
 def test_each_kernels_memory_bound_is_at_the_level_its_working_set_fits(tmp_path) -> None:
     # an elementwise kernel over 16 KB, one over 256 KB and one over 4 MB, each moving its
-    # bytes at 40 GB/s: 20% of L1's roof, 50% of L2's, 400% of DRAM's (flagged, not clipped)
+    # bytes at 40 GB/s; the part of a working set the faster levels hold counts at their speed
     infos = [KernelInfo(name, ("add",), (1,), "float32", flops=nbytes // 12, bytes=nbytes)
              for name, nbytes in [("small", 16 << 10), ("mid", 256 << 10), ("big", 4 << 20)]]
     samples = [[int(info.bytes / 40e9 * 1e9) for info in infos]] * 3
     prof = build_profile(infos, samples, [1e-3] * 3, HIERARCHY, model="levels")
     small, mid, big = prof.kernels
     assert [k.level for k in prof.kernels] == ["L1", "L2", "DRAM"]
+    l1, l2 = 32 << 10, 512 << 10
+    mid_bound = l1 / 200e9 + ((256 << 10) - l1) / 80e9           # 46% at 40 GB/s
+    big_bound = l1 / 200e9 + (l2 - l1) / 80e9 + ((4 << 20) - l2) / 10e9     # 356%
+    assert small.bound_seconds == pytest.approx((16 << 10) / 200e9)
+    assert mid.bound_seconds == pytest.approx(mid_bound)
+    assert big.bound_seconds == pytest.approx(big_bound)
     assert small.roofline_fraction == pytest.approx(0.2, rel=1e-2)
-    assert mid.roofline_fraction == pytest.approx(0.5, rel=1e-2)
-    assert big.roofline_fraction == pytest.approx(4.0, rel=1e-2) and big.above_bound
+    assert mid.roofline_fraction == pytest.approx(mid_bound / mid.seconds)
+    assert big.roofline_fraction == pytest.approx(big_bound / big.seconds) and big.above_bound
     rows = {line.split()[1]: line.split() for line in prof.table().splitlines()[2:5]}
     assert rows["small"][-2:] == ["L1", "20%"]
-    assert rows["mid"][-2:] == ["L2", "50%"]
-    assert rows["big"][-2:] == ["DRAM", "400%!"]
+    assert rows["mid"][-2:] == ["L2", f"{mid.roofline_fraction:.0%}"]
+    assert rows["big"][-2:] == ["DRAM", f"{big.roofline_fraction:.0%}!"]
     data = prof.to_json()
     by_name = {k["name"]: k for k in data["kernels"]}
-    assert by_name["mid"]["level"] == "L2" and by_name["mid"]["level_gbs"] == 80.0
+    assert by_name["mid"]["level"] == "L2"
+    assert by_name["mid"]["bound_gbs"] == pytest.approx((256 << 10) / mid_bound / 1e9)
     assert [x["name"] for x in data["roofline"]["levels"]] == ["L1", "L2", "DRAM"]
     path = tmp_path / "levels.png"
     prof.plot(path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_kernel_just_above_its_bound_never_reads_100_percent() -> None:
+    info = KernelInfo("edge", ("add",), (1,), "float32", flops=10**8, bytes=1000)
+    prof = build_profile([info], [[997_000]] * 3, [1e-3] * 3, ROOFLINE)   # bound 1 ms
+    (kernel,) = prof.kernels
+    assert kernel.above_bound
+    assert prof.table().splitlines()[2].split()[-1] == "100.3%!"

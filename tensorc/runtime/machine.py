@@ -2,7 +2,10 @@
 
 The memory roof is hierarchical: a bandwidth for each cache level (L1, L2, L3) and for DRAM,
 and a kernel's memory bound is taken at the smallest level its working set (the bytes one call
-reads and writes) fits in, since kernels are timed over and over with hot caches.
+reads and writes) fits in, since kernels are timed over and over with hot caches; the part of
+the working set that the faster levels can hold is counted at their bandwidth (a working set
+of 800 KB keeps up to 512 KB in L2 and streams the rest from L3), so that the bound stays a
+least time that no kernel beats.
 
 All figures are measured per thread count (two cores share one memory bus) as the best of many
 short runs (``microbench.py``), so that other processes on the machine cannot lower them silently,
@@ -83,11 +86,25 @@ class Roofline:
                 return level
         return MemoryLevel("memory", 0, self.bandwidth_gbs)
 
+    def memory_seconds(self, nbytes: float) -> float:
+        """The least time ``nbytes`` of working set take to move: the first L1-capacity bytes
+        at L1's bandwidth, the next up to L2's capacity at L2's, and so on to the level that
+        holds them all."""
+        if not self.levels:
+            return nbytes / (self.bandwidth_gbs * 1e9)
+        seconds, below = 0.0, 0.0
+        for level in self.levels:
+            top = level.capacity or math.inf
+            seconds += max(0.0, min(nbytes, top) - below) / (level.gbs * 1e9)
+            if nbytes <= top:
+                break
+            below = top
+        return seconds
+
     def bound_seconds(self, flops: float, nbytes: float) -> float:
         """The least time a kernel doing ``flops`` and moving ``nbytes`` (its working set)
         can take."""
-        return max(flops / (self.peak_gflops * 1e9),
-                   nbytes / (self.memory_level(nbytes).gbs * 1e9))
+        return max(flops / (self.peak_gflops * 1e9), self.memory_seconds(nbytes))
 
     @property
     def ridge(self) -> float:

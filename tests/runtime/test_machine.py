@@ -282,9 +282,20 @@ def test_a_working_sets_bound_is_taken_at_the_level_it_fits(fake: FakeMachine) -
     roofline = machine_roofline(threads=1)
     for nbytes, name in [(1000, "L1"), (32 << 10, "L1"), ((32 << 10) + 1, "L2"),
                          (400 << 10, "L2"), (8 << 20, "L3"), (33 << 20, "DRAM")]:
-        level = roofline.memory_level(nbytes)
-        assert level.name == name
-        assert roofline.bound_seconds(0, nbytes) == pytest.approx(nbytes / (level.gbs * 1e9))
+        assert roofline.memory_level(nbytes).name == name
+    # the bytes the faster levels hold move at their speed, the rest at the level's
+    l1, l2, l3 = 32 << 10, 512 << 10, 32 << 20
+    assert roofline.bound_seconds(0, 1000) == pytest.approx(1000 / 200e9)
+    assert roofline.bound_seconds(0, 400 << 10) == pytest.approx(
+        l1 / 200e9 + ((400 << 10) - l1) / 90e9)
+    assert roofline.bound_seconds(0, 33 << 20) == pytest.approx(
+        l1 / 200e9 + (l2 - l1) / 90e9 + (l3 - l2) / 45e9 + (1 << 20) / 15e9)
+    # so the bound grows with the working set, without a jump at a level's edge
+    sizes = [l1 - 1, l1, l1 + 1, l2, l2 + 1, l3, l3 + 1, 2 * l3]
+    times = [roofline.memory_seconds(n) for n in sizes]
+    assert times == sorted(times)
+    assert roofline.memory_seconds(l2 + 1) == pytest.approx(roofline.memory_seconds(l2),
+                                                            rel=1e-4)
     # compute still bounds a kernel with few bytes and many FLOPs
     assert roofline.bound_seconds(9e9, 1000) == pytest.approx(0.1)
     # a given roofline is one flat roof
