@@ -410,7 +410,7 @@ def measure(case: Case, threads: int, seconds: float) -> Row:
     profile = module.profile(feeds, seconds=seconds / 2, roofline=roofline)
     row.kernel_ms = profile.kernel_seconds * 1e3
     bound = sum(k.bound_seconds for k in profile.kernels)
-    row.roofline = min(1.0, bound / profile.kernel_seconds) if profile.kernel_seconds else None
+    row.roofline = bound / profile.kernel_seconds if profile.kernel_seconds else None
     return row
 
 
@@ -443,8 +443,8 @@ def render(rows: list[Row], worst: int = 10) -> str:
         parts.append(f"ERROR {r.family} {r.name}: {r.error}")
     parts.append("tc/ort: whole-run times, above 1 tensorc is slower; kernel ms: tensorc's "
                  "kernels timed inside the native entry (no Python call overhead); kernel "
-                 "roofline: their bound time / kernel ms (memory bound by DRAM bandwidth, so "
-                 "cache-resident cases can reach 100%)")
+                 "roofline: their bound time / kernel ms (each kernel's memory bound at the "
+                 "cache level its bytes fit in; above 100% a figure to doubt, not clipped)")
     return "\n".join(parts)
 
 
