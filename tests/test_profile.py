@@ -12,7 +12,7 @@ from onnx import helper
 
 import models
 import tensorc
-from tensorc.cli import main
+from tensorc.cli.main import main
 from tensorc.runtime.machine import Roofline
 
 # a fixed roofline: the tests check arithmetic, not this machine's speed
