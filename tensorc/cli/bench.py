@@ -108,6 +108,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def add_bench_parser(commands: Any) -> None:
+    """Register ``tensorc bench`` on ``commands``, the subparsers of ``main.build_parser``."""
     p = subcommand(
         commands,
         "bench",

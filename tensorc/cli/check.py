@@ -23,6 +23,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def add_check_parser(commands: Any) -> None:
+    """Register ``tensorc check`` on ``commands``, the subparsers of ``main.build_parser``."""
     p = subcommand(
         commands,
         "check",

@@ -66,6 +66,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 
 def add_compile_parser(commands: Any) -> None:
+    """Register ``tensorc compile`` on ``commands``, the subparsers of ``main.build_parser``."""
     p = subcommand(
         commands,
         "compile",

@@ -27,6 +27,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def add_inspect_parser(commands: Any) -> None:
+    """Register ``tensorc inspect`` on ``commands``, the subparsers of ``main.build_parser``."""
     p = subcommand(
         commands,
         "inspect",

@@ -71,6 +71,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 
 def add_profile_parser(commands: Any) -> None:
+    """Register ``tensorc profile`` on ``commands``, the subparsers of ``main.build_parser``."""
     p = subcommand(
         commands,
         "profile",

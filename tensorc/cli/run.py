@@ -169,6 +169,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def add_run_parser(commands: Any) -> None:
+    """Register ``tensorc run`` on ``commands``, the subparsers of ``main.build_parser``."""
     p = subcommand(
         commands,
         "run",

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 
 def add_tune_parser(commands: Any) -> None:
+    """Register ``tensorc tune`` on ``commands``, the subparsers of ``main.build_parser``."""
     p = subcommand(
         commands, "tune", "tune a model's kernels for this CPU",
         "Search each distinct kernel's schedule space, measuring candidates in separate "
