@@ -84,7 +84,7 @@ def main(argv=None) -> int:
 
     from tensorc.autotune.cluster import DaskExecutor
     from tensorc.autotune.measure import LocalExecutor, MeasureOptions
-    from tensorc.autotune.space import extract_tasks
+    from tensorc.autotune.task import extract_tasks
 
     tasks = extract_tasks(mlp_model(), measure=False)
     options = MeasureOptions(repeats=3, min_repeat_seconds=0.005, num_threads=1)

@@ -31,7 +31,7 @@ def main(argv=None) -> int:
     from tensorc.autotune.cost_model import XGBoostCostModel, pairwise_accuracy, top_k_score
     from tensorc.autotune.features import extract_features
     from tensorc.autotune.records import TuningLog
-    from tensorc.autotune.space import extract_tasks
+    from tensorc.autotune.task import extract_tasks
     from tensorc.ops.space import Config
     tasks = {t.workload: t for t in extract_tasks(args.model, measure=False)}
     data: dict[str, list] = {}

@@ -200,7 +200,7 @@ def main(argv=None) -> int:
     parser.add_argument("--plot", metavar="PNG", help="draw best-so-far curves side by side")
     args = parser.parse_args(argv)
 
-    from tensorc.autotune.space import extract_tasks
+    from tensorc.autotune.task import extract_tasks
     rows, retimed_rows, out = [], [], {}
     checkpoints = [k for k in (8, 16, 32, 64, 128, 256, 512) if k <= args.trials]
     for name in args.kernels:

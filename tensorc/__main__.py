@@ -2,6 +2,6 @@
 
 import sys
 
-from tensorc.cli import main
+from tensorc.cli.main import main
 
 sys.exit(main())

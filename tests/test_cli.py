@@ -12,7 +12,8 @@ import pytest
 from onnx import numpy_helper
 
 import models
-from tensorc.cli import build_parser, main, parse_input_shape
+from tensorc.cli.arguments import parse_input_shape
+from tensorc.cli.main import build_parser, main
 from tensorc.reference import run_onnxruntime
 from tensorc.runtime.artifact import is_artifact
 

@@ -11,7 +11,7 @@ from helpers import make_model, tensor_info
 from onnx import helper
 
 import models
-from tensorc.cli import main
+from tensorc.cli.main import main
 
 MLP = str(models.path("mlp"))
 

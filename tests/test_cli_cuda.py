@@ -11,7 +11,7 @@ from helpers_cuda import needs_nvcc
 
 import models
 import tensorc
-from tensorc.cli import main
+from tensorc.cli.main import main
 from tensorc.codegen.nvcc import find_nvcc
 
 MLP = str(models.path("mlp"))

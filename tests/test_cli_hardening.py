@@ -15,7 +15,7 @@ from onnx import helper
 import models
 import tensorc
 from tensorc import TensorcError
-from tensorc.cli import main
+from tensorc.cli.main import main
 from tensorc.reference import for_onnxruntime, run_onnxruntime
 
 MLP = str(models.path("mlp"))

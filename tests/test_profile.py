@@ -12,7 +12,7 @@ from onnx import helper
 
 import models
 import tensorc
-from tensorc.cli import main
+from tensorc.cli.main import main
 from tensorc.profile import KernelInfo, build_profile
 from tensorc.runtime import machine, microbench
 from tensorc.runtime.machine import MemoryLevel, Roofline

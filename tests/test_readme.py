@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import models
-from tensorc.cli import main
+from tensorc.cli.main import main
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

@@ -43,6 +43,7 @@ from tensorc.autotune.measure import (
     run_in,
 )
 from tensorc.errors import TensorcError
+from tensorc.target import Target
 
 MEASURE_RESOURCE = "measure"
 # how long the executor waits without any task finishing, beyond the build or run timeout,
@@ -89,7 +90,6 @@ def target_mismatch(target: str) -> str | None:
     """Why this machine cannot time kernels for ``target`` (a task's target string such as
     ``llvm -mcpu=znver3 -mattr=+avx2,...``), or None when its CPU name and features are the
     target's."""
-    from tensorc.target import Target
     host = Target.host()
     options = dict(word[1:].split("=", 1) for word in target.split()[1:]
                    if word.startswith("-") and "=" in word)

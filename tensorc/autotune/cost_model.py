@@ -84,7 +84,7 @@ class XGBoostCostModel(CostModel):
     def update(self, features, latencies, groups) -> None:
         """Refit from all measurements so far (``features[i]`` measured ``latencies[i]``
         seconds or failed (None); ``groups[i]`` names its task)."""
-        import xgboost as xgb
+        import xgboost as xgb  # most of a second to import: measure workers never need it
         features = np.asarray(features, np.float32)
         if len(features) < MIN_TRAINING:
             return
@@ -107,7 +107,7 @@ class XGBoostCostModel(CostModel):
         self.samples = len(features)
 
     def predict(self, features) -> np.ndarray:
-        import xgboost as xgb
+        import xgboost as xgb  # most of a second to import: measure workers never need it
         features = np.asarray(features, np.float32)
         if self.booster is None:
             return super().predict(features)
@@ -124,7 +124,7 @@ class XGBoostCostModel(CostModel):
         self.booster.save_model(str(path))
 
     def load(self, path: str | Path) -> XGBoostCostModel:
-        import xgboost as xgb
+        import xgboost as xgb  # most of a second to import: measure workers never need it
         try:
             booster = xgb.Booster()
             booster.load_model(str(path))

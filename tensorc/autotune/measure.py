@@ -28,8 +28,10 @@ each candidate through the same child processes, :func:`build_in` and :func:`run
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import pickle
+import resource
 import select
 import signal
 import socket
@@ -45,7 +47,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from tensorc.autotune.features import extract_features
+from tensorc.codegen.llvm import LLVMCodegen, emit_object
+from tensorc.ir.loop import KernelCall, PrimFunc
 from tensorc.ops.space import Config
+from tensorc.runtime.cpu import NativeLibrary
 
 # the test hooks a candidate may carry: a failure the measurement must survive
 INJECTIONS = ("build_error", "build_crash", "build_hang", "run_error", "run_crash", "run_hang",
@@ -67,7 +73,7 @@ class MeasureOptions:
 
 @dataclass
 class Candidate:
-    task: Any                           # space.Task
+    task: Any                           # task.Task
     config: Config
     inject: str | None = None           # a test hook, one of INJECTIONS
 
@@ -414,7 +420,6 @@ def _worker_main(memory_limit: int) -> None:
     os.dup2(2, 1)
     _die_with_parent()
     if memory_limit:
-        import resource
         resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
     handlers = {"build": _build, "run": _run}
     _send(out_fd, ("ready", None))
@@ -441,7 +446,6 @@ def _die_with_parent() -> None:
     after its cluster worker was killed would disturb the next one timed on the machine)."""
     if not sys.platform.startswith("linux"):
         return
-    import ctypes
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGKILL, 0, 0, 0)      # PR_SET_PDEATHSIG
@@ -450,15 +454,11 @@ def _die_with_parent() -> None:
 
 
 def _segfault() -> None:
-    import ctypes
     ctypes.string_at(0)
 
 
 def _build(candidate: Candidate) -> BuildResult:
     """Schedule, lower and compile one candidate (in a builder process)."""
-    from tensorc.autotune.features import extract_features
-    from tensorc.codegen.llvm import LLVMCodegen, emit_object
-    from tensorc.ir.loop import KernelCall, PrimFunc
     start = time.perf_counter()
     inject = candidate.inject
     if inject == "build_error":
@@ -485,9 +485,6 @@ def _build(candidate: Candidate) -> BuildResult:
 
 def _run(job: RunJob) -> RunResult:
     """Check and time one built candidate (in the runner process)."""
-    import ctypes
-
-    from tensorc.runtime.cpu import NativeLibrary
     start = time.perf_counter()
     options = job.options
     library = NativeLibrary(job.object_code)
@@ -559,5 +556,5 @@ def _close(got: np.ndarray, want: np.ndarray, options: MeasureOptions) -> bool:
 
 if __name__ == "__main__" and len(sys.argv) >= 2 and sys.argv[1] == "--worker":
     # run the importable module's copy, so that what it pickles names tensorc.autotune.measure
-    from tensorc.autotune import measure as _module
+    import tensorc.autotune.measure as _module
     _module._worker_main(int(sys.argv[2]) if len(sys.argv) > 2 else 0)

@@ -16,6 +16,7 @@ tensorc version.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -26,6 +27,7 @@ from typing import Iterator, Mapping
 
 from tensorc.errors import TensorcError
 from tensorc.target import Target
+from tensorc.version import __version__
 
 ERROR_CLASSES = ("build_error", "build_timeout", "run_error", "run_timeout", "crash",
                  "wrong_answer", "invalid_config", "target_mismatch", "worker_lost")
@@ -40,8 +42,22 @@ class TuningLogNote(UserWarning):
 
 
 def tensorc_version() -> str:
-    import tensorc
-    return tensorc.__version__
+    return __version__
+
+
+def workload_hash(key: tuple) -> str:
+    """A short stable name of a workload key (the log's ``workload`` field)."""
+    return hashlib.sha1(repr(key).encode()).hexdigest()[:16]
+
+
+def target_string(target: Target) -> str:
+    """The target with its CPU name and features: records are applied only to equal ones."""
+    text = str(target)
+    if target.kind == "llvm" and "-mcpu=" not in text and target.mcpu:
+        text += f" -mcpu={target.mcpu}"
+    if target.features:
+        text += f" -mattr={target.features}"
+    return text
 
 
 def make_record(task, config: Mapping, trace: list | None, latency: float | None = None,
@@ -49,7 +65,7 @@ def make_record(task, config: Mapping, trace: list | None, latency: float | None
                 run_seconds: float = 0.0, host: str | None = None,
                 confirmed: bool = False, threads: int | None = None,
                 cold: bool = False) -> dict:
-    """One measurement of ``task`` (a ``space.Task``) as a log record. ``confirmed``: the
+    """One measurement of ``task`` (a ``task.Task``) as a log record. ``confirmed``: the
     median of the config timed again beside the task's default at the end of a run (the
     tuner's confirmation), which a compile prefers to the search's single measurements.
     ``threads``: how many threads the kernel was timed on (a config's speed depends on it: a
@@ -137,7 +153,6 @@ class TuningLog:
         may have been a lucky one, and the default may be the faster of the two. Records
         timed with cold caches (``tune --cold-cache``) win over hot ones: their latencies are
         not comparable, and the cold ones are nearer what the kernel meets in its model."""
-        from tensorc.autotune.space import target_string
         tgt = target_string(Target.from_string(target))
         version = tensorc_version()
         if not self.path.exists():
@@ -188,7 +203,6 @@ class BestConfigs:
     rejected: set = field(default_factory=set)
 
     def config_for(self, key: tuple) -> dict | None:
-        from tensorc.autotune.space import workload_hash
         workload = workload_hash(key)
         record = self.best.get(workload)
         if record is None:
@@ -199,11 +213,9 @@ class BestConfigs:
 
     def untunable(self, key: tuple) -> None:
         """A kernel whose schedule has no knobs: neither tuned nor missing a record."""
-        from tensorc.autotune.space import workload_hash
         self.missing.discard(workload_hash(key))
 
     def reject(self, key: tuple) -> None:
-        from tensorc.autotune.space import workload_hash
         workload = workload_hash(key)
         self.applied.discard(workload)
         self.rejected.add(workload)

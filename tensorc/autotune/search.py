@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tensorc.autotune.cost_model import CostModel
+from tensorc.autotune.features import extract_features
 from tensorc.ops.space import Config, SearchSpace
 
 ENUMERATE_LIMIT = 256       # spaces with at most this many knob combinations are scored whole
@@ -36,7 +37,7 @@ ENUMERATE_LIMIT = 256       # spaces with at most this many knob combinations ar
 class TaskState:
     """What the tuner knows about one task."""
 
-    task: object                                   # space.Task
+    task: object                                   # task.Task
     space: SearchSpace
     measured: dict = field(default_factory=dict)   # Config -> latency (None: failed)
     traces: dict = field(default_factory=dict)     # Config -> trace
@@ -92,7 +93,6 @@ class TaskState:
     def featurize(self, config: Config) -> np.ndarray | None:
         """The config's feature vector, lowering it here once (None if it fails to lower)."""
         if config not in self.features:
-            from tensorc.autotune.features import extract_features
             try:
                 self.features[config] = extract_features(self.task.schedule(config))
             except Exception:       # noqa: BLE001  (a config that does not lower scores last)

@@ -6,55 +6,33 @@
 """
 from __future__ import annotations
 
-import json
-import math
 import statistics
 import time
-from dataclasses import dataclass, field
+import warnings
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+import numpy as np
+
+import tensorc
+from tensorc.autotune.cluster import DaskExecutor
 from tensorc.autotune.cost_model import CostModel, XGBoostCostModel
 from tensorc.autotune.measure import (
     Candidate, Executor, LocalExecutor, MeasureOptions, measure, retime,
 )
 from tensorc.autotune.records import TRANSIENT_ERRORS, TuningLog, make_record, tensorc_version
+from tensorc.autotune.result import TaskResult, TuneResult
 from tensorc.autotune.search import (
     EvolutionarySearch, RandomSearch, TaskScheduler, TaskState,
 )
-from tensorc.autotune.space import Task, extract_tasks
+from tensorc.autotune.task import Task, extract_tasks
 from tensorc.errors import TensorcError
 from tensorc.ops.space import Config, SearchSpace
+from tensorc.reference import onnxruntime_session, random_inputs, run_session
 from tensorc.runtime.module import default_threads
 from tensorc.target import Target
 
 Progress = Callable[[str], None]
-
-
-@dataclass
-class TaskResult:
-    name: str
-    description: str
-    weight: int
-    flops: int
-    trials: int
-    errors: int
-    default_latency: float | None
-    best_latency: float | None
-    best_config: dict | None
-    curve: list[float]          # best latency after each trial
-    # the search's best config timed slower than the default beside it: the model keeps the
-    # default (a compile prefers the faster confirmed record), and so does this result
-    kept_default: bool = False
-
-    @property
-    def speedup(self) -> float:
-        if not self.default_latency or not self.best_latency:
-            return 1.0
-        return self.default_latency / self.best_latency
-
-    def gflops(self, latency: float | None) -> float:
-        return self.flops / latency / 1e9 if latency else 0.0
 
 
 def _searched_space(space: SearchSpace, threads: int) -> SearchSpace:
@@ -65,84 +43,6 @@ def _searched_space(space: SearchSpace, threads: int) -> SearchSpace:
     if threads == 1 and "parallel" in space.knobs:
         return space.pinned(parallel=space.knobs["parallel"].default)
     return space
-
-
-@dataclass
-class TuneResult:
-    tasks: list[TaskResult]
-    trials: int
-    seconds: float
-    log: str
-    end_to_end: dict = field(default_factory=dict)     # default_ms, tuned_ms, onnxruntime_ms
-
-    def table(self) -> str:
-        header = ["task", "ops", "weight", "trials", "errors", "default ms", "tuned ms",
-                  "GFLOP/s", "speed-up", "applied"]
-        rows = []
-        for t in self.tasks:
-            rows.append([t.name, t.description[:34], str(t.weight), str(t.trials),
-                         str(t.errors), _ms(t.default_latency), _ms(t.best_latency),
-                         f"{t.gflops(t.best_latency):.1f}", f"{t.speedup:.2f}x",
-                         "default" if t.kept_default or t.best_config is None else "tuned"])
-        widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-        lines = ["  ".join(c.ljust(w) if i < 2 else c.rjust(w)
-                           for i, (c, w) in enumerate(zip(r, widths)))
-                 for r in [header, ["-" * w for w in widths], *rows]]
-        weighted_default = sum(t.weight * (t.default_latency or 0) for t in self.tasks)
-        weighted_best = sum(t.weight * (t.best_latency or t.default_latency or 0)
-                            for t in self.tasks)
-        lines.append(f"{self.trials} trials in {self.seconds:.0f} s; kernel time (weighted "
-                     f"sum) {weighted_default * 1e3:.3f} -> {weighted_best * 1e3:.3f} ms")
-        e2e = self.end_to_end
-        if e2e:
-            text = (f"end to end ({e2e.get('threads', 0) or 'all'} threads): default "
-                    f"{e2e['default_ms']:.3f} ms, tuned {e2e['tuned_ms']:.3f} ms "
-                    f"({e2e['default_ms'] / e2e['tuned_ms']:.2f}x)")
-            if e2e.get("onnxruntime_ms"):
-                text += f", onnxruntime {e2e['onnxruntime_ms']:.3f} ms"
-            lines.append(text)
-        lines.append(f"log: {self.log} (tensorc compile --tuning-log {self.log})")
-        return "\n".join(lines)
-
-    def to_json(self) -> dict:
-        return {"trials": self.trials, "seconds": self.seconds, "log": self.log,
-                "end_to_end": self.end_to_end,
-                "tasks": [{"name": t.name, "ops": t.description, "weight": t.weight,
-                           "flops": t.flops, "trials": t.trials, "errors": t.errors,
-                           "default_ms": _ms_value(t.default_latency),
-                           "tuned_ms": _ms_value(t.best_latency),
-                           "gflops": t.gflops(t.best_latency), "speedup": t.speedup,
-                           "config": t.best_config, "kept_default": t.kept_default}
-                          for t in self.tasks]}
-
-    def plot(self, path: str | Path) -> None:
-        """Best-so-far latency against trials, one line per task (needs matplotlib)."""
-        try:
-            import matplotlib
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-        except ImportError:
-            raise TensorcError("--plot needs matplotlib: pip install 'tensorc[plot]'") from None
-        fig, ax = plt.subplots(figsize=(8, 5))
-        for t in self.tasks:
-            if t.curve and t.default_latency:
-                ys = [t.default_latency / c if math.isfinite(c) else 0 for c in t.curve]
-                ax.plot(range(1, len(ys) + 1), ys, label=t.name[:30])
-        ax.set_xlabel("trials of the task")
-        ax.set_ylabel("speed-up of the best so far over the default")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(str(path), dpi=110)
-        plt.close(fig)
-
-
-def _ms(seconds: float | None) -> str:
-    return f"{seconds * 1e3:.4f}" if seconds else "-"
-
-
-def _ms_value(seconds: float | None) -> float | None:
-    return seconds * 1e3 if seconds else None
 
 
 def parse_duration(text: str) -> float:
@@ -240,7 +140,6 @@ class Tuner:
                 lats.append(lat)
                 groups.append(state.task.workload)
         if feats:
-            import numpy as np
             self.model.update(np.stack(feats), lats, groups)
 
     def _measure(self, state: TaskState, configs: list[Config]) -> None:
@@ -397,7 +296,6 @@ def tune(model, input_shapes: Mapping[str, Sequence[int]] | None = None,
     say = progress or (lambda _m: None)
     own_executor = None
     if cluster is not None:         # first: an unreachable cluster fails before any work
-        from tensorc.autotune.cluster import DaskExecutor
         executor = own_executor = DaskExecutor(cluster)
         say(f"measuring on the {executor.describe()}")
     try:
@@ -429,10 +327,6 @@ def compare_end_to_end(model, input_shapes, target: Target, log, threads: int | 
                        seconds: float = 1.0) -> dict:
     """Median latency of the model compiled with default and with tuned schedules (and of
     onnxruntime, when installed)."""
-    import warnings
-
-    import tensorc
-    from tensorc.reference import random_inputs
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         default = tensorc.compile(model, target, input_shapes, num_threads=threads)
@@ -443,7 +337,6 @@ def compare_end_to_end(model, input_shapes, target: Target, log, threads: int | 
            "tuned_ms": _time(tuned.run, feeds, seconds) * 1e3,
            "tuning": tuned.info.get("tuning")}
     try:
-        from tensorc.reference import onnxruntime_session, run_session
         session = onnxruntime_session(model if not isinstance(model, Path) else str(model),
                                       threads)
         out["onnxruntime_ms"] = _time(lambda f: run_session(session, f), feeds, seconds) * 1e3
@@ -462,87 +355,3 @@ def _time(fn, feeds, seconds: float) -> float:
         samples.append(time.perf_counter() - t0)
         spent += samples[-1]
     return statistics.median(samples)
-
-
-def result_json(result: TuneResult) -> str:
-    return json.dumps(result.to_json(), indent=2)
-
-
-# ---------------------------------------------------------------------------------------------
-# the ``tensorc tune`` command
-
-def add_tune_parser(commands, subcommand, add_input_shape) -> None:
-    """Register ``tensorc tune`` (``subcommand`` and ``add_input_shape`` are cli.py's
-    helpers)."""
-    p = subcommand(
-        commands, "tune", "tune a model's kernels for this CPU",
-        "Search each distinct kernel's schedule space, measuring candidates in separate "
-        "processes (a crashing or hanging candidate is recorded and skipped), guided by an "
-        "XGBoost cost model. Every measurement is appended to the log; 'tensorc compile "
-        "--tuning-log LOG' applies the fastest, and --resume continues a stopped run.",
-        """\
-examples:
-  tensorc tune models/resnet.onnx --trials 300 --log resnet.jsonl
-  tensorc tune models/resnet.onnx --time 20m --log resnet.jsonl --resume --threads 2
-  tensorc tune models/resnet.onnx --trials 2000 --cluster tcp://scheduler:8786
-  tensorc compile models/resnet.onnx -o resnet.tcz --tuning-log resnet.jsonl
-""")
-    p.add_argument("model", help="the ONNX model file")
-    budget = p.add_mutually_exclusive_group(required=True)
-    budget.add_argument("--trials", type=int, metavar="N", help="measurements in all")
-    budget.add_argument("--time", metavar="T", help="time budget: 90s, 20m, 1h")
-    p.add_argument("--log", default="tune.jsonl", metavar="FILE",
-                   help="the tuning log to append to (default: %(default)s)")
-    p.add_argument("--resume", action="store_true",
-                   help="continue from the log's measurements without repeating them")
-    p.add_argument("--threads", type=int, metavar="N",
-                   help="threads kernels are timed with (default: all cores)")
-    p.add_argument("--search", choices=("xgboost", "random"), default="xgboost",
-                   help="cost-model-guided evolutionary search or random (default: "
-                   "%(default)s)")
-    p.add_argument("--batch", type=int, default=8, metavar="N",
-                   help="candidates measured per round (default: %(default)s)")
-    p.add_argument("--build-workers", type=int, default=2, metavar="N",
-                   help="builder processes (default: %(default)s)")
-    p.add_argument("--cluster", metavar="ADDRESS",
-                   help="build and measure on the workers of a Dask cluster, e.g. "
-                   "tcp://scheduler:8786 (needs pip install 'tensorc[cluster]')")
-    add_input_shape(p)
-    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    p.add_argument("--plot", metavar="PNG", help="draw best-so-far speed-up against trials")
-    p.add_argument("--no-end-to-end", action="store_true",
-                   help="skip timing the whole model default vs tuned at the end")
-    p.add_argument("--cold-cache", action="store_true",
-                   help="time each call of a candidate after flushing the caches, as a "
-                   "kernel finds its weights inside a model (slower tuning; its records "
-                   "are applied before hot-cache ones)")
-    p.set_defaults(handler=cmd_tune)
-
-
-def cmd_tune(args) -> int:
-    import sys
-
-    from tensorc.cli import _require_file, _shape_dict
-    model = _require_file(args.model, "model")
-    if args.trials is not None and args.trials < 1:
-        raise TensorcError("--trials must be at least 1")
-    tty = sys.stderr.isatty()
-
-    def progress(message: str) -> None:
-        if args.json:
-            print(message, file=sys.stderr, flush=True)
-        elif tty and message.startswith("["):
-            print("\r" + message[:150].ljust(150), end="", file=sys.stderr, flush=True)
-        else:
-            print(message, flush=True)
-
-    result = tune(str(model), _shape_dict(args.input_shape), "llvm", args.trials,
-                  args.time, args.log, args.resume, args.threads, args.search, args.batch,
-                  args.build_workers, not args.no_end_to_end, progress=progress,
-                  cluster=args.cluster, options=MeasureOptions(flush_cache=args.cold_cache))
-    if tty:
-        print(file=sys.stderr)
-    if args.plot:
-        result.plot(args.plot)
-    print(result_json(result) if args.json else result.table())
-    return 0

@@ -19,9 +19,8 @@ from onnx import helper, numpy_helper
 
 import tensorc
 from tensorc.autotune.measure import MeasureOptions, RunJob
-from tensorc.autotune.records import TuningLog, make_record
-from tensorc.autotune.space import target_string
-from tensorc.cli import main
+from tensorc.autotune.records import TuningLog, make_record, target_string
+from tensorc.cli.main import main
 from tensorc.errors import TensorcError
 from tensorc.target import Target
 
@@ -132,7 +131,7 @@ def test_a_worker_of_another_cpu_refuses_to_measure(client):
 
 
 def test_old_logs_without_hosts_still_apply(tmp_path, model_path):
-    from tensorc.autotune.space import extract_tasks
+    from tensorc.autotune.task import extract_tasks
     [task] = extract_tasks(model_path, measure=False)
     record = make_record(task, task.space().default(), None, latency=1e-5)
     del record["host"]
@@ -156,7 +155,7 @@ def test_an_unreachable_scheduler_is_a_clear_error():
 
 def test_a_crashing_candidate_ends_a_child_not_the_dask_worker(client, model_path):
     from tensorc.autotune.measure import Candidate, measure
-    from tensorc.autotune.space import extract_tasks
+    from tensorc.autotune.task import extract_tasks
     [task] = extract_tasks(model_path, measure=False)
     default = task.space().default()
     workers = set(client.scheduler_info()["workers"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from tensorc.autotune.measure import Candidate, LocalExecutor, MeasureOptions, measure, retime
-from tensorc.autotune.space import extract_tasks
+from tensorc.autotune.task import extract_tasks
 
 
 @pytest.fixture(scope="module")

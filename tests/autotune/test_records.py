@@ -12,7 +12,7 @@ import tensorc
 from tensorc.autotune.measure import MeasureOptions
 from tensorc.autotune.records import TuningLog, TuningLogNote, make_record
 from tensorc.autotune.search import RandomSearch
-from tensorc.autotune.space import extract_tasks
+from tensorc.autotune.task import extract_tasks
 from tensorc.autotune.tuner import Tuner
 
 

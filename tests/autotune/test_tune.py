@@ -10,7 +10,7 @@ import tensorc
 from tensorc.autotune.measure import MeasureOptions
 from tensorc.autotune.records import TuningLog
 from tensorc.autotune.tuner import CONFIRM_TOP
-from tensorc.cli import main
+from tensorc.cli.main import main
 
 
 def test_a_few_trials_improve_or_keep_the_default(tmp_path, tiny_conv):
@@ -96,7 +96,7 @@ def test_the_best_config_is_timed_again_beside_the_default(tiny_matmul):
     measurements: a best config recorded at an impossible 1 ns is reported as timed."""
     import random
 
-    from tensorc.autotune.space import extract_tasks
+    from tensorc.autotune.task import extract_tasks
     from tensorc.autotune.tuner import Tuner
     (task,) = [t for t in extract_tasks(tiny_matmul, measure=False) if len(t.space()) > 1]
     options = MeasureOptions(repeats=3, min_repeat_seconds=0.002, num_threads=1)
@@ -140,7 +140,7 @@ def test_the_best_config_is_timed_again_beside_the_default(tiny_matmul):
 def test_one_thread_tuning_leaves_the_parallel_knob_at_its_default(tiny_conv):
     # timed on one thread, parallel on or off cannot be told apart; a config picked with it
     # off by chance would run single-threaded in a model run on more threads
-    from tensorc.autotune.space import extract_tasks
+    from tensorc.autotune.task import extract_tasks
     from tensorc.autotune.tuner import Tuner
     (task,) = [t for t in extract_tasks(tiny_conv, measure=False)
                if "parallel" in t.space().knobs]

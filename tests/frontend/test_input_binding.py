@@ -11,7 +11,7 @@ from helpers import make_model, tensor_info
 from onnx import TensorProto, helper
 
 import tensorc
-from tensorc.cli import main
+from tensorc.cli.main import main
 from tensorc.errors import ConstantRequiredError, ShapeError
 
 

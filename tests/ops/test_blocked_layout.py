@@ -14,7 +14,7 @@ from helpers import check_result, make_model, ort_run, tensor_info
 from onnx import helper
 
 import tensorc
-from tensorc.autotune.space import extract_tasks
+from tensorc.autotune.task import extract_tasks
 from tensorc.codegen.build import build_kernel
 from tensorc.ops.nn import blocked
 from tensorc.ops.registry import get_op

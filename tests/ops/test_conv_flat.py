@@ -10,7 +10,7 @@ from helpers import check_result, make_model, tensor_info
 from onnx import helper, numpy_helper
 
 import tensorc
-from tensorc.autotune.space import extract_tasks
+from tensorc.autotune.task import extract_tasks
 from tensorc.codegen.build import build_kernel
 from tensorc.ops.nn import conv as conv_op
 

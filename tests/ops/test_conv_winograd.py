@@ -254,7 +254,7 @@ def test_tuning_task_of_a_winograd_conv_checks_against_its_reference(force_tile,
     """The autotuner's task inputs for transformed weights are a transform of weights (random
     numbers are none, and the kernel and the reference disagreed on them: every candidate of
     a Winograd conv was recorded as a wrong answer); each config of a few matches."""
-    from tensorc.autotune.space import extract_tasks
+    from tensorc.autotune.task import extract_tasks
     from tensorc.codegen.build import build_kernel
     force_tile(m)
     rng = np.random.default_rng(m)

@@ -13,7 +13,7 @@ from helpers_kernels import run_schedule
 from onnx import helper
 
 import tensorc
-from tensorc.autotune.space import extract_tasks
+from tensorc.autotune.task import extract_tasks
 from tensorc.codegen.build import build_kernel
 from tensorc.ir import te
 from tensorc.ir.schedule import create_schedule

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from tensorc.autotune.space import extract_tasks
+from tensorc.autotune.task import extract_tasks
 from tensorc.codegen.build import build_kernel
 
 

@@ -12,7 +12,7 @@ from onnx import helper
 from test_pool_separable import avg_pool_ref, check_max, max_pool_ref, with_nans
 
 import tensorc
-from tensorc.autotune.space import extract_tasks
+from tensorc.autotune.task import extract_tasks
 from tensorc.codegen.build import build_kernel
 from tensorc.ops.nn import flat_window, pool_separable
 from tensorc.target import Target

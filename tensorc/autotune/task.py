@@ -12,32 +12,24 @@ is how many times the model runs it.
 """
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import numpy as np
 
+import tensorc
+from tensorc.autotune.records import target_string, workload_hash
+from tensorc.compiler import (
+    compile_graph, group_template, group_to_te, inlined_scalar, schedule_group,
+)
+from tensorc.errors import TensorcError
 from tensorc.ir.graph import Graph
 from tensorc.ops.cost import bytes_moved, node_flops
-from tensorc.ops.space import Config, SearchSpace
+from tensorc.ops.interpret import run_reference
+from tensorc.ops.registry import get_op
+from tensorc.ops.space import SearchSpace
 from tensorc.passes.graph.fuse import FusedGroup
 from tensorc.target import Target
-
-
-def workload_hash(key: tuple) -> str:
-    """A short stable name of a workload key (the log's ``workload`` field)."""
-    return hashlib.sha1(repr(key).encode()).hexdigest()[:16]
-
-
-def target_string(target: Target) -> str:
-    """The target with its CPU name and features: records are applied only to equal ones."""
-    text = str(target)
-    if target.kind == "llvm" and "-mcpu=" not in text and target.mcpu:
-        text += f" -mcpu={target.mcpu}"
-    if target.features:
-        text += f" -mattr={target.features}"
-    return text
 
 
 @dataclass
@@ -71,7 +63,6 @@ class Task:
     def space(self) -> SearchSpace:
         """The search space of this kernel's schedule template."""
         if self._space is None:
-            from tensorc.compiler import group_template, group_to_te
             target = self.get_target()
             _, out, anchor = group_to_te(self.group, self.graph)
             attrs = self.group.anchor.attrs if self.group.anchor is not None else {}
@@ -82,7 +73,6 @@ class Task:
     def schedule(self, config: Mapping | None = None):
         """The kernel's lowered PrimFunc for ``config`` (default: the template's choice);
         ``func.attrs`` hold the config and its trace."""
-        from tensorc.compiler import schedule_group
         return schedule_group(self.group, self.graph, self.get_target(), self.name, config)
 
     def inputs(self, seed: int = 0) -> list[np.ndarray]:
@@ -90,7 +80,6 @@ class Task:
         valid index everywhere). Where not every array is a valid value of an op's input
         (a Winograd conv's transformed weights), the op's ``sample_input`` (in its registry
         entry's extras) gives one."""
-        from tensorc.ops.registry import get_op
         rng = np.random.default_rng(seed)
         arrays = []
         for v in self.graph.inputs:
@@ -111,7 +100,6 @@ class Task:
     def reference(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray] | None:
         """The unscheduled program's output (the numpy references of the group's ops), or
         None where an op has no reference."""
-        from tensorc.ops.interpret import run_reference
         try:
             out = run_reference(self.graph, {v.name: a for v, a in
                                              zip(self.graph.inputs, arrays)})
@@ -123,7 +111,6 @@ class Task:
 def standalone(group: FusedGroup, graph: Graph, name: str) -> tuple[Graph, FusedGroup]:
     """The group as a graph of its own: its inputs become graph inputs (one-element constants,
     which kernels inline, stay constants), its nodes are copied."""
-    from tensorc.compiler import inlined_scalar
     g = Graph(name)
     mapping = {}
     for k, v in enumerate(group.inputs):
@@ -147,7 +134,6 @@ def standalone(group: FusedGroup, graph: Graph, name: str) -> tuple[Graph, Fused
 
 def tasks_of_compiled(compiled, target: Target) -> list[Task]:
     """The distinct kernels of a compiled model (``compiler.Compiled``), in first-run order."""
-    from tensorc.compiler import inlined_scalar
     tasks: dict[tuple, Task] = {}
     for kernel in compiled.kernels:
         task = tasks.get(kernel.key)
@@ -175,11 +161,9 @@ def extract_tasks(model, input_shapes: Mapping[str, Sequence[int]] | None = None
     >>> [(t.name, t.weight) for t in extract_tasks("mlp.onnx", measure=False)]
     [('k0_fused_matmul_add_relu', 1), ('k1_fused_matmul_add', 1)]
     """
-    import tensorc
-    from tensorc.compiler import compile_graph
     tgt = Target.from_string(target)
     if tgt.kind != "llvm":
-        raise tensorc.TensorcError(f"the autotuner tunes CPU (llvm) kernels; {tgt} is not one")
+        raise TensorcError(f"the autotuner tunes CPU (llvm) kernels; {tgt} is not one")
     _, graph = tensorc._import(model, input_shapes)
     compiled = compile_graph(graph, tgt)
     tasks = tasks_of_compiled(compiled, tgt)
@@ -195,6 +179,3 @@ def extract_tasks(model, input_shapes: Mapping[str, Sequence[int]] | None = None
                 task.default_latency = float(np.median(times))
     return tasks
 
-
-def config_of(record_config: Mapping) -> Config:
-    return Config(dict(record_config))

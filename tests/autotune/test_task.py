@@ -7,7 +7,7 @@ import pickle
 import numpy as np
 import pytest
 
-from tensorc.autotune.space import extract_tasks
+from tensorc.autotune.task import extract_tasks
 from tensorc.codegen.build import build_kernel
 from tensorc.compiler import workload_key
 from tensorc.ops.space import InvalidConfigError

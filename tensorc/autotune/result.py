@@ -1,0 +1,94 @@
+"""What a tuning run found: per task, the default and tuned latencies (timed again side by
+side at the end), the best config and the best-so-far curve; a table for people and JSON for
+programs.
+
+>>> result = tensorc.tune("model.onnx", trials=64, log="tune.jsonl")
+>>> print(result.table())
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class TaskResult:
+    name: str
+    description: str
+    weight: int
+    flops: int
+    trials: int
+    errors: int
+    default_latency: float | None
+    best_latency: float | None
+    best_config: dict | None
+    curve: list[float]          # best latency after each trial
+    # the search's best config timed slower than the default beside it: the model keeps the
+    # default (a compile prefers the faster confirmed record), and so does this result
+    kept_default: bool = False
+
+    @property
+    def speedup(self) -> float:
+        if not self.default_latency or not self.best_latency:
+            return 1.0
+        return self.default_latency / self.best_latency
+
+    def gflops(self, latency: float | None) -> float:
+        return self.flops / latency / 1e9 if latency else 0.0
+
+
+
+@dataclass
+class TuneResult:
+    tasks: list[TaskResult]
+    trials: int
+    seconds: float
+    log: str
+    end_to_end: dict = field(default_factory=dict)     # default_ms, tuned_ms, onnxruntime_ms
+
+    def table(self) -> str:
+        header = ["task", "ops", "weight", "trials", "errors", "default ms", "tuned ms",
+                  "GFLOP/s", "speed-up", "applied"]
+        rows = []
+        for t in self.tasks:
+            rows.append([t.name, t.description[:34], str(t.weight), str(t.trials),
+                         str(t.errors), _ms(t.default_latency), _ms(t.best_latency),
+                         f"{t.gflops(t.best_latency):.1f}", f"{t.speedup:.2f}x",
+                         "default" if t.kept_default or t.best_config is None else "tuned"])
+        widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+        lines = ["  ".join(c.ljust(w) if i < 2 else c.rjust(w)
+                           for i, (c, w) in enumerate(zip(r, widths)))
+                 for r in [header, ["-" * w for w in widths], *rows]]
+        weighted_default = sum(t.weight * (t.default_latency or 0) for t in self.tasks)
+        weighted_best = sum(t.weight * (t.best_latency or t.default_latency or 0)
+                            for t in self.tasks)
+        lines.append(f"{self.trials} trials in {self.seconds:.0f} s; kernel time (weighted "
+                     f"sum) {weighted_default * 1e3:.3f} -> {weighted_best * 1e3:.3f} ms")
+        e2e = self.end_to_end
+        if e2e:
+            text = (f"end to end ({e2e.get('threads', 0) or 'all'} threads): default "
+                    f"{e2e['default_ms']:.3f} ms, tuned {e2e['tuned_ms']:.3f} ms "
+                    f"({e2e['default_ms'] / e2e['tuned_ms']:.2f}x)")
+            if e2e.get("onnxruntime_ms"):
+                text += f", onnxruntime {e2e['onnxruntime_ms']:.3f} ms"
+            lines.append(text)
+        lines.append(f"log: {self.log} (tensorc compile --tuning-log {self.log})")
+        return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        return {"trials": self.trials, "seconds": self.seconds, "log": self.log,
+                "end_to_end": self.end_to_end,
+                "tasks": [{"name": t.name, "ops": t.description, "weight": t.weight,
+                           "flops": t.flops, "trials": t.trials, "errors": t.errors,
+                           "default_ms": _ms_value(t.default_latency),
+                           "tuned_ms": _ms_value(t.best_latency),
+                           "gflops": t.gflops(t.best_latency), "speedup": t.speedup,
+                           "config": t.best_config, "kept_default": t.kept_default}
+                          for t in self.tasks]}
+
+
+def _ms(seconds: float | None) -> str:
+    return f"{seconds * 1e3:.4f}" if seconds else "-"
+
+
+def _ms_value(seconds: float | None) -> float | None:
+    return seconds * 1e3 if seconds else None

@@ -1,0 +1,235 @@
+"""What the ``tensorc`` commands share: the exit codes, the argument types (shapes, input
+values, thread counts), the flags several commands take, the help layout, and the JSON rule
+(NaN and infinities become null).
+
+>>> parse_input_shape("x=1x3x224x224")
+('x', (1, 3, 224, 224))
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tensorc.errors import TensorcError
+from tensorc.reference import DEFAULT_ATOL, DEFAULT_RTOL
+from tensorc.runtime.module import check_num_threads
+
+EXIT_CHECK_FAILED = 1
+EXIT_ERROR = 2
+
+
+# --- argument types -------------------------------------------------------------------------
+
+
+def parse_input_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """Parse ``NAME=D1xD2x...`` (``,`` also separates dims) into a name and a shape.
+
+    >>> parse_input_shape("x=1x3x224x224")
+    ('x', (1, 3, 224, 224))
+    """
+    name, sep, dims = text.rpartition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=SHAPE such as x=1x3x224x224, got {text!r}")
+    try:
+        shape = tuple(int(d) for d in dims.replace(",", "x").split("x") if d.strip() != "")
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"shape of {name!r} must be integers separated by 'x', got {dims!r}"
+        ) from None
+    if any(d < 0 for d in shape):
+        raise argparse.ArgumentTypeError(f"shape of {name!r} has a negative dim: {dims!r}")
+    return name, shape
+
+
+def parse_input_value(text: str) -> tuple[str, Any]:
+    """Parse ``NAME=VALUE``, the value a JSON number, boolean or (nested) list.
+
+    >>> parse_input_value("sr=16000")
+    ('sr', 16000)
+    """
+    name, sep, value = text.partition("=")
+    if not sep or not name or not value:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE such as sr=16000, got {text!r}")
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        parsed = None
+    if not _is_numeric(parsed):
+        raise argparse.ArgumentTypeError(
+            f"the value of {name!r} must be a number, true/false or a list such as [1, 2], "
+            f"got {value!r}")
+    return name, parsed
+
+
+def _is_numeric(value: Any) -> bool:
+    if isinstance(value, list):
+        return bool(value) and all(_is_numeric(v) for v in value)
+    return isinstance(value, (int, float, bool))
+
+
+def value_dict(pairs: list[tuple[str, Any]] | None) -> dict | None:
+    """The ``--input-value`` pairs as a dict (None when none are given)."""
+    if not pairs:
+        return None
+    values: dict[str, Any] = {}
+    for name, value in pairs:
+        if name in values:
+            raise TensorcError(f"--input-value gives input {name!r} twice")
+        values[name] = value
+    return values
+
+
+def parse_input_file(text: str) -> tuple[str, str]:
+    """Parse ``NAME=FILE.npy``.
+
+    >>> parse_input_file("x=x.npy")
+    ('x', 'x.npy')
+    """
+    name, sep, path = text.partition("=")
+    if not sep or not name or not path:
+        raise argparse.ArgumentTypeError(f"expected NAME=FILE.npy such as x=x.npy, got {text!r}")
+    return name, path
+
+
+def non_negative_int(text: str) -> int:
+    """An argument type: a whole number >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
+    return value
+
+
+def thread_count(text: str) -> int:
+    """A ``--threads`` value: 0 (all cores) or 1 to four times the cores."""
+    value = non_negative_int(text)
+    try:
+        return check_num_threads(value)
+    except TensorcError as error:
+        raise argparse.ArgumentTypeError(str(error).replace("num_threads", "--threads")) \
+            from None
+
+
+def positive_int(text: str) -> int:
+    """An argument type: a whole number >= 1."""
+    value = non_negative_int(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("expected a number >= 1, got 0")
+    return value
+
+
+def shape_dict(pairs: list[tuple[str, tuple[int, ...]]] | None) -> dict | None:
+    """The ``--input-shape`` pairs as a dict (None when none are given)."""
+    if not pairs:
+        return None
+    shapes: dict[str, tuple[int, ...]] = {}
+    for name, shape in pairs:
+        if name in shapes and shapes[name] != shape:
+            raise TensorcError(f"--input-shape gives two shapes for input {name!r}")
+        shapes[name] = shape
+    return shapes
+
+
+# --- files and JSON -------------------------------------------------------------------------
+
+
+def require_file(path: str, what: str) -> Path:
+    """``path`` as a Path, or a TensorcError naming ``what`` it should have been."""
+    file = Path(path)
+    if not file.exists():
+        raise TensorcError(f"{what} {path} does not exist")
+    if not file.is_file():
+        raise TensorcError(f"{what} {path} is not a file")
+    return file
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` with NaN and infinities replaced by None (JSON has no such numbers)."""
+    if isinstance(value, dict):
+        return {key: jsonable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(item) for item in value]
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    return value
+
+
+# --- shared flags and the help layout -------------------------------------------------------
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Wraps prose paragraphs of descriptions and epilogs, keeps indented lines (examples) as
+    written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        paragraphs = []
+        for paragraph in text.strip("\n").split("\n\n"):
+            if any(line.startswith(" ") for line in paragraph.splitlines()):
+                paragraphs.append("\n".join(indent + line for line in paragraph.splitlines()))
+            else:
+                paragraphs.append(super()._fill_text(paragraph, width, indent))
+        return "\n\n".join(paragraphs)
+
+
+def subcommand(commands: Any, name: str, summary: str, description: str, epilog: str) -> Any:
+    """A command's parser, with its one-line summary for ``tensorc --help``."""
+    return commands.add_parser(
+        name, help=summary, description=description, epilog=epilog, formatter_class=HelpFormatter
+    )
+
+
+def add_input_value(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--input-value",
+        metavar="NAME=VALUE",
+        type=parse_input_value,
+        action="append",
+        help="fix an input to a value at compile time, e.g. sr=16000 or mask=[1,0,1]: it "
+        "becomes a constant and leaves the module's inputs; for inputs that decide a shape "
+        "or a branch (repeat the flag for several inputs)",
+    )
+
+
+def add_input_shape(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--input-shape",
+        metavar="NAME=SHAPE",
+        type=parse_input_shape,
+        action="append",
+        help="bind an input's shape, e.g. input=1x3x224x224; needed for inputs with symbolic "
+        "dims (repeat the flag for several inputs)",
+    )
+
+
+def add_check_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--rtol",
+        type=float,
+        default=DEFAULT_RTOL,
+        help="relative tolerance of the onnxruntime check (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--atol",
+        type=float,
+        default=DEFAULT_ATOL,
+        help="absolute tolerance of the onnxruntime check (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the random inputs (default: %(default)s)"
+    )
+    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+
+
+def add_tuning_log(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--tuning-log",
+        metavar="FILE",
+        help="apply the fastest schedules 'tensorc tune' recorded in FILE for this CPU",
+    )

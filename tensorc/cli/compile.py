@@ -1,0 +1,114 @@
+"""``tensorc compile``: an ONNX model into a .tcz artifact, which ``tensorc run`` and
+``tensorc.load`` use without compiling again.
+
+    $ tensorc compile models/mlp.onnx -o mlp.tcz --threads 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+import tensorc
+from tensorc.cli.arguments import (
+    add_input_shape, add_input_value, add_tuning_log, require_file, shape_dict, subcommand,
+    thread_count, value_dict,
+)
+from tensorc.errors import TensorcError
+from tensorc.ir.types import format_shape
+from tensorc.runtime.artifact import is_artifact
+
+
+def _print_signature(title: str, signature: list[tuple[str, tuple[int, ...], str]]) -> None:
+    for name, shape, dtype in signature:
+        print(f"  {title} {name}: {dtype}{format_shape(shape)}")
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    """Compile an ONNX model and save the module as a .tcz artifact."""
+    model = require_file(args.model, "model")
+    output = Path(args.output) if args.output else model.with_suffix(".tcz")
+    if output.exists() and not args.force:
+        if output.is_dir() or not is_artifact(output):
+            raise TensorcError(
+                f"refusing to overwrite {output}: it exists and is not a tensorc artifact "
+                "(pass --force to overwrite it)"
+            )
+    input_shapes = shape_dict(args.input_shape)
+    print(f"compiling {model} for target {args.target}")
+    if input_shapes:
+        for name, shape in input_shapes.items():
+            print(f"  binding input {name} to shape {format_shape(shape)}")
+    start = time.perf_counter()
+    module = tensorc.compile(
+        str(model),
+        target=args.target,
+        input_shapes=input_shapes,
+        input_values=value_dict(args.input_value),
+        num_threads=args.threads,
+        tuning_log=args.tuning_log,
+        progress=lambda message: print(f"  {message}", flush=True),
+    )
+    compile_seconds = time.perf_counter() - start
+    _print_signature("input ", module.inputs)
+    _print_signature("output", module.outputs)
+    print(f"compiled in {compile_seconds:.2f} s")
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise TensorcError(f"cannot save to {output}: cannot make its directory "
+                           f"{output.parent}: {error.strerror or error}") from None
+    module.save(str(output), overwrite=args.force, include_source=not args.no_source)
+    print(f"saved {output} ({output.stat().st_size / 1e6:.2f} MB)")
+    return 0
+
+
+def add_compile_parser(commands: Any) -> None:
+    """Register ``tensorc compile`` on ``commands``, the subparsers of ``main.build_parser``."""
+    p = subcommand(
+        commands,
+        "compile",
+        "compile an ONNX model into a .tcz artifact",
+        "Compile an ONNX model and save the compiled module as a .tcz artifact, which "
+        "'tensorc run' and tensorc.load() use without recompiling.",
+        """\
+examples:
+  tensorc compile models/mlp.onnx -o mlp.tcz
+  tensorc compile models/resnet.onnx -o resnet.tcz --input-shape input=1x3x224x224 --threads 2
+  tensorc compile models/mlp.onnx -o mlp-gpu.tcz --target "cuda -arch=sm_90"
+""",
+    )
+    p.add_argument("model", help="the ONNX model file")
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="where to write the artifact (default: the model's path with .tcz)",
+    )
+    p.add_argument(
+        "--target",
+        default="llvm",
+        help="what to compile for: llvm (this CPU), cuda (NVIDIA GPUs, sm_80) or "
+        "'cuda -arch=sm_90' (also sm_89; several: -arch=sm_80,sm_90) (default: %(default)s)",
+    )
+    add_input_shape(p)
+    add_input_value(p)
+    p.add_argument(
+        "--threads",
+        type=thread_count,
+        metavar="N",
+        help="threads the module runs on; 0 means all cores (default: all cores)",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="overwrite --output even if it is not an artifact"
+    )
+    p.add_argument(
+        "--no-source",
+        action="store_true",
+        help="leave the source ONNX model out of the artifact (smaller; 'run "
+        "--check-onnxruntime' then needs the .onnx file)",
+    )
+    add_tuning_log(p)
+    p.set_defaults(handler=cmd_compile)

@@ -1,0 +1,83 @@
+"""The ``tensorc`` command line: compile, run, check, inspect, benchmark, profile and tune ONNX
+models. Each command is a module of this package holding its parser and its handler, a plain
+function over the parsed arguments; ``main`` maps a ``TensorcError`` to ``error: <message>``
+on stderr and exit code 2, never a traceback.
+
+>>> main(["compile", "models/mlp.onnx", "-o", "mlp.tcz"])  # doctest: +SKIP
+0
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from tensorc.cli.arguments import EXIT_ERROR, HelpFormatter
+from tensorc.cli.bench import add_bench_parser
+from tensorc.cli.check import add_check_parser
+from tensorc.cli.compile import add_compile_parser
+from tensorc.cli.inspect import add_inspect_parser
+from tensorc.cli.profile import add_profile_parser
+from tensorc.cli.run import add_run_parser
+from tensorc.cli.tune import add_tune_parser
+from tensorc.errors import TensorcError
+from tensorc.version import __version__
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``tensorc`` command."""
+    parser = argparse.ArgumentParser(
+        prog="tensorc",
+        description="Compile ONNX models to native code and run them.",
+        epilog="""\
+examples:
+  tensorc compile models/mlp.onnx -o mlp.tcz
+  tensorc run mlp.tcz --check-onnxruntime
+  tensorc check models/mlp.onnx
+  tensorc inspect models/mlp.onnx --stage fused
+  tensorc bench models/resnet.onnx --vs onnxruntime --threads 1
+  tensorc profile models/resnet.onnx --threads 1
+
+'tensorc COMMAND --help' describes each command.
+""",
+        formatter_class=HelpFormatter,
+    )
+    parser.add_argument("--version", action="version",
+                        version=f"tensorc {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    add_compile_parser(commands)
+    add_run_parser(commands)
+    add_check_parser(commands)
+    add_inspect_parser(commands)
+    add_bench_parser(commands)
+    add_profile_parser(commands)
+    add_tune_parser(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``tensorc`` command with ``argv`` (default: sys.argv[1:]); returns the exit
+    code: 0 success, 1 a correctness check failed, 2 an error."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except (TensorcError, OSError) as error:
+        # an OSError that no command wrapped (a full disk while printing, say) is still the
+        # user's environment, not a bug: one line, exit status 2
+        sys.stdout.flush()
+        message = str(error) if isinstance(error, TensorcError) else \
+            f"{error.strerror or error}{f': {error.filename}' if error.filename else ''}"
+        if getattr(args, "json", False):
+            print(json.dumps({"error": message, "type": type(error).__name__}))
+        else:
+            print(f"error: {message}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,214 @@
+"""``tensorc run``: a compiled module once, on given or seeded random inputs, with each
+output's summary, and optionally checked against onnxruntime.
+
+    $ tensorc run mlp.tcz --check-onnxruntime      # exit status 1 when the outputs differ
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+import tensorc
+from tensorc.cli.arguments import (
+    EXIT_CHECK_FAILED, add_check_options, jsonable, parse_input_file, require_file, subcommand,
+    thread_count,
+)
+from tensorc.errors import TensorcError
+from tensorc.ir.types import format_shape
+from tensorc.reference import compare_outputs, format_comparison, random_inputs, run_onnxruntime
+from tensorc.runtime.artifact import is_artifact
+
+
+def _summary(array: np.ndarray) -> dict[str, Any]:
+    """min / max / mean and the first few values of an output, JSON-ready."""
+    info: dict[str, Any] = {}
+    if array.size and array.dtype.kind in "fiub":
+        values = array.astype(np.float64)
+        info.update(min=float(values.min()), max=float(values.max()), mean=float(values.mean()))
+        if array.ndim >= 1 and array.size > 1:
+            info["argmax"] = int(values.argmax())
+    info["head"] = array.reshape(-1)[:5].tolist()
+    return info
+
+
+def _load_feeds(
+    given: list[tuple[str, str]] | None,
+    signature: list[tuple[str, tuple[int, ...], str]],
+    seed: int,
+) -> tuple[dict[str, np.ndarray], list[str]]:
+    """Feeds from ``--input`` files, random (seeded) for inputs not given; also returns the
+    names of the random ones."""
+    known = {name for name, _, _ in signature}
+    feeds: dict[str, np.ndarray] = {}
+    for name, path in given or []:
+        if name in feeds:
+            raise TensorcError(f"--input {name}=... is given twice; give each input once")
+        if name not in known:
+            raise TensorcError(
+                f"--input {name}={path}: the model has no input {name!r}; "
+                f"its inputs are {', '.join(sorted(known))}"
+            )
+        file = require_file(path, f"input file for {name!r}:")
+        try:
+            feeds[name] = np.load(file, allow_pickle=False)
+        except (ValueError, OSError) as error:
+            raise TensorcError(f"cannot read {path} as a .npy array: {error}") from None
+    missing = [entry for entry in signature if entry[0] not in feeds]
+    feeds.update(random_inputs(missing, seed=seed))
+    return feeds, [name for name, _, _ in missing]
+
+
+def _source_model(args: argparse.Namespace, module: Any) -> str | bytes:
+    if args.check_onnxruntime:
+        return str(require_file(args.check_onnxruntime, "ONNX model"))
+    source = getattr(module, "source_onnx", None)
+    if not source:
+        raise TensorcError(
+            f"{args.model} does not contain its source ONNX model; "
+            "pass it explicitly: --check-onnxruntime model.onnx"
+        )
+    return source
+
+
+def _looks_like_onnx(path: Path) -> bool:
+    """An .onnx name, or a file that parses as an ONNX model with a graph."""
+    if path.suffix.lower() == ".onnx":
+        return True
+    try:
+        return len(onnx.load(str(path), load_external_data=False).graph.node) > 0
+    except Exception:  # noqa: BLE001 (anything unreadable is simply not ONNX)
+        return False
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run a compiled module, optionally checking it against onnxruntime."""
+    artifact = require_file(args.model, "artifact")
+    if not is_artifact(artifact) and _looks_like_onnx(artifact):
+        compiled = artifact.with_suffix(".tcz")
+        raise TensorcError(f"{artifact} is an ONNX model, not a compiled module: compile it "
+                           f"first with 'tensorc compile {artifact} -o {compiled}', then "
+                           f"'tensorc run {compiled}'")
+    module = tensorc.load(str(artifact))
+    if args.threads is not None:
+        module.num_threads = args.threads
+    feeds, random_names = _load_feeds(args.input, module.inputs, args.seed)
+    start = time.perf_counter()
+    outputs = module.run(feeds)
+    run_ms = (time.perf_counter() - start) * 1e3
+
+    comparison = None
+    if args.check_onnxruntime is not None:
+        expected = run_onnxruntime(_source_model(args, module), feeds, args.threads)
+        comparison = compare_outputs(outputs, expected, rtol=args.rtol, atol=args.atol)
+
+    if args.json:
+        report: dict[str, Any] = {
+            "artifact": str(artifact),
+            "random_inputs": random_names,
+            "seed": args.seed,
+            "run_ms": run_ms,
+            "outputs": [
+                {
+                    "name": name,
+                    "shape": list(value.shape),
+                    "dtype": str(value.dtype),
+                    **_summary(value),
+                }
+                for name, value in outputs.items()
+            ],
+        }
+        if comparison is not None:
+            report["check"] = {
+                "reference": "onnxruntime",
+                "passed": comparison.passed,
+                "rtol": comparison.rtol,
+                "atol": comparison.atol,
+                "outputs": [
+                    {
+                        "name": d.name,
+                        "max_abs": d.max_abs,
+                        "max_rel": d.max_rel,
+                        "passed": d.passed,
+                        "problem": d.problem,
+                    }
+                    for d in comparison.outputs
+                ],
+            }
+        print(json.dumps(jsonable(report), indent=2, allow_nan=False))
+    else:
+        if random_names:
+            print(f"random inputs (seed {args.seed}): {', '.join(random_names)}")
+        for name, value in outputs.items():
+            info = _summary(value)
+            stats = ""
+            if "min" in info:
+                stats = f"  min {info['min']:.4g}  max {info['max']:.4g}  mean {info['mean']:.4g}"
+            head = ", ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in info["head"])
+            print(
+                f"{name}: {value.dtype}{format_shape(value.shape)}{stats}  [{head}"
+                f"{', ...' if value.size > 5 else ''}]"
+            )
+        print(f"ran in {run_ms:.3f} ms (first call)")
+        if comparison is not None:
+            print(
+                f"check against onnxruntime (rtol {comparison.rtol:g}, atol {comparison.atol:g}):"
+            )
+            for line in format_comparison(comparison):
+                print(f"  {line}")
+            print("PASS" if comparison.passed else "FAIL")
+    if comparison is not None and not comparison.passed:
+        return EXIT_CHECK_FAILED
+    return 0
+
+
+def add_run_parser(commands: Any) -> None:
+    """Register ``tensorc run`` on ``commands``, the subparsers of ``main.build_parser``."""
+    p = subcommand(
+        commands,
+        "run",
+        "run a compiled .tcz module",
+        "Run a compiled module once and print each output's name, shape, dtype and a summary. "
+        "Inputs not given with --input get seeded random values.",
+        """\
+examples:
+  tensorc run mlp.tcz
+  tensorc run mlp.tcz --input x=x.npy --json
+  tensorc run mlp.tcz --check-onnxruntime        # against the model stored in mlp.tcz
+  tensorc run mlp.tcz --check-onnxruntime models/mlp.onnx
+
+Exit status: 0 ok, 1 the outputs disagree with onnxruntime, 2 error.
+""",
+    )
+    p.add_argument("model", help="the .tcz artifact written by 'tensorc compile'")
+    p.add_argument(
+        "--input",
+        metavar="NAME=FILE.npy",
+        type=parse_input_file,
+        action="append",
+        help="feed input NAME from a .npy file (repeat the flag for several inputs)",
+    )
+    p.add_argument(
+        "--check-onnxruntime",
+        metavar="MODEL.onnx",
+        nargs="?",
+        const="",
+        help="also run the model with onnxruntime and compare the outputs, printing PASS or "
+        "FAIL; without a file, the ONNX model stored in the artifact is used (put this flag "
+        "after the artifact's name)",
+    )
+    p.add_argument(
+        "--threads",
+        type=thread_count,
+        metavar="N",
+        help="threads to run on, for tensorc and onnxruntime; 0 means all cores "
+        "(default: the artifact's setting)",
+    )
+    add_check_options(p)
+    p.set_defaults(handler=cmd_run)

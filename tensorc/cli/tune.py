@@ -1,0 +1,125 @@
+"""``tensorc tune``: search the schedules of a model's kernels on this CPU (or a Dask
+cluster's workers), appending every measurement to a log that ``tensorc compile
+--tuning-log`` applies; the tuner itself is ``tensorc.autotune``.
+
+    $ tensorc tune models/resnet.onnx --trials 300 --log resnet.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tensorc.cli.arguments import add_input_shape, require_file, shape_dict, subcommand
+from tensorc.errors import TensorcError
+
+if TYPE_CHECKING:
+    from tensorc.autotune.result import TuneResult
+
+
+def add_tune_parser(commands: Any) -> None:
+    """Register ``tensorc tune`` on ``commands``, the subparsers of ``main.build_parser``."""
+    p = subcommand(
+        commands, "tune", "tune a model's kernels for this CPU",
+        "Search each distinct kernel's schedule space, measuring candidates in separate "
+        "processes (a crashing or hanging candidate is recorded and skipped), guided by an "
+        "XGBoost cost model. Every measurement is appended to the log; 'tensorc compile "
+        "--tuning-log LOG' applies the fastest, and --resume continues a stopped run.",
+        """\
+examples:
+  tensorc tune models/resnet.onnx --trials 300 --log resnet.jsonl
+  tensorc tune models/resnet.onnx --time 20m --log resnet.jsonl --resume --threads 2
+  tensorc tune models/resnet.onnx --trials 2000 --cluster tcp://scheduler:8786
+  tensorc compile models/resnet.onnx -o resnet.tcz --tuning-log resnet.jsonl
+""")
+    p.add_argument("model", help="the ONNX model file")
+    budget = p.add_mutually_exclusive_group(required=True)
+    budget.add_argument("--trials", type=int, metavar="N", help="measurements in all")
+    budget.add_argument("--time", metavar="T", help="time budget: 90s, 20m, 1h")
+    p.add_argument("--log", default="tune.jsonl", metavar="FILE",
+                   help="the tuning log to append to (default: %(default)s)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue from the log's measurements without repeating them")
+    p.add_argument("--threads", type=int, metavar="N",
+                   help="threads kernels are timed with (default: all cores)")
+    p.add_argument("--search", choices=("xgboost", "random"), default="xgboost",
+                   help="cost-model-guided evolutionary search or random (default: "
+                   "%(default)s)")
+    p.add_argument("--batch", type=int, default=8, metavar="N",
+                   help="candidates measured per round (default: %(default)s)")
+    p.add_argument("--build-workers", type=int, default=2, metavar="N",
+                   help="builder processes (default: %(default)s)")
+    p.add_argument("--cluster", metavar="ADDRESS",
+                   help="build and measure on the workers of a Dask cluster, e.g. "
+                   "tcp://scheduler:8786 (needs pip install 'tensorc[cluster]')")
+    add_input_shape(p)
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.add_argument("--plot", metavar="PNG", help="draw best-so-far speed-up against trials")
+    p.add_argument("--no-end-to-end", action="store_true",
+                   help="skip timing the whole model default vs tuned at the end")
+    p.add_argument("--cold-cache", action="store_true",
+                   help="time each call of a candidate after flushing the caches, as a "
+                   "kernel finds its weights inside a model (slower tuning; its records "
+                   "are applied before hot-cache ones)")
+    p.set_defaults(handler=cmd_tune)
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    """Tune the model's kernels and print the table (or JSON) of what the search found."""
+    # (here: the tuner imports the compiler and llvmlite, which 'tensorc --help' does without)
+    from tensorc.autotune.measure import MeasureOptions
+    from tensorc.autotune.tuner import tune
+
+    model = require_file(args.model, "model")
+    if args.trials is not None and args.trials < 1:
+        raise TensorcError("--trials must be at least 1")
+    tty = sys.stderr.isatty()
+
+    def progress(message: str) -> None:
+        if args.json:
+            print(message, file=sys.stderr, flush=True)
+        elif tty and message.startswith("["):
+            print("\r" + message[:150].ljust(150), end="", file=sys.stderr, flush=True)
+        else:
+            print(message, flush=True)
+
+    result = tune(str(model), shape_dict(args.input_shape), "llvm", args.trials,
+                  args.time, args.log, args.resume, args.threads, args.search, args.batch,
+                  args.build_workers, not args.no_end_to_end, progress=progress,
+                  cluster=args.cluster, options=MeasureOptions(flush_cache=args.cold_cache))
+    if tty:
+        print(file=sys.stderr)
+    if args.plot:
+        plot_speedups(result, args.plot)
+    print(json.dumps(result.to_json(), indent=2) if args.json else result.table())
+    return 0
+
+
+def plot_speedups(result: TuneResult, path: str | Path) -> None:
+    """Draw each task's best-so-far speed-up over its default against its trials (needs
+    matplotlib).
+
+    >>> plot_speedups(tensorc.tune("model.onnx", trials=64), "tuning.png")
+    """
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise TensorcError("--plot needs matplotlib: pip install 'tensorc[plot]'") from None
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for t in result.tasks:
+        if t.curve and t.default_latency:
+            ys = [t.default_latency / c if math.isfinite(c) else 0 for c in t.curve]
+            ax.plot(range(1, len(ys) + 1), ys, label=t.name[:30])
+    ax.set_xlabel("trials of the task")
+    ax.set_ylabel("speed-up of the best so far over the default")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(str(path), dpi=110)
+    plt.close(fig)
