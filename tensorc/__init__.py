@@ -7,22 +7,27 @@
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from tensorc.errors import (
-    ArtifactError, InputError, ModelLoadError, ScheduleError, ShapeError, TensorcError,
-    UnsupportedOpError,
+    ArtifactError, ConstantRequiredError, InputError, ModelLoadError, ScheduleError, ShapeError,
+    TensorcError, UnsupportedOpError,
 )
-from tensorc.runtime.module import Module, load
+from tensorc.runtime.load import load
+from tensorc.runtime.module import Module, check_num_threads, default_threads
 from tensorc.target import Target
 from tensorc.version import __version__  # noqa: F401  (tensorc.__version__)
+
+# The frontend (onnx, about 0.4 s to import), the compiler (the LLVM codegen, about 0.3 s) and
+# the autotuner are imported by the functions that use them, so that loading and running a saved
+# module (tensorc.load, `tensorc run`) does not pay for them.
 
 STAGES = ("graph", "fused", "loops", "llvm", "cuda")
 
 
 def _import(model, input_shapes, input_values=None):
-    from tensorc.errors import ConstantRequiredError
     from tensorc.frontend.bind import bind_input_values, negative_dims_as_symbols
     from tensorc.frontend.onnx import import_onnx, load_model
     proto, label = load_model(model)
@@ -78,9 +83,6 @@ def compile(model: str | Path | "onnx.ModelProto", target: str | Target = "llvm"
 
     >>> mod = tensorc.compile("resnet.onnx", input_shapes={"input": (1, 3, 224, 224)})
     """
-    import time
-
-    from tensorc.runtime.module import check_num_threads
     if num_threads is not None:
         check_num_threads(num_threads)
     tgt = Target.from_string(target)
@@ -92,46 +94,15 @@ def compile(model: str | Path | "onnx.ModelProto", target: str | Target = "llvm"
         if tuning_log is not None:
             raise TensorcError("tuning logs hold CPU (llvm) schedules; compile for cuda "
                                "without tuning_log=")
-        from tensorc.compiler_cuda import compile_cuda_module
+        from tensorc.compiler.cuda import compile_cuda_module
         return compile_cuda_module(proto, graph, tgt, progress, start)
     configs = None
     if tuning_log is not None:
         from tensorc.autotune.records import TuningLog
-        from tensorc.runtime.module import default_threads
         configs = TuningLog(tuning_log).best_configs(tgt, threads=num_threads or
                                                      default_threads())
-    return _compile_llvm(proto, graph, tgt, start, num_threads, progress, configs)
-
-
-def _compile_llvm(proto, graph, tgt: Target, start: float, num_threads: int | None = None,
-                  progress: Callable[[str], None] | None = None, configs=None,
-                  compiled=None) -> Module:
-    """The Module of an imported graph for a CPU target; ``configs`` (a
-    ``records.BestConfigs``) gives tuned schedules by workload."""
-    import time
-
-    from tensorc.compiler import compile_graph, kernel_infos, signature, to_object
-    if compiled is None:
-        compiled = compile_graph(graph, tgt, progress, configs)
-    obj = to_object(compiled, tgt)
-    outputs = [(name, sig[1], sig[2]) for name, sig in
-               zip(compiled.output_names, signature(compiled.graph.outputs))]
-    info = {"kernels": len({k.func.name for k in compiled.kernels}),
-            "groups": len(compiled.groups), "compile_seconds":
-            round(time.perf_counter() - start, 3)}
-    if configs is not None:
-        info["tuning"] = configs.summary()
-        note = configs.note()
-        if note and progress:
-            progress(note)
-        elif note:
-            configs.warn()
-    mod = Module(obj, "tensorc_entry", signature(compiled.graph.inputs), outputs,
-                 compiled.plan.const_pool, compiled.plan.arena_size, str(tgt),
-                 proto.SerializeToString(), info, kernel_infos(compiled), tgt.features)
-    if num_threads is not None:
-        mod.num_threads = num_threads
-    return mod
+    from tensorc.compiler.llvm import compile_llvm_module
+    return compile_llvm_module(proto, graph, tgt, start, num_threads, progress, configs)
 
 
 def tune(model, input_shapes: Mapping[str, Sequence[int]] | None = None,
@@ -152,8 +123,7 @@ def inspect(model, stage: str = "graph", input_shapes=None, target: str | Target
     """The model's IR after a pipeline stage: graph, fused, loops, llvm (CPU targets) or
     cuda (CUDA C, with ptxas's resources per kernel when nvcc is there; for a CPU target,
     that of the default CUDA architecture)."""
-    from tensorc.compiler import compile_graph, optimize_graph, optimized_llvm_ir
-    from tensorc.ir.loop import format_func
+    from tensorc.compiler.pipeline import optimize_graph
     from tensorc.passes.graph.fuse import format_groups, fuse
     if stage not in STAGES:
         raise TensorcError(f"unknown stage {stage!r}: choose one of {', '.join(STAGES)}")
@@ -167,18 +137,10 @@ def inspect(model, stage: str = "graph", input_shapes=None, target: str | Target
     if stage == "cuda" and tgt.kind != "cuda":
         tgt = Target.from_string("cuda")       # the CUDA C of the default architecture
     if tgt.kind == "cuda":
-        from tensorc.compiler_cuda import inspect_cuda
+        from tensorc.compiler.cuda import inspect_cuda
         return inspect_cuda(graph, tgt, stage)
-    compiled = compile_graph(graph, tgt)
-    if stage == "loops":
-        seen, parts = set(), []
-        for k in compiled.kernels:
-            if k.func.name not in seen:
-                seen.add(k.func.name)
-                parts.append(format_func(k.func))
-        parts.append(format_func(compiled.entry))
-        return "\n".join(parts)
-    return optimized_llvm_ir(compiled, tgt)
+    from tensorc.compiler.llvm import inspect_llvm
+    return inspect_llvm(graph, tgt, stage)
 
 
 __all__ = ["compile", "check", "tune", "load", "inspect", "Module", "Target", "TensorcError",

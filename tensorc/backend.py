@@ -20,6 +20,7 @@ import onnx
 from onnx import helper, numpy_helper
 from onnx.backend.base import Backend, BackendRep, Device, DeviceType, namedtupledict
 
+import tensorc
 from tensorc.errors import ConstantRequiredError, InputError, TensorcError
 from tensorc.runtime.module import Module
 
@@ -109,7 +110,6 @@ class TensorcRep(BackendRep):
         return np.array(feeds[name], dtype=dtype, order="C")    # keeps 0-d arrays 0-d
 
     def _compile(self, shapes: tuple | None, frozen: dict[str, np.ndarray]) -> Module:
-        import tensorc
         model = self.model
         if frozen:
             model = onnx.ModelProto()

@@ -71,7 +71,7 @@ class Task:
     def space(self) -> SearchSpace:
         """The search space of this kernel's schedule template."""
         if self._space is None:
-            from tensorc.compiler import group_template, group_to_te
+            from tensorc.compiler.kernel import group_template, group_to_te
             target = self.get_target()
             _, out, anchor = group_to_te(self.group, self.graph)
             attrs = self.group.anchor.attrs if self.group.anchor is not None else {}
@@ -82,7 +82,7 @@ class Task:
     def schedule(self, config: Mapping | None = None):
         """The kernel's lowered PrimFunc for ``config`` (default: the template's choice);
         ``func.attrs`` hold the config and its trace."""
-        from tensorc.compiler import schedule_group
+        from tensorc.compiler.kernel import schedule_group
         return schedule_group(self.group, self.graph, self.get_target(), self.name, config)
 
     def inputs(self, seed: int = 0) -> list[np.ndarray]:
@@ -123,7 +123,7 @@ class Task:
 def standalone(group: FusedGroup, graph: Graph, name: str) -> tuple[Graph, FusedGroup]:
     """The group as a graph of its own: its inputs become graph inputs (one-element constants,
     which kernels inline, stay constants), its nodes are copied."""
-    from tensorc.compiler import inlined_scalar
+    from tensorc.compiler.kernel import inlined_scalar
     g = Graph(name)
     mapping = {}
     for k, v in enumerate(group.inputs):
@@ -147,7 +147,7 @@ def standalone(group: FusedGroup, graph: Graph, name: str) -> tuple[Graph, Fused
 
 def tasks_of_compiled(compiled, target: Target) -> list[Task]:
     """The distinct kernels of a compiled model (``compiler.Compiled``), in first-run order."""
-    from tensorc.compiler import inlined_scalar
+    from tensorc.compiler.kernel import inlined_scalar
     tasks: dict[tuple, Task] = {}
     for kernel in compiled.kernels:
         task = tasks.get(kernel.key)
@@ -176,7 +176,7 @@ def extract_tasks(model, input_shapes: Mapping[str, Sequence[int]] | None = None
     [('k0_fused_matmul_add_relu', 1), ('k1_fused_matmul_add', 1)]
     """
     import tensorc
-    from tensorc.compiler import compile_graph
+    from tensorc.compiler.llvm import compile_graph
     tgt = Target.from_string(target)
     if tgt.kind != "llvm":
         raise tensorc.TensorcError(f"the autotuner tunes CPU (llvm) kernels; {tgt} is not one")
