@@ -18,6 +18,7 @@ from tensorc.runtime.base import CompiledModule, index_out_of_range
 from tensorc.runtime.cuda_device import PyCudaDevice, kernel_names, nbytes
 from tensorc.runtime.launch_plan import LaunchPlan, resolve_args
 from tensorc.runtime.signature import Signature, validate_signature
+
 # the device array where kernels record a failed index check (codegen/cuda_prelude.py)
 CHECK_RECORD = "tc_index_check"
 # device pointers passed through by the caller must allow float4 accesses

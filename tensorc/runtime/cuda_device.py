@@ -5,8 +5,8 @@ it runs one), and :class:`EmulatedDevice`, the module's own CUDA source compiled
 (codegen/cuda_emulator.py), which is how the launch plan and every kernel are tested without a
 GPU. Both load a module's kernels, allocate, copy, launch and time.
 
->>> mod = compile_graph_cuda(...); cuda_module(compiled, target, build=False)
->>> mod.use_device(EmulatedDevice()).run({"x": x})
+>>> mod = cuda_module(compile_graph_cuda(graph, target), target, build=False)
+>>> mod.use_device(EmulatedDevice()).run({"x": x})      # no GPU needed
 """
 from __future__ import annotations
 
