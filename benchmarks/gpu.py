@@ -186,7 +186,7 @@ class DeviceArray:
 
 def gpu_device(args):
     """The device to run on, or exit with a message when there is no GPU."""
-    from tensorc.runtime.cuda import EmulatedDevice, PyCudaDevice
+    from tensorc.runtime.cuda_device import EmulatedDevice, PyCudaDevice
     if args.emulate:
         return EmulatedDevice()
     try:

@@ -20,6 +20,7 @@ import onnx
 from onnx import helper, numpy_helper
 from onnx.backend.base import Backend, BackendRep, Device, DeviceType, namedtupledict
 
+from tensorc import api
 from tensorc.errors import ConstantRequiredError, InputError, TensorcError
 from tensorc.runtime.module import Module
 
@@ -109,7 +110,6 @@ class TensorcRep(BackendRep):
         return np.array(feeds[name], dtype=dtype, order="C")    # keeps 0-d arrays 0-d
 
     def _compile(self, shapes: tuple | None, frozen: dict[str, np.ndarray]) -> Module:
-        import tensorc
         model = self.model
         if frozen:
             model = onnx.ModelProto()
@@ -122,8 +122,8 @@ class TensorcRep(BackendRep):
         input_shapes = None
         if shapes is not None:
             input_shapes = {n: s for n, s in zip(self.input_names, shapes) if n not in frozen}
-        return tensorc.compile(model, target=self.target, input_shapes=input_shapes,
-                               num_threads=self.num_threads)
+        return api.compile(model, target=self.target, input_shapes=input_shapes,
+                           num_threads=self.num_threads)
 
     def _feeds(self, inputs: Any) -> dict[str, Any]:
         """Name every input. Values stay as given (numpy scalars included): Module.run checks

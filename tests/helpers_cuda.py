@@ -13,10 +13,10 @@ from helpers_kernels import poisoned
 from tensorc.codegen.cuda import CudaCodegen
 from tensorc.codegen.cuda_emulator import build_emulator
 from tensorc.codegen.nvcc import find_nvcc
-from tensorc.compiler_cuda import to_device
+from tensorc.compiler.cuda import to_device
 from tensorc.ir.loop import PrimFunc
 from tensorc.passes.loop.split_kernels import workspace_layout
-from tensorc.runtime.cuda import kernel_sync_flags
+from tensorc.runtime.cuda_device import kernel_sync_flags
 from tensorc.target import Target
 
 CUDA = Target.from_string("cuda")

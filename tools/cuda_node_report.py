@@ -26,10 +26,11 @@ import numpy as np  # noqa: E402
 
 from tensorc.codegen.cuda_emulator import build_emulator  # noqa: E402
 from tensorc.codegen.cuda_prelude import PRELUDE  # noqa: E402
-from tensorc.compiler_cuda import compile_graph_cuda, cuda_module  # noqa: E402
+from tensorc.compiler.cuda import compile_graph_cuda, cuda_module  # noqa: E402
 from tensorc.errors import ConstantRequiredError, TensorcError  # noqa: E402
 from tensorc.frontend.onnx import import_onnx  # noqa: E402
-from tensorc.runtime.cuda import CudaModule, EmulatedDevice, kernel_sync_flags  # noqa: E402
+from tensorc.runtime.cuda import CudaModule  # noqa: E402
+from tensorc.runtime.cuda_device import EmulatedDevice, kernel_sync_flags  # noqa: E402
 from tensorc.runtime.launch_plan import Launch, LaunchPlan  # noqa: E402
 from tensorc.target import Target  # noqa: E402
 

@@ -125,8 +125,8 @@ def _normalize_llvm(text: str) -> str:
 
 
 def _llvm_ir(model, input_shapes, target: str) -> str:
-    from tensorc import _import
-    from tensorc.compiler import compile_graph
+    from tensorc.frontend.model import import_model as _import
+    from tensorc.compiler.llvm import compile_graph
     _, graph = _import(model, input_shapes)
     return compile_graph(graph, tensorc.Target.from_string(target)).llvm_ir
 

@@ -17,12 +17,11 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-import tensorc
 from tensorc.autotune.records import target_string, workload_hash
-from tensorc.compiler import (
-    compile_graph, group_template, group_to_te, inlined_scalar, schedule_group,
-)
+from tensorc.compiler.kernel import group_template, group_to_te, inlined_scalar, schedule_group
+from tensorc.compiler.llvm import compile_graph, compile_model
 from tensorc.errors import TensorcError
+from tensorc.frontend.model import import_model
 from tensorc.ir.graph import Graph
 from tensorc.ops.cost import bytes_moved, node_flops
 from tensorc.ops.interpret import run_reference
@@ -164,11 +163,11 @@ def extract_tasks(model, input_shapes: Mapping[str, Sequence[int]] | None = None
     tgt = Target.from_string(target)
     if tgt.kind != "llvm":
         raise TensorcError(f"the autotuner tunes CPU (llvm) kernels; {tgt} is not one")
-    _, graph = tensorc._import(model, input_shapes)
+    _, graph = import_model(model, input_shapes)
     compiled = compile_graph(graph, tgt)
     tasks = tasks_of_compiled(compiled, tgt)
     if measure:
-        mod = tensorc.compile(model, tgt, input_shapes, num_threads=num_threads)
+        mod = compile_model(model, tgt, input_shapes, num_threads)
         profile = mod.profile(seconds=0.5, min_runs=5)
         by_name: dict[str, list[float]] = {}
         for k in profile.kernels:

@@ -14,7 +14,6 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-import tensorc
 from tensorc.autotune.cluster import DaskExecutor
 from tensorc.autotune.cost_model import CostModel, XGBoostCostModel
 from tensorc.autotune.measure import (
@@ -26,6 +25,7 @@ from tensorc.autotune.search import (
     EvolutionarySearch, RandomSearch, TaskScheduler, TaskState,
 )
 from tensorc.autotune.task import Task, extract_tasks
+from tensorc.compiler.llvm import compile_model
 from tensorc.errors import TensorcError
 from tensorc.ops.space import Config, SearchSpace
 from tensorc.reference import onnxruntime_session, random_inputs, run_session
@@ -329,9 +329,9 @@ def compare_end_to_end(model, input_shapes, target: Target, log, threads: int | 
     onnxruntime, when installed)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        default = tensorc.compile(model, target, input_shapes, num_threads=threads)
-        tuned = tensorc.compile(model, target, input_shapes, tuning_log=log,
-                                num_threads=threads)
+        default = compile_model(model, target, input_shapes, threads)
+        configs = TuningLog(log).best_configs(target, threads=threads or default_threads())
+        tuned = compile_model(model, target, input_shapes, threads, configs)
     feeds = random_inputs(default.inputs, seed=0)
     out = {"threads": threads or 0, "default_ms": _time(default.run, feeds, seconds) * 1e3,
            "tuned_ms": _time(tuned.run, feeds, seconds) * 1e3,

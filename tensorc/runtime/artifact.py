@@ -96,6 +96,12 @@ def _remove(path: str) -> None:
         pass
 
 
+def kind(header: dict) -> str:
+    """What a header's artifact holds: "cuda" (a CUDA module, whose header says so) or "cpu"
+    (native code for the CPU; such headers carry no kind)."""
+    return "cuda" if header.get("kind") == "cuda" else "cpu"
+
+
 def read(path: str | Path) -> tuple[dict, dict[str, bytes]]:
     """The header and sections of the artifact at ``path``, after checking the whole-file
     checksum, the format and tensorc versions and the section table."""

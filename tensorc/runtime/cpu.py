@@ -13,16 +13,15 @@ from tensorc.errors import TensorcError
 from tensorc.runtime import threadpool
 from tensorc.target import _init_llvm
 
+# llvmlite (about 0.1 s to import) is imported where code is linked, so that import tensorc
+# and the commands that link nothing do not pay for it.
 _gomp_loaded = False
 
 # Parallel loops run on runtime/threadpool.py's pool; libgomp stays loaded for what modules
 # saved by older tensorc versions call (GOMP_parallel, omp_get_thread_num) and for
-# omp_get_max_threads. For those, how long libgomp's threads spin before they sleep, after a
-# region and at its closing barrier, in libgomp's spins (it reckons about 100 a microsecond):
-# about 10 us. Its default, 300000 (about 3 ms), made 2 threads slower than 1 wherever another
-# process or onnxruntime's pool held a core (ResNet-10 on a loaded 2-core machine with the
-# static libgomp split, 2 threads: 385 ms with the default, 132 ms with 1000, 152 ms never
-# spinning; 1 thread: 123-157 ms).
+# omp_get_max_threads. libgomp's threads spin about 10 us (libgomp reckons about 100 spins a
+# microsecond) before they sleep: its default, about 3 ms, made 2 threads slower than 1
+# wherever another process held a core (measured in 0cff703).
 GOMP_SPINCOUNT = "1000"
 # what the user set decides instead
 _WAIT_SETTINGS = ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")

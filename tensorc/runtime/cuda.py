@@ -1,12 +1,6 @@
 """A compiled model for NVIDIA GPUs: the same interface as the CPU Module (run, profile, save,
-inputs, outputs), running a launch plan on a device.
-
-The device is where kernels run and memory lives. :class:`PyCudaDevice` is a real GPU,
-through pycuda (the optional ``cuda`` extra), imported only when a module first runs, so a
-machine without a GPU can compile, save and inspect CUDA modules and gets a clear error only
-when it tries to run one. :class:`EmulatedDevice` runs the module's own CUDA source compiled
-for the CPU (codegen/cuda_emulator.py), which is how the launch plan and every kernel are
-tested without a GPU.
+inputs, outputs; runtime/base.py), running a launch plan on a device (runtime/cuda_device.py:
+a GPU through pycuda, made when the module first runs, or the CPU emulation).
 
 >>> mod = tensorc.compile("model.onnx", target="cuda")
 >>> out = mod.run({"x": x})                         # on the GPU; numpy in, numpy out
@@ -14,28 +8,24 @@ tested without a GPU.
 """
 from __future__ import annotations
 
-import atexit
-import ctypes
-import re
-import time
 from pathlib import Path
 from typing import Any, Mapping
 
-import ml_dtypes  # noqa: F401  (registers bfloat16 with numpy)
 import numpy as np
 
 from tensorc.errors import ArtifactError, InputError, TensorcError
-from tensorc.runtime import artifact
+from tensorc.runtime.base import CompiledModule, index_out_of_range
+from tensorc.runtime.cuda_device import PyCudaDevice, kernel_names, nbytes
 from tensorc.runtime.launch_plan import LaunchPlan, resolve_args
+from tensorc.runtime.signature import Signature, validate_signature
 
-Signature = list[tuple[str, tuple[int, ...], str]]
 # the device array where kernels record a failed index check (codegen/cuda_prelude.py)
 CHECK_RECORD = "tc_index_check"
 # device pointers passed through by the caller must allow float4 accesses
 DEVICE_ALIGN = 16
 
 
-class CudaModule:
+class CudaModule(CompiledModule):
     """Kernels (CUDA source and its fatbin), the launch plan, and the constants.
 
     ``run`` copies numpy inputs to the device and the outputs back; an input that is already
@@ -48,27 +38,14 @@ class CudaModule:
                  inputs: Signature, outputs: Signature, const_pool: np.ndarray, target: str,
                  source_onnx: bytes | None = None, info: dict | None = None,
                  resources: dict | None = None):
+        super().__init__(inputs, outputs, const_pool, target, source_onnx, info)
         self.source = source
         self.fatbin = fatbin
         self.plan = plan
-        self.inputs: Signature = [(n, tuple(s), d) for n, s, d in inputs]
-        self.outputs: Signature = [(n, tuple(s), d) for n, s, d in outputs]
-        self.const_pool = const_pool
-        self.target = target
-        self.source_onnx = source_onnx
-        self.info = info or {}
         self.resources = resources or {}      # kernel -> arch -> ptxas figures (JSON)
         self._device = None
         self._kernels: dict[str, Any] = {}
         self._pool_ptr = self._arena_ptr = None
-
-    @property
-    def input_names(self) -> list[str]:
-        return [n for n, _, _ in self.inputs]
-
-    @property
-    def output_names(self) -> list[str]:
-        return [n for n, _, _ in self.outputs]
 
     @property
     def arena_size(self) -> int:
@@ -88,8 +65,8 @@ class CudaModule:
         self._pool_ptr = device.alloc(max(1, self.const_pool.nbytes))
         device.upload(self._pool_ptr, self.const_pool)
         self._arena_ptr = device.alloc(max(1, self.plan.arena_size))
-        self._in_ptrs = [device.alloc(max(1, _nbytes(s, d))) for _, s, d in self.inputs]
-        self._out_ptrs = [device.alloc(max(1, _nbytes(s, d))) for _, s, d in self.outputs]
+        self._in_ptrs = [device.alloc(max(1, nbytes(s, d))) for _, s, d in self.inputs]
+        self._out_ptrs = [device.alloc(max(1, nbytes(s, d))) for _, s, d in self.outputs]
         self._args: dict[tuple, list[list[int]]] = {}
         return self
 
@@ -107,7 +84,7 @@ class CudaModule:
         in_ptrs = self._inputs_on_device(feeds)
         out_ptrs = self._out_ptrs
         if device_outputs:
-            out_ptrs = [device.alloc(max(1, _nbytes(s, d))) for _, s, d in self.outputs]
+            out_ptrs = [device.alloc(max(1, nbytes(s, d))) for _, s, d in self.outputs]
         for launch, args in zip(self.plan.launches, self._launch_args(in_ptrs, out_ptrs)):
             device.launch(self._kernels[launch.kernel], launch.grid, launch.block, args)
         device.synchronize()
@@ -150,8 +127,7 @@ class CudaModule:
         if not record[0]:
             return
         self.device.upload(self._check_ptr, np.zeros(3, np.int64))
-        from tensorc.runtime.module import index_out_of_range
-        heads = _KERNEL_HEAD.findall(self.source)
+        heads = kernel_names(self.source)
         number = int(record[0])
         kernel = heads[number - 1] if 0 < number <= len(heads) else f"#{number}"
         nodes = [n for launch in self.plan.launches if launch.kernel == kernel
@@ -176,7 +152,6 @@ class CudaModule:
     def _inputs_on_device(self, feeds: Mapping[str, Any]) -> list[int]:
         """Device pointers of the inputs: host arrays are copied into the module's input
         buffers, device arrays are passed through."""
-        from tensorc.runtime.module import Module
         device = self.device
         if not isinstance(feeds, Mapping):
             raise InputError(f"run() takes a dict of input name -> array, got "
@@ -192,7 +167,7 @@ class CudaModule:
         for name, interface in passed.items():
             self._check_device_array(name, interface)
         stand_in = {n: np.empty(s, d) for n, s, d in self.inputs if n in passed}
-        arrays = Module._check_feeds_slowly(self, {**host, **stand_in})
+        arrays = self._check_feeds_slowly({**host, **stand_in})
         pointers = []
         for (name, _, _), array, buffer in zip(self.inputs, arrays, self._in_ptrs):
             if name in passed:
@@ -221,10 +196,6 @@ class CudaModule:
             raise InputError(f"input {name!r}: the device array's address is not "
                              f"{DEVICE_ALIGN}-byte aligned; pass a copy that is")
 
-    @staticmethod
-    def _describe(sig: Signature) -> str:
-        return ", ".join(f"{n}: {d}{list(s)}" for n, s, d in sig)
-
     # saving ---------------------------------------------------------------------------------
     def save(self, path: str | Path, overwrite: bool = False,
              include_source: bool = True) -> None:
@@ -238,9 +209,7 @@ class CudaModule:
                   "plan": self.plan.to_json()}
         sections = {"fatbin": self.fatbin, "cuda_source": self.source.encode(),
                     "constants": self.const_pool.tobytes()}
-        if self.source_onnx is not None and include_source:
-            sections["onnx"] = self.source_onnx
-        artifact.write(path, header, sections, overwrite=overwrite)
+        self._write(path, header, sections, overwrite, include_source)
 
     def __repr__(self) -> str:
         return (f"CudaModule(inputs: {self._describe(self.inputs)}; outputs: "
@@ -248,12 +217,9 @@ class CudaModule:
                 f"{len(self.plan.launches)} launches)")
 
 
-def is_cuda_header(header: dict) -> bool:
-    return header.get("kind") == "cuda"
-
-
 def load_cuda(path: str | Path, header: dict, sections: dict[str, bytes]) -> CudaModule:
-    """A CudaModule from an artifact's parts (see runtime/module.py's ``load``)."""
+    """A CudaModule from an artifact's parts (see runtime/load.py)."""
+    validate_signature(header, str(path))
     missing = [f"header field {k!r}" for k in ("inputs", "outputs", "target", "plan")
                if k not in header]
     missing += [f"section {s!r}" for s in ("fatbin", "cuda_source", "constants")
@@ -268,191 +234,9 @@ def load_cuda(path: str | Path, header: dict, sections: dict[str, bytes]) -> Cud
                       header.get("resources"))
 
 
-def _nbytes(shape, dtype) -> int:
-    return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-
-
 def _contiguous_strides(shape, dtype: np.dtype) -> tuple[int, ...]:
     out, acc = [], dtype.itemsize
     for d in reversed(shape):
         out.append(acc)
         acc *= d
     return tuple(reversed(out))
-
-
-# ---------------------------------------------------------------------------------------------
-# devices
-
-class PyCudaDevice:
-    """An NVIDIA GPU through pycuda, in its primary context (made current on this thread and
-    popped at exit). ``PyCudaDevice.shared()`` is the first GPU, one per process."""
-
-    _shared: PyCudaDevice | None = None
-
-    @classmethod
-    def shared(cls) -> PyCudaDevice:
-        if cls._shared is None:
-            cls._shared = cls()
-        return cls._shared
-
-    def __init__(self, ordinal: int = 0):
-        try:
-            import pycuda.driver as driver
-        except ImportError:
-            raise TensorcError(
-                "running a CUDA module needs pycuda and an NVIDIA GPU: install the extra with "
-                "pip install 'tensorc[cuda]' (pycuda builds against the CUDA toolkit: set "
-                "CUDA_ROOT to it, e.g. CUDA_ROOT=/usr/local/cuda), or compile for "
-                "target='llvm' to run on this CPU") from None
-        try:
-            driver.init()
-            count = driver.Device.count()
-        except driver.Error as exc:
-            raise TensorcError(f"no usable CUDA driver ({exc}): running a CUDA module needs "
-                               f"an NVIDIA GPU and its driver; compile for target='llvm' to "
-                               f"run on this CPU") from None
-        if count <= ordinal:
-            raise TensorcError(f"no CUDA GPU found (the driver sees {count}); running a CUDA "
-                               f"module needs one; compile for target='llvm' to run on this "
-                               f"CPU")
-        self.driver = driver
-        self.gpu = driver.Device(ordinal)
-        self.name = self.gpu.name()
-        self.context = self.gpu.retain_primary_context()
-        self.context.push()
-        atexit.register(self._release)
-        self._allocations: dict[int, Any] = {}
-
-    def _release(self) -> None:
-        self._allocations.clear()
-        try:
-            self.context.pop()
-        except Exception:  # noqa: BLE001 - the context may be gone at interpreter exit
-            pass
-
-    def load(self, module: CudaModule) -> dict[str, Any]:
-        if module.fatbin is None:
-            raise TensorcError("this CUDA module has no fatbin to load; compile it with nvcc "
-                               "(tensorc.compile(..., target='cuda'))")
-        major, minor = self.gpu.compute_capability()
-        self.module = self.driver.module_from_buffer(module.fatbin)
-        kernels = {}
-        for name in module.plan.kernel_names:
-            fn = self.module.get_function(name)
-            arity = next(len(launch.args) for launch in module.plan.launches
-                         if launch.kernel == name)
-            fn.prepare("P" * arity)
-            kernels[name] = fn
-        self.arch = f"sm_{major}{minor}"
-        return kernels
-
-    def global_address(self, name: str) -> int:
-        """The device address of a global of the module loaded last."""
-        return int(self.module.get_global(name)[0])
-
-    def alloc(self, nbytes: int) -> int:
-        allocation = self.driver.mem_alloc(nbytes)
-        ptr = int(allocation)
-        self._allocations[ptr] = allocation
-        return ptr
-
-    def free(self, ptr: int) -> None:
-        allocation = self._allocations.pop(ptr, None)
-        if allocation is not None:
-            allocation.free()
-
-    def upload(self, ptr: int, array: np.ndarray) -> None:
-        self.driver.memcpy_htod(ptr, np.ascontiguousarray(array))
-
-    def download(self, array: np.ndarray, ptr: int) -> None:
-        self.driver.memcpy_dtoh(array, ptr)
-
-    def launch(self, kernel, grid, block, args: list[int]) -> None:
-        kernel.prepared_call(tuple(grid), tuple(block), *args)
-
-    def timed_launch(self, kernel, grid, block, args: list[int]) -> float:
-        start, end = self.driver.Event(), self.driver.Event()
-        start.record()
-        kernel.prepared_call(tuple(grid), tuple(block), *args)
-        end.record()
-        end.synchronize()
-        return end.time_since(start)
-
-    def synchronize(self) -> None:
-        self.driver.Context.synchronize()
-
-    def wrap(self, ptr: int, shape, dtype):
-        import pycuda.gpuarray as gpuarray
-        allocation = self._allocations.pop(ptr)
-        return gpuarray.GPUArray(shape, np.dtype(dtype), gpudata=allocation)
-
-
-class EmulatedDevice:
-    """A stand-in GPU on the CPU: host memory, and the module's CUDA source compiled by the
-    host C++ compiler against the emulation header. Slow, but it runs exactly the kernels
-    and the launch plan that a GPU would."""
-
-    name = "CPU emulation"
-
-    def __init__(self):
-        self._memory: dict[int, np.ndarray] = {}
-        self.launches = 0
-
-    def load(self, module: CudaModule) -> dict[str, Any]:
-        from tensorc.codegen.cuda_emulator import build_emulator
-        self.kernels = build_emulator(module.source, kernel_sync_flags(module.source))
-        return {name: name for name in module.plan.kernel_names}
-
-    def global_address(self, name: str) -> int:
-        """The address of a global of the kernels loaded last (host memory)."""
-        return self.kernels.global_address(name)
-
-    def alloc(self, nbytes: int) -> int:
-        raw = np.zeros(nbytes + 256, np.uint8)
-        start = (-raw.ctypes.data) % 256
-        ptr = raw.ctypes.data + start
-        self._memory[ptr] = raw
-        return ptr
-
-    def free(self, ptr: int) -> None:
-        self._memory.pop(ptr, None)
-
-    def upload(self, ptr: int, array: np.ndarray) -> None:
-        array = np.ascontiguousarray(array)
-        ctypes.memmove(ptr, array.ctypes.data, array.nbytes)
-
-    def download(self, array: np.ndarray, ptr: int) -> None:
-        ctypes.memmove(array.ctypes.data, ptr, array.nbytes)
-
-    def launch(self, kernel: str, grid, block, args: list[int]) -> None:
-        self.launches += 1
-        self.kernels.launch(kernel, tuple(grid), tuple(block), args)
-
-    def timed_launch(self, kernel: str, grid, block, args: list[int]) -> float:
-        start = time.perf_counter()
-        self.launch(kernel, grid, block, args)
-        return (time.perf_counter() - start) * 1e3
-
-    def synchronize(self) -> None:
-        pass
-
-    def wrap(self, ptr: int, shape, dtype) -> np.ndarray:
-        """Emulated device memory is host memory: a numpy view of it."""
-        raw = self._memory[ptr]
-        start = ptr - raw.ctypes.data
-        return raw[start:start + _nbytes(shape, dtype)].view(dtype).reshape(shape)
-
-
-_KERNEL_HEAD = re.compile(r'extern "C" __global__ void __launch_bounds__\([\d, ]+\) (\w+)\(')
-
-
-def kernel_sync_flags(source: str) -> dict[str, bool]:
-    """Each kernel of a generated source, and whether its threads synchronize."""
-    heads = list(_KERNEL_HEAD.finditer(source))
-    flags = {}
-    for k, m in enumerate(heads):
-        end = heads[k + 1].start() if k + 1 < len(heads) else len(source)
-        body = source[m.end():end]
-        flags[m.group(1)] = "__syncthreads" in body or "tc_thread_reduce" in body or \
-            "__shfl" in body
-    return flags

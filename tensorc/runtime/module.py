@@ -8,38 +8,23 @@ from __future__ import annotations
 
 import ctypes
 import os
+import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Mapping
 
-import ml_dtypes  # noqa: F401  (registers bfloat16 with numpy for signatures that use it)
 import numpy as np
 
-from tensorc.errors import ArtifactError, InputError, KernelRuntimeError, TensorcError
-from tensorc.runtime import artifact
+from tensorc.errors import ArtifactError, KernelRuntimeError, TensorcError
 from tensorc.profile import KernelInfo, Profile, build_profile
+from tensorc.runtime.base import CompiledModule, index_out_of_range
 from tensorc.runtime.cpu import NativeLibrary
-
-Signature = list[tuple[str, tuple[int, ...], str]]
-
-
-def index_out_of_range(nodes: Sequence[tuple[str, str]], kernel: str, index: int | None,
-                       size: int | None) -> KernelRuntimeError:
-    """The error for a run stopped by a failed index check (CPU and GPU alike): ``nodes``
-    are the (name, op) pairs of the failing kernel's nodes, of which the gathers and
-    scatters are named."""
-    checked = [(node, op) for node, op in nodes if op.startswith(("gather", "scatter"))] \
-        or list(nodes)
-    where = ", ".join(f"{node!r} ({op})" for node, op in checked) or kernel
-    rule = ("the axis is empty, so no index is valid" if size == 0 else
-            f"indices must lie in [{-size}, {size})" if size else
-            "indices must lie in [-size, size)")
-    return KernelRuntimeError(
-        f"the run stopped: node {where} read the index {index}, out of range for an axis "
-        f"of size {size}: {rule}; check the index inputs fed to the model")
+from tensorc.runtime.machine import machine_roofline
+from tensorc.runtime.signature import Signature, corrupt, validate_signature
+from tensorc.target import missing_cpu_features
 
 
-class Module:
+class Module(CompiledModule):
     """Native code for a whole model: one call into it per inference.
 
     Not safe to ``run`` from several threads at once (the arena is shared); use one Module per
@@ -50,16 +35,11 @@ class Module:
                  const_pool: np.ndarray, arena_size: int, target: str,
                  source_onnx: bytes | None = None, info: dict | None = None,
                  kernels: list | None = None, cpu_features: str = ""):
+        super().__init__(inputs, outputs, const_pool, target, source_onnx, info)
         self.object_code = object_code
         self.entry_name = entry
-        self.inputs: Signature = [(n, tuple(s), d) for n, s, d in inputs]
-        self.outputs: Signature = [(n, tuple(s), d) for n, s, d in outputs]
-        self.const_pool = const_pool
         self.arena_size = arena_size
-        self.target = target
         self.cpu_features = cpu_features   # the LLVM feature string the code was built with
-        self.source_onnx = source_onnx
-        self.info = info or {}
         # one entry per kernel call of the entry function, for the profiler (KernelInfo)
         self.kernels = [k if isinstance(k, KernelInfo) else KernelInfo.from_json(k)
                         for k in (kernels or [])]
@@ -85,14 +65,6 @@ class Module:
     @num_threads.setter
     def num_threads(self, value: int) -> None:
         self._num_threads = check_num_threads(value)
-
-    @property
-    def input_names(self) -> list[str]:
-        return [n for n, _, _ in self.inputs]
-
-    @property
-    def output_names(self) -> list[str]:
-        return [n for n, _, _ in self.outputs]
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run one inference; returns a dict output name -> array."""
@@ -138,40 +110,6 @@ class Module:
                 return arrays
         return self._check_feeds_slowly(feeds)
 
-    def _check_feeds_slowly(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
-        if not isinstance(feeds, Mapping):
-            raise InputError(f"run() takes a dict of input name -> array, got "
-                             f"{type(feeds).__name__}; inputs: {self.input_names}")
-        unknown = sorted(set(feeds) - set(self.input_names))
-        missing = [n for n in self.input_names if n not in feeds]
-        if unknown or missing:
-            parts = []
-            if missing:
-                parts.append(f"missing {missing}")
-            if unknown:
-                parts.append(f"unknown {unknown}")
-            raise InputError(f"feeds do not match the model's inputs: {', '.join(parts)}; "
-                             f"the model takes {self._describe(self.inputs)}")
-        arrays = []
-        for name, shape, dtype in self.inputs:
-            value = feeds[name]
-            arr = np.asarray(value)
-            if arr.dtype != np.dtype(dtype):
-                if np.isscalar(value) and arr.shape == shape and \
-                        np.can_cast(arr.dtype, dtype, "same_kind"):
-                    arr = arr.astype(dtype)
-                else:
-                    raise InputError(f"input {name!r}: expected {dtype}{list(shape)}, got "
-                                     f"{arr.dtype}{list(arr.shape)}; convert it with "
-                                     f".astype(np.{dtype})")
-            if tuple(arr.shape) != shape:
-                raise InputError(f"input {name!r}: expected shape {list(shape)}, got "
-                                 f"{list(arr.shape)} ({dtype}); compile again with "
-                                 f"input_shapes={{{name!r}: {tuple(arr.shape)}}} for another "
-                                 f"shape")
-            arrays.append(np.ascontiguousarray(arr))
-        return arrays
-
     def profile(self, feeds: Mapping[str, np.ndarray] | None = None, seconds: float = 1.0,
                 min_runs: int = 10, roofline=None, model: str = "") -> Profile:
         """Time every kernel inside the entry function that ``run`` calls: the median over
@@ -182,10 +120,8 @@ class Module:
 
         >>> print(mod.profile().table(top=10))
         """
-        import time
-
+        # tensorc.reference imports onnx (about 0.2 s), which running a saved module never needs
         from tensorc.reference import random_inputs
-        from tensorc.runtime.machine import machine_roofline
         if feeds is None:
             feeds = random_inputs(self.inputs, seed=0)
         arrays = self._check_feeds(feeds)
@@ -220,10 +156,6 @@ class Module:
             spent += plain[-1]
         return build_profile(self.kernels, samples, plain, roofline, model)
 
-    @staticmethod
-    def _describe(sig: Signature) -> str:
-        return ", ".join(f"{n}: {d}{list(s)}" for n, s, d in sig)
-
     # saving ------------------------------------------------------------------------------
     def save(self, path: str | Path, overwrite: bool = False,
              include_source: bool = True) -> None:
@@ -240,9 +172,7 @@ class Module:
                   "cpu_features": self.cpu_features, "info": self.info,
                   "kernels": [asdict(k) for k in self.kernels]}
         sections = {"object": self.object_code, "constants": self.const_pool.tobytes()}
-        if self.source_onnx is not None and include_source:
-            sections["onnx"] = self.source_onnx
-        artifact.write(path, header, sections, overwrite=overwrite)
+        self._write(path, header, sections, overwrite, include_source)
 
     def __repr__(self) -> str:
         return (f"Module(inputs: {self._describe(self.inputs)}; outputs: "
@@ -255,15 +185,9 @@ _SECTIONS = ("object", "constants")
 MAX_ARENA_BYTES = 1 << 40
 
 
-def load(path: str | Path) -> Module:
-    """Load a module saved with :meth:`Module.save`; nothing is compiled again. The whole
-    file's checksum, the format and tensorc versions, the header's fields and the CPU features
-    the code needs are checked before any code is linked."""
-    header, sections = artifact.read(path)
-    if header.get("kind") == "cuda":     # a CUDA module (runtime/cuda.py)
-        from tensorc.runtime.cuda import load_cuda
-        validate_signature(header, str(path))
-        return load_cuda(path, header, sections)
+def load_cpu(path: str | Path, header: dict, sections: dict[str, bytes]) -> Module:
+    """A Module from an artifact's parts (see runtime/load.py): the header's fields and the CPU
+    features the code needs are checked before any code is linked."""
     validate_header(header, sections, str(path))
     check_cpu_features(header["target"], header["cpu_features"], str(path))
     pool = np.frombuffer(sections["constants"], dtype=np.uint8)
@@ -272,57 +196,26 @@ def load(path: str | Path) -> Module:
                   header.get("info"), header.get("kernels"), header["cpu_features"])
 
 
-def _corrupt(label: str, problem: str) -> ArtifactError:
-    return ArtifactError(f"{label} is corrupt: {problem}; compile the model again")
-
-
-def validate_signature(header: dict, label: str) -> None:
-    """Inputs and outputs are lists of [name, shape, dtype]: unique non-empty names, dims
-    that are whole numbers >= 0, dtypes numpy knows; there is at least one output."""
-    for key in ("inputs", "outputs"):
-        sig = header.get(key)
-        if not isinstance(sig, list):
-            raise _corrupt(label, f"its header has no {key} list")
-        names = []
-        for entry in sig:
-            if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str)
-                    and entry[0] and isinstance(entry[1], list) and isinstance(entry[2], str)):
-                raise _corrupt(label, f"{key} entry {entry!r} is not [name, shape, dtype]")
-            name, shape, dtype = entry
-            if not all(type(d) is int and 0 <= d < 1 << 40 for d in shape):
-                raise _corrupt(label, f"{key[:-1]} {name!r} has shape {shape}")
-            try:
-                np.dtype(dtype)
-            except TypeError:
-                raise _corrupt(label, f"{key[:-1]} {name!r} has unknown dtype {dtype!r}") \
-                    from None
-            names.append(name)
-        if len(set(names)) != len(names):
-            raise _corrupt(label, f"its {key} repeat a name: {names}")
-    if not header["outputs"]:
-        raise _corrupt(label, "it has no outputs")
-
-
 def validate_header(header: dict, sections: dict[str, bytes], label: str) -> None:
     """Check a CPU module's header before anything is allocated or linked: the fields and
     sections it needs, the signature, the entry name, the arena size, the kernel table."""
     missing = [f"header field {key!r}" for key in _HEADER_FIELDS if key not in header]
     missing += [f"section {name!r}" for name in _SECTIONS if name not in sections]
     if missing:
-        raise _corrupt(label, f"it has no {', '.join(missing)}")
+        raise corrupt(label, f"it has no {', '.join(missing)}")
     validate_signature(header, label)
     entry = header["entry"]
     if not (isinstance(entry, str) and entry.isidentifier()):
-        raise _corrupt(label, f"its entry function name {entry!r} is not a symbol name")
+        raise corrupt(label, f"its entry function name {entry!r} is not a symbol name")
     arena = header["arena_size"]
     if type(arena) is not int or not 0 <= arena <= MAX_ARENA_BYTES:
-        raise _corrupt(label, f"its arena size {arena!r} is not a byte count in "
-                       f"[0, {MAX_ARENA_BYTES}]")
+        raise corrupt(label, f"its arena size {arena!r} is not a byte count in "
+                      f"[0, {MAX_ARENA_BYTES}]")
     for key in ("target", "cpu_features"):
         if not isinstance(header[key], str):
-            raise _corrupt(label, f"its {key} {header[key]!r} is not a string")
+            raise corrupt(label, f"its {key} {header[key]!r} is not a string")
     if not header["target"].startswith("llvm"):
-        raise _corrupt(label, f"its target {header['target']!r} is not a CPU target")
+        raise corrupt(label, f"its target {header['target']!r} is not a CPU target")
     kernels = header.get("kernels") or []
     try:
         if not isinstance(kernels, list):
@@ -330,14 +223,13 @@ def validate_header(header: dict, sections: dict[str, bytes], label: str) -> Non
         for kernel in kernels:
             KernelInfo.from_json(kernel)
     except (KeyError, TypeError, ValueError):
-        raise _corrupt(label, "its kernel table cannot be read") from None
+        raise corrupt(label, "its kernel table cannot be read") from None
     if header.get("info") is not None and not isinstance(header["info"], dict):
-        raise _corrupt(label, "its info is not a JSON object")
+        raise corrupt(label, "its info is not a JSON object")
 
 
 def check_cpu_features(target: str, features: str, label: str) -> None:
     """Refuse code built for CPU features this machine lacks (it would die of SIGILL)."""
-    from tensorc.target import missing_cpu_features
     missing = missing_cpu_features(target, features)
     if missing:
         raise ArtifactError(

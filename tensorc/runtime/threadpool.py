@@ -29,13 +29,12 @@ from __future__ import annotations
 import platform
 import sys
 
-# Time-stamp counter ticks a waiting thread spins before it sleeps: 115 us at 2.6 GHz. A
-# worker woken from its futex starts 15-20 us later on a VM, and takes the chunk the caller
-# would have run next, so the caller waits for it: a 4 us kernel then took 27. Spinning 1000
-# pauses (11 us on Xeon, 29 on EPYC Zen 3) let workers fall asleep during BERT's
-# single-threaded attention kernels; at 2 threads against 1 (alternating, one process):
-# BERT 0.67x -> 1.12x, ResNet 1.36x -> 1.79x, MobileNetV2 0.97x -> 1.38x; spinning longer
-# (1M, 3M ticks) gained nothing more.
+# llvmlite (about 0.1 s to import) is imported where code is linked, so that import tensorc
+# and the commands that link nothing do not pay for it.
+
+# Time-stamp counter ticks a waiting thread spins before it sleeps (115 us at 2.6 GHz): long
+# enough that workers stay awake through single-threaded kernels such as BERT's attention, since
+# a worker woken from its futex starts 15-20 us late and delays the caller (measured in e1da0a6).
 SPIN = 300_000
 MAX_WORKERS = 255    # threads beyond the caller (num_threads is at most 4x the cores)
 

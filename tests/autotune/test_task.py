@@ -9,7 +9,7 @@ import pytest
 
 from tensorc.autotune.task import extract_tasks
 from tensorc.codegen.build import build_kernel
-from tensorc.compiler import workload_key
+from tensorc.compiler.kernel import workload_key
 from tensorc.ops.space import InvalidConfigError
 
 

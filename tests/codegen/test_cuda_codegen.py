@@ -10,7 +10,7 @@ from helpers import make_model, tensor_info
 from onnx import helper
 
 from tensorc.codegen.cuda import float_literal, int_literal
-from tensorc.compiler_cuda import compile_graph_cuda
+from tensorc.compiler.cuda import compile_graph_cuda
 from tensorc.frontend.onnx import import_onnx
 from tensorc.target import Target
 

@@ -17,7 +17,7 @@ from test_llvm import elementwise_func
 import tensorc
 from tensorc.codegen.build import build_kernel
 from tensorc.codegen.llvm import emit_assembly
-from tensorc.compiler import compile_graph
+from tensorc.compiler.llvm import compile_graph
 from tensorc.frontend.onnx import import_onnx
 from tensorc.ir import expr as E
 from tensorc.ops.activations import softplus_expr

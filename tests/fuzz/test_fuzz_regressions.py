@@ -342,7 +342,7 @@ def test_index_into_an_empty_axis():
     assert "node 'pick' (Gather, opset 17)" in message
     assert "gather: indices int64[2] index an axis of size 0, where no index is valid" in message
     # the run-time message for such an axis, should a kernel meet one
-    from tensorc.runtime.module import index_out_of_range
+    from tensorc.runtime.base import index_out_of_range
     error = index_out_of_range([("pick", "gather")], "k0", 0, 0)
     assert "node 'pick' (gather) read the index 0, out of range for an axis of size 0: the " \
            "axis is empty, so no index is valid" in str(error)

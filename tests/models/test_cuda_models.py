@@ -17,10 +17,10 @@ from helpers import ort_run
 from helpers_cuda import needs_nvcc
 
 from tensorc.codegen.nvcc import build_fatbin
-from tensorc.compiler_cuda import compile_graph_cuda, cuda_module
+from tensorc.compiler.cuda import compile_graph_cuda, cuda_module
 from tensorc.frontend.onnx import import_onnx
 from tensorc.reference import random_inputs
-from tensorc.runtime.cuda import EmulatedDevice, kernel_sync_flags
+from tensorc.runtime.cuda_device import EmulatedDevice, kernel_sync_flags
 from tensorc.target import Target
 
 MODELS = ["mlp", "lenet5", "resnet", "mobilenetv2", "bert", "gpt2", "detector", "lstm",

@@ -20,9 +20,9 @@ from helpers_cuda import needs_nvcc
 from onnx import helper
 
 from tensorc.codegen.nvcc import build_fatbin
-from tensorc.compiler_cuda import compile_graph_cuda, cuda_module
+from tensorc.compiler.cuda import compile_graph_cuda, cuda_module
 from tensorc.frontend.onnx import import_onnx
-from tensorc.runtime.cuda import EmulatedDevice, kernel_sync_flags
+from tensorc.runtime.cuda_device import EmulatedDevice, kernel_sync_flags
 from tensorc.target import Target
 
 

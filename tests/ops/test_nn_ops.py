@@ -14,7 +14,7 @@ from helpers import check_result, make_model, tensor_info
 from onnx import helper
 
 import tensorc
-from tensorc.compiler import compile_graph
+from tensorc.compiler.llvm import compile_graph
 from tensorc.errors import UnsupportedOpError
 from tensorc.frontend.onnx import import_onnx
 from tensorc.target import Target

@@ -18,10 +18,11 @@ from helpers_cuda import needs_nvcc
 
 import models
 import tensorc
-from tensorc.compiler_cuda import compile_graph_cuda, cuda_module
+from tensorc.compiler.cuda import compile_graph_cuda, cuda_module
 from tensorc.errors import InputError, TensorcError
 from tensorc.frontend.onnx import import_onnx, load_model
-from tensorc.runtime.cuda import CudaModule, EmulatedDevice, PyCudaDevice
+from tensorc.runtime.cuda import CudaModule
+from tensorc.runtime.cuda_device import EmulatedDevice, PyCudaDevice
 from tensorc.runtime.launch_plan import Launch, LaunchPlan, resolve_args
 from tensorc.target import Target
 
@@ -212,7 +213,7 @@ class FakeDriver(types.ModuleType):
 
     def module_from_buffer(self, buffer: bytes):
         from tensorc.codegen.cuda_emulator import build_emulator
-        from tensorc.runtime.cuda import kernel_sync_flags
+        from tensorc.runtime.cuda_device import kernel_sync_flags
         source = self.sources[bytes(buffer)]
         emulated = build_emulator(source, kernel_sync_flags(source))
         driver = self

@@ -1,10 +1,10 @@
-"""The CUDA pipeline: the CPU pipeline's graph passes, fusion and memory plan, then GPU
-schedules, the host/device split, barriers and the limits check, CUDA C for every kernel, the
+"""The CUDA back end: after the shared stages (compiler/pipeline.py, with the GPU
+schedules), the host/device split, barriers and the limits check, CUDA C for every kernel, the
 launch plan of the model, and nvcc.
 
-    graph -> fused groups -> GPU schedules -> loop IR -> device kernels (split_kernels,
-    insert_barriers, verify_gpu) -> CUDA C (codegen/cuda.py) -> fatbin (codegen/nvcc.py)
-                                                  \\-> launch plan (runtime/launch_plan.py)
+    Lowered -> device kernels (split_kernels, insert_barriers, verify_gpu)
+            -> CUDA C (codegen/cuda.py) -> fatbin (codegen/nvcc.py)
+            \\-> launch plan (runtime/launch_plan.py)
 
 >>> compiled = compile_graph_cuda(graph, Target.from_string("cuda -arch=sm_90"))
 >>> print(compiled.source)                  # what `tensorc inspect --stage cuda` shows
@@ -15,33 +15,30 @@ import time
 from dataclasses import dataclass
 
 from tensorc.codegen.cuda import CudaCodegen
-from tensorc.compiler import (
-    Kernel, Progress, build_kernels, inlined_scalar, optimize_graph, signature,
+from tensorc.codegen.nvcc import build_fatbin, find_nvcc, format_resources
+from tensorc.compiler.kernel import Kernel, inlined_scalar
+from tensorc.compiler.pipeline import (
+    Lowered, Progress, input_signature, lower_graph, output_signature,
 )
 from tensorc.errors import ScheduleError, TensorcError
 from tensorc.ir.graph import Graph
 from tensorc.ir.loop import PrimFunc, format_func
-from tensorc.passes.graph.fuse import FusedGroup, fuse
-from tensorc.passes.graph.plan_memory import MemoryPlan, plan_memory
+from tensorc.passes.graph.plan_memory import MemoryPlan
 from tensorc.passes.loop.insert_barriers import insert_barriers
 from tensorc.passes.loop.split_kernels import (
     WORKSPACE_ALIGN, DeviceFunction, split_kernels, workspace_layout,
 )
 from tensorc.passes.loop.verify_gpu import verify_gpu
+from tensorc.runtime.cuda import CudaModule
 from tensorc.runtime.launch_plan import Launch, LaunchPlan
 from tensorc.target import Target
 
 
 @dataclass
-class CudaCompiled:
-    graph: Graph
-    groups: list[FusedGroup]
-    kernels: list[Kernel]                       # one per non-view group, in order
-    plan: MemoryPlan
+class CudaCompiled(Lowered):
     device: dict[str, DeviceFunction]           # by the group kernel's name
     source: str
     launches: LaunchPlan
-    output_names: list[str]
 
     @property
     def device_kernels(self) -> list[PrimFunc]:
@@ -65,26 +62,21 @@ def compile_graph_cuda(graph: Graph, target: Target, progress: Progress | None =
                        ) -> CudaCompiled:
     """Compile an imported graph to CUDA C and its launch plan (no nvcc yet)."""
     start = time.perf_counter()
-    output_names = [v.name for v in graph.outputs]
-    graph = optimize_graph(graph, target)
-    groups = fuse(graph)
-    kernels = build_kernels(graph, groups, target, progress)
-    plan = plan_memory(graph, groups)
+    lowered = lower_graph(graph, target, progress)
     device: dict[str, DeviceFunction] = {}
     cg = CudaCodegen(target)
-    for kernel in kernels:
+    for kernel in lowered.kernels:
         if kernel.func.name in device:
             continue
         dev = to_device(kernel.func, target, f"{kernel.func.name} ({kernel.group.name})")
         device[kernel.func.name] = dev
         for k in dev.kernels:
             cg.add_kernel(k)
-    launches = launch_plan(graph, kernels, plan, device)
+    launches = launch_plan(lowered.graph, lowered.kernels, lowered.plan, device)
     if progress:
         progress(f"generated CUDA C for {len(device)} distinct kernels "
                  f"({len(launches.launches)} launches) in {time.perf_counter() - start:.1f}s")
-    return CudaCompiled(graph, groups, kernels, plan, device, cg.source(), launches,
-                        output_names)
+    return CudaCompiled(**vars(lowered), device=device, source=cg.source(), launches=launches)
 
 
 def _align(n: int) -> int:
@@ -126,18 +118,11 @@ def format_device_kernels(compiled: CudaCompiled) -> str:
     return "\n".join(parts)
 
 
-def output_signature(compiled: CudaCompiled) -> list[tuple[str, tuple[int, ...], str]]:
-    return [(name, sig[1], sig[2]) for name, sig in
-            zip(compiled.output_names, signature(compiled.graph.outputs))]
-
-
 def cuda_module(compiled: CudaCompiled, target: Target, source_onnx: bytes | None = None,
                 build: bool = True, info: dict | None = None):
     """A CudaModule of ``compiled``: with ``build``, nvcc compiles its fatbin for the target's
     architectures (and records ptxas's resources per kernel); without, the module can only
     run on an EmulatedDevice."""
-    from tensorc.codegen.nvcc import build_fatbin
-    from tensorc.runtime.cuda import CudaModule
     fatbin, resources = None, {}
     if build:
         result = build_fatbin(compiled.source, target.archs)
@@ -147,7 +132,7 @@ def cuda_module(compiled: CudaCompiled, target: Target, source_onnx: bytes | Non
     info = dict(info or {}, kernels=len(compiled.device),
                 launches=len(compiled.launches.launches), groups=len(compiled.groups))
     return CudaModule(compiled.source, fatbin, compiled.launches,
-                      signature(compiled.graph.inputs), output_signature(compiled),
+                      input_signature(compiled), output_signature(compiled),
                       compiled.plan.const_pool, str(target), source_onnx, info, resources)
 
 
@@ -166,7 +151,6 @@ def compile_cuda_module(proto, graph: Graph, target: Target, progress: Progress 
 def inspect_cuda(graph: Graph, target: Target, stage: str) -> str:
     """``tensorc.inspect`` for CUDA targets: stage loops (the device kernels and the launch
     plan) or cuda (the source, with ptxas's resources per kernel when nvcc is there)."""
-    from tensorc.codegen.nvcc import build_fatbin, find_nvcc, format_resources
     compiled = compile_graph_cuda(graph, target)
     plan = f"// launch plan: {compiled.launches.describe()}\n"
     if stage == "loops":

@@ -1,0 +1,118 @@
+"""The public functions of tensorc (re-exported by the package): compile, check, tune, inspect.
+
+>>> mod = tensorc.compile("model.onnx", input_shapes={"x": (1, 3, 224, 224)})
+>>> print(tensorc.inspect("model.onnx", stage="fused"))
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+from tensorc.errors import TensorcError
+from tensorc.runtime.module import Module, check_num_threads, default_threads
+from tensorc.target import Target
+
+# The frontend (onnx, about 0.4 s to import), the compiler (the LLVM codegen, about 0.3 s) and
+# the autotuner are imported by the functions that use them, so that loading and running a saved
+# module (tensorc.load, `tensorc run`) does not pay for them.
+
+STAGES = ("graph", "fused", "loops", "llvm", "cuda")
+
+
+def check(model: str | Path | "onnx.ModelProto",  # noqa: F821
+          input_shapes: Mapping[str, Sequence[int]] | None = None
+          ) -> "tensorc.frontend.check.CheckReport":  # noqa: F821
+    """Report which ops of an ONNX model tensorc supports, without compiling it: unsupported
+    ops (with domain, opset and node names), attributes and variants the converters reject,
+    symbolic input dims and whether ``input_shapes`` binds them.
+
+    >>> report = tensorc.check("model.onnx", input_shapes={"x": (1, 3, 224, 224)})
+    >>> report.supported  # str(report) is the text of ``tensorc check``, to_json() its JSON
+    True
+    """
+    from tensorc.frontend.check import check_model
+    return check_model(model, input_shapes)
+
+
+def compile(model: str | Path | "onnx.ModelProto", target: str | Target = "llvm",  # noqa: F821
+            input_shapes: Mapping[str, Sequence[int]] | None = None, tuning_log=None,
+            num_threads: int | None = None,
+            progress: Callable[[str], None] | None = None,
+            input_values: Mapping[str, object] | None = None) -> Module:
+    """Compile an ONNX model (path or ModelProto) for ``target``: "llvm" (this CPU; a
+    :class:`Module`) or "cuda" / "cuda -arch=sm_90" (NVIDIA GPUs, built with nvcc; a
+    :class:`tensorc.runtime.cuda.CudaModule`, which runs where pycuda finds a GPU).
+
+    ``input_shapes`` binds symbolic input dimensions, e.g. ``{"x": (1, 3, 224, 224)}`` (a
+    dim declared negative, as Paddle exports "any", is symbolic too). ``input_values`` fixes
+    inputs to values at compile time, e.g. ``{"sr": 16000}``: each becomes a constant and
+    leaves the module's inputs, so an input that decides a shape or an If branch can be
+    compiled.
+    ``tuning_log`` (a ``tensorc tune`` log) applies the fastest record of each kernel measured
+    on this target with this tensorc version; other kernels keep their default schedule (one
+    note says how many).
+
+    >>> mod = tensorc.compile("resnet.onnx", input_shapes={"input": (1, 3, 224, 224)})
+    """
+    if num_threads is not None:
+        check_num_threads(num_threads)
+    tgt = Target.from_string(target)
+    start = time.perf_counter()
+    from tensorc.frontend.model import import_model  # start-up cost: see the top
+    proto, graph = import_model(model, input_shapes, input_values)
+    if progress:
+        progress(f"imported {graph.name}: {len(graph.nodes)} nodes")
+    if tgt.kind == "cuda":
+        if tuning_log is not None:
+            raise TensorcError("tuning logs hold CPU (llvm) schedules; compile for cuda "
+                               "without tuning_log=")
+        from tensorc.compiler.cuda import compile_cuda_module
+        return compile_cuda_module(proto, graph, tgt, progress, start)
+    configs = None
+    if tuning_log is not None:
+        from tensorc.autotune.records import TuningLog
+        configs = TuningLog(tuning_log).best_configs(tgt, threads=num_threads or
+                                                     default_threads())
+    from tensorc.compiler.llvm import compile_llvm_module
+    return compile_llvm_module(proto, graph, tgt, start, num_threads, progress, configs)
+
+
+def tune(model, input_shapes: Mapping[str, Sequence[int]] | None = None,
+         target: str | Target = "llvm", trials: int | None = None, time_budget=None,
+         log: str | Path = "tune.jsonl", **kwargs):
+    """Tune the model's kernels on this machine (see :func:`tensorc.autotune.tune`); the log
+    is what ``compile(..., tuning_log=log)`` applies.
+
+    >>> result = tensorc.tune("model.onnx", trials=200, log="tune.jsonl")
+    >>> mod = tensorc.compile("model.onnx", tuning_log="tune.jsonl")
+    """
+    from tensorc.autotune.tuner import tune as run_tuner
+    return run_tuner(model, input_shapes, target, trials, time_budget, log, **kwargs)
+
+
+def inspect(model, stage: str = "graph", input_shapes=None, target: str | Target = "llvm",
+            input_values=None) -> str:
+    """The model's IR after a pipeline stage: graph, fused, loops, llvm (CPU targets) or
+    cuda (CUDA C, with ptxas's resources per kernel when nvcc is there; for a CPU target,
+    that of the default CUDA architecture)."""
+    from tensorc.compiler.pipeline import optimize_graph
+    from tensorc.passes.graph.fuse import format_groups, fuse
+    if stage not in STAGES:
+        raise TensorcError(f"unknown stage {stage!r}: choose one of {', '.join(STAGES)}")
+    tgt = Target.from_string(target)
+    from tensorc.frontend.model import import_model  # start-up cost: see the top
+    _, graph = import_model(model, input_shapes, input_values)
+    # run the pipeline only as far as the stage asked for
+    if stage == "graph":
+        return str(optimize_graph(graph, tgt))
+    if stage == "fused":
+        return format_groups(fuse(optimize_graph(graph, tgt)))
+    if stage == "cuda" and tgt.kind != "cuda":
+        tgt = Target.from_string("cuda")       # the CUDA C of the default architecture
+    if tgt.kind == "cuda":
+        from tensorc.compiler.cuda import inspect_cuda
+        return inspect_cuda(graph, tgt, stage)
+    from tensorc.compiler.llvm import inspect_llvm
+    return inspect_llvm(graph, tgt, stage)
+

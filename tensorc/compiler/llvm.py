@@ -1,0 +1,139 @@
+"""The CPU back end: after the shared stages (compiler/pipeline.py), one LLVM function per
+distinct kernel and one entry function that calls them all over the caller's arrays, the
+constant pool and a static arena; LLVM's optimizer and code generator make the object code of
+a :class:`tensorc.runtime.module.Module`.
+
+    Lowered -> make_entry -> LLVM IR (codegen/llvm.py) -> object code -> Module
+
+>>> compiled = compile_graph(graph, Target.from_string("llvm"))
+>>> print(optimized_llvm_ir(compiled, target))   # what `tensorc inspect --stage llvm` shows
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from tensorc.codegen.llvm import LLVMCodegen, emit_object, optimize_module
+from tensorc.compiler.kernel import Kernel, inlined_scalar
+from tensorc.compiler.pipeline import (
+    Lowered, Progress, input_signature, kernel_infos, lower_graph, output_signature,
+)
+from tensorc.frontend.model import import_model
+from tensorc.ir.graph import Graph
+from tensorc.ir.loop import Buffer, KernelCall, PrimFunc, format_func, seq
+from tensorc.passes.graph.plan_memory import MemoryPlan
+from tensorc.runtime.module import Module
+from tensorc.target import Target
+
+ENTRY = "tensorc_entry"
+
+
+@dataclass
+class Compiled(Lowered):
+    entry: PrimFunc
+    llvm_ir: str
+
+
+def make_entry(graph: Graph, kernels: list[Kernel], plan: MemoryPlan) -> PrimFunc:
+    """The entry function: one call per kernel, with pointers into the caller's arrays, the
+    constant pool and the arena."""
+    inputs = [Buffer(f"input{k}", v.type.shape, v.type.dtype) for k, v in
+              enumerate(graph.inputs)]
+    outputs = [Buffer(f"output{k}", v.type.shape, v.type.dtype) for k, v in
+               enumerate(graph.outputs)]
+    pool = Buffer("const_pool", (plan.const_pool.nbytes,), "uint8")
+    arena = Buffer("arena", (plan.arena_size,), "uint8")
+    by_kind = {"input": inputs, "output": outputs}
+    calls = []
+    for kernel in kernels:
+        group = kernel.group
+        args = []
+        values = [v for v in group.inputs if not inlined_scalar(v, graph)]
+        for v in [*values, group.output]:
+            place = plan.places[v]
+            if place.kind == "const":
+                args.append((pool, place.offset))
+            elif place.kind == "arena":
+                args.append((arena, place.offset))
+            else:
+                args.append((by_kind[place.kind][place.index], place.offset))
+        calls.append(KernelCall(kernel.func.name, args))
+    return PrimFunc(ENTRY, [*inputs, *outputs, pool, arena], seq(*calls) if calls else seq())
+
+
+def compile_graph(graph: Graph, target: Target, progress: Progress | None = None,
+                  configs=None) -> Compiled:
+    """Compile an imported graph to LLVM IR; the outputs keep the names they have now.
+    ``configs``: tuned schedule configs by workload (see ``pipeline.build_kernels``)."""
+    start = time.perf_counter()
+    lowered = lower_graph(graph, target, progress, configs)
+    entry = make_entry(lowered.graph, lowered.kernels, lowered.plan)
+    cg = LLVMCodegen(target, lowered.graph.name)
+    done: set[str] = set()
+    for kernel in lowered.kernels:
+        if kernel.func.name not in done:
+            cg.add_kernel(kernel.func)
+            done.add(kernel.func.name)
+    cg.add_entry(entry)
+    if progress:
+        progress(f"lowered {len(done)} distinct kernels for {len(lowered.kernels)} groups in "
+                 f"{time.perf_counter() - start:.1f}s; running LLVM")
+    return Compiled(**vars(lowered), entry=entry, llvm_ir=str(cg.module))
+
+
+def to_object(compiled: Compiled, target: Target) -> bytes:
+    return emit_object(compiled.llvm_ir, target)
+
+
+def optimized_llvm_ir(compiled: Compiled, target: Target) -> str:
+    mod, _ = optimize_module(compiled.llvm_ir, target)
+    return str(mod)
+
+
+def compile_llvm_module(proto, graph: Graph, target: Target, start: float,
+                        num_threads: int | None = None, progress: Progress | None = None,
+                        configs=None) -> Module:
+    """``tensorc.compile(..., target="llvm")``: the Module of an imported graph; ``configs``
+    (a ``records.BestConfigs``) gives tuned schedules by workload."""
+    compiled = compile_graph(graph, target, progress, configs)
+    obj = to_object(compiled, target)
+    info = {"kernels": len({k.func.name for k in compiled.kernels}),
+            "groups": len(compiled.groups), "compile_seconds":
+            round(time.perf_counter() - start, 3)}
+    if configs is not None:
+        info["tuning"] = configs.summary()
+        note = configs.note()
+        if note and progress:
+            progress(note)
+        elif note:
+            configs.warn()
+    mod = Module(obj, ENTRY, input_signature(compiled), output_signature(compiled),
+                 compiled.plan.const_pool, compiled.plan.arena_size, str(target),
+                 proto.SerializeToString(), info, kernel_infos(compiled), target.features)
+    if num_threads is not None:
+        mod.num_threads = num_threads
+    return mod
+
+
+def compile_model(model, target: Target, input_shapes=None, num_threads: int | None = None,
+                  configs=None) -> Module:
+    """An ONNX model (path or ModelProto) imported and compiled for a CPU target, for callers
+    below the public API (the autotuner); ``configs`` as in :func:`compile_llvm_module`."""
+    start = time.perf_counter()
+    proto, graph = import_model(model, input_shapes)
+    return compile_llvm_module(proto, graph, target, start, num_threads, None, configs)
+
+
+def inspect_llvm(graph: Graph, target: Target, stage: str) -> str:
+    """``tensorc.inspect`` for CPU targets, stage loops (every distinct kernel, then the
+    entry function) or llvm (the optimized LLVM IR)."""
+    compiled = compile_graph(graph, target)
+    if stage == "loops":
+        seen, parts = set(), []
+        for k in compiled.kernels:
+            if k.func.name not in seen:
+                seen.add(k.func.name)
+                parts.append(format_func(k.func))
+        parts.append(format_func(compiled.entry))
+        return "\n".join(parts)
+    return optimized_llvm_ir(compiled, target)

@@ -1,0 +1,91 @@
+"""A module's inputs and outputs, (name, shape, dtype) each: the checks of a saved signature
+and of the feeds a run is given, the same for CPU and CUDA modules.
+
+>>> arrays = check_feeds([("x", (1, 3), "float32")], {"x": np.zeros((1, 3), np.float32)})
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import ml_dtypes  # noqa: F401  (registers bfloat16 with numpy for signatures that use it)
+import numpy as np
+
+from tensorc.errors import ArtifactError, InputError
+
+Signature = list[tuple[str, tuple[int, ...], str]]
+
+
+def describe(sig: Signature) -> str:
+    """``x: float32[1, 3], y: int64[2]``."""
+    return ", ".join(f"{n}: {d}{list(s)}" for n, s, d in sig)
+
+
+def check_feeds(inputs: Signature, feeds: Mapping[str, Any]) -> list[np.ndarray]:
+    """The feeds as contiguous arrays in the order of ``inputs``; an InputError names what does
+    not match (missing or unknown names, dtypes, shapes). A Python scalar of a kind that casts
+    safely is converted."""
+    names = [n for n, _, _ in inputs]
+    if not isinstance(feeds, Mapping):
+        raise InputError(f"run() takes a dict of input name -> array, got "
+                         f"{type(feeds).__name__}; inputs: {names}")
+    unknown = sorted(set(feeds) - set(names))
+    missing = [n for n in names if n not in feeds]
+    if unknown or missing:
+        parts = []
+        if missing:
+            parts.append(f"missing {missing}")
+        if unknown:
+            parts.append(f"unknown {unknown}")
+        raise InputError(f"feeds do not match the model's inputs: {', '.join(parts)}; "
+                         f"the model takes {describe(inputs)}")
+    arrays = []
+    for name, shape, dtype in inputs:
+        value = feeds[name]
+        arr = np.asarray(value)
+        if arr.dtype != np.dtype(dtype):
+            if np.isscalar(value) and arr.shape == shape and \
+                    np.can_cast(arr.dtype, dtype, "same_kind"):
+                arr = arr.astype(dtype)
+            else:
+                raise InputError(f"input {name!r}: expected {dtype}{list(shape)}, got "
+                                 f"{arr.dtype}{list(arr.shape)}; convert it with "
+                                 f".astype(np.{dtype})")
+        if tuple(arr.shape) != shape:
+            raise InputError(f"input {name!r}: expected shape {list(shape)}, got "
+                             f"{list(arr.shape)} ({dtype}); compile again with "
+                             f"input_shapes={{{name!r}: {tuple(arr.shape)}}} for another "
+                             f"shape")
+        arrays.append(np.ascontiguousarray(arr))
+    return arrays
+
+
+def corrupt(label: str, problem: str) -> ArtifactError:
+    """The error for a saved module whose header or sections cannot be used."""
+    return ArtifactError(f"{label} is corrupt: {problem}; compile the model again")
+
+
+def validate_signature(header: dict, label: str) -> None:
+    """Inputs and outputs are lists of [name, shape, dtype]: unique non-empty names, dims
+    that are whole numbers >= 0, dtypes numpy knows; there is at least one output."""
+    for key in ("inputs", "outputs"):
+        sig = header.get(key)
+        if not isinstance(sig, list):
+            raise corrupt(label, f"its header has no {key} list")
+        names = []
+        for entry in sig:
+            if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str)
+                    and entry[0] and isinstance(entry[1], list) and isinstance(entry[2], str)):
+                raise corrupt(label, f"{key} entry {entry!r} is not [name, shape, dtype]")
+            name, shape, dtype = entry
+            if not all(type(d) is int and 0 <= d < 1 << 40 for d in shape):
+                raise corrupt(label, f"{key[:-1]} {name!r} has shape {shape}")
+            try:
+                np.dtype(dtype)
+            except TypeError:
+                raise corrupt(label, f"{key[:-1]} {name!r} has unknown dtype {dtype!r}") \
+                    from None
+            names.append(name)
+        if len(set(names)) != len(names):
+            raise corrupt(label, f"its {key} repeat a name: {names}")
+    if not header["outputs"]:
+        raise corrupt(label, "it has no outputs")
