@@ -31,7 +31,7 @@ def check(model: str | Path | "onnx.ModelProto",  # noqa: F821
     >>> report.supported  # str(report) is the text of ``tensorc check``, to_json() its JSON
     True
     """
-    from tensorc.frontend.check import check_model
+    from tensorc.frontend.check import check_model  # start-up cost (top)
     return check_model(model, input_shapes)
 
 
@@ -67,14 +67,14 @@ def compile(model: str | Path | "onnx.ModelProto", target: str | Target = "llvm"
         if tuning_log is not None:
             raise TensorcError("tuning logs hold CPU (llvm) schedules; compile for cuda "
                                "without tuning_log=")
-        from tensorc.compiler.cuda import compile_cuda_module
+        from tensorc.compiler.cuda import compile_cuda_module  # start-up cost (top)
         return compile_cuda_module(proto, graph, tgt, progress, start)
     configs = None
     if tuning_log is not None:
-        from tensorc.autotune.records import TuningLog
+        from tensorc.autotune.records import TuningLog  # start-up cost (top)
         configs = TuningLog(tuning_log).best_configs(tgt, threads=num_threads or
                                                      default_threads())
-    from tensorc.compiler.llvm import compile_llvm_module
+    from tensorc.compiler.llvm import compile_llvm_module  # start-up cost (top)
     return compile_llvm_module(proto, graph, tgt, start, num_threads, progress, configs)
 
 
@@ -87,7 +87,7 @@ def tune(model, input_shapes: Mapping[str, Sequence[int]] | None = None,
     >>> result = tensorc.tune("model.onnx", trials=200, log="tune.jsonl")
     >>> mod = tensorc.compile("model.onnx", tuning_log="tune.jsonl")
     """
-    from tensorc.autotune.tuner import tune as run_tuner
+    from tensorc.autotune.tuner import tune as run_tuner  # start-up cost (top)
     return run_tuner(model, input_shapes, target, trials, time_budget, log, **kwargs)
 
 
@@ -96,8 +96,8 @@ def inspect(model, stage: str = "graph", input_shapes=None, target: str | Target
     """The model's IR after a pipeline stage: graph, fused, loops, llvm (CPU targets) or
     cuda (CUDA C, with ptxas's resources per kernel when nvcc is there; for a CPU target,
     that of the default CUDA architecture)."""
-    from tensorc.compiler.pipeline import optimize_graph
-    from tensorc.passes.graph.fuse import format_groups, fuse
+    from tensorc.compiler.pipeline import optimize_graph  # start-up cost (top)
+    from tensorc.passes.graph.fuse import format_groups, fuse  # start-up cost (top)
     if stage not in STAGES:
         raise TensorcError(f"unknown stage {stage!r}: choose one of {', '.join(STAGES)}")
     tgt = Target.from_string(target)
@@ -111,8 +111,8 @@ def inspect(model, stage: str = "graph", input_shapes=None, target: str | Target
     if stage == "cuda" and tgt.kind != "cuda":
         tgt = Target.from_string("cuda")       # the CUDA C of the default architecture
     if tgt.kind == "cuda":
-        from tensorc.compiler.cuda import inspect_cuda
+        from tensorc.compiler.cuda import inspect_cuda  # start-up cost (top)
         return inspect_cuda(graph, tgt, stage)
-    from tensorc.compiler.llvm import inspect_llvm
+    from tensorc.compiler.llvm import inspect_llvm  # start-up cost (top)
     return inspect_llvm(graph, tgt, stage)
 

@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 
 from tensorc.errors import TensorcError
+from tensorc.ir.loop import itemsize
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,6 @@ class Target:
         return 128
 
     def vector_lanes(self, dtype: str = "float32") -> int:
-        from tensorc.ir.loop import itemsize
         return max(1, self.vector_bits // (8 * itemsize(dtype)))
 
     @property

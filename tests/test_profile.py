@@ -13,7 +13,7 @@ from onnx import helper
 import models
 import tensorc
 from tensorc.cli.main import main
-from tensorc.profile import KernelInfo, build_profile
+from tensorc.runtime.profile import KernelInfo, build_profile
 from tensorc.runtime import machine, microbench
 from tensorc.runtime.machine import MemoryLevel, Roofline
 from tensorc.runtime.microbench import Best

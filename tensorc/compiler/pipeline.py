@@ -22,7 +22,7 @@ from tensorc.ops.space import InvalidConfigError
 from tensorc.passes.graph import GRAPH_PIPELINE
 from tensorc.passes.graph.fuse import VIEW_OPS, FusedGroup, fuse, view_base
 from tensorc.passes.graph.plan_memory import MemoryPlan, plan_memory
-from tensorc.profile import KernelInfo
+from tensorc.runtime.profile import KernelInfo
 from tensorc.target import Target
 
 Progress = Callable[[str], None]

@@ -16,7 +16,7 @@ from typing import Mapping
 import numpy as np
 
 from tensorc.errors import ArtifactError, KernelRuntimeError, TensorcError
-from tensorc.profile import KernelInfo, Profile, build_profile
+from tensorc.runtime.profile import KernelInfo, Profile, build_profile
 from tensorc.runtime.base import CompiledModule, index_out_of_range
 from tensorc.runtime.cpu import NativeLibrary
 from tensorc.runtime.machine import machine_roofline
