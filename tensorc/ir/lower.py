@@ -17,6 +17,7 @@ import warnings
 from typing import Sequence
 
 from tensorc.errors import ScheduleError
+from tensorc.ir import arith
 from tensorc.ir import expr as E
 from tensorc.ir.expr import (
     Const, Expr, Load, Reduce, Var, all_of, format_expr, substitute, transform,
@@ -87,7 +88,7 @@ class _NestInfo:
                 value[rel.inner] = value[rel.fused] % n if n != 1 else E.const(0)
         self.extent = ext
         self.guards = guards
-        self.root_index = {sv: E.simplify(root_ranges[sv][0] + _scaled(value[sv],
+        self.root_index = {sv: arith.simplify(root_ranges[sv][0] + _scaled(value[sv],
                                                                         _step(root_ranges[sv])))
                            for sv in stage.root_vars}
 
@@ -210,7 +211,7 @@ class _Lowering:
             offset = i - m
             if step != 1:
                 offset = E.Binary("floordiv", offset, E.const(step, offset.dtype))
-            out.append(E.simplify(offset, self.var_ranges))
+            out.append(arith.simplify(offset, self.var_ranges))
         return out
 
     # ----------------------------------------------------------------------------------------
@@ -371,7 +372,7 @@ class _Lowering:
                                         f"in every iteration of {along.name}; prefetch along "
                                         f"a loop that moves the read")
                 idx = self.region_offsets(id(t), [substitute(i, ahead) for i in load.indices])
-                region = _runs(E.simplify(flat_index(b, idx)), relaxed, known)
+                region = _runs(arith.simplify(flat_index(b, idx)), relaxed, known)
                 if region is None:
                     raise ScheduleError(f"{where}: the loops inside it do not read {t.name} "
                                         f"at increasing affine offsets")
@@ -387,7 +388,7 @@ class _Lowering:
                 raise ScheduleError(f"{where}: one iteration reads {lines} cache lines of "
                                     f"{t.name} (at most {PREFETCH_MAX_LINES}); prefetch at "
                                     f"a loop further in")
-            out.setdefault(sv, []).extend(Prefetch(b, E.simplify(base + s), nbytes, level)
+            out.setdefault(sv, []).extend(Prefetch(b, arith.simplify(base + s), nbytes, level)
                                           for s in starts)
         return out
 
@@ -435,7 +436,7 @@ class _Lowering:
         for sv, n in zip(spatial, st.tensor.shape):
             idx = info.root_index[sv]
             for cond in (E.Compare("ge", idx, E.const(0)), E.Compare("lt", idx, E.const(n))):
-                c = E.simplify(cond, self.var_ranges)
+                c = arith.simplify(cond, self.var_ranges)
                 if not (isinstance(c, Const) and c.value):
                     out.append(c)
         return out
@@ -479,7 +480,7 @@ class _Lowering:
         mins, extents, steps = [], [], []
         for d, n in enumerate(t.shape):
             box = [_relaxed_interval(ld.indices[d], relaxed, self.var_ranges) for ld in loads]
-            base_key = {E.expr_key(b[0]) for b in box if b is not None}
+            base_key = {arith.expr_key(b[0]) for b in box if b is not None}
             if any(b is None for b in box) or len(base_key) != 1:
                 mins.append(E.const(0))
                 extents.append(n)
@@ -496,7 +497,7 @@ class _Lowering:
             if self.compact_strides:
                 step = _lattice_step([ld.indices[d] for ld in loads], [b[1] for b in box],
                                      relaxed, self.var_ranges)
-            mins.append(E.simplify(box[0][0] + lo, self.var_ranges))
+            mins.append(arith.simplify(box[0][0] + lo, self.var_ranges))
             extents.append((hi - lo) // step + 1)
             steps.append(step)
         self.region_min[id(t)] = mins
@@ -538,7 +539,7 @@ def _lattice_step(indices: list[Expr], los: list[int], relaxed: dict[Var, tuple[
     when a relaxed variable appears inside a non-affine term)."""
     g = 0
     for index in indices:
-        aff = E.to_affine(index, known)
+        aff = arith.to_affine(index, known)
         for atom, c in aff.terms.values():
             if isinstance(atom, Var) and atom in relaxed:
                 a, b = relaxed[atom]
@@ -561,10 +562,10 @@ def _runs(flat: Expr, relaxed: dict[Var, int], known: dict[Var, tuple[int, int]]
     their extents: ``base + start + [0, span)`` for each start, or None where a variable's
     stride is not a constant >= 0. Strides no longer than the run so far extend it; a longer
     one starts runs of its own."""
-    base = E.simplify(substitute(flat, {v: E.const(0) for v in relaxed}), known)
+    base = arith.simplify(substitute(flat, {v: E.const(0) for v in relaxed}), known)
     steps = []
     for v, n in relaxed.items():
-        lc = E.linear_coeff(flat, v, known)
+        lc = arith.linear_coeff(flat, v, known)
         if lc is None or lc[1] < 0:
             return None
         if lc[1] and n > 1:
@@ -586,7 +587,7 @@ def _loads_of(body: Expr, t: Tensor) -> list[Load]:
 def _relaxed_interval(index: Expr, relaxed: dict[Var, tuple[int, int]],
                       known: dict[Var, tuple[int, int]]) -> tuple[Expr, int, int] | None:
     """``index`` = base + [lo, hi] where base is free of the relaxed variables."""
-    aff = E.merge_div_mod(E.to_affine(index, known))
+    aff = arith.merge_div_mod(arith.to_affine(index, known))
     lo = hi = aff.const
     base_terms = {}
     for key, (atom, c) in aff.terms.items():
@@ -598,14 +599,14 @@ def _relaxed_interval(index: Expr, relaxed: dict[Var, tuple[int, int]],
             if E.free_vars(atom) - relaxed.keys() - known.keys():
                 return None
             bounds = {**known, **relaxed}
-            alo, ahi = E.const_bounds(atom, bounds)
+            alo, ahi = arith.const_bounds(atom, bounds)
             if alo is None or ahi is None:
                 return None
             lo += min(c * alo, c * ahi)
             hi += max(c * alo, c * ahi)
         else:
             base_terms[key] = (atom, c)
-    base = E.Affine(base_terms, 0, aff.dtype).to_expr()
+    base = arith.Affine(base_terms, 0, aff.dtype).to_expr()
     return base, lo, hi
 
 

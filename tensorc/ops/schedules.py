@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from tensorc.ir import arith
 from tensorc.ir import expr as E
 from tensorc.ir.loop import Buffer, flat_index
 from tensorc.ir.lower import loop_extents
@@ -325,7 +326,7 @@ def transposed_axis(out: Tensor, lanes: int) -> int | None:
             continue
         flat = E.transform(flat_index(Buffer(tensor.name, tensor.shape, tensor.dtype), indices),
                            _unclamp)
-        coeffs = [E.linear_coeff(flat, v) for v in axes]
+        coeffs = [arith.linear_coeff(flat, v) for v in axes]
         if coeffs[-1] is None:
             continue
         if coeffs[-1][1] in (0, 1):
@@ -443,7 +444,7 @@ def _row_reduction(t: Tensor, lanes: int) -> bool:
     for load in E.walk(op.body.source):
         if isinstance(load, E.Load) and load.indices:
             last = load.indices[-1]
-            lin = E.linear_coeff(last, inner)
+            lin = arith.linear_coeff(last, inner)
             if lin is not None and lin[1] == 1 and not (E.free_vars(last) & spatial):
                 return True
     return False
