@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from tensorc.ir import arith
 from tensorc.ir import expr as E
+from tensorc.ir.bounds import loop_extents
 from tensorc.ir.loop import Buffer, flat_index
-from tensorc.ir.lower import loop_extents
 from tensorc.ir.schedule import Schedule, Stage
 from tensorc.ir.te import ComputeOp, Tensor, post_order
 from tensorc.ops.registry import Template

@@ -216,7 +216,7 @@ def _hottest_loop(asm: str) -> list[str]:
 
 
 def test_pack_is_traced_and_replays():
-    from tensorc.ir.schedule import replay
+    from tensorc.ir.trace import replay
     A, B = te.placeholder((29, 20), name="A"), te.placeholder((20, 24), name="B")
     mm = get_op("matmul").compute_fn({}, A, B)
     template = get_op("matmul").template("llvm")
