@@ -281,11 +281,6 @@ def _default_rows(m: int, rows: list[int]) -> int:
     return -(-m // -(-m // tallest))
 
 
-def tile_columns(n: int, lanes: int, nr: int, vectors: int) -> int:
-    width = nr if nr else lanes * vectors
-    return width if n >= width else (lanes if n >= lanes and not nr else n)
-
-
 @dataclass(frozen=True)
 class _BlockRules:
     """The constraint between the matmul knobs (plain data, so a space pickles for the
