@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tensorc.ir import arith
 from tensorc.ir import expr as E
 from tensorc.ir.loop import (
     CACHE_LINE, Allocate, For, IfThenElse, Prefetch, PrimFunc, Seq, Store, itemsize,
@@ -61,7 +62,7 @@ class _Loop:
 
 
 def _const_extent(e: E.Expr) -> int:
-    value = E.as_const_int(e)
+    value = arith.as_const_int(e)
     return value if value is not None and value > 0 else 1
 
 
@@ -95,7 +96,7 @@ def _access(buffer, index: E.Expr, loops: list[_Loop]) -> dict:
     if loops:
         inner = loops[-1].var
         if inner in used:
-            found = E.linear_coeff(index, inner)
+            found = arith.linear_coeff(index, inner)
             stride = abs(found[1]) if found is not None else CACHE_LINE
         else:
             stride = 0

@@ -23,6 +23,7 @@ import numpy as np
 
 from tensorc.codegen.cuda_prelude import PRELUDE
 from tensorc.errors import TensorcError
+from tensorc.ir import arith
 from tensorc.ir import expr as E
 from tensorc.ir.loop import (
     Allocate, Barrier, Buffer, For, IfThenElse, Prefetch, PrimFunc, Seq, Stmt, Store,
@@ -182,7 +183,7 @@ class _KernelWriter:
         self.vector_loads: dict[int, list[str]] = {}   # id(Load) -> lane expressions
         self.temps = 0
         sizes = [b.size for b in _all_buffers(kernel)]
-        sizes += [E.as_const_int(s.extent) or 0 for s in walk_stmts(kernel.body)
+        sizes += [arith.as_const_int(s.extent) or 0 for s in walk_stmts(kernel.body)
                   if isinstance(s, For)]
         self.index_type = "int" if max(sizes, default=0) < INT32_LIMIT else "long long"
         self.written = {id(s.buffer) for s in walk_stmts(kernel.body) if isinstance(s, Store)}
@@ -274,7 +275,7 @@ class _KernelWriter:
         self.depth -= 1
 
     def for_loop(self, s: For) -> None:
-        n = E.as_const_int(s.extent)
+        n = arith.as_const_int(s.extent)
         if n is not None:
             self.ranges[s.var] = (0, n - 1)
         var = self.name_of(s.var, s.var.name)
@@ -368,11 +369,11 @@ class _KernelWriter:
         aligned: buffers start 16-byte aligned), else None."""
         if buf.scope == "local":
             return None
-        lin = E.linear_coeff(index, var, self.ranges)
+        lin = arith.linear_coeff(index, var, self.ranges)
         if lin is None or lin[1] != 1:
             return None
         base = lin[0]
-        aff = E.to_affine(base, self.ranges)
+        aff = arith.to_affine(base, self.ranges)
         if aff.const % lanes or any(c % lanes for _, c in aff.terms.values()):
             return None
         return self.expr(base)
@@ -499,8 +500,8 @@ class _KernelWriter:
         return True
 
     def non_negative(self, a: E.Expr, b: E.Expr) -> bool:
-        lo, _ = E.const_bounds(a, self.ranges)
-        blo, _ = E.const_bounds(b, self.ranges)
+        lo, _ = arith.const_bounds(a, self.ranges)
+        blo, _ = arith.const_bounds(b, self.ranges)
         return lo is not None and lo >= 0 and blo is not None and blo > 0
 
     def math(self, name: str, dtype: str, args: list[str]) -> str:

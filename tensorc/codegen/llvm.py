@@ -19,6 +19,7 @@ from llvmlite import ir
 
 from tensorc.codegen import narrow_dtypes
 from tensorc.errors import TensorcError
+from tensorc.ir import arith
 from tensorc.ir import expr as E
 from tensorc.ir.loop import (
     CACHE_LINE, Allocate, Barrier, Buffer, For, IfThenElse, KernelCall, Prefetch, PrimFunc, Seq,
@@ -298,7 +299,7 @@ class LLVMCodegen(ValueOps):
         self.b.call(fn, args)
 
     def for_loop(self, s: For) -> None:
-        n = E.as_const_int(s.extent)
+        n = arith.as_const_int(s.extent)
         if n is not None:
             self.fs.ranges[s.var] = (0, n - 1)
         if s.kind == "vectorized" and n is not None and n > 1 and self.vector_loop(s, n):
@@ -474,7 +475,7 @@ class LLVMCodegen(ValueOps):
         self.fs, self.in_parallel = saved, saved_par
 
     def _const_extent(self, e: E.Expr) -> ir.Value:
-        n = E.as_const_int(e)
+        n = arith.as_const_int(e)
         if n is None:
             raise TensorcError("parallel loops need a constant extent")
         return ir.Constant(I64, n)
@@ -512,7 +513,7 @@ class LLVMCodegen(ValueOps):
         if found is None or getattr(self, "vec_var", None) in self.fs.env:
             return False
         inner, st = found
-        lanes = E.as_const_int(inner.extent)
+        lanes = arith.as_const_int(inner.extent)
         guard = inner.body.cond if isinstance(inner.body, IfThenElse) else None
         if lanes is None or lanes < 2 or len(st.indices) != 1 or \
                 not _vectorizable(inner.body, inner.var) or not _predicable(inner.body) or \
@@ -586,9 +587,9 @@ class LLVMCodegen(ValueOps):
             return False
         inner = s.body
         st = inner.body
-        n = E.as_const_int(inner.extent)
+        n = arith.as_const_int(inner.extent)
         (index,) = st.indices
-        stride = E.linear_coeff(index, inner.var)[1]
+        stride = arith.linear_coeff(index, inner.var)[1]
         values = []
         saved_mask = self.lane_mask
         self.fs.ranges[s.var] = (0, m - 1)
@@ -631,7 +632,7 @@ class LLVMCodegen(ValueOps):
         if getattr(self, "vec_var", None) in self.fs.env or not isinstance(inner, For) or \
                 inner.kind != "vectorized" or not isinstance(inner.body, Store):
             return False
-        n = E.as_const_int(inner.extent)
+        n = arith.as_const_int(inner.extent)
         if n not in (4, 8, 16) or not 2 <= m <= n:
             return False
         st = inner.body
@@ -641,8 +642,8 @@ class LLVMCodegen(ValueOps):
                     for e in E.walk(st.value)):
             return False
         (index,) = st.indices
-        lin_u = E.linear_coeff(index, s.var)
-        lin_v = E.linear_coeff(index, inner.var)
+        lin_u = arith.linear_coeff(index, s.var)
+        lin_v = arith.linear_coeff(index, inner.var)
         return lin_u is not None and lin_v is not None and lin_u[1] == 1 and lin_v[1] >= m
 
     def _guarded_transposed_tile(self, s: For, m: int) -> bool:
@@ -691,7 +692,7 @@ class LLVMCodegen(ValueOps):
                 return not isinstance(e, E.Load)
             if not E.uses_var(e.indices[0], s.var):
                 return True
-            step = E.linear_coeff(e.indices[0], s.var)
+            step = arith.linear_coeff(e.indices[0], s.var)
             return e.source.scope == "local" and step is not None and step[1] == 1
         acc, part = (value.a, value.b) if is_acc(value.a) else (value.b, value.a)
         if not is_acc(acc) or not E.uses_var(part, s.var) or \
@@ -851,13 +852,13 @@ class LLVMCodegen(ValueOps):
             return self.lane_mask
         stride = 0
         if self.lane_mask is not None or not store:
-            lin = E.linear_coeff(index, self.vec_var)
+            lin = arith.linear_coeff(index, self.vec_var)
             if lin is None:
                 return self.lane_mask
             base, stride = lin
         if self.lane_mask is None:
             return None
-        lo, hi = E.const_bounds(base, self.fs.ranges)
+        lo, hi = arith.const_bounds(base, self.fs.ranges)
         if lo is None or hi is None or lo < 0 or stride < 0 or \
                 hi + stride * (self.lanes - 1) >= self.fs.allocated.get(buf, buf.size):
             return self.lane_mask
@@ -875,7 +876,7 @@ class LLVMCodegen(ValueOps):
         elements inside a local buffer's allocation."""
         if index is None or buf.scope != "local":
             return False
-        lin = E.linear_coeff(index, self.vec_var)
+        lin = arith.linear_coeff(index, self.vec_var)
         return lin is not None and lin[1] == 1 and self._in_allocation(buf, lin[0], lanes)
 
     def _in_allocation(self, buf: Buffer, base: E.Expr, span: int) -> bool:
@@ -883,7 +884,7 @@ class LLVMCodegen(ValueOps):
         buffers only: parameters' extents are not known to be padded)."""
         if buf.scope != "local":
             return False
-        lo, hi = E.const_bounds(base, self.fs.ranges)
+        lo, hi = arith.const_bounds(base, self.fs.ranges)
         return lo is not None and hi is not None and lo >= 0 and \
             hi + span <= self.fs.allocated.get(buf, buf.size)
 
@@ -895,7 +896,7 @@ class LLVMCodegen(ValueOps):
         buf = e.source
         (index,) = e.indices
         if lanes is not None and E.uses_var(index, self.vec_var):
-            lin = E.linear_coeff(index, self.vec_var)
+            lin = arith.linear_coeff(index, self.vec_var)
             if lin is not None and lin[1] == 1:
                 ptr = self._pointer(buf, self._scalar_index(lin[0]))
                 return self._from_storage(self._contiguous_load(ptr, buf, lanes, index),
@@ -1097,7 +1098,7 @@ class LLVMCodegen(ValueOps):
         """An integer comparison affine in the vector variable, ``base + s*k OP 0`` for lanes
         k: compare the constant lane vector ``s*k`` with ``-base`` in 32-bit lanes (one
         instruction) instead of building 64-bit index vectors."""
-        lin = E.linear_coeff(e.a - e.b, self.vec_var)
+        lin = arith.linear_coeff(e.a - e.b, self.vec_var)
         if lin is None or not _is_signed(e.a.dtype) or abs(lin[1]) * lanes >= 1 << 30:
             return None
         base, stride = lin
@@ -1121,7 +1122,7 @@ class LLVMCodegen(ValueOps):
         if buf.dtype in ("bool", "bfloat16") or buf.dtype in narrow_dtypes.NARROW_DTYPES:
             return None
         index = _strip_justified_clamps(load.indices[0], e.cond)
-        lin = None if index is None else E.linear_coeff(index, self.vec_var)
+        lin = None if index is None else arith.linear_coeff(index, self.vec_var)
         if lin is None or not 1 <= lin[1] <= MAX_SHUFFLE_STRIDE:
             return None
         base, stride = lin
@@ -1171,7 +1172,7 @@ class LLVMCodegen(ValueOps):
         value = self.expr(s.value, lanes)
         if lanes is not None and E.uses_var(index, self.vec_var):
             value = self._broadcast(value, lanes)
-            lin = E.linear_coeff(index, self.vec_var)
+            lin = arith.linear_coeff(index, self.vec_var)
             if lin is not None and lin[1] == 1:
                 ptr = self._pointer(buf, self._scalar_index(lin[0]))
                 self._contiguous_store(ptr, self._to_storage(value, buf.dtype), buf, lanes,
@@ -1213,7 +1214,7 @@ class LLVMCodegen(ValueOps):
             if not isinstance(bound, ir.Constant) or not isinstance(bound.type, ir.IntType):
                 return None
             values[var] = E.const(bound.constant, var.dtype)
-        folded = E.simplify(E.substitute(cond, values))
+        folded = arith.simplify(E.substitute(cond, values))
         return bool(folded.value) if isinstance(folded, E.Const) else None
 
     def _scalar_index(self, index: E.Expr) -> ir.Value:
@@ -1300,7 +1301,7 @@ def _two_step(index: E.Expr, var: E.Var, lanes: int
     while isinstance(e, E.Binary) and e.op == "floordiv" and isinstance(e.b, E.Const) and \
             int(e.b.value) > 0:
         divisor, e = divisor * int(e.b.value), e.a
-    lin = E.linear_coeff(e, var)
+    lin = arith.linear_coeff(e, var)
     if divisor == 1 or lin is None or lin[1] < 1 or lin[1] * (lanes - 1) >= divisor:
         return None
     return outer, scale, e, divisor
@@ -1328,7 +1329,7 @@ def _stmt_work(s: Stmt) -> int:
     """Stores that ``s`` executes, from its loop nest (a loop of unknown extent counts 16,
     a conditional its larger branch): the size of a parallel loop's iteration."""
     if isinstance(s, For):
-        n = E.as_const_int(s.extent)
+        n = arith.as_const_int(s.extent)
         return (16 if n is None else max(n, 0)) * _stmt_work(s.body)
     if isinstance(s, Seq):
         return sum(_stmt_work(c) for c in s.stmts)
@@ -1357,15 +1358,15 @@ def _strip_justified_clamps(index: E.Expr, cond: E.Expr) -> E.Expr | None:
     for c in _conjuncts(cond):
         if isinstance(c, E.Compare) and isinstance(c.b, E.Const):
             if c.op == "ge" and c.b.value == 0:
-                lower.add(E.expr_key(c.a))
+                lower.add(arith.expr_key(c.a))
             elif c.op == "lt":
-                upper.add((E.expr_key(c.a), c.b.value))
+                upper.add((arith.expr_key(c.a), c.b.value))
     stripped = False
 
     def fn(x: E.Expr):
         nonlocal stripped
         if isinstance(x, E.Binary) and isinstance(x.b, E.Const):
-            key = E.expr_key(x.a)
+            key = arith.expr_key(x.a)
             if (x.op == "max" and x.b.value == 0 and key in lower) or \
                     (x.op == "min" and (key, x.b.value + 1) in upper):
                 stripped = True
@@ -1392,7 +1393,7 @@ def _vectorizable(s: Stmt, var: E.Var) -> bool:
 def _multiple_of(e: E.Expr, n: int) -> bool:
     """Whether the integer expression ``e`` is a multiple of ``n`` for every value of its
     variables (every term's coefficient and the constant are)."""
-    aff = E.to_affine(e, {})
+    aff = arith.to_affine(e, {})
     return aff.const % n == 0 and all(c % n == 0 for _, c in aff.terms.values())
 
 
@@ -1417,7 +1418,7 @@ def _affine_condition(c: E.Expr, var: E.Var) -> bool:
     if isinstance(c, E.Logical) and c.op == "and":
         return all(_affine_condition(a, var) for a in c.args)
     if isinstance(c, E.Compare) and c.op in ("lt", "le", "gt", "ge") and E.is_int(c.a.dtype):
-        return E.linear_coeff(c.a - c.b, var) is not None
+        return arith.linear_coeff(c.a - c.b, var) is not None
     return False
 
 

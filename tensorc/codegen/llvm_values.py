@@ -15,6 +15,7 @@ from llvmlite import ir
 from tensorc.codegen import llvm_math, narrow_dtypes
 from tensorc.codegen.llvm_types import I1, I8, I32, I64, like, splat
 from tensorc.errors import TensorcError
+from tensorc.ir import arith
 from tensorc.ir import expr as E
 
 _SCALAR = {
@@ -195,7 +196,7 @@ class ValueOps(llvm_math.MathOps):
         if e.name == "bitcast":
             return self._bitcast(x, e.args[0].dtype, e.dtype)
         if e.name == "check_index":
-            return self._check_index(x, E.as_const_int(e.args[1]))
+            return self._check_index(x, arith.as_const_int(e.args[1]))
         if e.name in ("isnan", "isinf"):
             if e.name == "isnan":
                 return self.b.fcmp_unordered("uno", x, x)

@@ -14,9 +14,8 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from tensorc.ir.expr import (
-    Expr, Load, Var, as_const_int, const, format_expr, linear_coeff, transform, uses_var, walk,
-)
+from tensorc.ir.arith import as_const_int, linear_coeff
+from tensorc.ir.expr import Expr, Load, Var, const, format_expr, transform, uses_var, walk
 
 LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled",
               "blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",

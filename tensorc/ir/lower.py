@@ -17,15 +17,17 @@ import warnings
 from typing import Sequence
 
 from tensorc.errors import ScheduleError
+from tensorc.ir import arith
 from tensorc.ir import expr as E
+from tensorc.ir.bounds import NestInfo, lattice_step, relaxed_interval, runs, scaled
 from tensorc.ir.expr import (
     Const, Expr, Load, Reduce, Var, all_of, format_expr, substitute, transform,
 )
 from tensorc.ir.loop import (
     CACHE_LINE, Allocate, Buffer, For, IfThenElse, Prefetch, PrimFunc, Stmt, Store,
-    ThreadReduce, flat_index, itemsize, seq,
+    ThreadReduce, flat_index, itemsize, map_stmt, seq,
 )
-from tensorc.ir.schedule import Schedule, Split, Stage, SVar
+from tensorc.ir.schedule import Schedule, Stage, SVar
 from tensorc.ir.te import ComputeOp, PlaceholderOp, Tensor
 
 
@@ -36,60 +38,6 @@ PREFETCH_MAX_LINES = 32
 class RedundantComputeWarning(UserWarning):
     """A stage computed at a loop needs its whole tensor in every iteration of that loop:
     the schedule recomputes the same values over and over (tests turn this into an error)."""
-
-
-def loop_extents(stage: Stage, root_extents: dict[SVar, int] | None = None
-                 ) -> dict[SVar, int]:
-    """The extent of every loop of ``stage`` (root loops default to their full extent).
-
-    A split by a factor at least the extent keeps one outer iteration and an inner loop of
-    the whole extent; otherwise the outer loop rounds up (and lowering adds a guard).
-    """
-    ext = {sv: (root_extents or {}).get(sv, sv.root_extent) for sv in stage.root_vars}
-    for rel in stage.relations:
-        if isinstance(rel, Split):
-            n = ext[rel.parent]
-            if rel.factor is not None:
-                inner = min(rel.factor, n)
-                outer = -(-n // inner)
-            else:
-                outer = min(rel.nparts, n)
-                inner = -(-n // outer)
-            ext[rel.outer], ext[rel.inner] = outer, inner
-        else:
-            ext[rel.fused] = ext[rel.outer] * ext[rel.inner]
-    return ext
-
-
-class _NestInfo:
-    """Extents of a stage's loops and its root indices in terms of the leaf loop variables."""
-
-    def __init__(self, stage: Stage, root_ranges: dict[SVar, tuple]):
-        """``root_ranges``: per root loop (min, extent) or (min, extent, step)."""
-        ext = loop_extents(stage, {sv: r[1] for sv, r in root_ranges.items()})
-        value: dict[SVar, Expr] = {sv: sv.var for sv in stage.leaf_vars}
-        guards: list[tuple[SVar, Expr]] = []
-        for rel in reversed(stage.relations):
-            if isinstance(rel, Split):
-                inner = ext[rel.inner]
-                start = value[rel.outer] * inner
-                partial = ext[rel.outer] * inner != ext[rel.parent]
-                if partial and rel.shift_tail:
-                    # the last block ends at the extent: no guard, an overlap instead
-                    start = E.minimum(start, E.const(ext[rel.parent] - inner))
-                value[rel.parent] = start + value[rel.inner]
-                if partial and not rel.shift_tail:
-                    guards.append((rel.parent, E.Compare("lt", value[rel.parent],
-                                                         E.const(ext[rel.parent]))))
-            else:
-                n = ext[rel.inner]
-                value[rel.outer] = value[rel.fused] // n if n != 1 else value[rel.fused]
-                value[rel.inner] = value[rel.fused] % n if n != 1 else E.const(0)
-        self.extent = ext
-        self.guards = guards
-        self.root_index = {sv: E.simplify(root_ranges[sv][0] + _scaled(value[sv],
-                                                                        _step(root_ranges[sv])))
-                           for sv in stage.root_vars}
 
 
 class _Lowering:
@@ -210,12 +158,12 @@ class _Lowering:
             offset = i - m
             if step != 1:
                 offset = E.Binary("floordiv", offset, E.const(step, offset.dtype))
-            out.append(E.simplify(offset, self.var_ranges))
+            out.append(arith.simplify(offset, self.var_ranges))
         return out
 
     # ----------------------------------------------------------------------------------------
     def lower_stage(self, st: Stage, root_ranges: dict[SVar, tuple]) -> Stmt:
-        info = _NestInfo(st, root_ranges)
+        info = NestInfo(st, root_ranges)
         for sv in st.leaf_vars:
             self.var_ranges[sv.var] = (0, info.extent[sv] - 1)
             if st.loop_kind.get(sv, "").startswith("threadIdx"):
@@ -290,7 +238,7 @@ class _Lowering:
             inner = self.wrap_loop(st, sv, info, inner, children)
         return inner
 
-    def lower_cross_thread(self, st: Stage, info: _NestInfo, body: Reduce, buf: Buffer,
+    def lower_cross_thread(self, st: Stage, info: NestInfo, body: Reduce, buf: Buffer,
                            store_idx: tuple, spatial_guards: list, reduce_guards: list,
                            first_reduce: int, children: dict) -> Stmt:
         """A reduction whose outermost reduction loop is bound to a thread axis: each thread
@@ -331,7 +279,7 @@ class _Lowering:
             inner = self.wrap_loop(st, sv, info, inner, children)
         return inner
 
-    def wrap_loop(self, st: Stage, sv: SVar, info: _NestInfo, body: Stmt,
+    def wrap_loop(self, st: Stage, sv: SVar, info: NestInfo, body: Stmt,
                   children: dict[SVar, list[Stage]]) -> Stmt:
         for child in reversed(children.get(sv, [])):
             body = self.lower_attached(child, body)
@@ -342,7 +290,7 @@ class _Lowering:
         body = seq(*self.prefetch_at.pop(sv, []), body)
         return For(sv.var, E.const(info.extent[sv]), st.loop_kind.get(sv, "serial"), body)
 
-    def prefetches(self, st: Stage, info: _NestInfo, body: Expr) -> dict[SVar, list[Stmt]]:
+    def prefetches(self, st: Stage, info: NestInfo, body: Expr) -> dict[SVar, list[Stmt]]:
         """The Prefetch statements that open each loop of ``st`` (its ``prefetch`` calls):
         the elements of the tensor that the loops inside read ``offset`` iterations on, in
         runs of consecutive elements (a tile's rows of weights, say), each a Prefetch of its
@@ -371,7 +319,7 @@ class _Lowering:
                                         f"in every iteration of {along.name}; prefetch along "
                                         f"a loop that moves the read")
                 idx = self.region_offsets(id(t), [substitute(i, ahead) for i in load.indices])
-                region = _runs(E.simplify(flat_index(b, idx)), relaxed, known)
+                region = runs(arith.simplify(flat_index(b, idx)), relaxed, known)
                 if region is None:
                     raise ScheduleError(f"{where}: the loops inside it do not read {t.name} "
                                         f"at increasing affine offsets")
@@ -387,7 +335,7 @@ class _Lowering:
                 raise ScheduleError(f"{where}: one iteration reads {lines} cache lines of "
                                     f"{t.name} (at most {PREFETCH_MAX_LINES}); prefetch at "
                                     f"a loop further in")
-            out.setdefault(sv, []).extend(Prefetch(b, E.simplify(base + s), nbytes, level)
+            out.setdefault(sv, []).extend(Prefetch(b, arith.simplify(base + s), nbytes, level)
                                           for s in starts)
         return out
 
@@ -425,7 +373,7 @@ class _Lowering:
         value = self.to_buffer_loads(Load(flag, index))
         return E.Compare("ne", value, E.Const(0, flag.dtype))
 
-    def domain_guards(self, st: Stage, info: _NestInfo) -> list[Expr]:
+    def domain_guards(self, st: Stage, info: NestInfo) -> list[Expr]:
         """Guards keeping an attached stage inside its tensor's domain (when its region may
         overhang it)."""
         if st.attach != "at":
@@ -435,13 +383,13 @@ class _Lowering:
         for sv, n in zip(spatial, st.tensor.shape):
             idx = info.root_index[sv]
             for cond in (E.Compare("ge", idx, E.const(0)), E.Compare("lt", idx, E.const(n))):
-                c = E.simplify(cond, self.var_ranges)
+                c = arith.simplify(cond, self.var_ranges)
                 if not (isinstance(c, Const) and c.value):
                     out.append(c)
         return out
 
     # ----------------------------------------------------------------------------------------
-    def infer_region(self, child: Stage, parent: Stage, at: SVar, info: _NestInfo,
+    def infer_region(self, child: Stage, parent: Stage, at: SVar, info: NestInfo,
                      parent_body: Expr, later_siblings: list[Stage]) -> None:
         """The box of ``child``'s tensor that one iteration of ``parent``'s loop ``at`` reads
         (through ``parent`` itself or a sibling computed at the same loop)."""
@@ -467,7 +415,7 @@ class _Lowering:
                                       self.region_extent[id(sib.tensor)], steps):
                 v = Var(sv.name + ".r")
                 relaxed[v] = (0, n - 1)
-                mapping[sv.var] = m + _scaled(v, step)
+                mapping[sv.var] = m + scaled(v, step)
             for sv in sib.root_vars:
                 if sv.kind == "reduce":
                     relaxed[sv.var] = (0, sv.root_extent - 1)
@@ -478,8 +426,9 @@ class _Lowering:
                                 f"neither {parent.name} nor a stage computed there reads it")
         mins, extents, steps = [], [], []
         for d, n in enumerate(t.shape):
-            box = [_relaxed_interval(ld.indices[d], relaxed, self.var_ranges) for ld in loads]
-            base_key = {E.expr_key(b[0]) for b in box if b is not None}
+            box = [relaxed_interval(ld.indices[d], relaxed, self.var_ranges)
+                   for ld in loads]
+            base_key = {arith.expr_key(b[0]) for b in box if b is not None}
             if any(b is None for b in box) or len(base_key) != 1:
                 mins.append(E.const(0))
                 extents.append(n)
@@ -494,9 +443,9 @@ class _Lowering:
                 continue
             step = 1
             if self.compact_strides:
-                step = _lattice_step([ld.indices[d] for ld in loads], [b[1] for b in box],
+                step = lattice_step([ld.indices[d] for ld in loads], [b[1] for b in box],
                                      relaxed, self.var_ranges)
-            mins.append(E.simplify(box[0][0] + lo, self.var_ranges))
+            mins.append(arith.simplify(box[0][0] + lo, self.var_ranges))
             extents.append((hi - lo) // step + 1)
             steps.append(step)
         self.region_min[id(t)] = mins
@@ -523,90 +472,13 @@ class _Lowering:
         self.buffers[id(t)] = Buffer(child.name, tuple(shape), t.dtype, scope)
 
 
-def _step(rng: tuple) -> int:
-    return rng[2] if len(rng) > 2 else 1
-
-
-def _scaled(e: Expr, step: int) -> Expr:
-    return e if step == 1 else e * step
-
-
-def _lattice_step(indices: list[Expr], los: list[int], relaxed: dict[Var, tuple[int, int]],
-                  known: dict[Var, tuple[int, int]]) -> int:
-    """The largest step g such that every element the loads read is at lo + g * k: the gcd
-    of the relaxed variables' coefficients and of the loads' offsets from each other (1
-    when a relaxed variable appears inside a non-affine term)."""
-    g = 0
-    for index in indices:
-        aff = E.to_affine(index, known)
-        for atom, c in aff.terms.values():
-            if isinstance(atom, Var) and atom in relaxed:
-                a, b = relaxed[atom]
-                if b > a:
-                    g = math.gcd(g, abs(c))
-            elif E.free_vars(atom) & relaxed.keys():
-                return 1
-    for lo in los:
-        g = math.gcd(g, abs(lo - los[0]))
-    return g or 1
-
-
 def _thread_bound(st: Stage, sv: SVar) -> bool:
     return st.loop_kind.get(sv, "").startswith("threadIdx")
-
-
-def _runs(flat: Expr, relaxed: dict[Var, int], known: dict[Var, tuple[int, int]]
-          ) -> tuple[Expr, tuple[int, ...], int] | None:
-    """The elements that ``flat`` (an index) reaches as the ``relaxed`` variables run over
-    their extents: ``base + start + [0, span)`` for each start, or None where a variable's
-    stride is not a constant >= 0. Strides no longer than the run so far extend it; a longer
-    one starts runs of its own."""
-    base = E.simplify(substitute(flat, {v: E.const(0) for v in relaxed}), known)
-    steps = []
-    for v, n in relaxed.items():
-        lc = E.linear_coeff(flat, v, known)
-        if lc is None or lc[1] < 0:
-            return None
-        if lc[1] and n > 1:
-            steps.append((lc[1], n))
-    starts, span = [0], 1
-    for stride, n in sorted(steps):
-        if stride <= span:
-            span += stride * (n - 1)
-        else:
-            starts = [s + stride * k for s in starts for k in range(n)]
-    return base, tuple(starts), span
 
 
 def _loads_of(body: Expr, t: Tensor) -> list[Load]:
     root = body.source if isinstance(body, Reduce) else body
     return [x for x in E.walk(root) if isinstance(x, Load) and x.source is t]
-
-
-def _relaxed_interval(index: Expr, relaxed: dict[Var, tuple[int, int]],
-                      known: dict[Var, tuple[int, int]]) -> tuple[Expr, int, int] | None:
-    """``index`` = base + [lo, hi] where base is free of the relaxed variables."""
-    aff = E.merge_div_mod(E.to_affine(index, known))
-    lo = hi = aff.const
-    base_terms = {}
-    for key, (atom, c) in aff.terms.items():
-        if isinstance(atom, Var) and atom in relaxed:
-            a, b = relaxed[atom]
-            lo += min(c * a, c * b)
-            hi += max(c * a, c * b)
-        elif E.free_vars(atom) & relaxed.keys():
-            if E.free_vars(atom) - relaxed.keys() - known.keys():
-                return None
-            bounds = {**known, **relaxed}
-            alo, ahi = E.const_bounds(atom, bounds)
-            if alo is None or ahi is None:
-                return None
-            lo += min(c * alo, c * ahi)
-            hi += max(c * alo, c * ahi)
-        else:
-            base_terms[key] = (atom, c)
-    base = E.Affine(base_terms, 0, aff.dtype).to_expr()
-    return base, lo, hi
 
 
 def _combine(combiner: str, acc: Expr, value: Expr) -> Expr:
@@ -624,8 +496,6 @@ def _guarded(cond: Expr | None, stmt: Stmt) -> Stmt:
 
 
 def _subst_stmt(stmt: Stmt, mapping: dict[Var, Expr]) -> Stmt:
-    from tensorc.ir.loop import map_stmt
-
     def fs(s: Stmt):
         if isinstance(s, For) and s.var in mapping:
             return For(mapping[s.var], s.extent, s.kind, s.body)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import inspect
 from typing import Callable, Sequence
 
+import numpy as np
+
 from tensorc.ir.expr import (
     INDEX, Const, Expr, Load, Reduce, Var, as_expr, const, is_float, walk,
 )
@@ -193,14 +195,12 @@ def accumulator_dtype(dtype: str) -> str:
 def min_value(dtype: str) -> Const:
     if is_float(dtype):
         return Const(float("-inf"), dtype)
-    import numpy as np
     return Const(0 if dtype == "bool" else int(np.iinfo(dtype).min), dtype)
 
 
 def max_value(dtype: str) -> Const:
     if is_float(dtype):
         return Const(float("inf"), dtype)
-    import numpy as np
     return Const(1 if dtype == "bool" else int(np.iinfo(dtype).max), dtype)
 
 

@@ -124,7 +124,7 @@ FAMILY_MODULES = (
     "tensorc.ops.activations",   # elu, gelu, prelu, softplus, ... (elementwise rules)
     "tensorc.ops.bitcast",       # bitcast (reinterpret bits)
     "tensorc.ops.logic",         # comparisons, and / or / xor / not, isnan, isinf, where
-    "tensorc.ops.matmul",        # matmul
+    "tensorc.ops.matmul.op",     # matmul
     "tensorc.ops.nn.conv",       # conv
     "tensorc.ops.nn.pool",       # max_pool, avg_pool
     "tensorc.ops.nn.norm",       # batch_norm, normalize, lrn

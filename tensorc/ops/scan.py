@@ -72,8 +72,8 @@ def _compute(name: str):
     return compute
 
 
-# Axes at least this long scan in blocks of about sqrt(n) elements (O(n^1.5), not O(n^2)):
-# a cumsum over 8400 elements took 3.4 ms (onnxruntime 0.024)
+# Axes at least this long scan in blocks of about sqrt(n) elements (O(n^1.5), not O(n^2);
+# 9897d06)
 BLOCKED_SCAN_MIN = 256
 BLOCKED_STAGES = ("scan_local", "scan_blocks", "scan_prefix")
 

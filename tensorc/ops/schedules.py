@@ -9,9 +9,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from tensorc.ir import arith
 from tensorc.ir import expr as E
+from tensorc.ir.bounds import loop_extents
 from tensorc.ir.loop import Buffer, flat_index
-from tensorc.ir.lower import loop_extents
 from tensorc.ir.schedule import Schedule, Stage
 from tensorc.ir.te import ComputeOp, Tensor, post_order
 from tensorc.ops.registry import Template
@@ -20,8 +21,8 @@ from tensorc.target import Target
 
 # below this many output elements a kernel runs on one thread: waking the pool costs more
 PARALLEL_MIN_ELEMENTS = 16384
-# ... unless each element is this many multiply-adds' work together (a conv's reduction): a
-# 48 -> 96 3x3 conv onto 8x8 (6144 outputs, 432 deep, 54 us) ran on one thread
+# ... unless each element is this many multiply-adds' work together (a conv's reduction;
+# 44f3156)
 PARALLEL_MIN_WORK = 1 << 19
 
 
@@ -235,8 +236,7 @@ def schedule_injective(target: Target, sch: Schedule, out: Tensor, anchor: Tenso
             stage.leaf_vars == stage.op_axis and math.prod(out.shape[joined + 1:]) >= lanes:
         # a concat's short rows: fused only below its axis, which stays a loop of its own
         # where loop partitioning cuts one piece per input (each a plain copy); fused with it
-        # every vector tested every input's range (DenseNet's concats of 14x14 maps: 0.23 ms
-        # for 50K elements)
+        # every vector tested every input's range (510f9b0)
         rows = list(stage.op_axis)[joined + 1:]
         if len(rows) > 1:
             stage.fuse(*rows)
@@ -270,10 +270,7 @@ def _schedule_transposed_tiles(stage: Stage, axis: int, lanes: int, out: Tensor,
     or with no outer axes to run in parallel, in a guarded block and v.o runs in parallel.
     The innermost axis (u) ends in a guarded block, which loop partitioning peels into a
     shorter tile (codegen stores its rows masked); a concat's parts along u stay selects in
-    the unrolled tile, decided in each unrolled copy. Measured at one thread: a YOLO
-    head's decode ([1, 3, 85, 52, 52] to channels last, sigmoid, box math) 1.7 -> 1.2 ms in
-    the model; NCHW <-> NHWC with 64 channels 0.10 -> 0.04 and 0.26 -> 0.04 ms (onnxruntime
-    0.05 and 0.09); a 1000 x 300 transpose 0.23 -> 0.065 ms (onnxruntime 0.08)."""
+    the unrolled tile, decided in each unrolled copy (measured in 642bb9a)."""
     order = list(stage.op_axis)
     v, u = order[axis], order[-1]
     rest = [a for d, a in enumerate(order[:-1]) if d != axis]
@@ -325,7 +322,7 @@ def transposed_axis(out: Tensor, lanes: int) -> int | None:
             continue
         flat = E.transform(flat_index(Buffer(tensor.name, tensor.shape, tensor.dtype), indices),
                            _unclamp)
-        coeffs = [E.linear_coeff(flat, v) for v in axes]
+        coeffs = [arith.linear_coeff(flat, v) for v in axes]
         if coeffs[-1] is None:
             continue
         if coeffs[-1][1] in (0, 1):
@@ -383,8 +380,7 @@ def schedule_reduction(target: Target, sch: Schedule, out: Tensor, anchor: Tenso
     block = 0
     if last > 2 * lanes:
         # blocks of up to COLUMN_REGISTERS vectors: a column sum then reads whole cache lines
-        # of each row (over rows 16 KiB apart it read half lines, all in one L1 set: 32x4096
-        # took 2.6x onnxruntime's time, now 0.8x)
+        # of each row (over rows 16 KiB apart it read half lines, all in one L1 set; 963c487)
         block = vector_block(last, lanes * COLUMN_REGISTERS)
         outer, inner = stage.split(axes[-1], block)
         stage.vectorize(inner)
@@ -405,10 +401,9 @@ def schedule_reduction(target: Target, sch: Schedule, out: Tensor, anchor: Tenso
         # the block's vectors side by side inside the reduction loops: one chain of
         # dependent adds per register, each step reading a row's whole block (each vector
         # alone over the whole reduction was one chain at a time, and over rows far apart
-        # one cache miss at a time: ReduceSum over 128 rows of 768 took 2x onnxruntime's
-        # time, ReduceMax over the channels of 64x56x56 1.4x). A block that is no whole
-        # number of vectors (56) ends with a vector overlapping the one before it where the
-        # combiner may see an element twice (max, min), else with a masked vector.
+        # one cache miss at a time; 94c31d4). A block that is no whole number of vectors
+        # (56) ends with a vector overlapping the one before it where the combiner may see
+        # an element twice (max, min), else with a masked vector.
         *rows, x = acc.op_axis
         body = anchor.op.body
         idempotent = isinstance(body, E.Reduce) and body.combiner in ("max", "min", "max_ordered")
@@ -443,7 +438,7 @@ def _row_reduction(t: Tensor, lanes: int) -> bool:
     for load in E.walk(op.body.source):
         if isinstance(load, E.Load) and load.indices:
             last = load.indices[-1]
-            lin = E.linear_coeff(last, inner)
+            lin = arith.linear_coeff(last, inner)
             if lin is not None and lin[1] == 1 and not (E.free_vars(last) & spatial):
                 return True
     return False
@@ -452,10 +447,7 @@ def _row_reduction(t: Tensor, lanes: int) -> bool:
 # Partial results of a row reduction (reduce ops over contiguous rows, softmax,
 # normalizations): up to this many registers of them, while each still takes at least 8
 # vectors of the row, so that the additions (or max) form independent chains rather than one
-# waiting on the last. Four measured at one thread: softmax rows of 1000-4096 0.23-0.24 ->
-# 0.20-0.21 ms, layernorm rows of 1000 and 4096 0.12 -> 0.08 ms (262,144 elements each),
-# ReduceMean over 112 x 112 (24 channels) 0.048 -> 0.028 ms, GlobalAveragePool 144 x 56 x 56
-# 0.057 -> 0.040 ms; rows of 64 keep one register (two measured 6-15% slower).
+# waiting on the last; rows of 64 keep one register (8568341).
 ROW_REGISTERS = 4
 
 

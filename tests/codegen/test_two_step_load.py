@@ -13,6 +13,7 @@ from onnx import helper
 
 import tensorc
 from tensorc.codegen.llvm import _two_step
+from tensorc.ir import arith
 from tensorc.ir import expr as E
 
 
@@ -54,7 +55,7 @@ def test_two_step_forms():
     # (v + 16 c) // 14 // 14: one division by 196, stride 1
     outer, scale, numerator, divisor = _two_step((v + c * 16) // 14 // 14, v, 16)
     assert (scale, divisor) == (1, 196)
-    assert E.linear_coeff(numerator, v)[1] == 1
+    assert arith.linear_coeff(numerator, v)[1] == 1
     # an offset and a scale outside the division
     outer, scale, _, divisor = _two_step((v + c * 16) // 49 * 3 + c, v, 16)
     assert (scale, divisor) == (3, 49) and E.uses_var(outer, c)

@@ -12,8 +12,9 @@ from helpers_kernels import compile_func, random_array, run_func, run_kernel
 from tensorc.codegen.build import llvm_ir
 from tensorc.errors import ScheduleError
 from tensorc.ir.lower import lower
-from tensorc.ir.schedule import create_schedule, replay, trace_from_json, trace_to_json
+from tensorc.ir.schedule import create_schedule
 from tensorc.ir.te import compute, placeholder, reduce_axis, sum_
+from tensorc.ir.trace import replay, trace_from_json, trace_to_json
 from tensorc.passes.loop import flatten_buffers, optimize, simplify
 
 RNG = np.random.default_rng(7)

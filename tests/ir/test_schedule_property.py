@@ -23,12 +23,12 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from helpers_kernels import compile_func, run_kernel
+from tensorc.ir.bounds import loop_extents
 from tensorc.ir.expr import Load, all_of, maximum, minimum, select, walk
-from tensorc.ir.lower import loop_extents, lower
-from tensorc.ir.schedule import (
-    Schedule, Stage, create_schedule, replay, trace_from_json, trace_to_json,
-)
+from tensorc.ir.lower import lower
+from tensorc.ir.schedule import Schedule, Stage, create_schedule
 from tensorc.ir.te import Tensor, compute, max_, placeholder, reduce_axis, sum_
+from tensorc.ir.trace import replay, trace_from_json, trace_to_json
 
 # random legal schedules may recompute a whole stage per loop iteration: slow, never wrong
 pytestmark = pytest.mark.filterwarnings("ignore::tensorc.ir.lower.RedundantComputeWarning")

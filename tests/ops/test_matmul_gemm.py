@@ -20,7 +20,14 @@ from tensorc.ir import expr as E
 from tensorc.ir import te
 from tensorc.ir.lower import lower
 from tensorc.ir.schedule import create_schedule
-from tensorc.ops.matmul import WHOLE, micro_tile, pack_b_panels, panel_width, unpack_b_panels
+from tensorc.ir.trace import replay
+from tensorc.ops.matmul.gemm import Gemm
+from tensorc.ops.matmul.schedule import schedule_gemm
+from tensorc.ops.matmul.space import (
+    GEMV_STREAMS, K_BLOCK_MIN_ROWS, K_BLOCK_WIDE, PACKED_A_BYTES, PACKED_BLOCK_MIN_TILES,
+    PANEL_REUSE_ROWS, PARALLEL_BLOCKS, WHOLE, WIDE_B_BLOCK_BYTES, gemm_space,
+)
+from tensorc.ops.matmul.tile import micro_tile, pack_b_panels, panel_width, unpack_b_panels
 from tensorc.ops.registry import get_op
 from tensorc.target import Target
 
@@ -216,7 +223,6 @@ def _hottest_loop(asm: str) -> list[str]:
 
 
 def test_pack_is_traced_and_replays():
-    from tensorc.ir.schedule import replay
     A, B = te.placeholder((29, 20), name="A"), te.placeholder((20, 24), name="B")
     mm = get_op("matmul").compute_fn({}, A, B)
     template = get_op("matmul").template("llvm")
@@ -281,7 +287,6 @@ def test_k_blocks_of_a_large_a_leave_one_column_block_per_core(monkeypatch, core
     parallel loop is over them: never one block for all threads, never a count that leaves a
     core idle at the end), each block's B of one k block within WIDE_B_BLOCK_BYTES. Where no
     block size does that (16 cores, 24 panels), the blocks are PARALLEL_BLOCKS or more."""
-    from tensorc.ops.matmul import K_BLOCK_WIDE, PARALLEL_BLOCKS, WIDE_B_BLOCK_BYTES
     monkeypatch.setattr(Target, "num_cores", property(lambda self: cores))
     space = build_group(128, 3072, 768, True)
     default = space.default()
@@ -300,7 +305,6 @@ def test_k_blocks_of_a_large_a_leave_one_column_block_per_core(monkeypatch, core
 def test_deep_k_is_blocked_over_many_rows(m, blocked):
     """K = 3072 in blocks only over K_BLOCK_MIN_ROWS rows or more, whose tiles share each
     block of B in L1 (64 rows: K whole); K = 1024 is never blocked."""
-    from tensorc.ops.matmul import K_BLOCK_MIN_ROWS, Gemm, gemm_space
     default = gemm_space(AVX512, Gemm(m, 768, 3072, b_panel=64, k_blockable=True),
                          "float32").default()
     assert (m >= K_BLOCK_MIN_ROWS) == blocked
@@ -329,7 +333,6 @@ def test_k_blocks_whose_b_streams_from_memory_prefetch_the_next_panel(m, k, n, o
     """A k-blocked GEMM whose B (B_MEMORY_BYTES or more) streams from memory, with enough
     tiles per panel, asks for the next B panel's row into L2; smaller B, few tiles, GEMVs
     and unblocked K do not."""
-    from tensorc.ops.matmul import Gemm, gemm_space
     space = gemm_space(AVX512, Gemm(m, n, k, b_panel=32, k_blockable=True), "float32")
     default = space.default()
     assert default["prefetch_next"] == on
@@ -355,7 +358,6 @@ def test_prefetching_the_next_panel_gives_the_same_answer(k_block, packed):
 def test_gemvs_over_large_b_read_each_panel_as_two_streams():
     """A GEMV whose packed B takes GEMV_STREAMS_BYTES or more reads each panel as two streams
     (K's halves); a smaller B, more rows, or a B that is an input keep one."""
-    from tensorc.ops.matmul import GEMV_STREAMS, Gemm, gemm_space
     def default(m, k, n, panel=64):
         return gemm_space(AVX512, Gemm(m, n, k, b_panel=panel, k_blockable=True),
                           "float32").default()
@@ -391,8 +393,6 @@ def test_packed_a_row_blocks_hold_many_rows(m):
     (14-row tiles in blocks of two made 1024^3 10% slower), the tile count divides into the
     blocks (768 rows: 55 tiles of 14, blocks of 5, which the block choices lacked, so it took
     blocks of one), and the threads get PARALLEL_BLOCKS of them."""
-    from tensorc.ops.matmul import PACKED_A_BYTES, PARALLEL_BLOCKS, PANEL_REUSE_ROWS, Gemm, \
-        gemm_space
     space = gemm_space(AVX512, Gemm(m, 1024, 1024, b_panel=32, k_blockable=True), "float32")
     default = space.default()
     assert space.is_valid(default) and default["pack_a"]
@@ -408,7 +408,6 @@ def test_packed_a_row_blocks_hold_many_rows(m):
 def test_default_tile_rows(m, rows):
     """Register tiles as tall as fit, evened out over the rows (16 rows: 8 + 8, not 14 + 2,
     whose 2-row tile has too few accumulators for two FMA pipes)."""
-    from tensorc.ops.matmul import Gemm, gemm_space
     space = gemm_space(AVX512, Gemm(m, 768, 768, b_panel=32, k_blockable=True), "float32")
     assert space.default()["rows"] == rows
 
@@ -418,7 +417,6 @@ def test_default_tile_rows(m, rows):
 def test_shallow_matmuls_keep_the_a_strip_outer(k, order):
     """Up to K = 256 a block runs its A strips outer (each strip, in L1, meets the block's B
     panels); deeper ones run the B panels outer. The default compiles to numpy's result."""
-    from tensorc.ops.matmul import Gemm, gemm_space
     space = gemm_space(AVX512, Gemm(500, 3072, k, b_panel=32, k_blockable=True), "float32")
     assert space.default()["order"] == order
     func, inputs, want = build_group(40, k, 96, packed=True,
@@ -441,7 +439,6 @@ def test_evened_tiles_and_a_remainder_tile_match_numpy(m, rows):
 def test_a_is_packed_against_many_panels(n, packed):
     """An A larger than L2 is read in row blocks; it is packed only where a block meets
     PACK_A_MIN_PANELS B panels or more (the copy costs more than it saves against few)."""
-    from tensorc.ops.matmul import Gemm, gemm_space
     space = gemm_space(AVX512, Gemm(500, n, 768, b_panel=32, k_blockable=True), "float32")
     default = space.default()
     assert space.is_valid(default) and default["pack_a"] == packed
@@ -453,7 +450,6 @@ def test_six_row_tiles_read_a_in_place(m, k, n):
     """Tiles of 6 rows (beside 64-column panels of B) read their 6 streams of A in place, in
     column blocks of B that the threads share: A is packed only for tiles of 8 rows or more,
     whose many streams the prefetchers lose."""
-    from tensorc.ops.matmul import Gemm, gemm_space
     space = gemm_space(AVX512, Gemm(m, n, k, b_panel=64, k_blockable=True), "float32")
     default = space.default()
     assert default["rows"] == 6 and not default["pack_a"]
@@ -466,7 +462,6 @@ def test_a_is_read_in_place_where_its_blocks_would_hold_one_tile(m, streams):
     """197 rows (ViT) are 15 tiles of 14, which divide into PARALLEL_BLOCKS blocks only as
     blocks of one tile, each streaming all of B: A is then read in place against column
     blocks of B (which the threads share); blocks of two tiles or more stay packed."""
-    from tensorc.ops.matmul import PACKED_BLOCK_MIN_TILES, Gemm, gemm_space
     space = gemm_space(AVX512, Gemm(m, 3072, 768, b_panel=32, k_blockable=True), "float32")
     default = space.default()
     assert space.is_valid(default) and default["pack_a"] == streams
@@ -503,7 +498,6 @@ def test_packed_a_limit_counts_one_k_block():
 
 def test_a_pointwise_conv_scheduled_as_a_gemm():
     """The hook a 1x1 convolution can use: out[n, f, p] = sum_c W[f, c] * X[n, c, p]."""
-    from tensorc.ops.matmul import Gemm, gemm_space, schedule_gemm
     n, c, f, p = 2, 24, 20, 49
     W, X = te.placeholder((f, c), name="W"), te.placeholder((n, c, p), name="X")
     r = te.reduce_axis(c, "c")

@@ -8,7 +8,7 @@ import pytest
 from helpers_cuda import CUDA, emulate
 
 from tensorc.errors import ScheduleError
-from tensorc.ir import expr as E
+from tensorc.ir import arith
 from tensorc.ir.loop import Barrier, For, ThreadReduce, format_func, walk_stmts
 from tensorc.ir.lower import lower
 from tensorc.ir.schedule import create_schedule
@@ -257,7 +257,7 @@ def test_device_loops_read_the_thread_index() -> None:
     kernel = kernel_of(tiled_matmul(32, 32, 32))
     kinds = {s.kind for s in walk_stmts(kernel.body) if isinstance(s, For)}
     assert {"blockIdx.x", "blockIdx.y", "threadIdx.x", "threadIdx.y"} <= kinds
-    assert all(E.as_const_int(s.extent) for s in walk_stmts(kernel.body)
+    assert all(arith.as_const_int(s.extent) for s in walk_stmts(kernel.body)
                if isinstance(s, For))
 
 

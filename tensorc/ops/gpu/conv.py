@@ -15,7 +15,7 @@ per output element: their windows are small and their weights are not shared amo
 """
 from __future__ import annotations
 
-from tensorc.ir.lower import loop_extents
+from tensorc.ir.bounds import loop_extents
 from tensorc.ir.schedule import Schedule, Stage
 from tensorc.ir.te import Tensor
 from tensorc.ops.gpu.common import pow2_at_least

@@ -11,6 +11,7 @@ correct for any stage structure.
 """
 from __future__ import annotations
 
+from tensorc.ir import arith
 from tensorc.ir import expr as E
 from tensorc.ir.schedule import Schedule, Stage
 from tensorc.ir.te import Tensor
@@ -79,7 +80,7 @@ def reads_pointwise(sch: Schedule, reader: Stage, t: Tensor) -> bool:
 
     def same_index(ld: E.Load) -> bool:
         return len(ld.indices) == len(axes) and all(
-            i is v or (n == 1 and E.as_const_int(i) == 0)
+            i is v or (n == 1 and arith.as_const_int(i) == 0)
             for i, v, n in zip(ld.indices, axes, t.shape))
     return bool(loads) and all(same_index(ld) for ld in loads)
 

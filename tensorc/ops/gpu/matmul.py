@@ -19,7 +19,7 @@ schedule, one thread per output element streaming its column of B.
 """
 from __future__ import annotations
 
-from tensorc.ir.lower import loop_extents
+from tensorc.ir.bounds import loop_extents
 from tensorc.ir.schedule import Schedule, Stage
 from tensorc.ir.te import Tensor
 from tensorc.ops.gpu.common import pow2_at_least, size_of

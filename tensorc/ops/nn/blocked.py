@@ -36,7 +36,8 @@ from tensorc.ir.loop import CACHE_LINE, itemsize
 from tensorc.ir.lower import PREFETCH_MAX_LINES
 from tensorc.ir.schedule import Schedule, Stage
 from tensorc.ir.types import TensorType
-from tensorc.ops.matmul import L2_BYTES, second_operand
+from tensorc.ops.matmul.gemm import second_operand
+from tensorc.ops.matmul.space import L2_BYTES
 from tensorc.ops.registry import Pattern, define
 from tensorc.ops.schedules import (
     PARALLEL_MIN_ELEMENTS, RegisterTileFits, injective_space, materialize_pad,

@@ -28,7 +28,10 @@ from tensorc.ops.nn.flat_window import (
     unflatten,
 )
 from tensorc.ops.nn.windows import pad_spatial, window_slices
-from tensorc.ops.matmul import ROW_CHOICES, Gemm, gemm_space, micro_tile, schedule_gemm
+from tensorc.ops.matmul.gemm import Gemm
+from tensorc.ops.matmul.schedule import schedule_gemm
+from tensorc.ops.matmul.space import ROW_CHOICES, gemm_space
+from tensorc.ops.matmul.tile import micro_tile
 from tensorc.ops.registry import Pattern, define
 from tensorc.ops.schedules import (
     RegisterTileFits,

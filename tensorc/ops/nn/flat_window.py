@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from tensorc.ir import arith
 from tensorc.ir import expr as E
 from tensorc.ir import te
 from tensorc.ir.schedule import Schedule
@@ -233,6 +234,6 @@ def window_pitch(out: te.Tensor, window: te.Tensor) -> int:
         t = frontier.pop()
         for load in E.walk(t.op.body):
             if isinstance(load, E.Load) and load.source is window:
-                return E.linear_coeff(load.indices[-1], t.op.axis[-2].var)[1]
+                return arith.linear_coeff(load.indices[-1], t.op.axis[-2].var)[1]
         frontier += [s for s in t.op.input_tensors() if isinstance(s.op, te.ComputeOp)]
     raise ValueError(f"{out.name} does not read {window.name}")

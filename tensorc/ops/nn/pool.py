@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from tensorc.errors import ShapeError
+from tensorc.ir import arith
 from tensorc.ir import expr as E
 from tensorc.ir import te
 from tensorc.ir.schedule import Schedule, Stage
@@ -308,7 +309,7 @@ ROW_WASTE = 0.125       # rows computed twice, at most, as a part of the height
 def _row_stride(window: te.Tensor) -> int:
     """How far apart in its input the window's consecutive outputs along the row start."""
     x = window.op.axis[-1].var
-    strides = [E.linear_coeff(load.indices[-1], x) for load in E.walk(window.op.body)
+    strides = [arith.linear_coeff(load.indices[-1], x) for load in E.walk(window.op.body)
                if isinstance(load, E.Load) and len(load.indices) == len(window.shape)]
     return max([abs(s[1]) for s in strides if s is not None] or [1])
 

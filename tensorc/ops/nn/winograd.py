@@ -45,7 +45,9 @@ from tensorc.ir import expr as E
 from tensorc.ir import te
 from tensorc.ir.schedule import Schedule
 from tensorc.ir.types import TensorType
-from tensorc.ops.matmul import Gemm, gemm_space, schedule_gemm
+from tensorc.ops.matmul.gemm import Gemm
+from tensorc.ops.matmul.schedule import schedule_gemm
+from tensorc.ops.matmul.space import gemm_space
 from tensorc.ops.schedules import RegisterTileFits, clamp, in_range
 from tensorc.ops.space import Knob, SearchSpace
 from tensorc.target import Target

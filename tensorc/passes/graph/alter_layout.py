@@ -43,7 +43,7 @@ from __future__ import annotations
 import numpy as np
 
 from tensorc.ir.graph import Graph, Node, Value
-from tensorc.ops.matmul import pack_b_panels, panel_width
+from tensorc.ops.matmul.tile import pack_b_panels, panel_width
 from tensorc.ops.nn import blocked, winograd
 from tensorc.ops.registry import Pattern, get_op
 from tensorc.ops.nn.conv import (

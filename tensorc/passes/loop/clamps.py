@@ -17,6 +17,7 @@ indices were gathers.
 """
 from __future__ import annotations
 
+from tensorc.ir import arith
 from tensorc.ir import expr as E
 from tensorc.ir.loop import Allocate, For, IfThenElse, PrimFunc, Seq, Stmt, Store, seq
 
@@ -37,7 +38,7 @@ def resolve_clamps(func: PrimFunc) -> PrimFunc:
 def _stmt(s: Stmt, ranges: dict) -> Stmt:
     if isinstance(s, For):
         inner = dict(ranges)
-        n = E.as_const_int(s.extent)
+        n = arith.as_const_int(s.extent)
         if n is not None:
             inner[s.var] = (0, n - 1)
         return For(s.var, s.extent, s.kind, _stmt(s.body, inner))
@@ -102,7 +103,7 @@ class _Resolver:
             free = E.transform(index, lambda x: x.args[0] if _is_clamp(x) and _within(
                 x.args[0], x.args[1].value, x.args[2].value, ranges, facts) else None)
             if free is not index:
-                lo, hi = E.const_bounds(E.simplify(free, ranges), ranges)
+                lo, hi = arith.const_bounds(arith.simplify(free, ranges), ranges)
                 if lo is not None and hi is not None and 0 <= lo and hi < extent:
                     index = free
         return self(index, facts)
@@ -121,10 +122,10 @@ def _within(x: E.Expr, lo: int, hi: int, ranges: dict, facts: Facts) -> bool:
     names = {}
     for key, (expr, flo, fhi) in facts.items():
         names[key] = E.Var(f"fact{len(names)}")
-        elo, ehi = E.const_bounds(expr, ranges)
+        elo, ehi = arith.const_bounds(expr, ranges)
         bounds[names[key]] = (_tighter(flo, elo, max), _tighter(fhi, ehi, min))
-    x = E.transform(E.simplify(x, ranges), lambda n: names.get(E.expr_key(n)))
-    xlo, xhi = E.const_bounds(E.simplify(x, bounds), bounds)
+    x = E.transform(arith.simplify(x, ranges), lambda n: names.get(arith.expr_key(n)))
+    xlo, xhi = arith.const_bounds(arith.simplify(x, bounds), bounds)
     return xlo is not None and xhi is not None and lo <= xlo and xhi <= hi
 
 
@@ -133,8 +134,8 @@ def _with(facts: Facts, cond: E.Expr, holds: bool, ranges: dict) -> Facts:
     it compares with constants."""
     out = dict(facts)
     for expr, lo, hi in _intervals(cond, holds):
-        expr = E.simplify(expr, ranges)
-        key = E.expr_key(expr)
+        expr = arith.simplify(expr, ranges)
+        key = arith.expr_key(expr)
         _, olo, ohi = out.get(key, (expr, None, None))
         out[key] = (expr, _tighter(lo, olo, max), _tighter(hi, ohi, min))
     return out

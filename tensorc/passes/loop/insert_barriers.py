@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tensorc.ir import arith
 from tensorc.ir import expr as E
 from tensorc.ir.loop import (
     Allocate, Barrier, Buffer, For, IfThenElse, PrimFunc, Seq, Stmt, Store, seq, stmt_exprs,
@@ -92,7 +93,7 @@ def _visit(s: Stmt, pending: _Pending) -> Stmt:
         reads, writes = shared_accesses(s.body)
         body = _visit(_seq_of(s.body), pending)
         repeats = not s.kind.startswith(("blockIdx", "threadIdx")) and \
-            E.as_const_int(s.extent) != 1
+            arith.as_const_int(s.extent) != 1
         if repeats and pending.conflicts(reads, writes):
             body = seq(body, Barrier())
             pending.clear()

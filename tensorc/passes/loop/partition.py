@@ -11,6 +11,7 @@ piece with its narrowed range, and each piece runs one branch, with no select.
 """
 from __future__ import annotations
 
+from tensorc.ir import arith
 from tensorc.ir import expr as E
 from tensorc.ir.loop import (
     Allocate, For, IfThenElse, PrimFunc, Seq, Stmt, Store, interleaved_tile, map_stmt, seq,
@@ -39,7 +40,7 @@ def _visit(s: Stmt, ranges: dict) -> Stmt:
         # outer loops first: each piece's narrower range can decide conditions of the loops
         # inside it (the guarded last block of a row decides which of its unrolled vectors
         # are in range)
-        n = E.as_const_int(s.extent)
+        n = arith.as_const_int(s.extent)
         cuts = []
         if n is not None and s.kind in PARTITIONED and not _declares_shared(s.body) and \
                 interleaved_tile(s) is None:
@@ -50,7 +51,7 @@ def _visit(s: Stmt, ranges: dict) -> Stmt:
         out = []
         for loop in pieces:
             inner = dict(ranges)
-            extent = E.as_const_int(loop.extent)
+            extent = arith.as_const_int(loop.extent)
             if extent is not None:
                 inner[loop.var] = (0, extent - 1)
             out.append(For(loop.var, loop.extent, loop.kind, _visit(loop.body, inner)))
@@ -106,7 +107,7 @@ def _loop_ranges(s: Stmt, ranges: dict) -> dict:
     while stack:
         x = stack.pop()
         if isinstance(x, For):
-            n = E.as_const_int(x.extent)
+            n = arith.as_const_int(x.extent)
             if n is not None:
                 out[x.var] = (0, n - 1)
         stack.extend(x.children())
@@ -165,11 +166,11 @@ def _breakpoints(loop: For, n: int, ranges: dict) -> list[int]:
             # each comparison as (or as the negation of) coeff * v + base < 0
             diff = cmp.a - cmp.b if cmp.op in ("lt", "ge") else \
                 cmp.a - cmp.b - 1 if cmp.op == "le" else cmp.b - cmp.a
-            lin = E.linear_coeff(diff, loop.var)
+            lin = arith.linear_coeff(diff, loop.var)
             if lin is None or lin[1] == 0:
                 continue
             base, coeff = lin
-            lo, hi = E.const_bounds(E.simplify(base, inner), inner)
+            lo, hi = arith.const_bounds(arith.simplify(base, inner), inner)
             if lo is None or hi is None:
                 continue
             # it holds for every base in [lo, hi] from one point on (or up to one), and

@@ -1,6 +1,7 @@
 """Simplify a PrimFunc: canonical index arithmetic, decided guards, unit loops removed."""
 from __future__ import annotations
 
+from tensorc.ir import arith
 from tensorc.ir import expr as E
 from tensorc.ir.loop import (
     Allocate, For, IfThenElse, Prefetch, PrimFunc, Seq, Stmt, Store, seq,
@@ -22,8 +23,8 @@ def simplify_stmt(s: Stmt, ranges: dict) -> Stmt | None:
     """``s`` simplified where the variables of ``ranges`` lie in their (low, high) ranges
     (None where nothing is left of it)."""
     if isinstance(s, For):
-        extent = E.simplify(s.extent, ranges)
-        n = E.as_const_int(extent)
+        extent = arith.simplify(s.extent, ranges)
+        n = arith.as_const_int(extent)
         if n == 0:
             return None
         if n == 1 and s.kind in ("serial", "unrolled", "vectorized", "parallel"):
@@ -36,12 +37,12 @@ def simplify_stmt(s: Stmt, ranges: dict) -> Stmt | None:
         body = simplify_stmt(s.body, inner)
         return None if body is None else For(s.var, extent, s.kind, body)
     if isinstance(s, Store):
-        return Store(s.buffer, tuple(E.simplify(i, ranges) for i in s.indices),
-                     E.simplify(s.value, ranges))
+        return Store(s.buffer, tuple(arith.simplify(i, ranges) for i in s.indices),
+                     arith.simplify(s.value, ranges))
     if isinstance(s, Prefetch):
-        return Prefetch(s.buffer, E.simplify(s.index, ranges), s.nbytes, s.level)
+        return Prefetch(s.buffer, arith.simplify(s.index, ranges), s.nbytes, s.level)
     if isinstance(s, IfThenElse):
-        cond = E.simplify(s.cond, ranges)
+        cond = arith.simplify(s.cond, ranges)
         if isinstance(cond, E.Const):
             chosen = s.then_case if cond.value else s.else_case
             return None if chosen is None else simplify_stmt(chosen, ranges)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tensorc.ir import expr as E
+from tensorc.ir import arith
 from tensorc.ir.loop import (
     Allocate, Buffer, For, PrimFunc, Seq, Stmt, buffers_used, walk_stmts,
 )
@@ -58,7 +58,7 @@ def launch_dims(body: Stmt) -> tuple[tuple[int, int, int], tuple[int, int, int]]
     grid, block = [1, 1, 1], [1, 1, 1]
     for st in walk_stmts(body):
         if isinstance(st, For) and st.kind.startswith(("blockIdx", "threadIdx")):
-            n = E.as_const_int(st.extent)
+            n = arith.as_const_int(st.extent)
             if n is None:
                 continue            # the verifier reports it
             dims = grid if st.kind.startswith("blockIdx") else block

@@ -10,7 +10,7 @@ store that every thread of a block repeats, a barrier some threads of a block sk
 from __future__ import annotations
 
 from tensorc.errors import ScheduleError
-from tensorc.ir import expr as E
+from tensorc.ir import arith
 from tensorc.ir.loop import (
     Allocate, Barrier, For, IfThenElse, PrimFunc, Seq, Stmt, Store, ThreadReduce, itemsize,
 )
@@ -94,7 +94,7 @@ class _Checker:
                 self.visit(c, loops, divergent)
         elif isinstance(s, For):
             self.check_loop(s, loops)
-            n = E.as_const_int(s.extent)
+            n = arith.as_const_int(s.extent)
             if s.kind.startswith("threadIdx") and n is not None and \
                     n < self.block[AXES.index(s.kind[-1])]:
                 divergent = divergent or f"loop {s.var.name} ({s.kind}, extent {n} of " \
@@ -129,7 +129,7 @@ class _Checker:
         if s.kind == "parallel":
             raise self.error(f"loop {s.var.name} is a parallel (CPU thread) loop; bind it to "
                              f"blockIdx.x or threadIdx.x instead")
-        if s.kind.startswith(("blockIdx", "threadIdx")) and E.as_const_int(s.extent) is None:
+        if s.kind.startswith(("blockIdx", "threadIdx")) and arith.as_const_int(s.extent) is None:
             raise self.error(f"loop {s.var.name} is bound to {s.kind} with a non-constant "
                              f"extent")
         if s.kind.startswith("blockIdx"):
@@ -141,9 +141,9 @@ class _Checker:
         if not self.any_bound:
             work = 1
             for f in [*loops, s]:
-                work *= E.as_const_int(f.extent) or 1
+                work *= arith.as_const_int(f.extent) or 1
             if work > SINGLE_THREAD_WORK:
-                raise self.error(f"loop {s.var.name} (extent {E.as_const_int(s.extent)}) is "
+                raise self.error(f"loop {s.var.name} (extent {arith.as_const_int(s.extent)}) is "
                                  f"bound to no GPU axis, so one thread would run all {work} "
                                  f"iterations; bind the outer loops to blockIdx.x and "
                                  f"threadIdx.x")

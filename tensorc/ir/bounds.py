@@ -1,0 +1,145 @@
+"""Bounds inference for lowering: the extents of a stage's loops, its root indices in terms
+of the leaf loops, and the elements an index reaches while some loops run (the box or the
+lattice of a region, the runs of a prefetch).
+
+Indices are analysed in the canonical affine form of :mod:`tensorc.ir.arith`.
+"""
+from __future__ import annotations
+
+import math
+
+from tensorc.ir import arith
+from tensorc.ir import expr as E
+from tensorc.ir.expr import Expr, Var, substitute
+from tensorc.ir.schedule import Split, Stage, SVar
+
+
+def loop_extents(stage: Stage, root_extents: dict[SVar, int] | None = None
+                 ) -> dict[SVar, int]:
+    """The extent of every loop of ``stage`` (root loops default to their full extent).
+
+    A split by a factor at least the extent keeps one outer iteration and an inner loop of
+    the whole extent; otherwise the outer loop rounds up (and lowering adds a guard).
+    """
+    ext = {sv: (root_extents or {}).get(sv, sv.root_extent) for sv in stage.root_vars}
+    for rel in stage.relations:
+        if isinstance(rel, Split):
+            n = ext[rel.parent]
+            if rel.factor is not None:
+                inner = min(rel.factor, n)
+                outer = -(-n // inner)
+            else:
+                outer = min(rel.nparts, n)
+                inner = -(-n // outer)
+            ext[rel.outer], ext[rel.inner] = outer, inner
+        else:
+            ext[rel.fused] = ext[rel.outer] * ext[rel.inner]
+    return ext
+
+
+class NestInfo:
+    """Extents of a stage's loops and its root indices in terms of the leaf loop variables."""
+
+    def __init__(self, stage: Stage, root_ranges: dict[SVar, tuple]):
+        """``root_ranges``: per root loop (min, extent) or (min, extent, step)."""
+        ext = loop_extents(stage, {sv: r[1] for sv, r in root_ranges.items()})
+        value: dict[SVar, Expr] = {sv: sv.var for sv in stage.leaf_vars}
+        guards: list[tuple[SVar, Expr]] = []
+        for rel in reversed(stage.relations):
+            if isinstance(rel, Split):
+                inner = ext[rel.inner]
+                start = value[rel.outer] * inner
+                partial = ext[rel.outer] * inner != ext[rel.parent]
+                if partial and rel.shift_tail:
+                    # the last block ends at the extent: no guard, an overlap instead
+                    start = E.minimum(start, E.const(ext[rel.parent] - inner))
+                value[rel.parent] = start + value[rel.inner]
+                if partial and not rel.shift_tail:
+                    guards.append((rel.parent, E.Compare("lt", value[rel.parent],
+                                                         E.const(ext[rel.parent]))))
+            else:
+                n = ext[rel.inner]
+                value[rel.outer] = value[rel.fused] // n if n != 1 else value[rel.fused]
+                value[rel.inner] = value[rel.fused] % n if n != 1 else E.const(0)
+        self.extent = ext
+        self.guards = guards
+        self.root_index = {sv: arith.simplify(root_ranges[sv][0] +
+                                              scaled(value[sv], _step(root_ranges[sv])))
+                           for sv in stage.root_vars}
+
+
+def _step(rng: tuple) -> int:
+    return rng[2] if len(rng) > 2 else 1
+
+
+def scaled(e: Expr, step: int) -> Expr:
+    return e if step == 1 else e * step
+
+
+def lattice_step(indices: list[Expr], los: list[int], relaxed: dict[Var, tuple[int, int]],
+                 known: dict[Var, tuple[int, int]]) -> int:
+    """The largest step g such that every element the loads read is at lo + g * k: the gcd
+    of the relaxed variables' coefficients and of the loads' offsets from each other (1
+    when a relaxed variable appears inside a non-affine term)."""
+    g = 0
+    for index in indices:
+        aff = arith.to_affine(index, known)
+        for atom, c in aff.terms.values():
+            if isinstance(atom, Var) and atom in relaxed:
+                a, b = relaxed[atom]
+                if b > a:
+                    g = math.gcd(g, abs(c))
+            elif E.free_vars(atom) & relaxed.keys():
+                return 1
+    for lo in los:
+        g = math.gcd(g, abs(lo - los[0]))
+    return g or 1
+
+
+def runs(flat: Expr, relaxed: dict[Var, int], known: dict[Var, tuple[int, int]]
+         ) -> tuple[Expr, tuple[int, ...], int] | None:
+    """The elements that ``flat`` (an index) reaches as the ``relaxed`` variables run over
+    their extents: ``base + start + [0, span)`` for each start, or None where a variable's
+    stride is not a constant >= 0. Strides no longer than the run so far extend it; a longer
+    one starts runs of its own."""
+    base = arith.simplify(substitute(flat, {v: E.const(0) for v in relaxed}), known)
+    steps = []
+    for v, n in relaxed.items():
+        lc = arith.linear_coeff(flat, v, known)
+        if lc is None or lc[1] < 0:
+            return None
+        if lc[1] and n > 1:
+            steps.append((lc[1], n))
+    starts, span = [0], 1
+    for stride, n in sorted(steps):
+        if stride <= span:
+            span += stride * (n - 1)
+        else:
+            starts = [s + stride * k for s in starts for k in range(n)]
+    return base, tuple(starts), span
+
+
+def relaxed_interval(index: Expr, relaxed: dict[Var, tuple[int, int]],
+                     known: dict[Var, tuple[int, int]]) -> tuple[Expr, int, int] | None:
+    """``index`` = base + [lo, hi] where base is free of the relaxed variables."""
+    aff = arith.merge_div_mod(arith.to_affine(index, known))
+    lo = hi = aff.const
+    base_terms = {}
+    for key, (atom, c) in aff.terms.items():
+        if isinstance(atom, Var) and atom in relaxed:
+            a, b = relaxed[atom]
+            lo += min(c * a, c * b)
+            hi += max(c * a, c * b)
+        elif E.free_vars(atom) & relaxed.keys():
+            if E.free_vars(atom) - relaxed.keys() - known.keys():
+                return None
+            bounds = {**known, **relaxed}
+            alo, ahi = arith.const_bounds(atom, bounds)
+            if alo is None or ahi is None:
+                return None
+            lo += min(c * alo, c * ahi)
+            hi += max(c * alo, c * ahi)
+        else:
+            base_terms[key] = (atom, c)
+    base = arith.Affine(base_terms, 0, aff.dtype).to_expr()
+    return base, lo, hi
