@@ -10,7 +10,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from tensorc.codegen.llvm import LLVMCodegen, emit_object, optimize_module
+from tensorc.codegen.llvm.codegen import LLVMCodegen
+from tensorc.codegen.llvm.objects import emit_object, optimize_module
 from tensorc.errors import TensorcError
 from tensorc.ir import expr as E
 from tensorc.ir import te

@@ -457,7 +457,8 @@ def _segfault() -> None:
 def _build(candidate: Candidate) -> BuildResult:
     """Schedule, lower and compile one candidate (in a builder process)."""
     from tensorc.autotune.features import extract_features
-    from tensorc.codegen.llvm import LLVMCodegen, emit_object
+    from tensorc.codegen.llvm.codegen import LLVMCodegen
+    from tensorc.codegen.llvm.objects import emit_object
     from tensorc.ir.loop import KernelCall, PrimFunc
     start = time.perf_counter()
     inject = candidate.inject

@@ -51,7 +51,7 @@ def _fma_kernel(target: Target):
     """``void peak(int64 iterations, float *sink)``: CHAINS independent FMA chains."""
     from llvmlite import ir
 
-    from tensorc.codegen.llvm import emit_object
+    from tensorc.codegen.llvm.objects import emit_object
     from tensorc.runtime.cpu import NativeLibrary
 
     lanes = target.vector_lanes("float32")
