@@ -16,11 +16,11 @@ import pytest
 
 from helpers_kernels import compile_func
 from tensorc.codegen.build import llvm_ir
-from tensorc.passes.loop.parallel_work import MIN_CHUNK_WORK, stmt_work
 from tensorc.ir.lower import lower
 from tensorc.ir.schedule import create_schedule
 from tensorc.ir.te import compute, placeholder, reduce_axis, sum_
 from tensorc.passes.loop import optimize
+from tensorc.passes.loop.parallel_work import MIN_CHUNK_WORK, stmt_work
 
 RNG = np.random.default_rng(7)
 REPO = Path(__file__).resolve().parents[2]

@@ -25,14 +25,14 @@ from tensorc.codegen.llvm.memory import VectorMemory
 from tensorc.codegen.llvm.parallel import ParallelLoops
 from tensorc.codegen.llvm.tiles import RegisterTiles
 from tensorc.codegen.llvm.values import (
-    _ICMP, ValueOps, _is_signed, _itemsize, _type_suffix, storage_type, value_type,
+    ICMP, ValueOps, is_signed, storage_type, type_suffix, value_type,
 )
 from tensorc.codegen.llvm.vectors import VectorLoops
 from tensorc.errors import TensorcError
 from tensorc.ir import expr as E
 from tensorc.ir.loop import (
     CACHE_LINE, Allocate, Barrier, Buffer, For, IfThenElse, KernelCall, Prefetch, PrimFunc, Seq,
-    Stmt, Store,
+    Stmt, Store, itemsize,
 )
 from tensorc.passes.loop.annotate import annotate_for_llvm
 from tensorc.target import Target, _init_llvm
@@ -79,7 +79,7 @@ class LLVMCodegen:
         return fn
 
     def intrinsic(self, name: str, ty: ir.Type, nargs: int) -> ir.Function:
-        suffix = _type_suffix(ty)
+        suffix = type_suffix(ty)
         return self.declare(f"{name}.{suffix}", ty, [ty] * nargs)
 
     def add_kernel(self, func: PrimFunc, internal: bool = True) -> ir.Function:
@@ -225,7 +225,7 @@ class LLVMCodegen:
                 # accesses read are never written otherwise (passes/loop/allocations.py)
                 memset = self.module.declare_intrinsic("llvm.memset", [PTR, I64])
                 entry.call(memset, [ptr, ir.Constant(ir.IntType(8), 0),
-                                    ir.Constant(I64, size * _itemsize(buf.dtype)),
+                                    ir.Constant(I64, size * itemsize(buf.dtype)),
                                     ir.Constant(ir.IntType(1), 0)])
             self.fs.buffers[buf] = ptr
             self.stmt(s.body)
@@ -380,11 +380,11 @@ class LLVMCodegen:
                     return fast
             x, y = self.values.pair(self.expr(e.a, lanes), self.expr(e.b, lanes))
             if E.is_float(e.a.dtype):
-                return b.fcmp_ordered(_ICMP[e.op], x, y) if e.op != "ne" else \
+                return b.fcmp_ordered(ICMP[e.op], x, y) if e.op != "ne" else \
                     b.fcmp_unordered("!=", x, y)
-            if _is_signed(e.a.dtype):
-                return b.icmp_signed(_ICMP[e.op], x, y)
-            return b.icmp_unsigned(_ICMP[e.op], x, y)
+            if is_signed(e.a.dtype):
+                return b.icmp_signed(ICMP[e.op], x, y)
+            return b.icmp_unsigned(ICMP[e.op], x, y)
         if isinstance(e, E.Logical):
             if e.op == "not":
                 return b.not_(self.expr(e.args[0], lanes))

@@ -12,10 +12,10 @@ from llvmlite import ir
 
 from tensorc.codegen.llvm import narrow_dtypes
 from tensorc.codegen.llvm.ir_types import I1, I32, I64, PTR, VOID, concat, slice_lanes
-from tensorc.codegen.llvm.values import _itemsize, _type_suffix, storage_type
+from tensorc.codegen.llvm.values import storage_type, type_suffix
 from tensorc.codegen.llvm.vector_index import strip_justified_clamps, two_step
 from tensorc.ir import expr as E
-from tensorc.ir.loop import Buffer, Store
+from tensorc.ir.loop import Buffer, Store, itemsize
 from tensorc.passes.loop.vector_loops import pow2_at_least
 
 MAX_SHUFFLE_STRIDE = 4   # strided vector loads up to this stride: masked load + shuffle
@@ -103,7 +103,7 @@ class VectorMemory:
         if lane_mask is None and self.vec.in_allocation(buf, base, span):
             # a local buffer with room past the span: one plain load, then the shuffle
             v = self.b.load(ptr, typ=wide)
-            v.align = _itemsize(buf.dtype)
+            v.align = itemsize(buf.dtype)
         else:
             if lane_mask is not None:
                 mask = self.b.and_(mask, self._spread(lane_mask, stride, span))
@@ -149,7 +149,7 @@ class VectorMemory:
         lane_mask = self.vec.masked(buf, index)
         if lane_mask is None and (full == lanes or buf.scope == "local"):
             v = self.b.load(ptr, typ=ir.VectorType(ety, lanes))
-            v.align = _itemsize(dtype)
+            v.align = itemsize(dtype)
             return v
         wide = ir.VectorType(ety, full)
         v = self.masked_load(ptr, self._widened_mask(lane_mask, lanes, full), dtype)
@@ -170,12 +170,12 @@ class VectorMemory:
             # tile's reduction went through the stack; SqueezeNet's classifier, 512 -> 1000
             # onto 13x13, its last 9 columns so: 1.57 -> 1.30-1.38 ms at one thread)
             old = self.b.load(ptr, typ=value.type)
-            old.align = _itemsize(dtype)
+            old.align = itemsize(dtype)
             value = self.b.select(self._widened_mask(lane_mask, lanes, full), value, old)
             lane_mask = None
         if lane_mask is None and (full == lanes or buf.scope == "local"):
             st = self.b.store(value, ptr)
-            st.align = _itemsize(dtype)
+            st.align = itemsize(dtype)
             return
         if full != lanes:
             value = self.b.shuffle_vector(
@@ -192,11 +192,11 @@ class VectorMemory:
         parts = []
         for start in range(0, width, piece):
             vty = ir.VectorType(ety, piece)
-            fn = self.gen.declare(f"llvm.masked.load.v{piece}{_type_suffix(ety)}.p0", vty,
+            fn = self.gen.declare(f"llvm.masked.load.v{piece}{type_suffix(ety)}.p0", vty,
                                [PTR, I32, ir.VectorType(I1, piece), vty])
             part_ptr = ptr if start == 0 else self.b.gep(ptr, [ir.Constant(I64, start)],
                                                          source_etype=ety)
-            parts.append(self.b.call(fn, [part_ptr, ir.Constant(I32, _itemsize(dtype)),
+            parts.append(self.b.call(fn, [part_ptr, ir.Constant(I32, itemsize(dtype)),
                                           slice_lanes(self.b, mask, start, piece),
                                           ir.Constant(vty, ir.Undefined)]))
         return concat(self.b, parts)
@@ -207,12 +207,12 @@ class VectorMemory:
         piece = min(width, self.gen.target.vector_lanes(dtype))
         for start in range(0, width, piece):
             vty = ir.VectorType(ety, piece)
-            fn = self.gen.declare(f"llvm.masked.store.v{piece}{_type_suffix(ety)}.p0", VOID,
+            fn = self.gen.declare(f"llvm.masked.store.v{piece}{type_suffix(ety)}.p0", VOID,
                                [vty, PTR, I32, ir.VectorType(I1, piece)])
             part_ptr = ptr if start == 0 else self.b.gep(ptr, [ir.Constant(I64, start)],
                                                          source_etype=ety)
             self.b.call(fn, [slice_lanes(self.b, value, start, piece), part_ptr,
-                             ir.Constant(I32, _itemsize(dtype)),
+                             ir.Constant(I32, itemsize(dtype)),
                              slice_lanes(self.b, mask, start, piece)])
 
     def _widened_mask(self, lane_mask: ir.Value | None, lanes: int, full: int) -> ir.Value:
@@ -278,11 +278,11 @@ class VectorMemory:
         vty = ir.VectorType(ety, lanes)
         ptrs = self.b.gep(self.fs.buffers[buf], [idx], source_etype=ety)
         ptrs.type = ir.VectorType(PTR, lanes)     # llvmlite types a vector GEP as scalar
-        fn = self.gen.declare(f"llvm.masked.gather.v{lanes}{_type_suffix(ety)}.v{lanes}p0", vty,
+        fn = self.gen.declare(f"llvm.masked.gather.v{lanes}{type_suffix(ety)}.v{lanes}p0", vty,
                            [ir.VectorType(PTR, lanes), I32, ir.VectorType(I1, lanes), vty])
         if mask is None:
             mask = ir.Constant(ir.VectorType(I1, lanes), [1] * lanes)
-        v = self.b.call(fn, [ptrs, ir.Constant(I32, _itemsize(buf.dtype)), mask,
+        v = self.b.call(fn, [ptrs, ir.Constant(I32, itemsize(buf.dtype)), mask,
                              ir.Constant(vty, ir.Undefined)])
         return self.values.from_storage(v, buf.dtype)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from tensorc.codegen.llvm.ir_types import I1, I32, I64, PTR, VOID
-from tensorc.codegen.llvm.values import _type_suffix, storage_type
+from tensorc.codegen.llvm.values import storage_type, type_suffix
 from tensorc.ir import expr as E
 from tensorc.ir.loop import For, IfThenElse, interleaved_tile
 from tensorc.passes.loop.register_tiles import reduction_operands
@@ -196,12 +196,12 @@ class RegisterTiles:
         (vector,) = vectors
         ety = vector.type.element
         if value.op == "add":
-            fn = self.gen.declare(f"llvm.vector.reduce.fadd.v{lanes}{_type_suffix(ety)}", ety,
+            fn = self.gen.declare(f"llvm.vector.reduce.fadd.v{lanes}{type_suffix(ety)}", ety,
                                   [ety, vector.type])
             total = self.b.call(fn, [ir.Constant(ety, -0.0), vector], fastmath=("reassoc",))
         else:
             name = "fmaximum" if value.op == "max" else "fminimum"
-            fn = self.gen.declare(f"llvm.vector.reduce.{name}.v{lanes}{_type_suffix(ety)}",
+            fn = self.gen.declare(f"llvm.vector.reduce.{name}.v{lanes}{type_suffix(ety)}",
                                   ety, [vector.type])
             total = self.b.call(fn, [vector], fastmath=("nsz",))
         for j in range(n // lanes * lanes, n):     # partials past the last whole vector

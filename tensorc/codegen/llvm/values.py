@@ -36,7 +36,7 @@ _LLVM_INTRINSIC = {"exp": "llvm.exp", "log": "llvm.log", "sqrt": "llvm.sqrt",
                    "tan": "llvm.tan", "asin": "llvm.asin", "acos": "llvm.acos",
                    "atan": "llvm.atan", "sinh": "llvm.sinh", "cosh": "llvm.cosh"}
 _LIBM = {"erf", "asinh", "acosh", "atanh", "fmod"}
-_ICMP = {"lt": "<", "le": "<=", "eq": "==", "ne": "!=", "gt": ">", "ge": ">="}
+ICMP = {"lt": "<", "le": "<=", "eq": "==", "ne": "!=", "gt": ">", "ge": ">="}
 # 'reassoc' lets LLVM reorder reductions into vector form; 'contract' allows FMAs.
 _FAST = ("contract", "reassoc")
 
@@ -56,7 +56,7 @@ def storage_type(dtype: str) -> ir.Type:
     return I8 if dtype == "bool" else value_type(dtype)
 
 
-def _is_signed(dtype: str) -> bool:
+def is_signed(dtype: str) -> bool:
     return dtype.startswith("int")
 
 
@@ -143,7 +143,7 @@ class ValueOps:
             if op == "floordiv":
                 return self._intr1("llvm.floor", b.fdiv(x, y))
             raise TensorcError(f"float op {op} is not supported")
-        signed = _is_signed(dtype) or dtype == "bool"
+        signed = is_signed(dtype) or dtype == "bool"
         folded = _fold_int(op, x, y) if signed else None
         if folded is not None:
             return folded
@@ -315,11 +315,11 @@ class ValueOps:
                 return b.fptrunc(self._float32_odd(v), dty)
             return b.fpext(v, dty) if _bits(dst) > _bits(src) else b.fptrunc(v, dty)
         if sf:
-            return b.fptosi(v, dty) if _is_signed(dst) else b.fptoui(v, dty)
+            return b.fptosi(v, dty) if is_signed(dst) else b.fptoui(v, dty)
         if df:
-            return b.sitofp(v, dty) if _is_signed(src) else b.uitofp(v, dty)
+            return b.sitofp(v, dty) if is_signed(src) else b.uitofp(v, dty)
         if _bits(dst) > _bits(src):
-            return b.sext(v, dty) if _is_signed(src) else b.zext(v, dty)
+            return b.sext(v, dty) if is_signed(src) else b.zext(v, dty)
         if _bits(dst) < _bits(src):
             return b.trunc(v, dty)
         return v
@@ -351,24 +351,13 @@ class ValueOps:
         return b.and_(b.select(b.fcmp_unordered("uno", f, f), quiet, rounded), high)
 
 
-def _pow2_at_least(n: int) -> int:
-    p = 1
-    while p < n:
-        p *= 2
-    return p
-
-
 def _bits(dtype: str) -> int:
-    return 1 if dtype == "bool" else _itemsize(dtype) * 8
+    return 1 if dtype == "bool" else itemsize(dtype) * 8
 
 
-def _itemsize(dtype: str) -> int:
-    return itemsize(dtype)
-
-
-def _type_suffix(ty: ir.Type) -> str:
+def type_suffix(ty: ir.Type) -> str:
     if isinstance(ty, ir.VectorType):
-        return f"v{ty.count}{_type_suffix(ty.element)}"
+        return f"v{ty.count}{type_suffix(ty.element)}"
     if isinstance(ty, ir.PointerType):
         return "p0"
     return {"float": "f32", "double": "f64", "half": "f16"}.get(str(ty), str(ty))

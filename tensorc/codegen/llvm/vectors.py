@@ -10,7 +10,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from tensorc.codegen.llvm.ir_types import I1, I32, I64
-from tensorc.codegen.llvm.values import _ICMP, _is_signed
+from tensorc.codegen.llvm.values import ICMP, is_signed
 from tensorc.codegen.llvm.vector_index import multiple_of
 from tensorc.ir import expr as E
 from tensorc.ir.loop import Buffer, For, IfThenElse, Seq, Stmt, Store
@@ -167,7 +167,7 @@ class VectorLoops:
         k: compare the constant lane vector ``s*k`` with ``-base`` in 32-bit lanes (one
         instruction) instead of building 64-bit index vectors."""
         lin = E.linear_coeff(e.a - e.b, self.var)
-        if lin is None or not _is_signed(e.a.dtype) or abs(lin[1]) * lanes >= 1 << 30:
+        if lin is None or not is_signed(e.a.dtype) or abs(lin[1]) * lanes >= 1 << 30:
             return None
         base, stride = lin
         b = self.b
@@ -180,4 +180,4 @@ class VectorLoops:
         neg = b.select(b.icmp_signed(">", neg, hi), hi, neg)
         rhs = self.gen.values.broadcast(b.trunc(neg, I32), lanes)
         offsets = ir.Constant(ir.VectorType(I32, lanes), [stride * k for k in self.lane_ids])
-        return b.icmp_signed(_ICMP[e.op], offsets, rhs)
+        return b.icmp_signed(ICMP[e.op], offsets, rhs)
