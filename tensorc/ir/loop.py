@@ -282,7 +282,7 @@ def interleaved_tile(loop: For) -> tuple[For, Store] | None:
     """``loop`` an unrolled loop over u (extent k, a power of two) around a vectorized loop
     over v whose one statement, maybe guarded, stores ``out[..., base + u + k * v]``: the k
     vectors, one per u, interleave into k * lanes consecutive elements. Codegen stores them
-    as whole vectors (codegen/llvm.py), and loop partitioning keeps such a loop whole (its
+    as whole vectors (codegen/llvm/tiles.py), and loop partitioning keeps such a loop whole (its
     pieces would each be a strided store). Returns (the vectorized loop, the store)."""
     k = as_const_int(loop.extent)
     inner = loop.body

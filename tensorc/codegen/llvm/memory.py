@@ -57,7 +57,7 @@ class VectorMemory:
             if lin is not None and lin[1] == 1:
                 ptr = self._at(buf, lin[0])
                 return self.values.from_storage(self._contiguous_load(ptr, buf, lanes, index),
-                                          buf.dtype)
+                                                buf.dtype)
             if lin is not None and 2 <= lin[1] <= MAX_SHUFFLE_STRIDE:
                 return self._strided_load(buf, lin[0], lin[1], lanes, index)
             mask = self.vec.masked(buf, index)
@@ -109,7 +109,7 @@ class VectorMemory:
                 mask = self.b.and_(mask, self._spread(lane_mask, stride, span))
             v = self.masked_load(ptr, mask, buf.dtype)
         return self.values.from_storage(self._pick(v, [k * stride for k in range(lanes)]),
-                                  buf.dtype)
+                                        buf.dtype)
 
     def _pick(self, v: ir.Value, picks: list[int]) -> ir.Value:
         """The elements ``picks`` of vector ``v``. Narrowing a register (16 floats) to half
@@ -193,7 +193,7 @@ class VectorMemory:
         for start in range(0, width, piece):
             vty = ir.VectorType(ety, piece)
             fn = self.gen.declare(f"llvm.masked.load.v{piece}{type_suffix(ety)}.p0", vty,
-                               [PTR, I32, ir.VectorType(I1, piece), vty])
+                                  [PTR, I32, ir.VectorType(I1, piece), vty])
             part_ptr = ptr if start == 0 else self.b.gep(ptr, [ir.Constant(I64, start)],
                                                          source_etype=ety)
             parts.append(self.b.call(fn, [part_ptr, ir.Constant(I32, itemsize(dtype)),
@@ -208,7 +208,7 @@ class VectorMemory:
         for start in range(0, width, piece):
             vty = ir.VectorType(ety, piece)
             fn = self.gen.declare(f"llvm.masked.store.v{piece}{type_suffix(ety)}.p0", VOID,
-                               [vty, PTR, I32, ir.VectorType(I1, piece)])
+                                  [vty, PTR, I32, ir.VectorType(I1, piece)])
             part_ptr = ptr if start == 0 else self.b.gep(ptr, [ir.Constant(I64, start)],
                                                          source_etype=ety)
             self.b.call(fn, [slice_lanes(self.b, value, start, piece), part_ptr,
@@ -279,7 +279,7 @@ class VectorMemory:
         ptrs = self.b.gep(self.fs.buffers[buf], [idx], source_etype=ety)
         ptrs.type = ir.VectorType(PTR, lanes)     # llvmlite types a vector GEP as scalar
         fn = self.gen.declare(f"llvm.masked.gather.v{lanes}{type_suffix(ety)}.v{lanes}p0", vty,
-                           [ir.VectorType(PTR, lanes), I32, ir.VectorType(I1, lanes), vty])
+                              [ir.VectorType(PTR, lanes), I32, ir.VectorType(I1, lanes), vty])
         if mask is None:
             mask = ir.Constant(ir.VectorType(I1, lanes), [1] * lanes)
         v = self.b.call(fn, [ptrs, ir.Constant(I32, itemsize(buf.dtype)), mask,

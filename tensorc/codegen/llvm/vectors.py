@@ -99,7 +99,7 @@ class VectorLoops:
                     else:
                         del env[loop.var]
                         self.gen.serial_loop(loop.var, ir.Constant(I64, self.active_lanes),
-                                         lambda: self.gen.stmt(st))
+                                             lambda: self.gen.stmt(st))
                         env[loop.var] = vec
 
     def _predicated(self, st: IfThenElse, loop: For) -> None:
