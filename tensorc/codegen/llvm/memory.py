@@ -11,9 +11,11 @@ from __future__ import annotations
 from llvmlite import ir
 
 from tensorc.codegen.llvm import narrow_dtypes
+from tensorc.codegen.llvm.function_state import FunctionState
 from tensorc.codegen.llvm.ir_types import I1, I32, I64, PTR, VOID, concat, slice_lanes
-from tensorc.codegen.llvm.values import storage_type, type_suffix
+from tensorc.codegen.llvm.values import ValueOps, storage_type, type_suffix
 from tensorc.codegen.llvm.vector_index import strip_justified_clamps, two_step
+from tensorc.codegen.llvm.vectors import VectorLoops
 from tensorc.ir import expr as E
 from tensorc.ir.loop import Buffer, Store, itemsize
 from tensorc.passes.loop.vector_loops import pow2_at_least
@@ -34,15 +36,15 @@ class VectorMemory:
         return self.gen.b
 
     @property
-    def fs(self):
+    def fs(self) -> FunctionState:
         return self.gen.fs
 
     @property
-    def vec(self):
+    def vec(self) -> VectorLoops:
         return self.gen.vectors
 
     @property
-    def values(self):
+    def values(self) -> ValueOps:
         return self.gen.values
 
     def _at(self, buf: Buffer, index: E.Expr) -> ir.Value:

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from tensorc.codegen.llvm.function_state import FunctionState
 from tensorc.codegen.llvm.ir_types import I1, I32, I64, PTR, VOID
 from tensorc.codegen.llvm.values import storage_type, type_suffix
+from tensorc.codegen.llvm.vectors import VectorLoops
 from tensorc.ir import expr as E
 from tensorc.ir.loop import For, IfThenElse, interleaved_tile
 from tensorc.passes.loop.register_tiles import reduction_operands
@@ -26,11 +28,11 @@ class RegisterTiles:
         return self.gen.b
 
     @property
-    def fs(self):
+    def fs(self) -> FunctionState:
         return self.gen.fs
 
     @property
-    def vec(self):
+    def vec(self) -> VectorLoops:
         return self.gen.vectors
 
     def emit(self, s: For, n: int) -> bool:

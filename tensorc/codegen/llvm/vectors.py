@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from tensorc.codegen.llvm.function_state import FunctionState
 from tensorc.codegen.llvm.ir_types import I1, I32, I64
 from tensorc.codegen.llvm.values import ICMP, is_signed
 from tensorc.codegen.llvm.vector_index import multiple_of
@@ -35,7 +36,7 @@ class VectorLoops:
         return self.gen.b
 
     @property
-    def fs(self):
+    def fs(self) -> FunctionState:
         return self.gen.fs
 
     def bind(self, var: E.Var, lanes: int, active_lanes: int) -> None:
