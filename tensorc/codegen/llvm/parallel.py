@@ -13,11 +13,11 @@ from tensorc.ir import expr as E
 from tensorc.ir.loop import For, buffers_used, stmt_exprs, walk_stmts
 from tensorc.passes.loop.parallel_work import MIN_CHUNK_WORK
 
-# Chunks per thread (more: better balance when a worker is descheduled); the fewest stores a
-# chunk does is MIN_CHUNK_WORK (passes/loop/parallel_work.py)
+# Chunks per thread (more: better balance when a worker is descheduled; 0cff703); the fewest
+# stores a chunk does is MIN_CHUNK_WORK (passes/loop/parallel_work.py)
 CHUNKS_PER_THREAD = 8
 # A parallel loop's iterations are cut into one contiguous range per thread, at most this
-# many; the ranges' counters lie a cache line (COUNTER_STRIDE int64s) apart
+# many (5678c7b); the ranges' counters lie a cache line (COUNTER_STRIDE int64s) apart
 MAX_RANGES = 16
 COUNTER_STRIDE = 8
 _RANGE_VAR = E.Var("range")

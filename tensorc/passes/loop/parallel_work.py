@@ -2,17 +2,19 @@
 chunks by (codegen/llvm/parallel.py): ``iteration_work``, the stores the loop's body
 executes, counted from its loop nest.
 
->>> annotate_parallel_loops(func)    # for (i: parallel, 0, 64) [iteration_work=4096]  # doctest: +SKIP
+>>> annotate_parallel_loops(func)   # doctest: +SKIP
+(for (i: parallel, 0, 64) [iteration_work=4096])
 """
 from __future__ import annotations
 
 from tensorc.ir import expr as E
-from tensorc.ir.loop import Allocate, For, IfThenElse, KernelCall, PrimFunc, Seq, Stmt, Store, \
-    map_stmt
+from tensorc.ir.loop import (
+    Allocate, For, IfThenElse, KernelCall, PrimFunc, Seq, Stmt, Store, map_stmt,
+)
 
 # The fewest stores a parallel loop's chunk does: 2^17 vector multiply-adds take a core 1-3 us,
 # about what waking a sleeping worker costs, so a loop of less than two such chunks runs on
-# the calling thread alone and bigger chunks keep the shared counter's cost small
+# the calling thread alone and bigger chunks keep the shared counter's cost small (0cff703)
 MIN_CHUNK_WORK = 1 << 17
 
 

@@ -17,7 +17,8 @@ them):
   partials, reduced as whole vectors and then across lanes. Codegen takes it where the loop
   has at least a register's worth of partials.
 
->>> annotate_register_tiles(func)   # for (u: unrolled, 0, 4) [register_tile=interleaved]  # doctest: +SKIP
+>>> annotate_register_tiles(func)   # doctest: +SKIP
+(for (u: unrolled, 0, 4) [register_tile=interleaved])
 """
 from __future__ import annotations
 

@@ -8,13 +8,15 @@ odd-width vectors into scalar shuffles, power-of-two ones into whole registers. 
 whose body may not run masked gets ``lane_by_lane`` (where the guard holds on only some lanes,
 its body then runs one lane at a time). A loop without ``vector_width`` runs as a scalar loop.
 
->>> annotate_vector_loops(func)    # for (j: vectorized, 0, 13) [vector_width=16]  # doctest: +SKIP
+>>> annotate_vector_loops(func)   # doctest: +SKIP
+(for (j: vectorized, 0, 13) [vector_width=16])
 """
 from __future__ import annotations
 
 from tensorc.ir import expr as E
-from tensorc.ir.loop import For, IfThenElse, PrimFunc, Seq, Stmt, Store, map_stmt, \
-    stmt_exprs, walk_stmts
+from tensorc.ir.loop import (
+    For, IfThenElse, PrimFunc, Seq, Stmt, Store, map_stmt, stmt_exprs, walk_stmts,
+)
 
 _TRAPPING = ("div", "truncdiv", "floordiv", "truncmod", "floormod")
 
