@@ -1,4 +1,4 @@
-"""Fit the float32 polynomial coefficients of tensorc/codegen/llvm_math.py.
+"""Fit the float32 polynomial coefficients of tensorc/codegen/llvm/vector_math.py.
 
     .venv/bin/python tools/fit_math_polynomials.py      # prints each table and its error
 

@@ -12,8 +12,9 @@ formulation, matmul schedule and pool schedule) this writes, into a folder:
     python -m tools.ir_snapshot write /tmp/ir-after         # on the new code
     python -m tools.ir_snapshot compare /tmp/ir-before /tmp/ir-after
 
-``compare`` checks each file written after (a ``--only`` snapshot compares its cases), prints each that differs (LLVM IR must not differ at all; loop IR may differ
-only by the annotations new loop passes add) and exits 1 if any ``.ll`` or ``.cu`` differs.
+``compare`` checks each file of the second snapshot (so a ``--only`` snapshot compares its
+cases), prints each that differs (LLVM IR must not differ at all; loop IR may differ only by
+the annotations new loop passes add) and exits 1 if any ``.ll`` or ``.cu`` differs.
 ``--only NAME`` (repeatable, a prefix) limits ``write`` to some cases.
 """
 from __future__ import annotations

@@ -48,7 +48,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from tensorc.autotune.features import extract_features
-from tensorc.codegen.llvm import LLVMCodegen, emit_object
+from tensorc.codegen.llvm.codegen import LLVMCodegen
+from tensorc.codegen.llvm.objects import emit_object
 from tensorc.ir.loop import KernelCall, PrimFunc
 from tensorc.ops.space import Config
 from tensorc.runtime.cpu import NativeLibrary

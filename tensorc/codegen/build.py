@@ -9,7 +9,8 @@ import ctypes
 
 import numpy as np
 
-from tensorc.codegen.llvm import LLVMCodegen, emit_object
+from tensorc.codegen.llvm.codegen import LLVMCodegen
+from tensorc.codegen.llvm.objects import emit_object
 from tensorc.errors import InputError, KernelRuntimeError
 from tensorc.ir.loop import KernelCall, PrimFunc
 from tensorc.runtime.cpu import NativeLibrary

@@ -13,7 +13,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from tensorc.codegen.llvm import LLVMCodegen, emit_object, optimize_module
+from tensorc.codegen.llvm.codegen import LLVMCodegen
+from tensorc.codegen.llvm.objects import emit_object, optimize_module
 from tensorc.compiler.kernel import Kernel, inlined_scalar
 from tensorc.compiler.pipeline import (
     Lowered, Progress, input_signature, kernel_infos, lower_graph, output_signature,

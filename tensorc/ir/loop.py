@@ -77,10 +77,16 @@ class Stmt:
 
 @dataclass(eq=False)
 class For(Stmt):
+    """A loop. ``annotations`` hold what the passes that run just before codegen decided
+    about it (passes/loop/annotate.py: how it vectorizes, whether it is a register tile);
+    :func:`map_stmt` keeps them, so a rewrite after those passes must drop what it makes
+    untrue."""
+
     var: Var
     extent: Expr
     kind: str
     body: Stmt
+    annotations: dict = field(default_factory=dict)
 
     def __post_init__(self):
         assert self.kind in LOOP_KINDS, self.kind
@@ -98,8 +104,11 @@ class Store(Stmt):
 
 @dataclass(eq=False)
 class Allocate(Stmt):
+    """A buffer's lifetime; ``annotations`` as :class:`For`'s (where the block lives)."""
+
     buffer: Buffer
     body: Stmt
+    annotations: dict = field(default_factory=dict)
 
     def children(self):
         return (self.body,)
@@ -107,9 +116,12 @@ class Allocate(Stmt):
 
 @dataclass(eq=False)
 class IfThenElse(Stmt):
+    """A conditional; ``annotations`` as :class:`For`'s (how a vector loop's guard runs)."""
+
     cond: Expr
     then_case: Stmt
     else_case: Stmt | None = None
+    annotations: dict = field(default_factory=dict)
 
     def children(self):
         return (self.then_case,) if self.else_case is None else (self.then_case,
@@ -236,16 +248,17 @@ def map_stmt(stmt: Stmt, fexpr: Callable[[Expr], Expr] | None = None,
 
     def visit(s: Stmt) -> Stmt:
         if isinstance(s, For):
-            out = For(s.var, fx(s.extent), s.kind, visit(s.body))
+            out = For(s.var, fx(s.extent), s.kind, visit(s.body), dict(s.annotations))
         elif isinstance(s, Store):
             out = Store(s.buffer, tuple(fx(i) for i in s.indices), fx(s.value))
         elif isinstance(s, Prefetch):
             out = Prefetch(s.buffer, fx(s.index), s.nbytes, s.level)
         elif isinstance(s, Allocate):
-            out = Allocate(s.buffer, visit(s.body))
+            out = Allocate(s.buffer, visit(s.body), dict(s.annotations))
         elif isinstance(s, IfThenElse):
             out = IfThenElse(fx(s.cond), visit(s.then_case),
-                             None if s.else_case is None else visit(s.else_case))
+                             None if s.else_case is None else visit(s.else_case),
+                             dict(s.annotations))
         elif isinstance(s, Seq):
             out = seq(*[visit(c) for c in s.stmts])
         else:
@@ -268,7 +281,7 @@ def interleaved_tile(loop: For) -> tuple[For, Store] | None:
     """``loop`` an unrolled loop over u (extent k, a power of two) around a vectorized loop
     over v whose one statement, maybe guarded, stores ``out[..., base + u + k * v]``: the k
     vectors, one per u, interleave into k * lanes consecutive elements. Codegen stores them
-    as whole vectors (codegen/llvm.py), and loop partitioning keeps such a loop whole (its
+    as whole vectors (codegen/llvm/tiles.py), and loop partitioning keeps such a loop whole (its
     pieces would each be a strided store). Returns (the vectorized loop, the store)."""
     k = as_const_int(loop.extent)
     inner = loop.body
@@ -295,17 +308,19 @@ def interleaved_tile(loop: For) -> tuple[For, Store] | None:
 def format_stmt(s: Stmt, indent: int = 0) -> str:
     pad = "  " * indent
     if isinstance(s, For):
-        return (f"{pad}for ({s.var.name}: {s.kind}, 0, {format_expr(s.extent)})\n"
-                + format_stmt(s.body, indent + 1))
+        return (f"{pad}for ({s.var.name}: {s.kind}, 0, {format_expr(s.extent)})"
+                f"{format_annotations(s.annotations)}\n" + format_stmt(s.body, indent + 1))
     if isinstance(s, Store):
         idx = ", ".join(format_expr(i) for i in s.indices)
         return f"{pad}{s.buffer.name}[{idx}] = {format_expr(s.value)}\n"
     if isinstance(s, Allocate):
         b = s.buffer
         return (f"{pad}allocate {b.name}: {b.dtype}[{', '.join(map(str, b.shape))}] "
-                f"({b.scope})\n" + format_stmt(s.body, indent))
+                f"({b.scope}){format_annotations(s.annotations)}\n"
+                + format_stmt(s.body, indent))
     if isinstance(s, IfThenElse):
-        text = f"{pad}if ({format_expr(s.cond)})\n" + format_stmt(s.then_case, indent + 1)
+        text = f"{pad}if ({format_expr(s.cond)}){format_annotations(s.annotations)}\n" + \
+            format_stmt(s.then_case, indent + 1)
         if s.else_case is not None:
             text += f"{pad}else\n" + format_stmt(s.else_case, indent + 1)
         return text
@@ -324,6 +339,13 @@ def format_stmt(s: Stmt, indent: int = 0) -> str:
         args = ", ".join(f"{b.name}+{off}" if off else b.name for b, off in s.args)
         return f"{pad}call {s.func}({args})\n"
     return f"{pad}{type(s).__name__}\n"
+
+
+def format_annotations(annotations: dict) -> str:
+    """`` [key=value, ...]``; '' for none."""
+    if not annotations:
+        return ""
+    return f" [{', '.join(f'{k}={v}' for k, v in annotations.items())}]"
 
 
 def format_func(f: PrimFunc) -> str:

@@ -25,7 +25,7 @@ from typing import Callable
 import numpy as np
 from llvmlite import ir
 
-from tensorc.codegen.llvm import emit_object
+from tensorc.codegen.llvm.objects import emit_object
 from tensorc.runtime.cpu import NativeLibrary
 from tensorc.runtime.cpu_limits import Cache
 from tensorc.target import Target

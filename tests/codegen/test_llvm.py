@@ -15,7 +15,7 @@ import pytest
 
 from helpers_kernels import compile_func, run_func
 from tensorc.codegen.build import build_kernel, llvm_ir
-from tensorc.codegen.llvm import emit_assembly
+from tensorc.codegen.llvm.objects import emit_assembly
 from tensorc.errors import InputError, TensorcError
 from tensorc.ir.expr import Binary, Call, Compare, Logical, cast, maximum, select
 from tensorc.ir.lower import lower
@@ -538,7 +538,7 @@ def test_kernel_rejects_a_non_array(add_kernel):
 def test_llvm_abort_in_the_slp_vectorizer_path_falls_back(monkeypatch) -> None:
     """The object is compiled in a forked child: if LLVM aborts (one of its assertions) with
     the SLP vectorizer on, it is compiled again without it."""
-    import tensorc.codegen.llvm as llvm_codegen
+    from tensorc.codegen.llvm import objects as llvm_codegen
     real = llvm_codegen.optimize_module
     tried = []
 
@@ -558,14 +558,14 @@ def test_llvm_abort_in_the_slp_vectorizer_path_falls_back(monkeypatch) -> None:
 
 
 def test_llvm_crash_both_ways_is_a_tensorc_error(monkeypatch) -> None:
-    import tensorc.codegen.llvm as llvm_codegen
+    from tensorc.codegen.llvm import objects as llvm_codegen
     monkeypatch.setattr(llvm_codegen, "optimize_module", lambda *a, **k: os.abort())
     with pytest.raises(TensorcError, match="LLVM crashed .*SIGABRT"):
         llvm_codegen.emit_object("", Target.host())
 
 
 def test_python_errors_in_the_child_come_back(monkeypatch) -> None:
-    import tensorc.codegen.llvm as llvm_codegen
+    from tensorc.codegen.llvm import objects as llvm_codegen
 
     def fail(*args, **kwargs):
         raise ValueError("bad IR")

@@ -16,11 +16,11 @@ import pytest
 
 from helpers_kernels import compile_func
 from tensorc.codegen.build import llvm_ir
-from tensorc.codegen.llvm import MIN_CHUNK_WORK, _stmt_work
 from tensorc.ir.lower import lower
 from tensorc.ir.schedule import create_schedule
 from tensorc.ir.te import compute, placeholder, reduce_axis, sum_
 from tensorc.passes.loop import optimize
+from tensorc.passes.loop.parallel_work import MIN_CHUNK_WORK, stmt_work
 
 RNG = np.random.default_rng(7)
 REPO = Path(__file__).resolve().parents[2]
@@ -61,7 +61,7 @@ def test_many_chunks_give_the_same_answer_at_any_thread_count():
 def test_extent_smaller_than_the_thread_count():
     # 3 heavy rows (one chunk each) at up to 64 threads: only 3 take part
     func = _matmul(3, 256, 512)
-    assert _stmt_work(optimize(func).body) // 3 >= MIN_CHUNK_WORK
+    assert stmt_work(optimize(func).body) // 3 >= MIN_CHUNK_WORK
     a = RNG.random((3, 512), dtype=np.float32)
     b = RNG.random((512, 256), dtype=np.float32)
     for got in _run_at_every_count(func, [a, b], (3, 256)):
@@ -74,7 +74,7 @@ def test_light_loop_runs_as_one_chunk():
     s = create_schedule(B)
     s[B].parallel(s[B].op_axis[0])
     func = lower(s, [A, B], "light")
-    assert _stmt_work(optimize(func).body) < MIN_CHUNK_WORK
+    assert stmt_work(optimize(func).body) < MIN_CHUNK_WORK
     a = RNG.random((37, 19), dtype=np.float32)
     for got in _run_at_every_count(func, [a], (37, 19)):
         np.testing.assert_allclose(got, a * 3 - 1, rtol=1e-6, atol=1e-6)

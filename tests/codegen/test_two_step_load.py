@@ -1,5 +1,5 @@
-"""Vector loads whose index is a division of the lane's position (codegen/llvm.py,
-``_two_step``): a broadcast operand [C, 1, 1] read in an elementwise loop over a flat
+"""Vector loads whose index is a division of the lane's position (codegen/llvm/memory.py,
+``two_step``): a broadcast operand [C, 1, 1] read in an elementwise loop over a flat
 [C, H, W] takes at most two values per vector where H * W is at least the vector's width, and
 is loaded as two scalars and a select instead of a gather. Against numpy over plane sizes on
 both sides of the vector width, batches (an offset outside the division), odd tails and a
@@ -12,7 +12,7 @@ from helpers import make_model, tensor_info
 from onnx import helper
 
 import tensorc
-from tensorc.codegen.llvm import _two_step
+from tensorc.codegen.llvm.vector_index import two_step
 from tensorc.ir import arith
 from tensorc.ir import expr as E
 
@@ -53,14 +53,14 @@ def test_channel_broadcast_has_no_gather():
 def test_two_step_forms():
     v, c = E.Var("v"), E.Var("c")
     # (v + 16 c) // 14 // 14: one division by 196, stride 1
-    outer, scale, numerator, divisor = _two_step((v + c * 16) // 14 // 14, v, 16)
+    outer, scale, numerator, divisor = two_step((v + c * 16) // 14 // 14, v, 16)
     assert (scale, divisor) == (1, 196)
     assert arith.linear_coeff(numerator, v)[1] == 1
     # an offset and a scale outside the division
-    outer, scale, _, divisor = _two_step((v + c * 16) // 49 * 3 + c, v, 16)
+    outer, scale, _, divisor = two_step((v + c * 16) // 49 * 3 + c, v, 16)
     assert (scale, divisor) == (3, 49) and E.uses_var(outer, c)
     # a quotient that takes three values over 16 lanes, and no division at all
-    assert _two_step((v + c * 16) // 9, v, 16) is None
-    assert _two_step(v * 2 + c, v, 16) is None
+    assert two_step((v + c * 16) // 9, v, 16) is None
+    assert two_step(v * 2 + c, v, 16) is None
     # a stride that crosses more than one boundary
-    assert _two_step((v * 8 + c) // 64, v, 16) is None
+    assert two_step((v * 8 + c) // 64, v, 16) is None

@@ -1,4 +1,4 @@
-"""float32 math compiles to inline vector code (codegen/llvm_math.py): exp, log, tanh, erf,
+"""float32 math compiles to inline vector code (codegen/llvm/vector_math.py): exp, log, tanh, erf,
 sin, cos, sigmoid, softplus and pow by any constant are within 2 ulp of float64 numpy over the
 whole float32 range (edges included; sigmoid's and softplus's denormal results flush to 0),
 for every vector width, with no libm call left in the generated assembly."""
@@ -16,7 +16,7 @@ from helpers_kernels import run_func, run_kernel
 from test_llvm import elementwise_func
 import tensorc
 from tensorc.codegen.build import build_kernel
-from tensorc.codegen.llvm import emit_assembly
+from tensorc.codegen.llvm.objects import emit_assembly
 from tensorc.compiler.llvm import compile_graph
 from tensorc.frontend.onnx import import_onnx
 from tensorc.ir import expr as E

@@ -70,7 +70,7 @@ def test_the_remainder_columns_keep_their_tile_in_registers():
     its lanes predicated: its accumulators stay in registers (a select where lanes do not
     run), not in memory behind masked stores on every step of the reduction. Compiled for
     an AVX-512 CPU, not run: no block of FMAs moves vectors to or from the stack."""
-    from tensorc.codegen.llvm import optimize_module
+    from tensorc.codegen.llvm.objects import optimize_module
     from tensorc.compiler.llvm import compile_graph
     from tensorc.frontend.onnx import import_onnx
     w = np.random.default_rng(0).standard_normal((28, 64, 1, 1)).astype(np.float32)

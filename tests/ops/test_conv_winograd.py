@@ -10,7 +10,7 @@ from helpers import check_result, make_model, tensor_info
 from onnx import helper, numpy_helper
 
 import tensorc
-from tensorc.codegen.llvm import emit_assembly
+from tensorc.codegen.llvm.objects import emit_assembly
 from tensorc.ir.types import TensorType
 from tensorc.ops.nn import winograd
 from tensorc.ops.nn.conv import unpack_weight

@@ -195,7 +195,7 @@ def test_batched_matmul_both_inputs():
 def test_micro_kernel_is_fma_on_broadcasts_without_spills(cpu, register):
     """Compiled (not run) for an AVX2 and an AVX-512 CPU: the hottest loop is the register
     tile's FMAs on the target's widest registers, fed by broadcasts, with no stack traffic."""
-    from tensorc.codegen.llvm import optimize_module
+    from tensorc.codegen.llvm.objects import optimize_module
     from tensorc.compiler.llvm import compile_graph
     from tensorc.frontend.onnx import import_onnx
     target = Target.from_string(f"llvm -mcpu={cpu}")

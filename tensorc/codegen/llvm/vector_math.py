@@ -24,7 +24,7 @@ import math
 import numpy as np
 from llvmlite import ir
 
-from tensorc.codegen.llvm_types import I32, I64, like, splat
+from tensorc.codegen.llvm.ir_types import I32, I64, concat, like, slice_lanes, splat
 
 F32 = ir.FloatType()
 F64 = ir.DoubleType()
@@ -93,9 +93,16 @@ INLINE = frozenset({"exp", "log", "tanh", "erf", "sin", "cos"})
 
 
 class MathOps:
-    """Mixin of :class:`tensorc.codegen.llvm.LLVMCodegen`: float32 math functions emitted
-    inline (see the module docstring). Uses the generator's ``b``, ``target`` and
-    ``_intrinsic``."""
+    """float32 math functions emitted inline (see the module docstring), by the code
+    generator ``gen``: its builder ``b``, ``target``, ``declare`` and ``intrinsic``."""
+
+    def __init__(self, gen):
+        self.gen = gen
+        self.target = gen.target
+
+    @property
+    def b(self) -> ir.IRBuilder:
+        return self.gen.b
 
     def inline_math(self, name: str, x: ir.Value) -> ir.Value:
         """``name`` (one of INLINE, or log1p) of the float32 scalar or vector ``x``."""
@@ -117,7 +124,7 @@ class MathOps:
     def _fma(self, a: ir.Value, b: ir.Value, c: ir.Value) -> ir.Value:
         """a * b + c, rounded once where the target has FMA instructions."""
         if self._has_fma():
-            return self.b.call(self._intrinsic("llvm.fma", a.type, 3), [a, b, c])
+            return self.b.call(self.gen.intrinsic("llvm.fma", a.type, 3), [a, b, c])
         return self.b.fadd(self.b.fmul(a, b), c)
 
     def _horner(self, x: ir.Value, coeffs) -> ir.Value:
@@ -140,7 +147,7 @@ class MathOps:
         return acc
 
     def _abs(self, x: ir.Value) -> ir.Value:
-        return self.b.call(self._intrinsic("llvm.fabs", x.type, 1), [x])
+        return self.b.call(self.gen.intrinsic("llvm.fabs", x.type, 1), [x])
 
     def _as_int(self, x: ir.Value) -> ir.Value:
         return self.b.bitcast(x, like(x.type, I32 if like(x.type, F32) == x.type else I64))
@@ -184,13 +191,13 @@ class MathOps:
         vty = ir.VectorType(F32, width)
         mask_ty = ir.IntType(max(8, width))
         args = [vty, vty, vty, mask_ty] + ([I32] if width == 16 else [])
-        fn = self._declare(f"llvm.x86.avx512.mask.scalef.ps.{32 * width}", vty, args)
+        fn = self.gen.declare(f"llvm.x86.avx512.mask.scalef.ps.{32 * width}", vty, args)
         tail = [ir.Constant(I32, 4)] if width == 16 else []    # the current rounding mode
         parts = []
         for start in range(0, lanes, width):
-            pp, nn = self._slice(p, start, width), self._slice(n, start, width)
+            pp, nn = slice_lanes(self.b, p, start, width), slice_lanes(self.b, n, start, width)
             parts.append(b.call(fn, [pp, nn, pp, ir.Constant(mask_ty, -1), *tail]))
-        return self._concat(parts)
+        return concat(self.b, parts)
 
     # functions --------------------------------------------------------------------------
     def _math_exp(self, x: ir.Value) -> ir.Value:
@@ -339,13 +346,13 @@ class MathOps:
         r = x - q pi/2 in float64, then +-sin(r) or +-cos(r) by q's low bits."""
         b = self.b
         xd = b.fpext(x, like(x.type, F64))
-        q = b.call(self._intrinsic("llvm.roundeven", xd.type, 1),
+        q = b.call(self.gen.intrinsic("llvm.roundeven", xd.type, 1),
                    [b.fmul(xd, self._fc(xd, TWO_OVER_PI))])
         r = xd
         for part in PIO2 if self._has_fma() else PIO2_SHORT:
             r = self._fma(q, self._fc(xd, -part), r)
         # q mod 4 exactly, for any q (the quarter is a power of two: exact)
-        quarter = b.call(self._intrinsic("llvm.floor", xd.type, 1),
+        quarter = b.call(self.gen.intrinsic("llvm.floor", xd.type, 1),
                          [b.fmul(q, self._fc(xd, 0.25))])
         quadrant = self._fma(quarter, self._fc(xd, -4.0), q)   # 0, 1, 2 or 3 (NaN: poison)
         quadrant = b.fptosi(b.select(b.fcmp_ordered("==", quadrant, quadrant), quadrant,
@@ -382,7 +389,7 @@ class MathOps:
         log2 = b.select(b.fcmp_ordered("==", a, self._fc(a, 0.0)), self._fc(a, -math.inf), log2)
         log2 = b.select(b.fcmp_ordered("==", a, self._fc(a, math.inf)), a, log2)
         t = self._clamp(b.fmul(log2, self._fc(a, y)), -160.0, 130.0)
-        n = b.call(self._intrinsic("llvm.roundeven", a.type, 1), [t])
+        n = b.call(self.gen.intrinsic("llvm.roundeven", a.type, 1), [t])
         p = self._horner(b.fmul(b.fsub(t, n), self._fc(a, math.log(2))), EXP_TAYLOR)
         ni = b.fptosi(b.select(b.fcmp_ordered("==", n, n), n, self._fc(a, 0.0)),
                       like(x.type, I32))

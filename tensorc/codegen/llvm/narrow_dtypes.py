@@ -15,7 +15,7 @@ import struct
 
 from llvmlite import ir
 
-from tensorc.codegen.llvm_types import F32, I8, I32, like, splat
+from tensorc.codegen.llvm.ir_types import F32, I8, I32, like, splat
 
 # dtype -> (exponent bits, mantissa bits, exponent bias, special values), special values:
 #   "ieee":   all-ones exponent is infinity (mantissa 0) or NaN

@@ -2,9 +2,9 @@
 casts between every dtype (half, bfloat16 and the narrow float and int formats are computed in
 wider registers and converted on load and store), bit casts and math intrinsics.
 
-:class:`ValueOps` is a mixin of :class:`tensorc.codegen.llvm.LLVMCodegen`, which walks the
-loop IR; the mixin uses the generator's ``b`` (the IRBuilder), ``expr``, ``_declare`` and
-``_intrinsic``.
+:class:`ValueOps` is a helper of the code generator (``codegen.py``), which walks the loop IR
+and hands it the values to combine; it uses the generator's builder ``b``, ``expr``,
+``declare``, ``intrinsic`` and ``check_index``.
 """
 from __future__ import annotations
 
@@ -12,11 +12,13 @@ import math
 
 from llvmlite import ir
 
-from tensorc.codegen import llvm_math, narrow_dtypes
-from tensorc.codegen.llvm_types import I1, I8, I32, I64, like, splat
+from tensorc.codegen.llvm import narrow_dtypes
+from tensorc.codegen.llvm.ir_types import I1, I8, I32, I64, like, splat
+from tensorc.codegen.llvm.vector_math import INLINE, MathOps
 from tensorc.errors import TensorcError
 from tensorc.ir import arith
 from tensorc.ir import expr as E
+from tensorc.ir.loop import itemsize
 
 _SCALAR = {
     "float16": ir.HalfType(), "bfloat16": ir.FloatType(), "float32": ir.FloatType(),
@@ -35,7 +37,7 @@ _LLVM_INTRINSIC = {"exp": "llvm.exp", "log": "llvm.log", "sqrt": "llvm.sqrt",
                    "tan": "llvm.tan", "asin": "llvm.asin", "acos": "llvm.acos",
                    "atan": "llvm.atan", "sinh": "llvm.sinh", "cosh": "llvm.cosh"}
 _LIBM = {"erf", "asinh", "acosh", "atanh", "fmod"}
-_ICMP = {"lt": "<", "le": "<=", "eq": "==", "ne": "!=", "gt": ">", "ge": ">="}
+ICMP = {"lt": "<", "le": "<=", "eq": "==", "ne": "!=", "gt": ">", "ge": ">="}
 # 'reassoc' lets LLVM reorder reductions into vector form; 'contract' allows FMAs.
 _FAST = ("contract", "reassoc")
 
@@ -55,14 +57,22 @@ def storage_type(dtype: str) -> ir.Type:
     return I8 if dtype == "bool" else value_type(dtype)
 
 
-def _is_signed(dtype: str) -> bool:
+def is_signed(dtype: str) -> bool:
     return dtype.startswith("int")
 
 
-class ValueOps(llvm_math.MathOps):
+class ValueOps:
     """Emit arithmetic on scalar or vector LLVM values (see the module docstring)."""
 
-    def _from_storage(self, v: ir.Value, dtype: str) -> ir.Value:
+    def __init__(self, gen):
+        self.gen = gen
+        self.math = MathOps(gen)
+
+    @property
+    def b(self) -> ir.IRBuilder:
+        return self.gen.b
+
+    def from_storage(self, v: ir.Value, dtype: str) -> ir.Value:
         if dtype in narrow_dtypes.NARROW_DTYPES:
             return narrow_dtypes.decode(self.b, v, dtype)
         if dtype == "bfloat16":  # the 16 bits are the high half of a float32
@@ -73,7 +83,7 @@ class ValueOps(llvm_math.MathOps):
             return self.b.icmp_unsigned("!=", v, zero)
         return v
 
-    def _to_storage(self, v: ir.Value, dtype: str) -> ir.Value:
+    def to_storage(self, v: ir.Value, dtype: str) -> ir.Value:
         if dtype in narrow_dtypes.NARROW_DTYPES:
             return narrow_dtypes.encode(self.b, v, dtype)
         if dtype == "bfloat16":
@@ -84,7 +94,7 @@ class ValueOps(llvm_math.MathOps):
             return self.b.zext(v, ty)
         return v
 
-    def _broadcast(self, v: ir.Value, lanes: int) -> ir.Value:
+    def broadcast(self, v: ir.Value, lanes: int) -> ir.Value:
         if isinstance(v.type, ir.VectorType):
             return v
         vty = ir.VectorType(v.type, lanes)
@@ -95,12 +105,12 @@ class ValueOps(llvm_math.MathOps):
         return self.b.shuffle_vector(one, undef, ir.Constant(ir.VectorType(I32, lanes),
                                                               [0] * lanes))
 
-    def _pair(self, x: ir.Value, y: ir.Value) -> tuple[ir.Value, ir.Value]:
+    def pair(self, x: ir.Value, y: ir.Value) -> tuple[ir.Value, ir.Value]:
         xv, yv = isinstance(x.type, ir.VectorType), isinstance(y.type, ir.VectorType)
         if xv and not yv:
-            y = self._broadcast(y, x.type.count)
+            y = self.broadcast(y, x.type.count)
         elif yv and not xv:
-            x = self._broadcast(x, y.type.count)
+            x = self.broadcast(x, y.type.count)
         return x, y
 
     def binary(self, op: str, dtype: str, x: ir.Value, y: ir.Value) -> ir.Value:
@@ -119,7 +129,7 @@ class ValueOps(llvm_math.MathOps):
                 # max(-0, +0) gives is left open (nsz), as numpy's order-dependent answer
                 # does: x86 then needs 3 instructions instead of 6 (the sign tests go)
                 name = "llvm.minimum" if op == "min" else "llvm.maximum"
-                return b.call(self._intrinsic(name, x.type, 2), [x, y], fastmath=("nsz",))
+                return b.call(self.gen.intrinsic(name, x.type, 2), [x, y], fastmath=("nsz",))
             if op == "pow":
                 return self._intr2("llvm.pow", x, y)
             if op in ("floormod", "truncmod"):
@@ -134,7 +144,7 @@ class ValueOps(llvm_math.MathOps):
             if op == "floordiv":
                 return self._intr1("llvm.floor", b.fdiv(x, y))
             raise TensorcError(f"float op {op} is not supported")
-        signed = _is_signed(dtype) or dtype == "bool"
+        signed = is_signed(dtype) or dtype == "bool"
         folded = _fold_int(op, x, y) if signed else None
         if folded is not None:
             return folded
@@ -180,33 +190,33 @@ class ValueOps(llvm_math.MathOps):
         raise TensorcError(f"integer op {op} is not supported")
 
     def _intr1(self, name: str, x: ir.Value) -> ir.Value:
-        return self.b.call(self._intrinsic(name, x.type, 1), [x])
+        return self.b.call(self.gen.intrinsic(name, x.type, 1), [x])
 
     def _intr2(self, name: str, x: ir.Value, y: ir.Value) -> ir.Value:
-        return self.b.call(self._intrinsic(name, x.type, 2), [x, y])
+        return self.b.call(self.gen.intrinsic(name, x.type, 2), [x, y])
 
     def call(self, e: E.Call, lanes: int | None) -> ir.Value:
         inline = self._inline_math_call(e, lanes)
         if inline is not None:
             return inline
-        args = [self.expr(a, lanes) for a in e.args]
+        args = [self.gen.expr(a, lanes) for a in e.args]
         if len(args) == 2:
-            args = list(self._pair(*args))
+            args = list(self.pair(*args))
         x = args[0]
         if e.name == "bitcast":
             return self._bitcast(x, e.args[0].dtype, e.dtype)
         if e.name == "check_index":
-            return self._check_index(x, arith.as_const_int(e.args[1]))
+            return self.gen.check_index(x, arith.as_const_int(e.args[1]))
         if e.name in ("isnan", "isinf"):
             if e.name == "isnan":
                 return self.b.fcmp_unordered("uno", x, x)
             inf = ir.Constant(x.type.element if isinstance(x.type, ir.VectorType) else x.type,
                               float("inf"))
             if isinstance(x.type, ir.VectorType):
-                inf = self._broadcast(inf, x.type.count)
+                inf = self.broadcast(inf, x.type.count)
             return self.b.fcmp_ordered("==", self._intr1("llvm.fabs", x), inf)
         if e.name in _LLVM_INTRINSIC:
-            return self.b.call(self._intrinsic(_LLVM_INTRINSIC[e.name], x.type, len(args)),
+            return self.b.call(self.gen.intrinsic(_LLVM_INTRINSIC[e.name], x.type, len(args)),
                                args)
         # libm has no half functions: call the float ones
         if like(x.type, ir.HalfType()) == x.type:
@@ -216,18 +226,19 @@ class ValueOps(llvm_math.MathOps):
 
     def _inline_math_call(self, e: E.Call, lanes: int | None) -> ir.Value | None:
         """exp, log, tanh, erf, sin, cos of float32 (and of the formats computed in float32,
-        and of half, widened) as inline vector code (llvm_math.py); log(1 + y) as log1p(y).
+        and of half, widened) as inline vector code (vector_math.py); log(1 + y) as log1p(y).
         None for the rest (float64 keeps LLVM's intrinsics and libm)."""
         if e.dtype == "float64" or not E.is_float(e.dtype):
             return None
         name, arg = e.name, e.args[0]
         if name == "pow" and isinstance(e.args[1], E.Const) and math.isfinite(e.args[1].value):
-            x = self.expr(arg, lanes)
+            x = self.gen.expr(arg, lanes)
             if like(x.type, ir.HalfType()) == x.type:
-                wide = self.pow_by_constant(self.cast(x, "float16", "float32"), e.args[1].value)
+                wide = self.math.pow_by_constant(self.cast(x, "float16", "float32"),
+                                                 e.args[1].value)
                 return self.cast(wide, "float32", "float16")
-            return self.pow_by_constant(x, e.args[1].value)
-        if name not in llvm_math.INLINE:
+            return self.math.pow_by_constant(x, e.args[1].value)
+        if name not in INLINE:
             return None
         if name == "exp" and _negated_abs(arg):
             name = "exp_nonpositive"     # exp(-|y|), as sigmoid computes it: no overflow
@@ -236,18 +247,18 @@ class ValueOps(llvm_math.MathOps):
                 if isinstance(one, E.Const) and one.value == 1.0:
                     name, arg = "log1p", rest
                     break
-        x = self.expr(arg, lanes)
+        x = self.gen.expr(arg, lanes)
         if like(x.type, ir.HalfType()) == x.type:
-            wide = self.inline_math(name, self.cast(x, "float16", "float32"))
+            wide = self.math.inline_math(name, self.cast(x, "float16", "float32"))
             return self.cast(wide, "float32", "float16")
-        return self.inline_math(name, x)
+        return self.math.inline_math(name, x)
 
     def _libm(self, name: str, args: list[ir.Value]) -> ir.Value:
         """A libm function on float or double values; libm is scalar: call once per lane."""
         x = args[0]
         scalar_ty = x.type.element if isinstance(x.type, ir.VectorType) else x.type
         suffix = "f" if scalar_ty == ir.FloatType() else ""
-        fn = self._declare(name + suffix, scalar_ty, [scalar_ty] * len(args))
+        fn = self.gen.declare(name + suffix, scalar_ty, [scalar_ty] * len(args))
         if not isinstance(x.type, ir.VectorType):
             return self.b.call(fn, args)
         out = ir.Constant(x.type, ir.Undefined)
@@ -305,11 +316,11 @@ class ValueOps(llvm_math.MathOps):
                 return b.fptrunc(self._float32_odd(v), dty)
             return b.fpext(v, dty) if _bits(dst) > _bits(src) else b.fptrunc(v, dty)
         if sf:
-            return b.fptosi(v, dty) if _is_signed(dst) else b.fptoui(v, dty)
+            return b.fptosi(v, dty) if is_signed(dst) else b.fptoui(v, dty)
         if df:
-            return b.sitofp(v, dty) if _is_signed(src) else b.uitofp(v, dty)
+            return b.sitofp(v, dty) if is_signed(src) else b.uitofp(v, dty)
         if _bits(dst) > _bits(src):
-            return b.sext(v, dty) if _is_signed(src) else b.zext(v, dty)
+            return b.sext(v, dty) if is_signed(src) else b.zext(v, dty)
         if _bits(dst) < _bits(src):
             return b.trunc(v, dty)
         return v
@@ -341,25 +352,13 @@ class ValueOps(llvm_math.MathOps):
         return b.and_(b.select(b.fcmp_unordered("uno", f, f), quiet, rounded), high)
 
 
-def _pow2_at_least(n: int) -> int:
-    p = 1
-    while p < n:
-        p *= 2
-    return p
-
-
 def _bits(dtype: str) -> int:
-    return 1 if dtype == "bool" else _itemsize(dtype) * 8
+    return 1 if dtype == "bool" else itemsize(dtype) * 8
 
 
-def _itemsize(dtype: str) -> int:
-    from tensorc.ir.loop import itemsize
-    return itemsize(dtype)
-
-
-def _type_suffix(ty: ir.Type) -> str:
+def type_suffix(ty: ir.Type) -> str:
     if isinstance(ty, ir.VectorType):
-        return f"v{ty.count}{_type_suffix(ty.element)}"
+        return f"v{ty.count}{type_suffix(ty.element)}"
     if isinstance(ty, ir.PointerType):
         return "p0"
     return {"float": "f32", "double": "f64", "half": "f16"}.get(str(ty), str(ty))

@@ -1,0 +1,117 @@
+"""Object emission: LLVM IR text -> optimized module -> object code or assembly.
+
+The target machine uses static relocations and the large code model (see
+:func:`target_machine`); the compilation runs in a forked child so that an LLVM assertion
+kills only the child (:func:`emit_object`).
+"""
+from __future__ import annotations
+
+import faulthandler
+import os
+import pickle
+import signal
+import tempfile
+
+import llvmlite.binding as llvm
+
+from tensorc.errors import TensorcError
+from tensorc.target import Target, _init_llvm
+
+
+def target_machine(target: Target) -> llvm.TargetMachine:
+    _init_llvm()
+    tgt = llvm.Target.from_triple(target.triple or llvm.get_process_triple())
+    # Static relocations and the large code model: code reaches its constants and globals
+    # through 64-bit absolute addresses, not 32-bit offsets from the instruction. MCJIT maps
+    # an object's code, read-only data and writable data separately, wherever mmap puts
+    # them; in a long-lived process they ended up more than 2 GiB apart, and LLVM aborted the
+    # process linking the object (a 32-bit PC-relative relocation out of range, seen in the
+    # test suite after some 3,000 modules). Measured within noise of the small model (PIC)
+    # on SqueezeNet-, Inception- and EfficientNet-style models and two kernels (-2% to +2%).
+    return tgt.create_target_machine(cpu=target.mcpu, features=target.features, opt=3,
+                                     reloc="static", codemodel="large")
+
+
+def optimize_module(llvm_ir: str, target: Target, slp: bool = True):
+    """Parse, verify and run LLVM's O3 pipeline; returns (llvm module, target machine)."""
+    tm = target_machine(target)
+    mod = llvm.parse_assembly(llvm_ir)
+    mod.triple = tm.triple
+    mod.data_layout = str(tm.target_data)
+    mod.verify()
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = slp
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(mod, pb)
+    return mod, tm
+
+
+def emit_object(llvm_ir: str, target: Target) -> bytes:
+    """Optimize and compile to object code.
+
+    LLVM stops the process when one of its internal assertions fails, and the SLP vectorizer
+    of the LLVM that llvmlite ships can produce IR its own code generator asserts on (seen on a
+    normalization kernel's scalar loops). So the compilation runs in a forked child: if the
+    child dies, it is compiled again without the SLP vectorizer (our loops are vectorized
+    explicitly; SLP only packs leftover scalar code), and if that dies too the error names
+    the crash instead of taking the user's process down."""
+    def emit(slp: bool) -> bytes:
+        mod, tm = optimize_module(llvm_ir, target, slp)
+        return tm.emit_object(mod)
+    try:
+        return _in_child(emit, True)
+    except _ChildCrashed:
+        pass
+    try:
+        return _in_child(emit, False)
+    except _ChildCrashed as crash:
+        raise TensorcError(f"LLVM crashed while compiling the generated code ({crash}); this "
+                           f"is a bug in tensorc or LLVM: please report it with the model") \
+            from None
+
+
+def emit_assembly(llvm_ir: str, target: Target) -> str:
+    """Optimize and compile to assembly text (tests read the instructions it picked)."""
+    mod, tm = optimize_module(llvm_ir, target)
+    return tm.emit_assembly(mod)
+
+
+class _ChildCrashed(Exception):
+    pass
+
+
+def _in_child(fn, *args) -> bytes:
+    """``fn(*args)`` (returning bytes) run in a forked child process, so that an abort inside
+    native code kills only the child. A Python exception in the child is raised here."""
+    with tempfile.TemporaryFile() as result, tempfile.TemporaryFile() as errors:
+        pid = os.fork()
+        if pid == 0:         # the child: never returns into the caller's code
+            status = 0
+            try:
+                faulthandler.disable()          # a crash here is expected and handled
+                os.dup2(errors.fileno(), 2)     # LLVM's assertion text, kept for the error
+                try:
+                    payload = pickle.dumps((True, fn(*args)))
+                except BaseException as exc:   # noqa: BLE001 (carried to the parent)
+                    payload = pickle.dumps((False, exc))
+                result.write(payload)
+                result.flush()
+            except BaseException:   # noqa: BLE001
+                status = 1
+            finally:
+                os._exit(status)
+        _, wait_status = os.waitpid(pid, 0)
+        errors.seek(0)
+        said = errors.read().decode(errors="replace").strip().splitlines()
+        said = f": {said[-1][-300:]}" if said else ""
+        if os.WIFSIGNALED(wait_status):
+            name = signal.Signals(os.WTERMSIG(wait_status)).name
+            raise _ChildCrashed(f"signal {name}{said}")
+        if os.WEXITSTATUS(wait_status) != 0:
+            raise _ChildCrashed(f"exit status {os.WEXITSTATUS(wait_status)}{said}")
+        result.seek(0)
+        ok, value = pickle.loads(result.read())
+    if not ok:
+        raise value
+    return value

@@ -1,0 +1,48 @@
+"""The work of one iteration of each parallel loop, which codegen's chunk protocol sizes its
+chunks by (codegen/llvm/parallel.py): ``iteration_work``, the stores the loop's body
+executes, counted from its loop nest.
+
+>>> annotate_parallel_loops(func)   # doctest: +SKIP
+(for (i: parallel, 0, 64) [iteration_work=4096])
+"""
+from __future__ import annotations
+
+from tensorc.ir import arith
+from tensorc.ir.loop import (
+    Allocate, For, IfThenElse, KernelCall, PrimFunc, Seq, Stmt, Store, map_stmt,
+)
+
+# The fewest stores a parallel loop's chunk does: 2^17 vector multiply-adds take a core 1-3 us,
+# about what waking a sleeping worker costs, so a loop of less than two such chunks runs on
+# the calling thread alone and bigger chunks keep the shared counter's cost small (0cff703)
+MIN_CHUNK_WORK = 1 << 17
+
+
+def stmt_work(s: Stmt) -> int:
+    """Stores that ``s`` executes, from its loop nest (a loop of unknown extent counts 16,
+    a conditional its larger branch, a kernel call one whole chunk): the size of a parallel
+    loop's iteration."""
+    if isinstance(s, For):
+        n = arith.as_const_int(s.extent)
+        return (16 if n is None else max(n, 0)) * stmt_work(s.body)
+    if isinstance(s, Seq):
+        return sum(stmt_work(c) for c in s.stmts)
+    if isinstance(s, Store):
+        return 1
+    if isinstance(s, Allocate):
+        return stmt_work(s.body)
+    if isinstance(s, IfThenElse):
+        return max(stmt_work(s.then_case),
+                   stmt_work(s.else_case) if s.else_case is not None else 0)
+    if isinstance(s, KernelCall):
+        return MIN_CHUNK_WORK
+    return 0
+
+
+def annotate_parallel_loops(func: PrimFunc) -> PrimFunc:
+    """Give each parallel loop its ``iteration_work`` (see the module docstring)."""
+    def visit(s: Stmt) -> Stmt | None:
+        if isinstance(s, For) and s.kind == "parallel":
+            s.annotations["iteration_work"] = stmt_work(s.body)
+        return None
+    return PrimFunc(func.name, func.params, map_stmt(func.body, fstmt=visit), func.attrs)
