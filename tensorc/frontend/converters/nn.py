@@ -2,17 +2,13 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Callable, Sequence
-
+from typing import Callable, Sequence
 
 from tensorc.errors import InvalidModelError, ShapeError, UnsupportedOpError
-from tensorc.frontend.converters import (
-    converter, normalize_axis, reshape, scalar, spatial_attrs,
-)
+from tensorc.frontend.converters.common import normalize_axis, reshape, scalar, spatial_attrs
+from tensorc.frontend.context import ImportContext
+from tensorc.frontend.registry import converter
 from tensorc.ir.graph import Value
-
-if TYPE_CHECKING:
-    from tensorc.frontend.onnx import ImportContext
 
 
 @converter("MatMul", since=1)
