@@ -65,6 +65,16 @@ def test_the_pass_runs_first_in_the_graph_pipeline():
     assert GRAPH_PIPELINE[0] is lower_for_target
 
 
+@pytest.mark.parametrize("target, stage", [("llvm", "llvm"), ("cuda -arch=sm_80", "cuda")])
+def test_both_back_ends_compile_the_lowered_graph(target, stage):
+    """compile_graph and compile_graph_cuda both start from optimize_graph: their kernels are
+    the GEMM's and col2im's, none is a transposed conv's."""
+    model = node_model("ConvTranspose", ["x", "w"], {"x": [1, 4, 5, 5]}, {"w": rand(4, 3, 2, 2)},
+                       strides=[2, 2])
+    code = tensorc.inspect(model, stage=stage, target=target)
+    assert "_fused_matmul" in code and "_fused_col2im" in code and "conv_transpose" not in code
+
+
 # Before / After -------------------------------------------------------------------------------
 def test_a_grouped_conv_of_wide_groups_becomes_one_conv_per_group_with_its_bias():
     model = node_model("Conv", ["x", "w", "b"], {"x": [1, 64, 5, 5]},
