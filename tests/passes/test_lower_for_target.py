@@ -255,3 +255,15 @@ def test_a_3d_conv_with_weights_computed_at_run_time_stays_3d():
     model = node_model("Conv", ["x", "w"], {"x": [1, 2, 4, 5, 5], "w": [3, 2, 3, 3, 3]})
     before, after = lowered(model)
     assert str(after) == str(before)
+
+
+def test_an_add_of_another_onnx_node_after_a_split_conv_stays_after_the_concat():
+    """Only the Conv's own bias (its add, of the same node name) is split with the groups; an
+    Add node of the model reads the concatenated channels."""
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", group=2),
+             helper.make_node("Add", ["c", "b"], ["y"], name="add")]
+    model = make_model(nodes, [tensor_info("x", "float32", [1, 64, 5, 5])], ["y"],
+                       initializers={"w": rand(64, 32, 1, 1), "b": rand(1, 64, 1, 1)})
+    _, graph = lowered(model)
+    assert [n.op for n in graph.nodes][-2:] == ["concat", "add"]
+    assert [n.op for n in graph.nodes].count("conv") == 2

@@ -37,29 +37,20 @@ def lower_for_target(graph: Graph, target: Target) -> Graph:
     """Rewrite the convs, transposed convs and matmuls that run faster as other core ops.
 
     Before:  %1: float32[1,64,27,27] = conv(%x, %w) {strides=(1,1), ..., groups=2}
-             %2: float32[1,64,27,27] = add(%1, %c0)
+             %y: float32[1,64,27,27] = add(%1, %c0)
     After:   %3: float32[1,32,27,27] = slice(%x) {...}
              %4: float32[1,32,27,27] = conv(%3, %c1) {groups=1, ...}
              %5: float32[1,32,27,27] = add(%4, %c2)
              ... (the second group)
-             %2: float32[1,64,27,27] = concat(%5, %8) {axis=1}
+             %y: float32[1,64,27,27] = concat(%5, %8) {axis=1}
 
     >>> g = lower_for_target(g, Target.host())    # doctest: +SKIP
     """
     readers = _readers(graph)
 
     def rule(g: Graph, node: Node) -> list[Value] | None:
-        if node.op == "conv":
-            return _lower_conv(g, node, readers)
-        if node.op == "add":
-            return _grouped_conv_with_bias(g, node, readers)
-        if node.op == "conv_transpose":
-            return _conv_transpose_as_gemm(g, node)
-        if node.op == "matmul":
-            return _merged_rows(g, node, readers)
-        if node.op == "reshape":
-            return _merged_rows_reshaped(g, node, readers)
-        return None
+        lower = RULES.get(node.op)
+        return lower(g, node, readers) if lower is not None else None
     return eliminate_dead_code(rewrite(graph, rule))
 
 
@@ -108,10 +99,13 @@ class _Builder:
 
 
 # who reads what ------------------------------------------------------------------------------
-def _readers(graph: Graph) -> dict[str, list[Node] | None]:
+Readers = dict[str, "list[Node] | None"]    # value name -> the nodes reading it (None: an output)
+
+
+def _readers(graph: Graph) -> Readers:
     """Value name -> the nodes reading it; None for a graph output. Keyed by name: names
     survive the copy that ``rewrite`` makes, Value objects do not."""
-    readers: dict[str, list[Node] | None] = {}
+    readers: Readers = {}
     for node in graph.nodes:
         for value in node.inputs:
             users = readers.setdefault(value.name, [])
@@ -122,7 +116,7 @@ def _readers(graph: Graph) -> dict[str, list[Node] | None]:
     return readers
 
 
-def _epilogue(node: Node, op: str, readers: dict[str, list[Node] | None]) -> Node | None:
+def _epilogue(node: Node, op: str, readers: Readers) -> Node | None:
     """The node the frontend emitted right after ``node`` for the same ONNX node (a Conv's
     bias ``add``, a MatMul's final ``reshape``): ``node``'s one reader, of op ``op`` and of
     ``node``'s name, reading it as its first input."""
@@ -147,11 +141,10 @@ def _split_groups(g: Graph, conv: Node) -> bool:
         channels // groups >= SPLIT_GROUP_MIN_CHANNELS and g.is_constant(w)
 
 
-def _lower_conv(g: Graph, conv: Node, readers: dict[str, list[Node] | None]
-                ) -> list[Value] | None:
+def _lower_conv(g: Graph, conv: Node, readers: Readers) -> list[Value] | None:
     x, w = conv.inputs
     if _split_groups(g, conv):
-        if _epilogue(conv, "add", readers) is not None:
+        if _bias_add(conv, readers) is not None:
             return None             # split where its bias is added (_grouped_conv_with_bias)
         return [_grouped_conv_as_convs(g, conv, None)]
     if x.type.ndim == 5 and conv.attrs["groups"] == 1 and g.is_constant(w) and \
@@ -160,13 +153,21 @@ def _lower_conv(g: Graph, conv: Node, readers: dict[str, list[Node] | None]
     return None
 
 
-def _grouped_conv_with_bias(g: Graph, add: Node, readers: dict[str, list[Node] | None]
-                            ) -> list[Value] | None:
+def _bias_add(conv: Node, readers: Readers) -> Node | None:
+    """The add of the Conv's bias, reshaped to [1, F, 1, ...], that follows ``conv``."""
+    add = _epilogue(conv, "add", readers)
+    out = conv.outputs[0].type
+    if add is None or add.inputs[1].type.shape != (1, out.shape[1]) + (1,) * (out.ndim - 2):
+        return None
+    return add
+
+
+def _grouped_conv_with_bias(g: Graph, add: Node, readers: Readers) -> list[Value] | None:
     """A split grouped conv and its bias: each group's conv adds its slice of the bias."""
     conv = add.inputs[0].producer
     if conv is None or conv.op != "conv" or not _split_groups(g, conv):
         return None
-    epilogue = _epilogue(conv, "add", readers)
+    epilogue = _bias_add(conv, readers)
     if epilogue is None or epilogue.outputs[0].name != add.outputs[0].name:
         return None
     bias = add.inputs[1]
@@ -234,7 +235,7 @@ def _conv3d_as_conv2d(g: Graph, conv: Node) -> Value:
 
 
 # transposed convs ----------------------------------------------------------------------------
-def _conv_transpose_as_gemm(g: Graph, node: Node) -> list[Value] | None:
+def _conv_transpose_as_gemm(g: Graph, node: Node, readers: Readers) -> list[Value] | None:
     """A transposed conv as a GEMM and a col2im: every input pixel's contribution to each
     kernel offset, W[C, F * K]^T @ x[C, L] (the GEMM template, W packed at compile time),
     then each output pixel the sum of the contributions that land on it. The direct form
@@ -275,8 +276,7 @@ def _rows_merge(node: Node) -> bool:
         shape[-2] <= MERGE_ROWS_MAX
 
 
-def _merged_rows(g: Graph, node: Node, readers: dict[str, list[Node] | None]
-                 ) -> list[Value] | None:
+def _merged_rows(g: Graph, node: Node, readers: Readers) -> list[Value] | None:
     if not _rows_merge(node):
         return None
     if _epilogue(node, "reshape", readers) is not None:
@@ -284,8 +284,7 @@ def _merged_rows(g: Graph, node: Node, readers: dict[str, list[Node] | None]
     return [_merged_product(g, node, node.outputs[0].type.shape)]
 
 
-def _merged_rows_reshaped(g: Graph, reshape: Node, readers: dict[str, list[Node] | None]
-                          ) -> list[Value] | None:
+def _merged_rows_reshaped(g: Graph, reshape: Node, readers: Readers) -> list[Value] | None:
     """A merged product whose result the frontend reshapes (a MatMul by a vector): one
     reshape of the GEMM's rows to the final shape."""
     product = reshape.inputs[0].producer
@@ -304,3 +303,15 @@ def _merged_product(g: Graph, node: Node, shape: Sequence[int]) -> Value:
     k = b.type.shape[0]
     rows = builder.reshape(a, (math.prod(a.type.shape[:-1]), k))
     return builder.reshape(builder.emit("matmul", [rows, b], **node.attrs), shape)
+
+
+# op -> its rule: fn(graph being built, node, readers) -> replacement values, or None to keep
+# the node. A rule that splits a node together with its epilogue (a conv's bias add, a
+# product's reshape) keeps the node and rewrites at the epilogue.
+RULES = {
+    "conv": _lower_conv,
+    "add": _grouped_conv_with_bias,
+    "conv_transpose": _conv_transpose_as_gemm,
+    "matmul": _merged_rows,
+    "reshape": _merged_rows_reshaped,
+}
