@@ -20,12 +20,13 @@ from typing import Any, Mapping, Sequence
 import onnx
 
 from tensorc.errors import ConstantRequiredError, ShapeError, TensorcError, UnsupportedOpError
-from tensorc.frontend.converters import find_converter
-from tensorc.ir.types import format_shape
+from tensorc.frontend.context import convert_node, node_label
+from tensorc.frontend.registry import find_converter
 from tensorc.frontend.onnx import (
-    DEFAULT_DOMAINS, _all_nodes, _check_structure, _convert_node, _input_specs, _node_label,
-    bind_input_shapes, default_opset, load_model, new_context, unsupported_reasons,
+    DEFAULT_DOMAINS, _all_nodes, _check_structure, _input_specs, bind_input_shapes,
+    default_opset, load_model, new_context, unsupported_reasons,
 )
+from tensorc.ir.types import format_shape
 
 # Issue kinds: the op itself (type, opset or domain), an attribute the converter does not
 # take, a variant the converter rejects (an attribute value, an input), a shape it cannot
@@ -275,10 +276,10 @@ def _trial_conversion(proto: onnx.ModelProto, opset: int, label: str,
             failed.update(node.output)
             continue
         try:
-            _convert_node(context, node, index, env)
+            convert_node(context, node, index, env)
         except Exception as error:  # noqa: BLE001 - every failure belongs in the report
             kind, certain = _classify(error, guessed)
-            where = (f"{label}: node {_node_label(node, index)} ({node.op_type}, opset "
+            where = (f"{label}: node {node_label(node, index)} ({node.op_type}, opset "
                      f"{opset}): ")
             reason = str(error).removeprefix(where).split("\n  inputs:")[0]
             if not isinstance(error, TensorcError):

@@ -8,7 +8,7 @@ from helpers import make_model, tensor_info
 from onnx import defs, helper
 
 from tensorc.errors import ModelLoadError, ShapeError, UnsupportedOpError
-from tensorc.frontend.converters import CONVERTERS
+from tensorc.frontend.registry import CONVERTERS
 from tensorc.frontend.onnx import import_onnx
 
 

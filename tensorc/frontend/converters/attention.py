@@ -11,16 +11,14 @@ bias a run-time tensor.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tensorc.errors import ShapeError
-from tensorc.frontend.converters import converter, reshape
+from tensorc.frontend.converters.common import reshape
+from tensorc.frontend.context import ImportContext
+from tensorc.frontend.registry import converter
 from tensorc.ir.graph import Value
-
-if TYPE_CHECKING:
-    from tensorc.frontend.onnx import ImportContext
 
 # float16 and bfloat16 softmax runs as separate max / exp / sum / div ops, each rounded to the
 # half type, which is what the spec's "softmax in the precision of its input" computes

@@ -1,13 +1,9 @@
 """Converters of ONNX ops on the bit representation of tensors."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from tensorc.frontend.converters import converter
+from tensorc.frontend.context import ImportContext
+from tensorc.frontend.registry import converter
 from tensorc.ir.graph import Value
-
-if TYPE_CHECKING:
-    from tensorc.frontend.onnx import ImportContext
 
 
 @converter("BitCast", since=26)

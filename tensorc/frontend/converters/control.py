@@ -10,21 +10,19 @@
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 import numpy as np
+import onnx
 
 from tensorc.errors import ConstantRequiredError, ShapeError, UnsupportedOpError
-from tensorc.frontend.converters import converter, normalize_axis, reshape
+from tensorc.frontend.converters.common import normalize_axis, reshape
 from tensorc.frontend.converters.rnn import (
     MAX_UNROLLED_ITERATIONS, check_unrolled_steps, take,
 )
+from tensorc.frontend.context import ImportContext, graph_inputs_of
+from tensorc.frontend.registry import converter
 from tensorc.ir.graph import Value
-
-if TYPE_CHECKING:
-    import onnx
-
-    from tensorc.frontend.onnx import ImportContext
 
 
 @converter("If", since=1)
@@ -45,12 +43,11 @@ def if_(ctx: ImportContext, inputs: list[Value], *, then_branch: onnx.GraphProto
         if a.type != b.type:
             # the condition's inputs, bound to values, fold the If (see tensorc.compile's
             # input_values); the error names them
-            from tensorc.frontend.onnx import _graph_inputs_of
             raise ConstantRequiredError(
                 f"If: output {k} is {a.type} in the then-branch but {b.type} in the "
                 f"else-branch, and the condition is only known at run time; tensorc needs "
                 f"static shapes",
-                tuple(n for n in _graph_inputs_of(cond)
+                tuple(n for n in graph_inputs_of(cond)
                       if n in {v.name for v in ctx.graph.inputs}))
         outputs.append(ctx.emit("where", [flag, a, b]))
     return tuple(outputs)

@@ -8,16 +8,14 @@ with an identity mask, summed). Two operands then contract as one batched matmul
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tensorc.errors import ShapeError
-from tensorc.frontend.converters import converter, reshape
+from tensorc.frontend.converters.common import reshape
+from tensorc.frontend.context import ImportContext
+from tensorc.frontend.registry import converter
 from tensorc.ir.graph import Value
-
-if TYPE_CHECKING:
-    from tensorc.frontend.onnx import ImportContext
 
 _ELLIPSIS_LABELS = "0123456789"   # stand-ins for the dims under "...", never ONNX labels
 

@@ -1,17 +1,15 @@
 """Converters of elementwise ONNX ops: arithmetic, math, activations, logic, casts."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import numpy as np
 
 from tensorc.errors import InvalidModelError, ShapeError
-from tensorc.frontend.converters import converter, scalar
+from tensorc.frontend.converters.common import scalar
+from tensorc.frontend.context import ImportContext
+from tensorc.frontend.registry import converter
 from tensorc.ir.graph import Value
-
-if TYPE_CHECKING:
-    from tensorc.frontend.onnx import ImportContext
-
 
 # ONNX op -> (core op, first opset converted). Earlier opsets had legacy attributes
 # (consumed_inputs, broadcast) or lacked broadcasting; they are not converted.

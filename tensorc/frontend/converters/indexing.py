@@ -2,17 +2,14 @@
 ReverseSequence, CumSum. Indices may be computed at run time; constant ones fold."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from tensorc.errors import ShapeError
-from tensorc.frontend.converters import converter, normalize_axis
+from tensorc.frontend.converters.common import normalize_axis
+from tensorc.frontend.context import ImportContext
+from tensorc.frontend.registry import converter
 from tensorc.ir.graph import Value
 from tensorc.ops.indexing import checked_indices
-
-if TYPE_CHECKING:
-    from tensorc.frontend.onnx import ImportContext
 
 INDEX_DTYPES = ("int32", "int64")
 

@@ -7,14 +7,11 @@ targets are replaced by class 0 first, so that an ignore_index outside [0, C) ne
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from tensorc.errors import ShapeError
-from tensorc.frontend.converters import converter, reshape, scalar
+from tensorc.frontend.converters.common import reshape, scalar
+from tensorc.frontend.context import ImportContext
+from tensorc.frontend.registry import converter
 from tensorc.ir.graph import Value
-
-if TYPE_CHECKING:
-    from tensorc.frontend.onnx import ImportContext
 
 REDUCTIONS = ("none", "sum", "mean")
 

@@ -5,14 +5,13 @@ bias as broadcast ``mul`` / ``add`` (which fuse into the normalize kernel's epil
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 from tensorc.errors import InvalidModelError, ShapeError, UnsupportedOpError
-from tensorc.frontend.converters import converter, normalize_axis, reshape, scalar
+from tensorc.frontend.converters.common import normalize_axis, reshape, scalar
+from tensorc.frontend.context import ImportContext
+from tensorc.frontend.registry import converter
 from tensorc.ir.graph import Value
-
-if TYPE_CHECKING:
-    from tensorc.frontend.onnx import ImportContext
 
 
 def _widen(ctx: ImportContext, x: Value, stash_type: int) -> Value:

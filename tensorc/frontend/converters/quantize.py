@@ -11,19 +11,18 @@ ties land where its test data expects them.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from tensorc.errors import ShapeError
-from tensorc.frontend.converters import converter, normalize_axis, reshape
+from tensorc.frontend.converters.common import normalize_axis, reshape
 from tensorc.frontend.converters.elementwise import SATURATING_FLOAT8, _cast_to
 from tensorc.frontend.converters.nn import conv as _conv
 from tensorc.frontend.converters.nn import matmul as _matmul
+from tensorc.frontend.context import ImportContext
+from tensorc.frontend.registry import converter
 from tensorc.ir.graph import Value
-
-if TYPE_CHECKING:
-    from tensorc.frontend.onnx import ImportContext
 
 # integer output dtype -> (smallest, largest) value
 INTEGER_RANGES = {

@@ -1,17 +1,16 @@
 """Converters of ONNX reductions, ArgMax / ArgMin and TopK."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from tensorc.errors import ShapeError
-from tensorc.frontend.converters import converter, normalize_axis
+from tensorc.frontend.converters.common import normalize_axis
+from tensorc.frontend.context import ImportContext
+from tensorc.frontend.registry import converter
 from tensorc.ir.graph import Value
 from tensorc.ops.reduce import REDUCTIONS, reduced_shape
-
-if TYPE_CHECKING:
-    from tensorc.frontend.onnx import ImportContext
 
 # ONNX reduction -> (core op, the first opset that takes axes as an input)
 REDUCE = {"ReduceSum": ("reduce_sum", 13), "ReduceMean": ("reduce_mean", 18),

@@ -8,16 +8,15 @@ per output position) for linear and cubic. The tables follow the ONNX reference 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from tensorc.errors import ShapeError, UnsupportedOpError
-from tensorc.frontend.converters import converter, normalize_axis
+from tensorc.frontend.converters.common import normalize_axis
+from tensorc.frontend.context import ImportContext
+from tensorc.frontend.registry import converter
 from tensorc.ir.graph import Value
-
-if TYPE_CHECKING:
-    from tensorc.frontend.onnx import ImportContext
 
 COORDINATE_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel",
                     "align_corners", "asymmetric", "tf_crop_and_resize")

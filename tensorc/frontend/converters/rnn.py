@@ -9,16 +9,15 @@ by name).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from tensorc.errors import ShapeError, UnsupportedOpError
-from tensorc.frontend.converters import converter, reshape
+from tensorc.frontend.converters.common import reshape
+from tensorc.frontend.context import ImportContext
+from tensorc.frontend.registry import converter
 from tensorc.ir.graph import Value
-
-if TYPE_CHECKING:
-    from tensorc.frontend.onnx import ImportContext
 
 ACTIVATIONS = {"sigmoid": "sigmoid", "tanh": "tanh", "relu": "relu"}
 

@@ -8,16 +8,15 @@ a pad, and a window of constant size is a constant.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from tensorc.errors import ShapeError
-from tensorc.frontend.converters import converter, normalize_axis, reshape
+from tensorc.frontend.converters.common import normalize_axis, reshape
+from tensorc.frontend.context import ImportContext
+from tensorc.frontend.registry import converter
 from tensorc.ir.graph import Value
-
-if TYPE_CHECKING:
-    from tensorc.frontend.onnx import ImportContext
 
 # GridSample-16 names its modes after the 2-D case; opset 20 generalized them to N-D
 _GRID_MODES = {"bilinear": "linear", "bicubic": "cubic"}

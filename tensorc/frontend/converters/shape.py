@@ -2,18 +2,15 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from tensorc.errors import InvalidModelError, ShapeError, UnsupportedOpError
-from tensorc.frontend.converters import (
-    converter, normalize_axis, reshape,
-)
+from tensorc.frontend.converters.common import normalize_axis, reshape
+from tensorc.frontend.context import ImportContext
+from tensorc.frontend.registry import converter
 from tensorc.ir.graph import Value
-
-if TYPE_CHECKING:
-    from tensorc.frontend.onnx import ImportContext
 
 
 @converter("Flatten", since=1)

@@ -3,11 +3,13 @@ from __future__ import annotations
 
 from tensorc.passes.graph.alter_layout import alter_layout
 from tensorc.passes.graph.fold_constants import fold_constants
+from tensorc.passes.graph.lower_for_target import lower_for_target
 from tensorc.passes.graph.normalizations import fuse_normalizations
 from tensorc.passes.graph.simplify import eliminate_dead_code, simplify
 
 # The graph pipeline, read top to bottom (`tensorc inspect --stage graph` prints its result).
 GRAPH_PIPELINE = (
+    lower_for_target,      # grouped / 3-D convs, transposed convs, few-row matmuls as faster ops
     fold_constants,        # nodes whose inputs are all constants become constants
     simplify,              # fold BatchNorm into conv weights / mul+add, drop no-op nodes
     fold_constants,        # what simplify exposed
@@ -17,4 +19,4 @@ GRAPH_PIPELINE = (
 )
 
 __all__ = ["GRAPH_PIPELINE", "alter_layout", "eliminate_dead_code", "fold_constants",
-           "fuse_normalizations", "simplify"]
+           "fuse_normalizations", "lower_for_target", "simplify"]

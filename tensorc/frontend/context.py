@@ -1,0 +1,217 @@
+"""Converting ONNX nodes: the context a converter works in (:class:`ImportContext`: emit
+core ops, folding constants; read constants; convert subgraphs in place) and the conversion of
+one node by the converter the registry holds for its op and opset. ONNX tensors and element
+types become numpy arrays and tensorc dtypes here.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from tensorc.errors import (
+    ConstantRequiredError, InvalidModelError, ModelLoadError, ShapeError, TensorcError,
+    UnsupportedOpError,
+)
+from tensorc.frontend.registry import find_converter
+from tensorc.frontend.validate import check_input_types, check_node
+from tensorc.ir.graph import Graph, Value
+from tensorc.ir.types import DTYPES, TensorType, check_type, dtype_of
+from tensorc.ops.build import emit, infer_types
+from tensorc.ops.interpret import evaluate, worth_folding
+
+
+def node_label(node: onnx.NodeProto, index: int) -> str:
+    return repr(node.name) if node.name else f"#{index} (unnamed)"
+
+
+_DTYPE_ALIASES = {"bool_": "bool"}
+
+
+def element_dtype(elem_type: int, label: str, what: str) -> str:
+    try:
+        name = np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).name
+    except (KeyError, TypeError, ValueError):
+        name = str(elem_type)
+    name = _DTYPE_ALIASES.get(name, name)
+    if name not in DTYPES:
+        type_name = (onnx.TensorProto.DataType.Name(elem_type)
+                     if elem_type in onnx.TensorProto.DataType.values() else str(elem_type))
+        raise ShapeError(f"{label}: {what} has element type {type_name}, which tensorc does "
+                         f"not support")
+    return name
+
+
+def tensor_to_array(tensor: onnx.TensorProto, label: str) -> np.ndarray:
+    dtype = element_dtype(tensor.data_type, label, f"tensor {tensor.name!r}")
+    if any(d < 0 for d in tensor.dims):
+        raise InvalidModelError(f"{label}: tensor {tensor.name!r} has negative dims "
+                                f"{list(tensor.dims)}; is the file corrupt?")
+    check_type(TensorType(tuple(tensor.dims), dtype), f"{label}: tensor {tensor.name!r}")
+    try:
+        array = numpy_helper.to_array(tensor)
+    except Exception as error:
+        raise ModelLoadError(f"{label}: tensor {tensor.name!r} cannot be read ({error}); is the "
+                             f"file truncated or its external data missing?") from None
+    return np.asarray(array.astype(array.dtype.newbyteorder("="), copy=False), order="C")
+
+
+class ImportContext:
+    """What a converter may do: emit core ops (folding constants) and read constants."""
+
+    def __init__(self, graph: Graph, opset: int, label: str,
+                 env: dict[str, Value | None] | None = None):
+        self.graph = graph
+        self.opset = opset
+        self.label = label
+        self.node_name = ""  # the ONNX node being converted; its core nodes take its name
+        self.env = env if env is not None else {}   # ONNX names in scope -> values
+
+    def inline_graph(self, body: onnx.GraphProto, inputs: Sequence[Value | None]
+                     ) -> list[Value]:
+        """Convert a subgraph (an If branch, a Loop or Scan body) in place: its inputs are
+        bound to ``inputs``, the names of the enclosing scopes stay visible; returns the
+        values of its outputs."""
+        outer, node_name = self.env, self.node_name
+        env = dict(outer)
+        for spec, value in zip(body.input, inputs):
+            env[spec.name] = value
+        for tensor in body.initializer:
+            env[tensor.name] = self.const(tensor_to_array(tensor, self.label))
+        self.env = env
+        try:
+            for index, node in enumerate(body.node):
+                convert_node(self, node, index, env)
+        finally:
+            self.env, self.node_name = outer, node_name
+        missing = [o.name for o in body.output if env.get(o.name) is None]
+        if missing:
+            raise UnsupportedOpError(f"subgraph {body.name!r}: outputs {missing} are not "
+                                     f"computed")
+        return [env[o.name] for o in body.output]
+
+    def emit(self, op: str, inputs: list[Value], **attrs: Any) -> Value:
+        """Add ``op``, or its value when every input is a constant (constant folding, unless
+        it would expand data past ops.interpret.MAX_FOLDED_EXPANSION_BYTES)."""
+        arrays = [self.constant(v) for v in inputs]
+        if inputs and all(a is not None for a in arrays):
+            (expected,) = infer_types(op, attrs, [v.type for v in inputs])
+            if worth_folding(arrays, [expected]):
+                (result,) = evaluate(op, attrs, arrays)
+                if TensorType(result.shape, dtype_of(result)) != expected:  # a bug in tensorc
+                    raise TensorcError(f"{op}: the reference computed {result.dtype}"
+                                       f"{list(result.shape)}, the shape rule says {expected}")
+                return self.const(result)
+        result = emit(self.graph, op, inputs, **attrs)
+        assert isinstance(result, Value) and result.producer is not None
+        result.producer.name = self.node_name
+        return result
+
+    def const(self, array: np.ndarray) -> Value:
+        return self.graph.add_constant(np.asarray(array, order="C"))
+
+    def constant(self, value: Value) -> np.ndarray | None:
+        """The array of ``value`` when it is a constant, else None."""
+        return self.graph.constants.get(value)
+
+    def require_constant(self, value: Value, what: str) -> np.ndarray:
+        array = self.constant(value)
+        if array is None:
+            raise ConstantRequiredError(
+                f"its {what} input %{value.name} ({value.type}{self._origin(value)}) is "
+                f"computed at run time; tensorc needs it to be constant (static shapes)",
+                graph_inputs_of(value))
+        return array
+
+    def _origin(self, value: Value) -> str:
+        """Where a run-time value comes from, in the model's terms (for messages): its ONNX
+        name where the core value's name differs, and the node that computes it."""
+        names = [n for n, v in self.env.items() if v is value and n != value.name]
+        origin = f", ONNX tensor {names[0]!r}" if names else ""
+        if value.producer is None:
+            return origin + ", a model input"
+        return origin + f", computed by node {value.producer.name!r}"
+
+    def dtype_name(self, elem_type: int) -> str:
+        return element_dtype(elem_type, self.label, "a Cast target")
+
+
+def graph_inputs_of(value: Value) -> tuple[str, ...]:
+    """The names of the graph inputs ``value`` is computed from."""
+    found: dict[str, None] = {}
+    stack, seen = [value], set()
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        if v.producer is None:
+            found.setdefault(v.name, None)
+        else:
+            stack.extend(v.producer.inputs)
+    return tuple(found)
+
+
+def _attribute_values(node: onnx.NodeProto, label: str) -> dict[str, Any]:
+    values = {}
+    for attribute in node.attribute:
+        value = helper.get_attribute_value(attribute)
+        if isinstance(value, onnx.TensorProto):
+            value = tensor_to_array(value, label)
+        elif isinstance(value, bytes):
+            value = value.decode("utf-8", errors="replace")
+        elif isinstance(value, list) and value and isinstance(value[0], onnx.GraphProto):
+            value = tuple(value)
+        elif isinstance(value, list):
+            value = tuple(v.decode("utf-8", errors="replace") if isinstance(v, bytes) else v
+                          for v in value)
+        values[attribute.name] = value
+    return values
+
+
+def convert_node(context: ImportContext, node: onnx.NodeProto, index: int,
+                  env: dict[str, Value | None]) -> None:
+    where = (f"{context.label}: node {node_label(node, index)} ({node.op_type}, opset "
+             f"{context.opset})")
+    check_node(node, context.opset, where)
+    inputs: list[Value | None] = []
+    for name in node.input:
+        value = env.get(name) if name else None
+        if name and value is None:
+            raise UnsupportedOpError(f"{where}: input {name!r} is an output tensorc does not "
+                                     f"compute (e.g. MaxPool indices, training statistics)")
+        inputs.append(value)
+    check_input_types(node, context.opset, [v.type.dtype if v is not None else None
+                                            for v in inputs], where)
+    entry = find_converter(node.op_type, context.opset)
+    assert entry is not None  # _check_supported ran first
+    context.node_name = node.name or f"{node.op_type}_{index}"
+    context.num_outputs = len(node.output)  # Split without sizes splits into this many
+    try:
+        outputs = entry.fn(context, inputs, **_attribute_values(node, context.label))
+    except TensorcError as error:
+        described = ", ".join(f"{n or '<none>'}: {v.type if v else '-'}"
+                              for n, v in zip(node.input, inputs))
+        # the same error (type and attributes kept), its message placed in the model
+        error.args = (f"{where}: {error}\n  inputs: {described}",)
+        raise error.with_traceback(None) from None
+    except RecursionError:
+        raise ShapeError(f"{where}: the model nests too deeply to convert (subgraphs inside "
+                         f"subgraphs?); simplify it") from None
+    except MemoryError:
+        raise ShapeError(f"{where}: converting it ran out of memory; check the sizes its "
+                         f"attributes and inputs give") from None
+    except Exception as error:
+        # A last-resort net: the schema check and the converters' own checks should have
+        # named the problem; what reaches here is a gap in them, so say so.
+        raise ShapeError(f"{where}: tensorc cannot convert this node ({type(error).__name__}: "
+                         f"{error}); its inputs or attributes are probably invalid for "
+                         f"{node.op_type} (if they are valid, this is a bug in tensorc: please "
+                         f"report it)") from error
+    if isinstance(outputs, Value):
+        outputs = (outputs,)
+    for position, name in enumerate(node.output):
+        if name:
+            env[name] = outputs[position] if position < len(outputs) else None
