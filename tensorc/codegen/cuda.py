@@ -27,7 +27,7 @@ from tensorc.ir import arith
 from tensorc.ir import expr as E
 from tensorc.ir.loop import (
     Allocate, Barrier, Buffer, For, IfThenElse, Prefetch, PrimFunc, Seq, Stmt, Store,
-    ThreadReduce, walk_stmts,
+    ThreadReduce, itemsize, walk_stmts,
 )
 from tensorc.passes.loop.verify_gpu import reduce_scratch_bytes
 from tensorc.target import Target
@@ -227,7 +227,7 @@ class _KernelWriter:
                 self.line(f"__shared__ __align__(16) {storage_type(b.dtype)} "
                           f"{self.name_of(b, b.name)}[{b.size}];")
             elif isinstance(s, ThreadReduce) and reduce_scratch_bytes(s, self.block):
-                n = reduce_scratch_bytes(s, self.block) // max(4, _itemsize(s.buffer.dtype))
+                n = reduce_scratch_bytes(s, self.block) // max(4, itemsize(s.buffer.dtype))
                 self.line(f"__shared__ __align__(16) {value_type(s.buffer.dtype)} "
                           f"{self.name_of(s, 'red_buf')}[{n}];")
         self.stmt(k.body)
@@ -562,6 +562,3 @@ def _all_buffers(kernel: PrimFunc) -> list[Buffer]:
     return out
 
 
-def _itemsize(dtype: str) -> int:
-    from tensorc.ir.loop import itemsize
-    return itemsize(dtype)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from tensorc.ir import arith
 from tensorc.ir import expr as E
 from tensorc.ir.loop import (
-    Allocate, For, IfThenElse, Prefetch, PrimFunc, Seq, Stmt, Store, seq,
+    Allocate, For, IfThenElse, Prefetch, PrimFunc, Seq, Stmt, Store, map_stmt, seq,
 )
 
 
@@ -28,7 +28,6 @@ def simplify_stmt(s: Stmt, ranges: dict) -> Stmt | None:
         if n == 0:
             return None
         if n == 1 and s.kind in ("serial", "unrolled", "vectorized", "parallel"):
-            from tensorc.ir.loop import map_stmt
             body = map_stmt(s.body, lambda e: E.substitute(e, {s.var: E.const(0)}))
             return simplify_stmt(body, ranges)
         inner = dict(ranges)
