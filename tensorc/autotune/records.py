@@ -190,8 +190,8 @@ def _same_threads(record: dict, threads: int | None) -> bool:
 
 @dataclass
 class BestConfigs:
-    """Tuned configs by workload, as ``compiler.build_kernels`` asks for them; counts what it
-    applied for the one note a compile gives."""
+    """Tuned configs by workload, as ``compiler.pipeline.build_kernels`` asks for them;
+    counts what it applied for the one note a compile gives."""
 
     log: str
     best: dict[str, dict]

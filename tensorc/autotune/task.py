@@ -36,7 +36,7 @@ class Task:
     """One distinct kernel of a model."""
 
     name: str                       # the kernel's name in the compiled model
-    key: tuple                      # compiler.workload_key of the group
+    key: tuple                      # compiler.kernel.workload_key of the group
     graph: Graph                    # the group's nodes over fresh inputs (no weights)
     group: FusedGroup               # the group, over ``graph``
     target: str                     # Target string, e.g. "llvm -mcpu=znver3"
@@ -132,7 +132,7 @@ def standalone(group: FusedGroup, graph: Graph, name: str) -> tuple[Graph, Fused
 
 
 def tasks_of_compiled(compiled, target: Target) -> list[Task]:
-    """The distinct kernels of a compiled model (``compiler.Compiled``), in first-run order."""
+    """The distinct kernels of a compiled model (``compiler.llvm.Compiled``), in first-run order."""
     tasks: dict[tuple, Task] = {}
     for kernel in compiled.kernels:
         task = tasks.get(kernel.key)

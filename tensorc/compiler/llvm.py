@@ -3,7 +3,7 @@ distinct kernel and one entry function that calls them all over the caller's arr
 constant pool and a static arena; LLVM's optimizer and code generator make the object code of
 a :class:`tensorc.runtime.module.Module`.
 
-    Lowered -> make_entry -> LLVM IR (codegen/llvm.py) -> object code -> Module
+    Lowered -> make_entry -> LLVM IR (codegen/llvm/) -> object code -> Module
 
 >>> compiled = compile_graph(graph, Target.from_string("llvm"))
 >>> print(optimized_llvm_ir(compiled, target))   # what `tensorc inspect --stage llvm` shows

@@ -204,7 +204,7 @@ INTRINSICS = ("exp", "log", "sqrt", "tanh", "fabs", "floor", "ceil", "round", "t
               "atanh", "pow", "fmod", "isnan", "isinf",
               "bitcast",          # the same bits read as the Call's dtype (equal bit widths)
               # check_index(index, size): ``index`` itself; where it is outside [-size, size)
-              # the run fails (codegen/llvm.py: the entry returns a status naming the call)
+              # the run fails (codegen/llvm/codegen.py: the entry returns a status naming the call)
               "check_index",
               # clamp(index, lo, hi): index clamped into [lo, hi] where a select discards the
               # load it indexes (see guarded_clamp); never reaches codegen

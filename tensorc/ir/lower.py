@@ -467,7 +467,7 @@ class _Lowering:
         shape = list(extents)
         if scope == "local" and shape and "vectorized" in child.loop_kind.values():
             # rows of a power-of-two pitch: an odd-width vector's padding lanes then fall in
-            # their own row's padding, so the block needs no masked access (codegen/llvm.py)
+            # their own row's padding, so the block needs no masked access (codegen/llvm/memory.py)
             shape[-1] = 1 << (shape[-1] - 1).bit_length()
         self.buffers[id(t)] = Buffer(child.name, tuple(shape), t.dtype, scope)
 

@@ -280,7 +280,8 @@ def _math(name: str) -> Rule:
 def sigmoid_expr(x: E.Expr) -> E.Expr:
     """1 / (1 + exp(-x)) as (x >= 0 ? 1 : e) / (1 + e) with e = exp(-|x|): one exp, no
     overflow, and the tiny results of very negative x (down to the normal range; denormal
-    ones flush to 0, see llvm_math's exp_nonpositive) are kept instead of 1 / (1 + inf) = 0."""
+    ones flush to 0, see codegen/llvm/vector_math.py's exp_nonpositive) are kept instead of
+    1 / (1 + inf) = 0."""
     one = const_like(1, x)
     e = exp(negative(E.call("fabs", x)))
     return E.select(E.Compare("ge", x, zero(x)), one, e) / (one + e)

@@ -262,7 +262,8 @@ def _schedule_transposed_tiles(stage: Stage, axis: int, lanes: int, out: Tensor,
     """A transposing group in tiles of lanes x lanes: a vector along ``axis`` (contiguous
     loads) for each of ``lanes`` elements of the innermost output axis (unrolled), which
     codegen stores transposed from registers as whole vectors along the innermost axis
-    instead of scattering each vector lane by lane (``_transposed_tile`` in codegen/llvm.py):
+    instead of scattering each vector lane by lane (the transposed register tiles of
+    codegen/llvm/tiles.py):
 
         for (outer axes: parallel)  for (v.o)  for (u.o)  for (u.i: unrolled)  for (v.i: vec)
 

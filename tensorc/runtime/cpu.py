@@ -1,4 +1,4 @@
-"""Load object code produced by codegen/llvm.py and call its entry function.
+"""Load object code produced by the LLVM codegen (codegen/llvm/) and call its entry function.
 
 Loading links the object into the process with MCJIT; it runs neither LLVM's optimizer nor its
 code generator (tests/runtime/test_artifact.py proves it).
@@ -82,7 +82,7 @@ class NativeLibrary:
 
     def entry(self, name: str):
         """The function ``int32 name(void **args, int32 num_threads, int64 *timings)`` as a
-        ctypes callable (see codegen/llvm.py's ``add_entry``)."""
+        ctypes callable (see ``LLVMCodegen.add_entry``, codegen/llvm/codegen.py)."""
         proto = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(ctypes.c_void_p),
                                  ctypes.c_int32, ctypes.c_void_p)
         return proto(self.address(name))

@@ -87,7 +87,7 @@ class Module(CompiledModule):
 
     def _check_failed(self, status: int) -> KernelRuntimeError:
         """The error for a run whose kernel call ``status - 1`` failed a runtime check
-        (codegen/llvm.py): an index out of range, held in ``tensorc_bad_index``."""
+        (codegen/llvm/codegen.py): an index out of range, held in ``tensorc_bad_index``."""
         index, size = (ctypes.c_int64.from_address(a).value if a else None for a in (
             self._library.global_address(f"tensorc_bad_{n}") for n in ("index", "size")))
         info = self.kernels[status - 1] if 0 < status <= len(self.kernels) else None

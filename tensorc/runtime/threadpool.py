@@ -1,6 +1,6 @@
 """The thread pool that runs parallel loops: ``void tensorc_parallel(fn, closure, team)``.
 
-Compiled kernels call ``tensorc_parallel`` (codegen/llvm.py's ``parallel_loop``); this module
+Compiled kernels call ``tensorc_parallel`` (codegen/llvm/parallel.py); this module
 defines it once per process, as LLVM IR that MCJIT compiles when the first module loads, and
 makes the symbol visible to the object code linked after it. No C compiler is needed.
 

@@ -33,7 +33,7 @@ per-channel constants (biases, scales) are blocked here:
 
 Constant matmul weights ``B[K, N]`` are repacked into column panels as wide as the GEMM
 micro-kernel's register tile, ``[ceil(N/nr), K, nr]`` (the last panel padded with zeros), so
-that the micro-kernel streams one contiguous panel (see ``ops/matmul.py``):
+that the micro-kernel streams one contiguous panel (see ``ops/matmul/``):
 
     %y = matmul(%x, %w: float32[768,3072]) -> %y = matmul(%x, %w_packed: float32[192,768,16])
                                                 {b_panel=16, n=3072}
