@@ -4,8 +4,8 @@ roofline bound of each kernel.
 The times come from the model's own entry function, which adds each kernel call's wall time
 to a buffer when it is given one (``LLVMCodegen.add_entry``, codegen/llvm/codegen.py): the
 kernels run as in a normal inference, in order, on the same arena, with no rebuild. A kernel's
-roofline bound is ``max(flops / peak, bytes / bandwidth)``, the bandwidth that of the memory level its working
-set (``bytes``, read and written by one call) fits in: the runs are back to back, so a kernel
+roofline bound is ``max(flops / peak, bytes / bandwidth)``, the bandwidth that of the memory
+level its working set (``bytes``, read and written by one call) fits in: the runs are back to back, so a kernel
 whose data fits in L2 finds it there (and the part of it the faster levels can hold is counted
 at their speed, ``Roofline.memory_seconds``). A kernel far below its bound is a schedule to fix,
 whatever the model's total says. A kernel above its bound is shown above 100% and flagged,
