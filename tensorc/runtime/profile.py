@@ -1,16 +1,17 @@
 """Per-kernel profiles of a compiled model: time, share, FLOP/s, bytes/s and percent of the
 roofline bound of each kernel.
 
-The times come from the model's own entry function, which adds each kernel call's wall time
-to a buffer when it is given one (``LLVMCodegen.add_entry``, codegen/llvm/codegen.py): the
-kernels run as in a normal inference, in order, on the same arena, with no rebuild. A kernel's
-roofline bound is ``max(flops / peak, bytes / bandwidth)``, the bandwidth that of the memory
-level its working set (``bytes``, read and written by one call) fits in: the runs are back to back, so a kernel
-whose data fits in L2 finds it there (and the part of it the faster levels can hold is counted
-at their speed, ``Roofline.memory_seconds``). A kernel far below its bound is a schedule to fix,
-whatever the model's total says. A kernel above its bound is shown above 100% and flagged,
-never clipped: the roofline is wrong (a figure measured low: a cached roofline that a kernel
-beats is measured again), or the kernel's data sat in a faster level than its size suggests.
+The times come from the model's own entry function, which adds each kernel call's wall time to
+a buffer when it is given one (``LLVMCodegen.add_entry``, codegen/llvm/codegen.py): the kernels
+run as in a normal inference, in order, on the same arena, with no rebuild. A kernel's roofline
+bound is ``max(flops / peak, bytes / bandwidth)``, the bandwidth that of the memory level its
+working set (``bytes``, read and written by one call) fits in: the runs are back to back, so a
+kernel whose data fits in L2 finds it there (and the part of it the faster levels can hold is
+counted at their speed, ``Roofline.memory_seconds``). A kernel far below its bound is a
+schedule to fix, whatever the model's total says. A kernel above its bound is shown above 100%
+and flagged, never clipped: the roofline is wrong (a figure measured low: a cached roofline
+that a kernel beats is measured again), or the kernel's data sat in a faster level than its
+size suggests.
 
 >>> profile = module.profile(feeds)
 >>> print(profile.table())          # sorted by time
