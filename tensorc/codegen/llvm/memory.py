@@ -11,8 +11,8 @@ from __future__ import annotations
 from llvmlite import ir
 
 from tensorc.codegen.llvm import narrow_dtypes
-from tensorc.codegen.llvm.function_state import FunctionState
 from tensorc.codegen.llvm.ir_types import I1, I32, I64, PTR, VOID, concat, slice_lanes
+from tensorc.codegen.llvm.part import CodegenPart
 from tensorc.codegen.llvm.values import ValueOps, storage_type, type_suffix
 from tensorc.codegen.llvm.vector_index import strip_justified_clamps, two_step
 from tensorc.codegen.llvm.vectors import VectorLoops
@@ -26,19 +26,8 @@ MAX_SHUFFLE_STRIDE = 4   # strided vector loads up to this stride: masked load +
 _REGISTER_PERMUTES = {("float", 512): "llvm.x86.avx512.permvar.sf.512"}
 
 
-class VectorMemory:
+class VectorMemory(CodegenPart):
     """Emits the loads and stores of the code generator ``gen`` (see the module docstring)."""
-
-    def __init__(self, gen):
-        self.gen = gen
-
-    @property
-    def b(self) -> ir.IRBuilder:
-        return self.gen.b
-
-    @property
-    def fs(self) -> FunctionState:
-        return self.gen.fs
 
     @property
     def vec(self) -> VectorLoops:

@@ -8,6 +8,7 @@ from llvmlite import ir
 
 from tensorc.codegen.llvm.function_state import FunctionState, opaque
 from tensorc.codegen.llvm.ir_types import I1, I32, I64, PTR, VOID
+from tensorc.codegen.llvm.part import CodegenPart
 from tensorc.errors import TensorcError
 from tensorc.ir import arith
 from tensorc.ir import expr as E
@@ -24,21 +25,14 @@ COUNTER_STRIDE = 8
 _RANGE_VAR = E.Var("range")
 
 
-class ParallelLoops:
+class ParallelLoops(CodegenPart):
     """Outlines the parallel loops of the code generator ``gen`` (codegen.py): the outlined
     function is emitted with its own :class:`FunctionState`, swapped in for ``gen.fs``."""
 
     def __init__(self, gen):
-        self.gen = gen
+        super().__init__(gen)
         self.outlined = 0     # functions outlined so far: their names' numbers
 
-    @property
-    def fs(self) -> FunctionState:
-        return self.gen.fs
-
-    @property
-    def b(self) -> ir.IRBuilder:
-        return self.gen.b
 
     def emit(self, s: For) -> None:
         """Outline the loop body into ``body(ptr closure)`` and run it on the runtime's

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from tensorc.codegen.llvm.function_state import FunctionState
 from tensorc.codegen.llvm.ir_types import I1, I32, I64, PTR, VOID
+from tensorc.codegen.llvm.part import CodegenPart
 from tensorc.codegen.llvm.values import storage_type, type_suffix
 from tensorc.codegen.llvm.vectors import VectorLoops
 from tensorc.ir import arith
@@ -17,20 +17,9 @@ from tensorc.passes.loop.register_tiles import reduction_operands
 from tensorc.passes.loop.vector_loops import pow2_at_least
 
 
-class RegisterTiles:
+class RegisterTiles(CodegenPart):
     """Emits the register tiles of the code generator ``gen`` (codegen.py), which binds the
     loop variables, and whose vector loop state (``gen.vectors``) each tile's vectors use."""
-
-    def __init__(self, gen):
-        self.gen = gen
-
-    @property
-    def b(self) -> ir.IRBuilder:
-        return self.gen.b
-
-    @property
-    def fs(self) -> FunctionState:
-        return self.gen.fs
 
     @property
     def vec(self) -> VectorLoops:

@@ -14,6 +14,7 @@ from llvmlite import ir
 
 from tensorc.codegen.llvm import narrow_dtypes
 from tensorc.codegen.llvm.ir_types import I1, I8, I32, I64, like, splat
+from tensorc.codegen.llvm.part import CodegenPart
 from tensorc.codegen.llvm.vector_math import INLINE, MathOps
 from tensorc.errors import TensorcError
 from tensorc.ir import arith
@@ -61,16 +62,13 @@ def is_signed(dtype: str) -> bool:
     return dtype.startswith("int")
 
 
-class ValueOps:
+class ValueOps(CodegenPart):
     """Emit arithmetic on scalar or vector LLVM values (see the module docstring)."""
 
     def __init__(self, gen):
-        self.gen = gen
+        super().__init__(gen)
         self.math = MathOps(gen)
 
-    @property
-    def b(self) -> ir.IRBuilder:
-        return self.gen.b
 
     def from_storage(self, v: ir.Value, dtype: str) -> ir.Value:
         if dtype in narrow_dtypes.NARROW_DTYPES:

@@ -25,6 +25,7 @@ import numpy as np
 from llvmlite import ir
 
 from tensorc.codegen.llvm.ir_types import I32, I64, concat, like, slice_lanes, splat
+from tensorc.codegen.llvm.part import CodegenPart
 
 F32 = ir.FloatType()
 F64 = ir.DoubleType()
@@ -92,17 +93,14 @@ SIGN_BIT = -0x80000000
 INLINE = frozenset({"exp", "log", "tanh", "erf", "sin", "cos"})
 
 
-class MathOps:
+class MathOps(CodegenPart):
     """float32 math functions emitted inline (see the module docstring), by the code
     generator ``gen``: its builder ``b``, ``target``, ``declare`` and ``intrinsic``."""
 
     def __init__(self, gen):
-        self.gen = gen
+        super().__init__(gen)
         self.target = gen.target
 
-    @property
-    def b(self) -> ir.IRBuilder:
-        return self.gen.b
 
     def inline_math(self, name: str, x: ir.Value) -> ir.Value:
         """``name`` (one of INLINE, or log1p) of the float32 scalar or vector ``x``."""

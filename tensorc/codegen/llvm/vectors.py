@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from tensorc.codegen.llvm.function_state import FunctionState
 from tensorc.codegen.llvm.ir_types import I1, I32, I64
+from tensorc.codegen.llvm.part import CodegenPart
 from tensorc.codegen.llvm.values import ICMP, is_signed
 from tensorc.codegen.llvm.vector_index import multiple_of
 from tensorc.ir import arith
@@ -18,27 +18,20 @@ from tensorc.ir import expr as E
 from tensorc.ir.loop import Buffer, For, IfThenElse, Seq, Stmt, Store
 
 
-class VectorLoops:
+class VectorLoops(CodegenPart):
     """The vector loop being emitted: ``var`` is bound to a vector of ``lanes`` lane ids, of
     which ``active_lanes`` run; ``lane_mask`` says which lanes run (a vector of i1, None for
     all) and ``tail_mask_only`` whether that mask only drops the padding lanes of an odd-width
     loop. Register tiles (tiles.py) set the same state for their vectors."""
 
     def __init__(self, gen):
-        self.gen = gen
+        super().__init__(gen)
         self.var: E.Var | None = None
         self.lanes = self.active_lanes = 0
         self.lane_ids: list[int] = []
         self.lane_mask: ir.Value | None = None
         self.tail_mask_only = True
 
-    @property
-    def b(self) -> ir.IRBuilder:
-        return self.gen.b
-
-    @property
-    def fs(self) -> FunctionState:
-        return self.gen.fs
 
     def bind(self, var: E.Var, lanes: int, active_lanes: int) -> None:
         """Make ``var`` the vector variable, over ``lanes`` lanes of which the first
