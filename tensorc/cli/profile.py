@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from typing import Any
 
 import tensorc
@@ -20,12 +21,68 @@ from tensorc.cli.arguments import (
 from tensorc.errors import TensorcError
 from tensorc.reference import random_inputs
 from tensorc.runtime.artifact import is_artifact
+from tensorc.runtime.cuda import CudaModule
+from tensorc.runtime.cuda_device import PyCudaDevice
 from tensorc.runtime.machine import Roofline, machine_roofline
+from tensorc.target import Target
+
+# the CPU profiler's options, which a CUDA module's per-launch table has no use for
+CPU_ONLY = (("--threads", "threads"), ("--trace", "trace"), ("--plot", "plot"),
+            ("--peak-gflops", "peak_gflops"), ("--bandwidth", "bandwidth"),
+            ("--remeasure", "remeasure"))
+
+
+def _gpu_device(args: argparse.Namespace) -> Any:
+    """The GPU a CUDA module is profiled on, or a TensorcError saying why there is none and
+    which CPU-only options were given."""
+    for flag, name in CPU_ONLY:
+        if getattr(args, name):
+            raise TensorcError(f"{flag} applies to CPU modules (target llvm); a CUDA module's "
+                               f"profile times each kernel launch with CUDA events")
+    try:
+        return PyCudaDevice.shared()
+    except TensorcError as error:
+        raise TensorcError(f"profiling a CUDA module needs a GPU: {error}") from None
+
+
+def _profile_cuda(module: CudaModule, args: argparse.Namespace, name: str) -> int:
+    """Time every launch of a CUDA module with device events: a table in launch order (or the
+    K slowest with --top), or JSON."""
+    device = module.device
+    feeds = random_inputs(module.inputs, seed=args.seed)
+    start = time.perf_counter()
+    module.run(feeds)                                      # warm-up: loads the kernels
+    run_s = max(time.perf_counter() - start, 1e-6)
+    repeat = max(3, min(1000, int(args.seconds / run_s)))
+    launches = module.profile(feeds, repeat=repeat)
+    total = sum(launch["ms"] for launch in launches) or 1.0
+    for launch in launches:
+        launch["share"] = launch["ms"] / total
+    if args.json:
+        print(json.dumps(jsonable({"model": name, "target": module.target,
+                                   "device": device.name, "repeat": repeat,
+                                   "total_ms": total, "launches": launches}), indent=2))
+        return 0
+    shown = list(enumerate(launches))
+    if args.top:
+        shown = sorted(shown, key=lambda item: -item[1]["ms"])[:args.top]
+    print(f"{name}: {len(launches)} kernel launches on {device.name}, median of {repeat} "
+          f"runs, {total:.4g} ms in all")
+    width = max([len("kernel")] + [len(launch["kernel"]) for _, launch in shown])
+    print(f"{'#':>4}  {'kernel':<{width}}  {'grid':>16}  {'block':>14}  {'ms':>10}  share")
+    for k, launch in shown:
+        grid = "x".join(str(d) for d in launch["grid"])
+        block = "x".join(str(d) for d in launch["block"])
+        print(f"{k:>4}  {launch['kernel']:<{width}}  {grid:>16}  {block:>14}  "
+              f"{launch['ms']:>10.4f}  {launch['share']:6.1%}")
+    return 0
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
     """Time every kernel of a compiled model and show how far each is from its roofline."""
     model = require_file(args.model, "model")
+    if not is_artifact(model) and Target.from_string(args.target).kind == "cuda":
+        _gpu_device(args)                 # before compiling a module that could not run
     if is_artifact(model):
         for flag, given in (("--input-shape", args.input_shape),
                             ("--tuning-log", args.tuning_log)):
@@ -42,6 +99,9 @@ def cmd_profile(args: argparse.Namespace) -> int:
                                  input_shapes=shape_dict(args.input_shape), progress=progress,
                                  input_values=value_dict(args.input_value),
                                  tuning_log=args.tuning_log)
+    if isinstance(module, CudaModule):
+        module.use_device(_gpu_device(args))
+        return _profile_cuda(module, args, model.name)
     if args.threads is not None:
         module.num_threads = args.threads
     threads = module.num_threads or os.cpu_count() or 1
