@@ -17,7 +17,8 @@ import tensorc
 from tensorc.benchmark import NOISY_SPREAD, format_ms, time_alternating
 from tensorc.cli.arguments import (
     EXIT_CHECK_FAILED, add_check_options, add_input_shape, add_input_value, add_tuning_log,
-    jsonable, positive_int, require_file, shape_dict, subcommand, thread_count, value_dict,
+    jsonable, positive_float, positive_int, require_file, shape_dict, subcommand, thread_count,
+    value_dict,
 )
 from tensorc.reference import compare_outputs, onnxruntime_session, random_inputs, run_session
 
@@ -147,7 +148,7 @@ Exit status: 0 ok, 1 the outputs disagree with onnxruntime, 2 error.
     )
     p.add_argument(
         "--seconds",
-        type=float,
+        type=positive_float,
         default=1.5,
         help="time to spend measuring each side (default: %(default)s)",
     )

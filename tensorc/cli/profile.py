@@ -15,8 +15,9 @@ from typing import Any
 
 import tensorc
 from tensorc.cli.arguments import (
-    add_input_shape, add_input_value, add_tuning_log, jsonable, non_negative_int, require_file,
-    shape_dict, subcommand, thread_count, value_dict,
+    add_input_shape, add_input_value, add_tuning_log, jsonable, non_negative_int,
+    positive_float, require_file, shape_dict, subcommand, thread_count, value_dict,
+    writable_output,
 )
 from tensorc.errors import TensorcError
 from tensorc.reference import random_inputs
@@ -81,6 +82,10 @@ def _profile_cuda(module: CudaModule, args: argparse.Namespace, name: str) -> in
 def cmd_profile(args: argparse.Namespace) -> int:
     """Time every kernel of a compiled model and show how far each is from its roofline."""
     model = require_file(args.model, "model")
+    if args.trace:
+        writable_output(args.trace, "write the trace to")
+    if args.plot:
+        writable_output(args.plot, "draw the roofline plot to")
     if not is_artifact(model) and Target.from_string(args.target).kind == "cuda":
         _gpu_device(args)                 # before compiling a module that could not run
     if is_artifact(model):
@@ -156,20 +161,20 @@ The trace opens in chrome://tracing or https://ui.perfetto.dev; --plot needs mat
     add_input_value(p)
     p.add_argument("--threads", type=thread_count, metavar="N",
                    help="threads to run on; 0 means all cores (default: all cores)")
-    p.add_argument("--seconds", type=float, default=1.0,
+    p.add_argument("--seconds", type=positive_float, default=1.0,
                    help="time to spend measuring (default: %(default)s)")
     p.add_argument("--top", type=non_negative_int, default=0, metavar="K",
                    help="show only the K slowest kernels (default: all)")
     p.add_argument("--trace", metavar="FILE.json", help="write a Chrome/Perfetto trace")
     p.add_argument("--plot", metavar="FILE.png", help="draw a roofline chart (matplotlib)")
-    p.add_argument("--peak-gflops", type=float, metavar="G",
+    p.add_argument("--peak-gflops", type=positive_float, metavar="G",
                    help="the peak GFLOP/s to use instead of measuring it")
-    p.add_argument("--bandwidth", type=float, metavar="GBS",
+    p.add_argument("--bandwidth", type=positive_float, metavar="GBS",
                    help="the memory bandwidth in GB/s to use instead of measuring it")
     p.add_argument("--remeasure", action="store_true",
                    help="measure the machine's peak and bandwidth again (a busy machine "
                    "measures low; the better of the cached and new figures is kept)")
-    p.add_argument("--seed", type=int, default=0,
+    p.add_argument("--seed", type=non_negative_int, default=0,
                    help="seed of the random inputs (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     add_tuning_log(p)

@@ -14,7 +14,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tensorc.cli.arguments import add_input_shape, require_file, shape_dict, subcommand
+from tensorc.cli.arguments import (
+    add_input_shape, positive_int, require_file, shape_dict, subcommand, thread_count,
+    writable_output,
+)
 from tensorc.errors import TensorcError
 
 if TYPE_CHECKING:
@@ -38,20 +41,20 @@ examples:
 """)
     p.add_argument("model", help="the ONNX model file")
     budget = p.add_mutually_exclusive_group(required=True)
-    budget.add_argument("--trials", type=int, metavar="N", help="measurements in all")
+    budget.add_argument("--trials", type=positive_int, metavar="N", help="measurements in all")
     budget.add_argument("--time", metavar="T", help="time budget: 90s, 20m, 1h")
     p.add_argument("--log", default="tune.jsonl", metavar="FILE",
                    help="the tuning log to append to (default: %(default)s)")
     p.add_argument("--resume", action="store_true",
                    help="continue from the log's measurements without repeating them")
-    p.add_argument("--threads", type=int, metavar="N",
+    p.add_argument("--threads", type=thread_count, metavar="N",
                    help="threads kernels are timed with (default: all cores)")
     p.add_argument("--search", choices=("xgboost", "random"), default="xgboost",
                    help="cost-model-guided evolutionary search or random (default: "
                    "%(default)s)")
-    p.add_argument("--batch", type=int, default=8, metavar="N",
+    p.add_argument("--batch", type=positive_int, default=8, metavar="N",
                    help="candidates measured per round (default: %(default)s)")
-    p.add_argument("--build-workers", type=int, default=2, metavar="N",
+    p.add_argument("--build-workers", type=positive_int, default=2, metavar="N",
                    help="builder processes (default: %(default)s)")
     p.add_argument("--cluster", metavar="ADDRESS",
                    help="build and measure on the workers of a Dask cluster, e.g. "
@@ -75,8 +78,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from tensorc.autotune.tuner import tune
 
     model = require_file(args.model, "model")
-    if args.trials is not None and args.trials < 1:
-        raise TensorcError("--trials must be at least 1")
+    writable_output(args.log, "append to the tuning log")
+    if args.plot:
+        writable_output(args.plot, "draw the plot to")
     tty = sys.stderr.isatty()
 
     def progress(message: str) -> None:
