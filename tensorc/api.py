@@ -21,18 +21,20 @@ STAGES = ("graph", "fused", "loops", "llvm", "cuda")
 
 
 def check(model: str | Path | "onnx.ModelProto",  # noqa: F821
-          input_shapes: Mapping[str, Sequence[int]] | None = None
+          input_shapes: Mapping[str, Sequence[int]] | None = None,
+          input_values: Mapping[str, object] | None = None
           ) -> "tensorc.frontend.check.CheckReport":  # noqa: F821
     """Report which ops of an ONNX model tensorc supports, without compiling it: unsupported
     ops (with domain, opset and node names), attributes and variants the converters reject,
-    symbolic input dims and whether ``input_shapes`` binds them.
+    symbolic input dims and whether ``input_shapes`` binds them. ``input_values`` fixes
+    inputs to values as in :func:`compile`.
 
     >>> report = tensorc.check("model.onnx", input_shapes={"x": (1, 3, 224, 224)})
     >>> report.supported  # str(report) is the text of ``tensorc check``, to_json() its JSON
     True
     """
     from tensorc.frontend.check import check_model  # start-up cost (top)
-    return check_model(model, input_shapes)
+    return check_model(model, input_shapes, input_values)
 
 
 def compile(model: str | Path | "onnx.ModelProto", target: str | Target = "llvm",  # noqa: F821
@@ -82,7 +84,8 @@ def tune(model, input_shapes: Mapping[str, Sequence[int]] | None = None,
          target: str | Target = "llvm", trials: int | None = None, time_budget=None,
          log: str | Path = "tune.jsonl", **kwargs):
     """Tune the model's kernels on this machine (see :func:`tensorc.autotune.tune`); the log
-    is what ``compile(..., tuning_log=log)`` applies.
+    is what ``compile(..., tuning_log=log)`` applies. ``input_values=`` fixes inputs to values
+    as in :func:`compile`.
 
     >>> result = tensorc.tune("model.onnx", trials=200, log="tune.jsonl")
     >>> mod = tensorc.compile("model.onnx", tuning_log="tune.jsonl")

@@ -10,14 +10,16 @@ from typing import Any
 
 import tensorc
 from tensorc.cli.arguments import (
-    EXIT_CHECK_FAILED, add_input_shape, require_file, shape_dict, subcommand,
+    EXIT_CHECK_FAILED, add_input_shape, add_input_value, require_file, shape_dict, subcommand,
+    value_dict,
 )
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Report which ops of a model tensorc supports, without compiling it."""
     model = require_file(args.model, "model")
-    report = tensorc.check(str(model), input_shapes=shape_dict(args.input_shape))
+    report = tensorc.check(str(model), input_shapes=shape_dict(args.input_shape),
+                           input_values=value_dict(args.input_value))
     print(report.to_json() if args.json else report)
     return 0 if report.supported else EXIT_CHECK_FAILED
 
@@ -43,5 +45,6 @@ Exit status: 0 every op is supported, 1 something is not, 2 error (a missing or 
     )
     p.add_argument("model", help="the ONNX model file")
     add_input_shape(p)
+    add_input_value(p)
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.set_defaults(handler=cmd_check)

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tensorc.cli.arguments import (
-    add_input_shape, positive_int, require_file, shape_dict, subcommand, thread_count,
-    writable_output,
+    add_input_shape, add_input_value, positive_int, require_file, shape_dict, subcommand,
+    thread_count, value_dict, writable_output,
 )
 from tensorc.errors import TensorcError
 
@@ -60,6 +60,7 @@ examples:
                    help="build and measure on the workers of a Dask cluster, e.g. "
                    "tcp://scheduler:8786 (needs pip install 'tensorc[cluster]')")
     add_input_shape(p)
+    add_input_value(p)
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.add_argument("--plot", metavar="PNG", help="draw best-so-far speed-up against trials")
     p.add_argument("--no-end-to-end", action="store_true",
@@ -94,7 +95,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     result = tune(str(model), shape_dict(args.input_shape), "llvm", args.trials,
                   args.time, args.log, args.resume, args.threads, args.search, args.batch,
                   args.build_workers, not args.no_end_to_end, progress=progress,
-                  cluster=args.cluster, options=MeasureOptions(flush_cache=args.cold_cache))
+                  cluster=args.cluster, options=MeasureOptions(flush_cache=args.cold_cache),
+                  input_values=value_dict(args.input_value))
     if tty:
         print(file=sys.stderr)
     if args.plot:

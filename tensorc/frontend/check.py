@@ -20,6 +20,9 @@ from typing import Any, Mapping, Sequence
 import onnx
 
 from tensorc.errors import ConstantRequiredError, ShapeError, TensorcError, UnsupportedOpError
+from tensorc.frontend.bind import (
+    bind_input_values, input_value_hint, negative_dims_as_symbols,
+)
 from tensorc.frontend.context import convert_node, node_label
 from tensorc.frontend.registry import find_converter
 from tensorc.frontend.onnx import (
@@ -185,8 +188,11 @@ def _names(nodes: Sequence[str], limit: int | None = None) -> str:
 
 
 def check_model(model: str | Path | onnx.ModelProto,
-                input_shapes: Mapping[str, Sequence[int]] | None = None) -> CheckReport:
-    """Report which ops of ``model`` tensorc supports, without compiling it.
+                input_shapes: Mapping[str, Sequence[int]] | None = None,
+                input_values: Mapping[str, Any] | None = None) -> CheckReport:
+    """Report which ops of ``model`` tensorc supports, without compiling it; the model is
+    taken as ``compile`` takes it: dims declared negative are symbolic, ``input_values`` fix
+    inputs to constants.
 
     Raises a TensorcError only where the file is missing or broken or ``input_shapes`` does
     not fit the model's inputs; everything else goes into the report.
@@ -196,6 +202,7 @@ def check_model(model: str | Path | onnx.ModelProto,
     (False, ['NonZero'])
     """
     proto, label = load_model(model)
+    proto = bind_input_values(negative_dims_as_symbols(proto), input_values, label)
     _check_structure(proto, label)
     opset = default_opset(proto, label)
     versions = {e.domain or "ai.onnx": int(e.version) for e in proto.opset_import}
@@ -284,6 +291,8 @@ def _trial_conversion(proto: onnx.ModelProto, opset: int, label: str,
             reason = str(error).removeprefix(where).split("\n  inputs:")[0]
             if not isinstance(error, TensorcError):
                 reason = f"internal error in tensorc: {type(error).__name__}: {reason}"
+            elif isinstance(error, ConstantRequiredError) and input_value_hint(error, proto):
+                reason = f"{reason}. {input_value_hint(error, proto)}"
             _add_issue(_op_report(ops, node, opset, versions), kind, reason,
                        _name(node, index), certain)
             failed.update(node.output)
