@@ -76,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (TensorcError, OSError) as error:
         # an OSError that no command wrapped (a full disk while printing, say) is still the
         # user's environment, not a bug: one line, exit status 2
-        message = str(error) if isinstance(error, TensorcError) else \
+        message = (error.cli_message or str(error)) if isinstance(error, TensorcError) else \
             f"{error.strerror or error}{f': {error.filename}' if error.filename else ''}"
         return _report(message, type(error).__name__, json_errors)
     except KeyboardInterrupt:

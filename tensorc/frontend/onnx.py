@@ -23,6 +23,7 @@ from tensorc.frontend.context import (
     ImportContext, convert_node, element_dtype, node_label, tensor_to_array,
 )
 from tensorc.frontend.registry import find_converter, supported_opsets
+from tensorc.frontend.shape_hint import shape_hint
 from tensorc.frontend.validate import newest_opset
 from tensorc.ir.graph import Graph, Value, eliminate_dead_code
 from tensorc.ir.types import TensorType, check_type
@@ -286,12 +287,10 @@ def _unbound_message(unbound: list[_InputSpec], label: str, proto: onnx.ModelPro
         if readers[spec.name]:
             nodes = readers[spec.name]
             lines.append(f"    read by node{'s' if len(nodes) > 1 else ''} {', '.join(nodes)}")
-    example = unbound[0]
-    dims = [d if isinstance(d, int) else 1 for d in example.dims or [1]]
-    shape_text = "x".join(str(d) for d in dims)
+    hint = shape_hint(unbound[0].name, unbound[0].dims, proto)
+    note = f" ({hint.note})" if hint.note else ""
     return (f"{label} has inputs with unknown dimensions:\n" + "\n".join(lines) +
-            f"\nPass concrete shapes, e.g. input_shapes={{{example.name!r}: {tuple(dims)}}} "
-            f"or --input-shape {example.name}={shape_text}")
+            f"\nPass concrete shapes, e.g. {hint.python} or {hint.cli}{note}")
 
 
 def _bind_outputs(graph: Graph, onnx_graph: onnx.GraphProto, env: dict[str, Value | None],
