@@ -198,6 +198,25 @@ def writable_output(path: str, action: str) -> Path:
     return file
 
 
+def refuse_for_artifact(path: Path, given: list[tuple[str, Any]]) -> None:
+    """A TensorcError where a flag that applies to compiling (``given``: (flag, value)
+    pairs) is given with an artifact, which is compiled already."""
+    for flag, value in given:
+        if value:
+            raise TensorcError(f"{path} is compiled already: {flag} applies to .onnx models "
+                               f"only (compile with it: tensorc compile {flag} ...)")
+
+
+def embedded_source(path: Path, module: Any, use: str) -> bytes:
+    """The source ONNX model an artifact embeds, or a TensorcError saying what to do
+    instead of ``use`` (e.g. "compare with onnxruntime")."""
+    if module.source_onnx is None:
+        raise TensorcError(f"{path} does not embed its source model (compiled with "
+                           f"--no-source), which is needed to {use}: give the .onnx model "
+                           f"instead, or compile without --no-source")
+    return module.source_onnx
+
+
 def jsonable(value: Any) -> Any:
     """``value`` with NaN and infinities replaced by None (JSON has no such numbers)."""
     if isinstance(value, dict):

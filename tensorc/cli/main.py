@@ -18,6 +18,7 @@ from tensorc.cli.arguments import EXIT_ERROR, ArgumentParser, HelpFormatter, Usa
 from tensorc.cli.bench import add_bench_parser
 from tensorc.cli.check import add_check_parser
 from tensorc.cli.compile import add_compile_parser
+from tensorc.cli.info import add_info_parser
 from tensorc.cli.inspect import add_inspect_parser
 from tensorc.cli.profile import add_profile_parser
 from tensorc.cli.run import add_run_parser
@@ -37,6 +38,7 @@ examples:
   tensorc run mlp.tcz --check-onnxruntime
   tensorc check models/mlp.onnx
   tensorc inspect models/mlp.onnx --stage fused
+  tensorc info mlp.tcz
   tensorc bench models/resnet.onnx --vs onnxruntime --threads 1
   tensorc profile models/resnet.onnx --threads 1
 
@@ -51,6 +53,7 @@ examples:
     add_run_parser(commands)
     add_check_parser(commands)
     add_inspect_parser(commands)
+    add_info_parser(commands)
     add_bench_parser(commands)
     add_profile_parser(commands)
     add_tune_parser(commands)

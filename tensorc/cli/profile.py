@@ -16,8 +16,8 @@ from typing import Any
 import tensorc
 from tensorc.cli.arguments import (
     add_input_shape, add_input_value, add_tuning_log, jsonable, non_negative_int,
-    positive_float, require_file, shape_dict, subcommand, thread_count, value_dict,
-    writable_output,
+    positive_float, refuse_for_artifact, require_file, shape_dict, subcommand, thread_count,
+    value_dict, writable_output,
 )
 from tensorc.errors import TensorcError
 from tensorc.reference import random_inputs
@@ -89,12 +89,9 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if not is_artifact(model) and Target.from_string(args.target).kind == "cuda":
         _gpu_device(args)                 # before compiling a module that could not run
     if is_artifact(model):
-        for flag, given in (("--input-shape", args.input_shape),
-                            ("--tuning-log", args.tuning_log)):
-            if given:
-                raise TensorcError(f"{model} is compiled already: {flag} applies to .onnx "
-                                   f"models only (compile with it: tensorc compile "
-                                   f"{flag} ...)")
+        refuse_for_artifact(model, [("--input-shape", args.input_shape),
+                                    ("--input-value", args.input_value),
+                                    ("--tuning-log", args.tuning_log)])
         module = tensorc.load(model)
     else:
         def progress(message: str) -> None:
