@@ -158,7 +158,6 @@ def test_one_thread_tuning_leaves_the_parallel_knob_at_its_default(tiny_conv):
     assert len(spaces[2]) == 2 * len(spaces[1])
 
 
-
 def test_tune_takes_input_values(tmp_path, capsys):
     model = branch_on_input_model()
     with pytest.raises(TensorcError, match="depends on the value of input 'sr'"):
