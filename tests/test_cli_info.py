@@ -97,3 +97,15 @@ def test_check_an_artifact(artifacts: dict[str, Path],
     assert main(["check", str(artifacts["without"])]) == 2
     err = capsys.readouterr().err
     assert "compiled already" in err and "corrupt" not in err
+
+
+@pytest.mark.parametrize("command", [["compile"], ["tune", "--trials", "1"]])
+def test_an_artifact_where_a_model_is_needed(command: list[str], artifacts: dict[str, Path],
+                                             tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    extra = ["-o", str(tmp_path / "again.tcz")] if command == ["compile"] else \
+        ["--log", str(tmp_path / "t.jsonl")]
+    assert main([command[0], str(artifacts["with"]), *command[1:], *extra]) == 2
+    err = capsys.readouterr().err
+    assert "is a compiled tensorc module (.tcz), not an ONNX model" in err
+    assert "corrupt" not in err

@@ -84,9 +84,24 @@ def load_model(model: str | Path | onnx.ModelProto) -> tuple[onnx.ModelProto, st
     try:
         proto = onnx.load(str(path))
     except Exception as error:  # protobuf raises DecodeError and friends; all mean one thing
+        if _starts_like_an_artifact(path):
+            raise ModelLoadError(
+                f"{label} is a compiled tensorc module (.tcz), not an ONNX model: run it with "
+                f"'tensorc run {path}', see what it is with 'tensorc info {path}', or give "
+                f"the .onnx model it was compiled from") from None
         raise ModelLoadError(f"{label}: the file is corrupt or truncated, or not an ONNX "
                              f"model ({type(error).__name__}: {error})") from None
     return proto, label
+
+
+def _starts_like_an_artifact(path: Path) -> bool:
+    """Whether the file starts as a .tcz does (runtime/artifact.py's magic, b"TCZ" and the
+    format digit; the frontend does not import the runtime)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(3) == b"TCZ"
+    except OSError:
+        return False
 
 
 def _check_structure(proto: onnx.ModelProto, label: str) -> None:
