@@ -38,7 +38,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         source: str | bytes = embedded_source(model, module, "compare with onnxruntime") \
             if args.vs == "onnxruntime" else b""
         saved_threads = module.num_threads if isinstance(module, Module) else 0
-        threads = args.threads or saved_threads or os.cpu_count() or 1
+        threads = (saved_threads if args.threads is None else args.threads) or \
+            os.cpu_count() or 1
         target = module.target
     else:
         module, compile_seconds = _compile(model, args)

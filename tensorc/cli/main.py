@@ -1,7 +1,9 @@
 """The ``tensorc`` command line: compile, run, check, inspect, benchmark, profile and tune ONNX
 models. Each command is a module of this package holding its parser and its handler, a plain
 function over the parsed arguments; ``main`` maps a ``TensorcError`` to ``error: <message>``
-on stderr and exit code 2, never a traceback.
+on stderr (JSON on stdout under --json, argument errors included) and exit code 2, never a
+traceback; any other exception is a bug: its traceback, then an ``error:`` line, and 2 too
+(1 means only that a correctness check failed).
 
 >>> main(["compile", "models/mlp.onnx", "-o", "mlp.tcz"])  # doctest: +SKIP
 0
