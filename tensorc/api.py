@@ -5,7 +5,9 @@
 """
 from __future__ import annotations
 
+import hashlib
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
@@ -21,18 +23,20 @@ STAGES = ("graph", "fused", "loops", "llvm", "cuda")
 
 
 def check(model: str | Path | "onnx.ModelProto",  # noqa: F821
-          input_shapes: Mapping[str, Sequence[int]] | None = None
+          input_shapes: Mapping[str, Sequence[int]] | None = None,
+          input_values: Mapping[str, object] | None = None
           ) -> "tensorc.frontend.check.CheckReport":  # noqa: F821
     """Report which ops of an ONNX model tensorc supports, without compiling it: unsupported
     ops (with domain, opset and node names), attributes and variants the converters reject,
-    symbolic input dims and whether ``input_shapes`` binds them.
+    symbolic input dims and whether ``input_shapes`` binds them. ``input_values`` fixes
+    inputs to values as in :func:`compile`.
 
     >>> report = tensorc.check("model.onnx", input_shapes={"x": (1, 3, 224, 224)})
     >>> report.supported  # str(report) is the text of ``tensorc check``, to_json() its JSON
     True
     """
     from tensorc.frontend.check import check_model  # start-up cost (top)
-    return check_model(model, input_shapes)
+    return check_model(model, input_shapes, input_values)
 
 
 def compile(model: str | Path | "onnx.ModelProto", target: str | Target = "llvm",  # noqa: F821
@@ -68,21 +72,42 @@ def compile(model: str | Path | "onnx.ModelProto", target: str | Target = "llvm"
             raise TensorcError("tuning logs hold CPU (llvm) schedules; compile for cuda "
                                "without tuning_log=")
         from tensorc.compiler.cuda import compile_cuda_module  # start-up cost (top)
-        return compile_cuda_module(proto, graph, tgt, progress, start)
-    configs = None
-    if tuning_log is not None:
-        from tensorc.autotune.records import TuningLog  # start-up cost (top)
-        configs = TuningLog(tuning_log).best_configs(tgt, threads=num_threads or
-                                                     default_threads())
-    from tensorc.compiler.llvm import compile_llvm_module  # start-up cost (top)
-    return compile_llvm_module(proto, graph, tgt, start, num_threads, progress, configs)
+        module = compile_cuda_module(proto, graph, tgt, progress, start)
+    else:
+        configs = None
+        if tuning_log is not None:
+            from tensorc.autotune.records import TuningLog  # start-up cost (top)
+            configs = TuningLog(tuning_log).best_configs(tgt, threads=num_threads or
+                                                         default_threads())
+        from tensorc.compiler.llvm import compile_llvm_module  # start-up cost (top)
+        module = compile_llvm_module(proto, graph, tgt, start, num_threads, progress, configs)
+    module.info.update(_provenance(model, input_shapes, input_values))
+    return module
+
+
+def _provenance(model, input_shapes, input_values) -> dict:
+    """Where a module came from, for ``tensorc info``: the source model's name and SHA-256,
+    the shapes and values it was compiled with, and when (UTC)."""
+    if isinstance(model, (str, Path)):
+        data, name = Path(model).read_bytes(), Path(model).name
+    else:
+        data, name = model.SerializeToString(), model.graph.name or "<ModelProto>"
+    source = {"model": name, "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+    if input_shapes:
+        source["input_shapes"] = {k: list(v) for k, v in input_shapes.items()}
+    if input_values:
+        source["input_values"] = {k: v.tolist() if hasattr(v, "tolist") else v
+                                  for k, v in input_values.items()}
+    return {"source": source,
+            "compiled_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
 
 
 def tune(model, input_shapes: Mapping[str, Sequence[int]] | None = None,
          target: str | Target = "llvm", trials: int | None = None, time_budget=None,
          log: str | Path = "tune.jsonl", **kwargs):
     """Tune the model's kernels on this machine (see :func:`tensorc.autotune.tune`); the log
-    is what ``compile(..., tuning_log=log)`` applies.
+    is what ``compile(..., tuning_log=log)`` applies. ``input_values=`` fixes inputs to values
+    as in :func:`compile`.
 
     >>> result = tensorc.tune("model.onnx", trials=200, log="tune.jsonl")
     >>> mod = tensorc.compile("model.onnx", tuning_log="tune.jsonl")

@@ -2,7 +2,10 @@
 
 
 class TensorcError(Exception):
-    """Base class of every error tensorc raises for bad input."""
+    """Base class of every error tensorc raises for bad input. ``cli_message``, where set,
+    is the message as the command line says it (its flags instead of keyword arguments)."""
+
+    cli_message: str | None = None
 
 
 class UnsupportedOpError(TensorcError):

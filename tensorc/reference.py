@@ -29,10 +29,66 @@ ModelSource = str | Path | bytes | onnx.ModelProto
 Signature = Sequence[tuple[str, tuple[int, ...], str]]
 
 
+SAMPLE_RATE_NAMES = ("sr", "sample_rate", "sampling_rate", "samplerate")
+SAMPLE_RATE = 16000  # what speech models (voice detectors, recognizers) take
+
+
+def _is_mask(name: str, shape: Sequence[int], kind: str) -> bool:
+    return "mask" in name
+
+
+def _is_segment_ids(name: str, shape: Sequence[int], kind: str) -> bool:
+    return kind in "iu" and name.endswith(("token_type_ids", "segment_ids"))
+
+
+def _is_position_ids(name: str, shape: Sequence[int], kind: str) -> bool:
+    return kind in "iu" and name.endswith("position_ids") and len(shape) >= 1
+
+
+def _is_sample_rate(name: str, shape: Sequence[int], kind: str) -> bool:
+    return kind in "iu" and name in SAMPLE_RATE_NAMES
+
+
+def _is_control(name: str, shape: Sequence[int], kind: str) -> bool:
+    return kind in "iu" and int(np.prod(shape, dtype=np.int64)) == 1
+
+
+# What an input's (lower-case) name implies its random feed should be: the first rule that
+# matches decides; (matches, what the feed is, the value it is set to).
+INPUT_RULES = (
+    (_is_mask, "ones (a mask)", lambda shape: 1),
+    (_is_segment_ids, "zeros (segment ids)", lambda shape: 0),
+    (_is_position_ids, "0, 1, 2, ... (positions)", lambda shape: np.arange(shape[-1])),
+    (_is_sample_rate, f"{SAMPLE_RATE} (a sample rate)", lambda shape: SAMPLE_RATE),
+    (_is_control, "1 (a control input)", lambda shape: 1),
+)
+
+
+def _find_rule(name: str, shape: Sequence[int], dtype: str) -> tuple | None:
+    kind = np.dtype(dtype).kind
+    return next((rule for rule in INPUT_RULES if rule[0](name.lower(), shape, kind)), None)
+
+
+def input_rule(name: str, shape: Sequence[int], dtype: str) -> str | None:
+    """What an input's name implies its random feed should be, or None (plain random):
+    a mask is all ones, token type (segment) ids zeros, position ids 0, 1, 2, ... along the
+    last axis, an integer sample rate 16000, and any other integer input of one element (a
+    control input: a count, a flag, a choice) 1.
+
+    >>> input_rule("attention_mask", (1, 64), "int64")
+    'ones (a mask)'
+    """
+    rule = _find_rule(name, shape, dtype)
+    return rule[1] if rule else None
+
+
 def random_inputs(signature: Signature, seed: int = 0) -> dict[str, np.ndarray]:
     """Seeded random feeds for a (name, shape, dtype) signature.
 
-    Floats are standard normal, integers uniform in [0, 10), bools fair coin flips.
+    Floats are standard normal, integers uniform in [0, 10), bools fair coin flips, except
+    where a name implies more (:func:`input_rule`: masks of ones, a sample rate of 16000,
+    control inputs 1). Every input draws from the seed in order, rule or not, so the others
+    do not change with it.
     """
     rng = np.random.default_rng(seed)
     feeds: dict[str, np.ndarray] = {}
@@ -46,6 +102,9 @@ def random_inputs(signature: Signature, seed: int = 0) -> dict[str, np.ndarray]:
             feeds[name] = rng.integers(0, 2, size=shape).astype(bool)
         else:
             raise TensorcError(f"cannot make random values for input {name!r} of dtype {dtype}")
+        rule = _find_rule(name, shape, dtype)
+        if rule is not None:
+            feeds[name][...] = rule[2](shape)
     return feeds
 
 

@@ -108,3 +108,33 @@ def check_result(got: np.ndarray, want, rtol: float = RTOL, atol: float = ATOL) 
         np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
     else:
         np.testing.assert_array_equal(got, want)
+
+
+# --- models real exports look like (Paddle's -1 dims, an If on an input) -------------------
+
+
+def paddle_like_model() -> onnx.ModelProto:
+    """An OCR classifier as Paddle exports it: every free dim declared -1."""
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("MaxPool", ["c"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("GlobalAveragePool", ["p"], ["g"]),
+             helper.make_node("Flatten", ["g"], ["y"])]
+    return make_model(nodes, [tensor_info("x", "float32", [-1, 3, -1, -1])], ["y"],
+                      initializers={"w": np.ones((4, 3, 3, 3), np.float32)})
+
+
+def branch_on_input_model() -> onnx.ModelProto:
+    """A voice detector's shape: an If whose condition is an input (the sample rate) and
+    whose branches give different shapes, so it compiles only with the input's value."""
+    then_branch = helper.make_graph([helper.make_node("Relu", ["x"], ["t"])], "then", [],
+                                    [tensor_info("t", "float32", [2, 3])])
+    else_branch = helper.make_graph(
+        [helper.make_node("Transpose", ["x"], ["e"], perm=[1, 0])], "else", [],
+        [tensor_info("e", "float32", [3, 2])])
+    nodes = [helper.make_node("Equal", ["sr", "k"], ["c"]),
+             helper.make_node("If", ["c"], ["y"], then_branch=then_branch,
+                              else_branch=else_branch)]
+    return make_model(nodes, [tensor_info("x", "float32", [2, 3]),
+                              tensor_info("sr", "int64", [])], ["y"],
+                      initializers={"k": np.array(16000, np.int64)})
+

@@ -247,3 +247,16 @@ def test_help_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--help"])
     assert exit_info.value.code == 0
     assert "compile" in capsys.readouterr().out
+
+
+def test_run_with_another_shape_says_how_in_cli_syntax(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    artifact = tmp_path / "mlp.tcz"
+    assert main(["compile", MLP, "-o", str(artifact)]) == 0
+    x = tmp_path / "x.npy"
+    np.save(x, np.zeros((2, 784), np.float32))
+    capsys.readouterr()
+    assert main(["run", str(artifact), "--input", f"x={x}"]) == 2
+    err = capsys.readouterr().err
+    assert "compile again with --input-shape x=2x784" in err, err
+    assert "input_shapes=" not in err

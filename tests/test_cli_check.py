@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from helpers import make_model, tensor_info
+from helpers import branch_on_input_model, make_model, tensor_info
 from onnx import helper
 
 import models
@@ -131,3 +131,13 @@ def test_help_has_an_example(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["--help"])
     assert "tensorc check models/mlp.onnx" in capsys.readouterr().out
+
+
+def test_check_with_input_values(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "vad.onnx"
+    onnx.save(branch_on_input_model(), path)
+    assert main(["check", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "--input-value sr=VALUE" in out               # the fix is named
+    assert main(["check", str(path), "--input-value", "sr=16000"]) == 0
+    assert "result: every op is supported" in capsys.readouterr().out

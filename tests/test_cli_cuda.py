@@ -3,6 +3,7 @@ compile an artifact with nvcc, and the errors (an unknown architecture, running 
 GPU, a CPU-only stage)."""
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -113,3 +114,52 @@ ptxas info    : Used 12 registers, 368 bytes cmem[0]
     assert parse_ptxas(log) == {
         "k0_fused_conv": {"sm_80": KernelResources(72, 12416, 16, 8, 4, 1)},
         "k1_fused_add": {"sm_90": KernelResources(12, 0, 0, 0, 0, 0)}}
+
+
+def _without_pycuda(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "pycuda", None)       # no pycuda, as on this machine
+    monkeypatch.setitem(sys.modules, "pycuda.driver", None)
+
+
+@needs_nvcc
+def test_profile_a_cuda_module_without_a_gpu(tmp_path: Path, monkeypatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    _without_pycuda(monkeypatch)
+    # an ONNX model: refused before compiling, so no time is spent on a module that cannot run
+    assert main(["profile", MLP, "--target", "cuda"]) == 2
+    err = _error(capsys)
+    assert "profiling a CUDA module needs a GPU" in err
+    assert "running a CUDA module needs pycuda and an NVIDIA GPU" in err
+    assert "compiling" not in err
+    out = tmp_path / "mlp.tcz"
+    assert main(["compile", MLP, "--target", "cuda -arch=sm_80,sm_90", "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["profile", str(out)]) == 2
+    assert "profiling a CUDA module needs a GPU" in _error(capsys)
+    assert main(["profile", str(out), "--json"]) == 2
+    assert "profiling a CUDA module needs a GPU" in json.loads(capsys.readouterr().out)["error"]
+    assert main(["profile", str(out), "--threads", "1"]) == 2
+    assert "--threads applies to CPU modules" in _error(capsys)
+
+
+@needs_nvcc
+def test_profile_a_cuda_module_per_launch(tmp_path: Path, monkeypatch,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from tensorc.runtime.cuda_device import EmulatedDevice, PyCudaDevice
+    emulated = EmulatedDevice()
+    monkeypatch.setattr(PyCudaDevice, "shared", classmethod(lambda cls: emulated))
+    assert main(["profile", MLP, "--target", "cuda", "--seconds", "0.05"]) == 0
+    out = capsys.readouterr().out
+    assert "kernel launches on CPU emulation" in out
+    assert "grid" in out and "block" in out and "ms" in out
+    module = tensorc.compile(MLP, target="cuda")
+    assert all(launch.kernel in out for launch in module.plan.launches)
+    assert main(["profile", MLP, "--target", "cuda", "--seconds", "0.05", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["device"] == "CPU emulation"
+    assert len(report["launches"]) == len(module.plan.launches)
+    assert {"kernel", "group", "grid", "block", "ms", "share"} <= set(report["launches"][0])
+    for flag in (["--threads", "1"], ["--trace", str(tmp_path / "t.json")],
+                 ["--peak-gflops", "10", "--bandwidth", "10"]):
+        assert main(["profile", MLP, "--target", "cuda", *flag]) == 2
+        assert f"{flag[0]} applies to CPU modules" in _error(capsys)

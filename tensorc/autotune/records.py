@@ -125,6 +125,9 @@ class TuningLog:
         except OSError as exc:
             raise TensorcError(f"cannot read the tuning log {self.path}: "
                                f"{exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise TensorcError(f"{self.path} is not a tuning log (not UTF-8 text): give the "
+                               f"JSON-lines file 'tensorc tune --log' wrote") from None
         for line in text.splitlines():
             if not line.strip():
                 continue

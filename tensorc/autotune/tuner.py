@@ -27,6 +27,7 @@ from tensorc.autotune.search import (
 from tensorc.autotune.task import Task, extract_tasks
 from tensorc.compiler.llvm import compile_model
 from tensorc.errors import TensorcError
+from tensorc.frontend.model import with_input_values
 from tensorc.ops.space import Config, SearchSpace
 from tensorc.reference import onnxruntime_session, random_inputs, run_session
 from tensorc.runtime.module import default_threads
@@ -271,7 +272,8 @@ def tune(model, input_shapes: Mapping[str, Sequence[int]] | None = None,
          resume: bool = False, threads: int | None = None, search: str = "xgboost",
          batch: int = 8, build_workers: int = 2, end_to_end: bool = True,
          options: MeasureOptions | None = None, executor: Executor | None = None,
-         progress: Progress | None = None, seed: int = 0, cluster=None) -> TuneResult:
+         progress: Progress | None = None, seed: int = 0, cluster=None,
+         input_values: Mapping[str, object] | None = None) -> TuneResult:
     """Tune the kernels of an ONNX model for ``target`` (this CPU) within ``trials``
     measurements or ``time_budget`` (seconds, or "20m"); every measurement is appended to
     ``log``, which ``tensorc.compile(..., tuning_log=log)`` applies. ``resume`` continues
@@ -279,7 +281,8 @@ def tune(model, input_shapes: Mapping[str, Sequence[int]] | None = None,
     are timed (and the model run) with. ``cluster`` (a Dask scheduler address such as
     ``"tcp://scheduler:8786"``, a ``distributed.Client`` or a ``LocalCluster``) sends builds
     and measurements to the cluster's workers instead of this machine's processes (needs
-    ``pip install 'tensorc[cluster]'``).
+    ``pip install 'tensorc[cluster]'``). ``input_values`` fixes inputs to values as in
+    ``tensorc.compile`` (then give the same values to ``compile`` with the log).
 
     >>> result = tensorc.tune("model.onnx", trials=64, log="tune.jsonl")
     >>> print(result.table())
@@ -290,6 +293,7 @@ def tune(model, input_shapes: Mapping[str, Sequence[int]] | None = None,
         raise TensorcError("give a cluster or an executor, not both")
     seconds = parse_duration(time_budget) if isinstance(time_budget, str) else time_budget
     tgt = Target.from_string(target)
+    model = with_input_values(model, input_values)
     options = options or MeasureOptions()
     if threads is not None:
         options.num_threads = threads

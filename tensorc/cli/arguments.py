@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +109,30 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    return value
+
+
+def positive_float(text: str) -> float:
+    """An argument type: a finite number > 0 (seconds, GFLOP/s, GB/s)."""
+    value = _number(text)
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {value}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """An argument type: a finite number >= 0 (tolerances)."""
+    value = _number(text)
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
+    return value
+
+
 def thread_count(text: str) -> int:
     """A ``--threads`` value: 0 (all cores) or 1 to four times the cores."""
     value = non_negative_int(text)
@@ -150,6 +176,47 @@ def require_file(path: str, what: str) -> Path:
     return file
 
 
+def writable_output(path: str, action: str) -> Path:
+    """``path`` as a Path once it is known that a file can be written there (its directory
+    made if missing), so that a command fails before its work, not after; else a
+    TensorcError ``cannot <action> <path>: <why>``."""
+    file = Path(path)
+    if file.is_dir():
+        raise TensorcError(f"cannot {action} {path}: it is a directory; give a file name")
+    ancestor = file.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise TensorcError(f"cannot {action} {path}: {ancestor} is not a directory")
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise TensorcError(f"cannot {action} {path}: cannot make its directory "
+                           f"{file.parent}: {error.strerror or error}") from None
+    if not os.access(file if file.exists() else file.parent, os.W_OK):
+        raise TensorcError(f"cannot {action} {path}: permission denied")
+    return file
+
+
+def refuse_for_artifact(path: Path, given: list[tuple[str, Any]]) -> None:
+    """A TensorcError where a flag that applies to compiling (``given``: (flag, value)
+    pairs) is given with an artifact, which is compiled already."""
+    for flag, value in given:
+        if value:
+            raise TensorcError(f"{path} is compiled already: {flag} applies to .onnx models "
+                               f"only (compile with it: tensorc compile {flag} ...)")
+
+
+def embedded_source(path: Path, module: Any, use: str) -> bytes:
+    """The source ONNX model an artifact embeds, or a TensorcError saying what to do
+    instead of ``use`` (e.g. "compare with onnxruntime")."""
+    if module.source_onnx is None:
+        raise TensorcError(f"{path} does not embed its source model (compiled with "
+                           f"--no-source), which is needed to {use}: give the .onnx model "
+                           f"instead, or compile without --no-source")
+    return module.source_onnx
+
+
 def jsonable(value: Any) -> Any:
     """``value`` with NaN and infinities replaced by None (JSON has no such numbers)."""
     if isinstance(value, dict):
@@ -161,7 +228,24 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-# --- shared flags and the help layout -------------------------------------------------------
+# --- the parser, shared flags and the help layout ------------------------------------------
+
+
+class UsageError(TensorcError):
+    """A command line the parser rejects (an unknown flag, a missing or invalid value)."""
+
+    def __init__(self, message: str, usage: str, prog: str):
+        super().__init__(message)
+        self.usage = usage
+        self.prog = prog
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser, whose errors are raised as UsageError so that ``main`` can report
+    them as JSON under --json (the subcommands' parsers are of this class too)."""
+
+    def error(self, message: str) -> Any:
+        raise UsageError(message, self.format_usage(), self.prog)
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -211,18 +295,19 @@ def add_input_shape(parser: argparse.ArgumentParser) -> None:
 def add_check_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--rtol",
-        type=float,
+        type=non_negative_float,
         default=DEFAULT_RTOL,
         help="relative tolerance of the onnxruntime check (default: %(default)g)",
     )
     parser.add_argument(
         "--atol",
-        type=float,
+        type=non_negative_float,
         default=DEFAULT_ATOL,
         help="absolute tolerance of the onnxruntime check (default: %(default)g)",
     )
     parser.add_argument(
-        "--seed", type=int, default=0, help="seed of the random inputs (default: %(default)s)"
+        "--seed", type=non_negative_int, default=0,
+        help="seed of the random inputs (default: %(default)s)",
     )
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
 

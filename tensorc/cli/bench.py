@@ -17,35 +17,41 @@ import tensorc
 from tensorc.benchmark import NOISY_SPREAD, format_ms, time_alternating
 from tensorc.cli.arguments import (
     EXIT_CHECK_FAILED, add_check_options, add_input_shape, add_input_value, add_tuning_log,
-    jsonable, positive_int, require_file, shape_dict, subcommand, thread_count, value_dict,
+    embedded_source, jsonable, positive_float, positive_int, refuse_for_artifact, require_file,
+    shape_dict, subcommand, thread_count, value_dict,
 )
 from tensorc.reference import compare_outputs, onnxruntime_session, random_inputs, run_session
+from tensorc.runtime.artifact import is_artifact
+from tensorc.runtime.module import Module
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """Compile a model and time it, side by side with onnxruntime if asked."""
     model = require_file(args.model, "model")
-    threads = args.threads or os.cpu_count() or 1  # the same count for both sides
-    input_shapes = shape_dict(args.input_shape)
-
-    def progress(message: str) -> None:
-        if not args.json:
-            print(f"  {message}", file=sys.stderr, flush=True)
-
-    if not args.json:
-        print(f"compiling {model} for target {args.target}", file=sys.stderr, flush=True)
-    start = time.perf_counter()
-    module = tensorc.compile(
-        str(model), target=args.target, input_shapes=input_shapes, num_threads=threads,
-        progress=progress, input_values=value_dict(args.input_value),
-        tuning_log=args.tuning_log,
-    )
-    compile_seconds = time.perf_counter() - start
+    compile_seconds = None
+    if is_artifact(model):
+        refuse_for_artifact(model, [("--target", args.target),
+                                    ("--input-shape", args.input_shape),
+                                    ("--input-value", args.input_value),
+                                    ("--tuning-log", args.tuning_log)])
+        module = tensorc.load(model)
+        source: str | bytes = embedded_source(model, module, "compare with onnxruntime") \
+            if args.vs == "onnxruntime" else b""
+        saved_threads = module.num_threads if isinstance(module, Module) else 0
+        threads = (saved_threads if args.threads is None else args.threads) or \
+            os.cpu_count() or 1
+        target = module.target
+    else:
+        module, compile_seconds = _compile(model, args)
+        source, threads, target = str(model), args.threads or os.cpu_count() or 1, \
+            args.target or "llvm"
+    if isinstance(module, Module):
+        module.num_threads = threads        # the same count for both sides
     feeds = random_inputs(module.inputs, seed=args.seed)
     candidates = {"tensorc": lambda: module.run(feeds)}
     comparison = None
     if args.vs == "onnxruntime":
-        session = onnxruntime_session(str(model), threads)
+        session = onnxruntime_session(source, threads)
         expected = run_session(session, feeds)
         comparison = compare_outputs(module.run(feeds), expected, rtol=args.rtol, atol=args.atol)
         candidates["onnxruntime"] = lambda: session.run(None, feeds)
@@ -54,7 +60,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     tensorc_timing = timings["tensorc"]
     report: dict[str, Any] = {
         "model": str(model),
-        "target": args.target,
+        "target": target,
         "threads": threads,
         "compile_s": compile_seconds,
         "samples": len(tensorc_timing.samples_ms),
@@ -77,11 +83,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(jsonable(report), indent=2, allow_nan=False))
     else:
-        print(
-            f"{model}: compiled for {args.target} in {compile_seconds:.2f} s; "
-            f"{threads} thread{'s' if threads != 1 else ''}, "
-            f"{report['samples']} samples per side"
-        )
+        how = f"compiled for {target} in {compile_seconds:.2f} s" if compile_seconds is not None \
+            else f"loaded (compiled for {target})"
+        print(f"{model}: {how}; {threads} thread{'s' if threads != 1 else ''}, "
+              f"{report['samples']} samples per side")
         if "tuning" in report:
             tuning = report["tuning"]
             print(f"schedules from {tuning['log']}: {tuning['tuned_kernels']} kernels as "
@@ -107,6 +112,24 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compile(model: Any, args: argparse.Namespace) -> tuple[Any, float]:
+    """The module of an ONNX model, compiled as the flags say, and the seconds it took."""
+    def progress(message: str) -> None:
+        if not args.json:
+            print(f"  {message}", file=sys.stderr, flush=True)
+
+    target = args.target or "llvm"
+    if not args.json:
+        print(f"compiling {model} for target {target}", file=sys.stderr, flush=True)
+    start = time.perf_counter()
+    module = tensorc.compile(
+        str(model), target=target, input_shapes=shape_dict(args.input_shape),
+        num_threads=args.threads or os.cpu_count() or 1, progress=progress,
+        input_values=value_dict(args.input_value), tuning_log=args.tuning_log,
+    )
+    return module, time.perf_counter() - start
+
+
 def add_bench_parser(commands: Any) -> None:
     """Register ``tensorc bench`` on ``commands``, the subparsers of ``main.build_parser``."""
     p = subcommand(
@@ -124,18 +147,20 @@ examples:
 Exit status: 0 ok, 1 the outputs disagree with onnxruntime, 2 error.
 """,
     )
-    p.add_argument("model", help="the ONNX model file")
+    p.add_argument("model", help="the ONNX model file, or a .tcz artifact (timed as compiled; "
+                   "--vs onnxruntime then uses the model it embeds)")
     p.add_argument(
         "--vs", choices=("onnxruntime",), help="also time this runtime on the same inputs"
     )
-    p.add_argument("--target", default="llvm", help="what to compile for (default: %(default)s)")
+    p.add_argument("--target", help="what to compile for (default: llvm)")
     add_input_shape(p)
     add_input_value(p)
     p.add_argument(
         "--threads",
         type=thread_count,
         metavar="N",
-        help="threads for tensorc and onnxruntime alike (default: all cores)",
+        help="threads for tensorc and onnxruntime alike (default: all cores, or the "
+        "artifact's setting)",
     )
     p.add_argument(
         "--repeat",
@@ -147,7 +172,7 @@ Exit status: 0 ok, 1 the outputs disagree with onnxruntime, 2 error.
     )
     p.add_argument(
         "--seconds",
-        type=float,
+        type=positive_float,
         default=1.5,
         help="time to spend measuring each side (default: %(default)s)",
     )

@@ -8,18 +8,42 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+import onnx
+
 import tensorc
 from tensorc.cli.arguments import (
-    EXIT_CHECK_FAILED, add_input_shape, require_file, shape_dict, subcommand,
+    EXIT_CHECK_FAILED, add_input_shape, add_input_value, refuse_for_artifact, require_file,
+    shape_dict, subcommand, value_dict,
 )
+from tensorc.errors import TensorcError
+from tensorc.runtime.artifact import is_artifact
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Report which ops of a model tensorc supports, without compiling it."""
     model = require_file(args.model, "model")
-    report = tensorc.check(str(model), input_shapes=shape_dict(args.input_shape))
+    if is_artifact(model):
+        report = _check_artifact(model, args)
+    else:
+        report = tensorc.check(str(model), input_shapes=shape_dict(args.input_shape),
+                               input_values=value_dict(args.input_value))
     print(report.to_json() if args.json else report)
     return 0 if report.supported else EXIT_CHECK_FAILED
+
+
+def _check_artifact(path: Any, args: argparse.Namespace) -> Any:
+    """The report on the source model a compiled artifact embeds, at the shapes it was
+    compiled for (its values fixed at compile time are constants in it already)."""
+    refuse_for_artifact(path, [("--input-shape", args.input_shape),
+                               ("--input-value", args.input_value)])
+    module = tensorc.load(path)
+    if module.source_onnx is None:
+        raise TensorcError(f"{path} is compiled already (for {module.target}), so every op of "
+                           f"it compiled; it does not embed its source model (--no-source) to "
+                           f"report on: check the .onnx model, or see 'tensorc info {path}'")
+    proto = onnx.ModelProto.FromString(module.source_onnx)
+    proto.graph.name = proto.graph.name or path.name
+    return tensorc.check(proto, input_shapes={n: s for n, s, _ in module.inputs})
 
 
 def add_check_parser(commands: Any) -> None:
@@ -41,7 +65,8 @@ examples:
 Exit status: 0 every op is supported, 1 something is not, 2 error (a missing or broken file).
 """,
     )
-    p.add_argument("model", help="the ONNX model file")
+    p.add_argument("model", help="the ONNX model file (or a .tcz artifact that embeds one)")
     add_input_shape(p)
+    add_input_value(p)
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.set_defaults(handler=cmd_check)

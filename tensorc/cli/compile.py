@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 from typing import Any
 
 import tensorc
 from tensorc.cli.arguments import (
     add_input_shape, add_input_value, add_tuning_log, require_file, shape_dict, subcommand,
-    thread_count, value_dict,
+    thread_count, value_dict, writable_output,
 )
 from tensorc.errors import TensorcError
 from tensorc.ir.types import format_shape
@@ -29,7 +28,7 @@ def _print_signature(title: str, signature: list[tuple[str, tuple[int, ...], str
 def cmd_compile(args: argparse.Namespace) -> int:
     """Compile an ONNX model and save the module as a .tcz artifact."""
     model = require_file(args.model, "model")
-    output = Path(args.output) if args.output else model.with_suffix(".tcz")
+    output = writable_output(args.output or str(model.with_suffix(".tcz")), "save to")
     if output.exists() and not args.force:
         if output.is_dir() or not is_artifact(output):
             raise TensorcError(
@@ -55,11 +54,6 @@ def cmd_compile(args: argparse.Namespace) -> int:
     _print_signature("input ", module.inputs)
     _print_signature("output", module.outputs)
     print(f"compiled in {compile_seconds:.2f} s")
-    try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise TensorcError(f"cannot save to {output}: cannot make its directory "
-                           f"{output.parent}: {error.strerror or error}") from None
     module.save(str(output), overwrite=args.force, include_source=not args.no_source)
     print(f"saved {output} ({output.stat().st_size / 1e6:.2f} MB)")
     return 0

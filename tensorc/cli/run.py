@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +19,13 @@ import onnx
 import tensorc
 from tensorc.cli.arguments import (
     EXIT_CHECK_FAILED, add_check_options, jsonable, parse_input_file, require_file, subcommand,
-    thread_count,
+    thread_count, writable_output,
 )
 from tensorc.errors import TensorcError
 from tensorc.ir.types import format_shape
-from tensorc.reference import compare_outputs, format_comparison, random_inputs, run_onnxruntime
+from tensorc.reference import (
+    compare_outputs, format_comparison, input_rule, random_inputs, run_onnxruntime,
+)
 from tensorc.runtime.artifact import is_artifact
 
 
@@ -38,15 +41,64 @@ def _summary(array: np.ndarray) -> dict[str, Any]:
     return info
 
 
+def _read_array(name: str, path: str) -> np.ndarray:
+    """The array of an ``--input NAME=FILE``: a .npy file, or the array NAME of an .npz."""
+    file = require_file(path, f"input file for {name!r}:")
+    try:
+        data = np.load(file, allow_pickle=False)
+    except (ValueError, OSError) as error:
+        raise TensorcError(f"cannot read {path} as a .npy array: {error}") from None
+    if isinstance(data, np.lib.npyio.NpzFile):
+        with data:
+            if name in data.files:
+                return data[name]
+            raise TensorcError(
+                f"--input {name}={path}: {path} is an .npz archive (arrays "
+                f"{', '.join(data.files) or 'none'}), not one array, and has none named "
+                f"{name!r}: give the archive with --inputs {path} (its arrays are matched to "
+                f"the inputs by name), or one array with --input {name}=FILE.npy")
+    return data
+
+
+def _read_archive(path: str, known: set[str]) -> dict[str, np.ndarray]:
+    """The arrays of an ``--inputs FILE.npz``, each named after the input it feeds."""
+    file = require_file(path, "--inputs")
+    try:
+        data = np.load(file, allow_pickle=False)
+    except (ValueError, OSError) as error:
+        raise TensorcError(f"cannot read {path} as an .npz archive: {error}") from None
+    if not isinstance(data, np.lib.npyio.NpzFile):
+        raise TensorcError(f"--inputs {path} is not an .npz archive (np.savez writes one); "
+                           f"give a single .npy array with --input NAME={path}")
+    with data:
+        unknown = [name for name in data.files if name not in known]
+        if unknown:
+            raise TensorcError(f"--inputs {path} has arrays {', '.join(data.files)}, but the "
+                               f"model's inputs are {', '.join(sorted(known))}: name each "
+                               f"array after the input it feeds (np.savez(path, NAME=array))")
+        return {name: data[name] for name in data.files}
+
+
+def _save_archive(path: str, arrays: dict[str, np.ndarray]) -> None:
+    """An .npz archive at exactly ``path`` (np.savez would add .npz to another name, and
+    takes no array named 'file')."""
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, array in arrays.items():
+            with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
+
+
 def _load_feeds(
     given: list[tuple[str, str]] | None,
     signature: list[tuple[str, tuple[int, ...], str]],
     seed: int,
+    archive: str | None = None,
 ) -> tuple[dict[str, np.ndarray], list[str]]:
-    """Feeds from ``--input`` files, random (seeded) for inputs not given; also returns the
-    names of the random ones."""
+    """Feeds from the ``--inputs`` archive and ``--input`` files (which win), random (seeded)
+    for inputs not given; also returns the names of the random ones."""
     known = {name for name, _, _ in signature}
     feeds: dict[str, np.ndarray] = {}
+    from_archive = _read_archive(archive, known) if archive else {}
     for name, path in given or []:
         if name in feeds:
             raise TensorcError(f"--input {name}=... is given twice; give each input once")
@@ -55,11 +107,8 @@ def _load_feeds(
                 f"--input {name}={path}: the model has no input {name!r}; "
                 f"its inputs are {', '.join(sorted(known))}"
             )
-        file = require_file(path, f"input file for {name!r}:")
-        try:
-            feeds[name] = np.load(file, allow_pickle=False)
-        except (ValueError, OSError) as error:
-            raise TensorcError(f"cannot read {path} as a .npy array: {error}") from None
+        feeds[name] = _read_array(name, path)
+    feeds = {**from_archive, **feeds}
     missing = [entry for entry in signature if entry[0] not in feeds]
     feeds.update(random_inputs(missing, seed=seed))
     return feeds, [name for name, _, _ in missing]
@@ -95,10 +144,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise TensorcError(f"{artifact} is an ONNX model, not a compiled module: compile it "
                            f"first with 'tensorc compile {artifact} -o {compiled}', then "
                            f"'tensorc run {compiled}'")
+    if args.outputs:
+        writable_output(args.outputs, "write the outputs to")
     module = tensorc.load(str(artifact))
     if args.threads is not None:
         module.num_threads = args.threads
-    feeds, random_names = _load_feeds(args.input, module.inputs, args.seed)
+    feeds, random_names = _load_feeds(args.input, module.inputs, args.seed, args.inputs)
     start = time.perf_counter()
     outputs = module.run(feeds)
     run_ms = (time.perf_counter() - start) * 1e3
@@ -108,10 +159,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         expected = run_onnxruntime(_source_model(args, module), feeds, args.threads)
         comparison = compare_outputs(outputs, expected, rtol=args.rtol, atol=args.atol)
 
+    if args.outputs:
+        try:
+            _save_archive(args.outputs, outputs)
+        except OSError as error:
+            raise TensorcError(f"cannot write the outputs to {args.outputs}: "
+                               f"{error.strerror or error}") from None
+    rules = {name: input_rule(name, shape, dtype) for name, shape, dtype in module.inputs
+             if name in random_names}
     if args.json:
         report: dict[str, Any] = {
             "artifact": str(artifact),
             "random_inputs": random_names,
+            "input_rules": {name: rule for name, rule in rules.items() if rule},
             "seed": args.seed,
             "run_ms": run_ms,
             "outputs": [
@@ -141,10 +201,14 @@ def cmd_run(args: argparse.Namespace) -> int:
                     for d in comparison.outputs
                 ],
             }
+        if args.outputs:
+            report["outputs_file"] = args.outputs
         print(json.dumps(jsonable(report), indent=2, allow_nan=False))
     else:
         if random_names:
-            print(f"random inputs (seed {args.seed}): {', '.join(random_names)}")
+            names = [f"{name} = {rules[name]}" if rules[name] else name
+                     for name in random_names]
+            print(f"random inputs (seed {args.seed}): {', '.join(names)}")
         for name, value in outputs.items():
             info = _summary(value)
             stats = ""
@@ -163,6 +227,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             for line in format_comparison(comparison):
                 print(f"  {line}")
             print("PASS" if comparison.passed else "FAIL")
+        if args.outputs:
+            print(f"wrote the outputs to {args.outputs}")
     if comparison is not None and not comparison.passed:
         return EXIT_CHECK_FAILED
     return 0
@@ -175,11 +241,16 @@ def add_run_parser(commands: Any) -> None:
         "run",
         "run a compiled .tcz module",
         "Run a compiled module once and print each output's name, shape, dtype and a summary. "
-        "Inputs not given with --input get seeded random values.",
+        "Inputs not given with --input or --inputs get seeded random values: floats standard "
+        "normal, integers 0 to 9, bools coin flips, except where the name implies more: a "
+        "mask is ones, token type ids zeros, position ids 0, 1, 2, ..., an integer sample "
+        "rate (sr, sample_rate) 16000, any other one-element integer input (a control input) "
+        "1.",
         """\
 examples:
   tensorc run mlp.tcz
   tensorc run mlp.tcz --input x=x.npy --json
+  tensorc run mlp.tcz --inputs feeds.npz --outputs out.npz
   tensorc run mlp.tcz --check-onnxruntime        # against the model stored in mlp.tcz
   tensorc run mlp.tcz --check-onnxruntime models/mlp.onnx
 
@@ -192,7 +263,19 @@ Exit status: 0 ok, 1 the outputs disagree with onnxruntime, 2 error.
         metavar="NAME=FILE.npy",
         type=parse_input_file,
         action="append",
-        help="feed input NAME from a .npy file (repeat the flag for several inputs)",
+        help="feed input NAME from a .npy file, or the array NAME of an .npz (repeat the flag "
+        "for several inputs)",
+    )
+    p.add_argument(
+        "--inputs",
+        metavar="FILE.npz",
+        help="feed inputs from an .npz archive, each array named after its input "
+        "(np.savez(FILE, x=...)); --input overrides one",
+    )
+    p.add_argument(
+        "--outputs",
+        metavar="FILE.npz",
+        help="write every output to an .npz archive, each array named after its output",
     )
     p.add_argument(
         "--check-onnxruntime",

@@ -14,7 +14,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tensorc.cli.arguments import add_input_shape, require_file, shape_dict, subcommand
+from tensorc.cli.arguments import (
+    add_input_shape, add_input_value, positive_int, require_file, shape_dict, subcommand,
+    thread_count, value_dict, writable_output,
+)
 from tensorc.errors import TensorcError
 
 if TYPE_CHECKING:
@@ -38,25 +41,26 @@ examples:
 """)
     p.add_argument("model", help="the ONNX model file")
     budget = p.add_mutually_exclusive_group(required=True)
-    budget.add_argument("--trials", type=int, metavar="N", help="measurements in all")
+    budget.add_argument("--trials", type=positive_int, metavar="N", help="measurements in all")
     budget.add_argument("--time", metavar="T", help="time budget: 90s, 20m, 1h")
     p.add_argument("--log", default="tune.jsonl", metavar="FILE",
                    help="the tuning log to append to (default: %(default)s)")
     p.add_argument("--resume", action="store_true",
                    help="continue from the log's measurements without repeating them")
-    p.add_argument("--threads", type=int, metavar="N",
+    p.add_argument("--threads", type=thread_count, metavar="N",
                    help="threads kernels are timed with (default: all cores)")
     p.add_argument("--search", choices=("xgboost", "random"), default="xgboost",
                    help="cost-model-guided evolutionary search or random (default: "
                    "%(default)s)")
-    p.add_argument("--batch", type=int, default=8, metavar="N",
+    p.add_argument("--batch", type=positive_int, default=8, metavar="N",
                    help="candidates measured per round (default: %(default)s)")
-    p.add_argument("--build-workers", type=int, default=2, metavar="N",
+    p.add_argument("--build-workers", type=positive_int, default=2, metavar="N",
                    help="builder processes (default: %(default)s)")
     p.add_argument("--cluster", metavar="ADDRESS",
                    help="build and measure on the workers of a Dask cluster, e.g. "
                    "tcp://scheduler:8786 (needs pip install 'tensorc[cluster]')")
     add_input_shape(p)
+    add_input_value(p)
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.add_argument("--plot", metavar="PNG", help="draw best-so-far speed-up against trials")
     p.add_argument("--no-end-to-end", action="store_true",
@@ -75,8 +79,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from tensorc.autotune.tuner import tune
 
     model = require_file(args.model, "model")
-    if args.trials is not None and args.trials < 1:
-        raise TensorcError("--trials must be at least 1")
+    writable_output(args.log, "append to the tuning log")
+    if args.plot:
+        writable_output(args.plot, "draw the plot to")
     tty = sys.stderr.isatty()
 
     def progress(message: str) -> None:
@@ -90,7 +95,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     result = tune(str(model), shape_dict(args.input_shape), "llvm", args.trials,
                   args.time, args.log, args.resume, args.threads, args.search, args.batch,
                   args.build_workers, not args.no_end_to_end, progress=progress,
-                  cluster=args.cluster, options=MeasureOptions(flush_cache=args.cold_cache))
+                  cluster=args.cluster, options=MeasureOptions(flush_cache=args.cold_cache),
+                  input_values=value_dict(args.input_value))
     if tty:
         print(file=sys.stderr)
     if args.plot:

@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from tensorc.errors import ShapeError
+from tensorc.errors import ConstantRequiredError, ShapeError
 
 
 def negative_dims_as_symbols(proto: onnx.ModelProto) -> onnx.ModelProto:
@@ -42,6 +42,20 @@ def negative_dims_as_symbols(proto: onnx.ModelProto) -> onnx.ModelProto:
             dim.Clear()
             dim.dim_param = f"{value.name}_dim{k}"
     return copy
+
+
+def input_value_hint(error: ConstantRequiredError, proto: onnx.ModelProto) -> str | None:
+    """How to fix ``error`` where it depends on the value of graph inputs: fix them at
+    compile time with ``input_values`` (CLI: ``--input-value``); None where it does not."""
+    constants = {t.name for t in proto.graph.initializer}
+    inputs = {v.name for v in proto.graph.input}
+    names = [n for n in error.inputs if n not in constants and n in inputs]
+    if not names:
+        return None
+    example = ", ".join(f"{name!r}: VALUE" for name in names)
+    flags = " ".join(f"--input-value {name}=VALUE" for name in names)
+    return (f"This depends on the value of input {', '.join(map(repr, names))}: fix it at "
+            f"compile time with input_values={{{example}}} (CLI: {flags})")
 
 
 def bind_input_values(proto: onnx.ModelProto, values: Mapping[str, Any] | None,

@@ -20,8 +20,12 @@ from typing import Any, Mapping, Sequence
 import onnx
 
 from tensorc.errors import ConstantRequiredError, ShapeError, TensorcError, UnsupportedOpError
+from tensorc.frontend.bind import (
+    bind_input_values, input_value_hint, negative_dims_as_symbols,
+)
 from tensorc.frontend.context import convert_node, node_label
 from tensorc.frontend.registry import find_converter
+from tensorc.frontend.shape_hint import ShapeHint, shape_hint
 from tensorc.frontend.onnx import (
     DEFAULT_DOMAINS, _all_nodes, _check_structure, _input_specs, bind_input_shapes,
     default_opset, load_model, new_context, unsupported_reasons,
@@ -77,6 +81,7 @@ class InputReport:
     dtype: str
     dims: list[int | str | None] | None  # as declared; None: unknown rank; str: a symbol
     shape: list[int | str | None] | None  # after binding; ints where bound
+    hint: ShapeHint | None = None  # the shape to suggest, where not bound
 
     @property
     def bound(self) -> bool:
@@ -135,7 +140,8 @@ class CheckReport:
         ops = [{**asdict(op), "domain": op.domain or "ai.onnx", "supported": op.supported,
                 "ok": op.ok} for op in self.ops]
         inputs = [{"name": i.name, "dtype": i.dtype, "dims": i.dims, "shape": i.shape,
-                   "symbolic": i.symbolic, "bound": i.bound} for i in self.inputs]
+                   "symbolic": i.symbolic, "bound": i.bound,
+                   **({"hint": i.hint.to_dict()} if i.hint else {})} for i in self.inputs]
         return {"model": self.model, "supported": self.supported,
                 "ir_version": self.ir_version, "opsets": self.opsets, "inputs": inputs,
                 "unbound_inputs": self.unbound_inputs, "ops": ops, "problems": self.problems,
@@ -149,12 +155,11 @@ class CheckReport:
         lines = [f"{self.model}: IR version {self.ir_version}, opsets: {opsets or 'none'}",
                  "inputs:"]
         lines += [f"  {i.describe()}" for i in self.inputs] or ["  none"]
-        unbound = [i for i in self.inputs if not i.bound]
-        if unbound:
-            hint = " ".join(f"--input-shape {i.name}=" + "x".join(
-                str(d) if isinstance(d, int) else "1" for d in (i.shape or [1]))
-                for i in unbound)
-            lines.append(f"  compiling needs their shapes, e.g. {hint}")
+        hints = [i.hint for i in self.inputs if not i.bound and i.hint]
+        if hints:
+            lines.append(f"  compiling needs their shapes, e.g. "
+                         f"{' '.join(hint.cli for hint in hints)}")
+            lines += [f"    {hint.note}" for hint in hints if hint.note]
         nodes = sum(len(op.nodes) for op in self.ops)
         lines.append(f"ops: {len(self.ops)} types, {nodes} nodes")
         for op in sorted(self.ops, key=lambda op: op.ok, reverse=True):
@@ -185,8 +190,11 @@ def _names(nodes: Sequence[str], limit: int | None = None) -> str:
 
 
 def check_model(model: str | Path | onnx.ModelProto,
-                input_shapes: Mapping[str, Sequence[int]] | None = None) -> CheckReport:
-    """Report which ops of ``model`` tensorc supports, without compiling it.
+                input_shapes: Mapping[str, Sequence[int]] | None = None,
+                input_values: Mapping[str, Any] | None = None) -> CheckReport:
+    """Report which ops of ``model`` tensorc supports, without compiling it; the model is
+    taken as ``compile`` takes it: dims declared negative are symbolic, ``input_values`` fix
+    inputs to constants.
 
     Raises a TensorcError only where the file is missing or broken or ``input_shapes`` does
     not fit the model's inputs; everything else goes into the report.
@@ -196,6 +204,7 @@ def check_model(model: str | Path | onnx.ModelProto,
     (False, ['NonZero'])
     """
     proto, label = load_model(model)
+    proto = bind_input_values(negative_dims_as_symbols(proto), input_values, label)
     _check_structure(proto, label)
     opset = default_opset(proto, label)
     versions = {e.domain or "ai.onnx": int(e.version) for e in proto.opset_import}
@@ -216,6 +225,9 @@ def check_model(model: str | Path | onnx.ModelProto,
                            problems, "not tried: the inputs are not supported")
     specs, shapes, _ = bind_input_shapes(proto, input_shapes or {}, label)
     inputs = [InputReport(s.name, s.dtype, s.dims, shapes[s.name]) for s in specs]
+    for i in inputs:
+        if not i.bound:
+            i.hint = shape_hint(i.name, i.shape, proto)
     untried: list[str] = []
     conversion = _trial_conversion(proto, opset, label, inputs, ops, versions, problems,
                                    untried)
@@ -254,10 +266,11 @@ def _trial_conversion(proto: onnx.ModelProto, opset: int, label: str,
     if unknown_rank:
         return (f"not tried: inputs {', '.join(unknown_rank)} have an unknown rank; pass "
                 f"their shapes to check every node's variant and shapes")
-    # Dims still unbound are tried as 1: a converter rejects an unsupported variant whatever
-    # the shapes, but a shape error may be the guess's fault, so it is only a warning.
+    # Dims still unbound are tried at the suggested shape (1 where nothing says more): a
+    # converter rejects an unsupported variant whatever the shapes, but a shape error may be
+    # the guess's fault, so it is only a warning.
     guessed = any(not i.bound for i in inputs)
-    trial_shapes = {i.name: [d if isinstance(d, int) else 1 for d in i.shape] for i in inputs}
+    trial_shapes = {i.name: i.hint.dims if i.hint else i.shape for i in inputs}
     try:
         context = new_context(proto, opset, trial_shapes, label)
     except TensorcError as error:  # an initializer of an unsupported dtype, say
@@ -284,6 +297,8 @@ def _trial_conversion(proto: onnx.ModelProto, opset: int, label: str,
             reason = str(error).removeprefix(where).split("\n  inputs:")[0]
             if not isinstance(error, TensorcError):
                 reason = f"internal error in tensorc: {type(error).__name__}: {reason}"
+            elif isinstance(error, ConstantRequiredError) and input_value_hint(error, proto):
+                reason = f"{reason}. {input_value_hint(error, proto)}"
             _add_issue(_op_report(ops, node, opset, versions), kind, reason,
                        _name(node, index), certain)
             failed.update(node.output)
@@ -297,8 +312,9 @@ def _trial_conversion(proto: onnx.ModelProto, opset: int, label: str,
                        f"graph output {output.name!r} is an output tensorc does not compute",
                        _name(node, index), True)
     if guessed:
-        return ("tried with unbound input dims set to 1: shape problems are warnings until "
-                "the inputs' shapes are given")
+        at = "the suggested shapes" if any(i.hint and i.hint.source for i in inputs) else "1"
+        return (f"tried with unbound input dims set to {at}: shape problems are warnings "
+                f"until the inputs' shapes are given")
     return "tried on every node the converter table accepts, with every input shape bound"
 
 

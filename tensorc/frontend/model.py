@@ -6,8 +6,20 @@ shares (compile, inspect, tune), with the inputs the user fixed bound as constan
 from __future__ import annotations
 
 from tensorc.errors import ConstantRequiredError
-from tensorc.frontend.bind import bind_input_values, negative_dims_as_symbols
+from tensorc.frontend.bind import (
+    bind_input_values, input_value_hint, negative_dims_as_symbols,
+)
 from tensorc.frontend.onnx import import_onnx, load_model
+
+
+def with_input_values(model, input_values):
+    """``model`` (path or ModelProto) as a ModelProto with ``input_values`` bound as
+    constants, for callers that import it several times and run it with onnxruntime (the
+    tuner); ``model`` itself when no values are given."""
+    if not input_values:
+        return model
+    proto, label = load_model(model)
+    return bind_input_values(negative_dims_as_symbols(proto), input_values, label)
 
 
 def import_model(model, input_shapes, input_values=None):
@@ -18,14 +30,8 @@ def import_model(model, input_shapes, input_values=None):
     try:
         graph = import_onnx(proto, input_shapes, label=label)
     except ConstantRequiredError as error:
-        constants = {t.name for t in proto.graph.initializer}
-        names = [n for n in error.inputs if n not in constants and
-                 any(v.name == n for v in proto.graph.input)]
-        if names:
-            example = ", ".join(f"{name!r}: VALUE" for name in names)
-            flags = " ".join(f"--input-value {name}=VALUE" for name in names)
-            error.args = (f"{error}\nThis depends on the value of input "
-                          f"{', '.join(map(repr, names))}: fix it at compile time with "
-                          f"input_values={{{example}}} (CLI: {flags})",)
+        hint = input_value_hint(error, proto)
+        if hint:
+            error.args = (f"{error}\n{hint}",)
         raise error.with_traceback(None) from None
     return proto, graph

@@ -23,6 +23,7 @@ from tensorc.frontend.context import (
     ImportContext, convert_node, element_dtype, node_label, tensor_to_array,
 )
 from tensorc.frontend.registry import find_converter, supported_opsets
+from tensorc.frontend.shape_hint import shape_hint
 from tensorc.frontend.validate import newest_opset
 from tensorc.ir.graph import Graph, Value, eliminate_dead_code
 from tensorc.ir.types import TensorType, check_type
@@ -83,9 +84,24 @@ def load_model(model: str | Path | onnx.ModelProto) -> tuple[onnx.ModelProto, st
     try:
         proto = onnx.load(str(path))
     except Exception as error:  # protobuf raises DecodeError and friends; all mean one thing
+        if _starts_like_an_artifact(path):
+            raise ModelLoadError(
+                f"{label} is a compiled tensorc module (.tcz), not an ONNX model: run it with "
+                f"'tensorc run {path}', see what it is with 'tensorc info {path}', or give "
+                f"the .onnx model it was compiled from") from None
         raise ModelLoadError(f"{label}: the file is corrupt or truncated, or not an ONNX "
                              f"model ({type(error).__name__}: {error})") from None
     return proto, label
+
+
+def _starts_like_an_artifact(path: Path) -> bool:
+    """Whether the file starts as a .tcz does (runtime/artifact.py's magic, b"TCZ" and the
+    format digit; the frontend does not import the runtime)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(3) == b"TCZ"
+    except OSError:
+        return False
 
 
 def _check_structure(proto: onnx.ModelProto, label: str) -> None:
@@ -286,12 +302,10 @@ def _unbound_message(unbound: list[_InputSpec], label: str, proto: onnx.ModelPro
         if readers[spec.name]:
             nodes = readers[spec.name]
             lines.append(f"    read by node{'s' if len(nodes) > 1 else ''} {', '.join(nodes)}")
-    example = unbound[0]
-    dims = [d if isinstance(d, int) else 1 for d in example.dims or [1]]
-    shape_text = "x".join(str(d) for d in dims)
+    hint = shape_hint(unbound[0].name, unbound[0].dims, proto)
+    note = f" ({hint.note})" if hint.note else ""
     return (f"{label} has inputs with unknown dimensions:\n" + "\n".join(lines) +
-            f"\nPass concrete shapes, e.g. input_shapes={{{example.name!r}: {tuple(dims)}}} "
-            f"or --input-shape {example.name}={shape_text}")
+            f"\nPass concrete shapes, e.g. {hint.python} or {hint.cli}{note}")
 
 
 def _bind_outputs(graph: Graph, onnx_graph: onnx.GraphProto, env: dict[str, Value | None],

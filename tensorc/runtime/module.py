@@ -170,6 +170,7 @@ class Module(CompiledModule):
         header = {"entry": self.entry_name, "inputs": self.inputs, "outputs": self.outputs,
                   "arena_size": self.arena_size, "target": self.target,
                   "cpu_features": self.cpu_features, "info": self.info,
+                  "num_threads": self.num_threads,
                   "kernels": [asdict(k) for k in self.kernels]}
         sections = {"object": self.object_code, "constants": self.const_pool.tobytes()}
         self._write(path, header, sections, overwrite, include_source)
@@ -191,9 +192,14 @@ def load_cpu(path: str | Path, header: dict, sections: dict[str, bytes]) -> Modu
     validate_header(header, sections, str(path))
     check_cpu_features(header["target"], header["cpu_features"], str(path))
     pool = np.frombuffer(sections["constants"], dtype=np.uint8)
-    return Module(sections["object"], header["entry"], header["inputs"], header["outputs"],
-                  pool, header["arena_size"], header["target"], sections.get("onnx"),
-                  header.get("info"), header.get("kernels"), header["cpu_features"])
+    module = Module(sections["object"], header["entry"], header["inputs"], header["outputs"],
+                    pool, header["arena_size"], header["target"], sections.get("onnx"),
+                    header.get("info"), header.get("kernels"), header["cpu_features"])
+    try:
+        module.num_threads = header.get("num_threads", 0)
+    except TensorcError:
+        pass        # more threads than this machine takes (saved on a bigger one): all cores
+    return module
 
 
 def validate_header(header: dict, sections: dict[str, bytes], label: str) -> None:
@@ -226,6 +232,9 @@ def validate_header(header: dict, sections: dict[str, bytes], label: str) -> Non
         raise corrupt(label, "its kernel table cannot be read") from None
     if header.get("info") is not None and not isinstance(header["info"], dict):
         raise corrupt(label, "its info is not a JSON object")
+    threads = header.get("num_threads", 0)
+    if type(threads) is not int or threads < 0:
+        raise corrupt(label, f"its thread count {threads!r} is not a whole number >= 0")
 
 
 def check_cpu_features(target: str, features: str, label: str) -> None:

@@ -51,10 +51,13 @@ def check_feeds(inputs: Signature, feeds: Mapping[str, Any]) -> list[np.ndarray]
                                  f"{arr.dtype}{list(arr.shape)}; convert it with "
                                  f".astype(np.{dtype})")
         if tuple(arr.shape) != shape:
-            raise InputError(f"input {name!r}: expected shape {list(shape)}, got "
-                             f"{list(arr.shape)} ({dtype}); compile again with "
-                             f"input_shapes={{{name!r}: {tuple(arr.shape)}}} for another "
-                             f"shape")
+            problem = (f"input {name!r}: expected shape {list(shape)}, got {list(arr.shape)} "
+                       f"({dtype}); compile again with")
+            error = InputError(f"{problem} input_shapes={{{name!r}: {tuple(arr.shape)}}} for "
+                               f"another shape")
+            error.cli_message = (f"{problem} --input-shape "
+                                 f"{name}={'x'.join(map(str, arr.shape))} for another shape")
+            raise error
         arrays.append(np.ascontiguousarray(arr))
     return arrays
 

@@ -5,12 +5,16 @@ import json
 from collections import Counter
 
 import numpy as np
+import onnx
+import pytest
+from helpers import branch_on_input_model
 
 import tensorc
 from tensorc.autotune.measure import MeasureOptions
 from tensorc.autotune.records import TuningLog
 from tensorc.autotune.tuner import CONFIRM_TOP
 from tensorc.cli.main import main
+from tensorc.errors import TensorcError
 
 
 def test_a_few_trials_improve_or_keep_the_default(tmp_path, tiny_conv):
@@ -153,3 +157,17 @@ def test_one_thread_tuning_leaves_the_parallel_knob_at_its_default(tiny_conv):
     assert spaces[2].knobs["parallel"].choices == task.space().knobs["parallel"].choices
     assert len(spaces[2]) == 2 * len(spaces[1])
 
+
+def test_tune_takes_input_values(tmp_path, capsys):
+    model = branch_on_input_model()
+    with pytest.raises(TensorcError, match="depends on the value of input 'sr'"):
+        tensorc.tune(model, trials=2, log=tmp_path / "a.jsonl", end_to_end=False)
+    result = tensorc.tune(model, trials=2, log=tmp_path / "b.jsonl", threads=1, batch=2,
+                          end_to_end=False, input_values={"sr": 16000})
+    assert result.tasks
+    path = tmp_path / "vad.onnx"
+    onnx.save(model, path)
+    assert main(["tune", str(path), "--trials", "2", "--log", str(tmp_path / "c.jsonl"),
+                 "--threads", "1", "--batch", "2", "--json", "--no-end-to-end",
+                 "--input-value", "sr=16000"]) == 0
+    assert json.loads(capsys.readouterr().out)["tasks"]

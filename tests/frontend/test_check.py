@@ -6,7 +6,7 @@ import json
 import numpy as np
 import onnx
 import pytest
-from helpers import make_model, tensor_info
+from helpers import branch_on_input_model, make_model, paddle_like_model, tensor_info
 from onnx import TensorProto, helper
 
 import tensorc
@@ -277,3 +277,42 @@ def test_check_agrees_with_the_importer_on_onnx_node_tests():
         assert check_model(model).supported == imported, case.name
         outcomes.add(imported)
     assert outcomes == {True, False}
+
+
+def test_dims_declared_negative_are_symbolic_as_compile_takes_them():
+    from tensorc.cli.arguments import parse_input_shape
+    model = paddle_like_model()
+    report = check_model(model)
+    assert report.supported and report.unbound_inputs == ["x"]
+    assert "x: float32[x_dim0,3,x_dim2,x_dim3]  symbolic:" in str(report)   # as compile names them
+    assert "-1x" not in str(report)
+    hint = str(report).split("--input-shape ")[1].split()[0]
+    parse_input_shape(hint)                            # a hint the parser accepts
+    report = check_model(model, {"x": (1, 3, 48, 192)})
+    assert report.supported and not report.unbound_inputs
+    assert tensorc.compile(model, input_shapes={"x": (1, 3, 48, 192)}).outputs == \
+        [("y", (1, 4), "float32")]
+
+
+def test_check_takes_input_values_as_compile_does():
+    model = branch_on_input_model()
+    report = check_model(model)
+    assert not report.supported
+    with pytest.raises(TensorcError, match="depends on the value of input 'sr'"):
+        tensorc.compile(model)
+    report = tensorc.check(model, input_values={"sr": 16000})
+    assert report.supported, str(report)
+    assert [i.name for i in report.inputs] == ["x"]
+    assert tensorc.compile(model, input_values={"sr": 16000}).outputs == \
+        [("y", (2, 3), "float32")]
+
+
+@pytest.mark.parametrize("name", ["mlp", "lenet5", "lstm", "bert", "audio"])
+def test_check_agrees_with_compile_on_bundled_models(name: str):
+    import models
+    from test_models import SHAPES
+    shapes = SHAPES[name][0]
+    report = tensorc.check(models.load(name), input_shapes=shapes)
+    assert report.supported, str(report)
+    module = tensorc.compile(models.load(name), input_shapes=shapes)
+    assert {n: s for n, s, _ in module.inputs} == shapes
