@@ -11,10 +11,10 @@ import numpy as np
 
 from tensorc.codegen.llvm.codegen import LLVMCodegen
 from tensorc.codegen.llvm.objects import emit_object
-from tensorc.errors import InputError, KernelRuntimeError
+from tensorc.errors import InputError, KernelRuntimeError, TensorcError
 from tensorc.ir.loop import KernelCall, PrimFunc
 from tensorc.runtime.cpu import NativeLibrary
-from tensorc.target import Target
+from tensorc.target import Target, missing_cpu_features
 
 
 class Kernel:
@@ -48,8 +48,15 @@ class Kernel:
 
 
 def build_kernel(func: PrimFunc, target: Target | str | None = None) -> Kernel:
-    """Compile one (optimized, flattened) PrimFunc for the CPU."""
+    """Compile one (optimized, flattened) PrimFunc for this machine's CPU, to run here: a
+    target whose CPU features this machine lacks is refused (its code would die of SIGILL);
+    ``llvm_ir`` or ``emit_object`` compile for any target without running."""
     target = Target.host() if target is None else Target.from_string(target)
+    missing = missing_cpu_features(str(target), target.features)
+    if missing:
+        raise TensorcError(f"{func.name} was built for {target} ({target.features}), which "
+                           f"needs CPU features this machine lacks: {', '.join(missing)}; "
+                           f"build it for target 'llvm' (this machine) to run it here")
     cg = LLVMCodegen(target)
     cg.add_kernel(func)
     entry_name = f"{func.name}_entry"

@@ -45,7 +45,10 @@ class Module(CompiledModule):
                         for k in (kernels or [])]
         self._num_threads = 0          # 0: all cores (OMP_NUM_THREADS when set)
         self._library = NativeLibrary(object_code)
-        self._entry = self._library.entry(entry)
+        # code compiled here for another CPU (to be saved) links, but would die of SIGILL if
+        # it ran: run and profile refuse it instead
+        missing = missing_cpu_features(target, cpu_features)
+        self._entry = _refuse(target, missing) if missing else self._library.entry(entry)
         self._arena = _aligned_empty(arena_size)
         self._pool = _aligned_copy(const_pool)
         # per-call data prepared once: pointer slots (pool and arena fixed), dtypes
@@ -245,6 +248,16 @@ def check_cpu_features(target: str, features: str, label: str) -> None:
             f"{label} was compiled for {target} and needs CPU features this machine lacks: "
             f"{', '.join(missing)}; compile the model on this machine (target 'llvm'), or for "
             f"a CPU that both machines support (e.g. target 'llvm -mcpu=x86-64-v2')")
+
+
+def _refuse(target: str, missing: list[str]):
+    """An entry point that raises instead of running code built for ``missing`` features."""
+    def entry(*args) -> int:
+        raise TensorcError(
+            f"this module was compiled for {target} and needs CPU features this machine "
+            f"lacks: {', '.join(missing)}; save it and run it on such a machine, or compile "
+            f"it for target 'llvm' (this machine) to run it here")
+    return entry
 
 
 def check_num_threads(value: int) -> int:

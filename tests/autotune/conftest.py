@@ -25,6 +25,17 @@ def conv_model() -> "onnx.ModelProto":  # noqa: F821
                       initializers={"w1": w1, "w2": w2}, name="tiny_conv")
 
 
+def single_conv_model(channels: int = 5, filters: int = 8,
+                      size: int = 9) -> "onnx.ModelProto":  # noqa: F821
+    """x -> conv 3x3 -> relu: one conv, alone in its chain (never blocked)."""
+    w = np.random.default_rng(2).standard_normal((filters, channels, 3, 3)).astype("float32")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["y"])]
+    return make_model(nodes, [tensor_info("x", "float32", (1, channels, size, size))],
+                      [tensor_info("y", "float32", (1, filters, size, size))],
+                      initializers={"w": w * 0.2}, name="single_conv")
+
+
 def matmul_model(m: int = 8, k: int = 32, n: int = 24) -> "onnx.ModelProto":  # noqa: F821
     rng = np.random.default_rng(1)
     b = rng.standard_normal((k, n)).astype("float32")

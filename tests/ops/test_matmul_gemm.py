@@ -32,6 +32,9 @@ from tensorc.ops.registry import get_op
 from tensorc.target import Target
 
 HOST = Target.host()
+# the targets whose decisions (tile rows, panels, blocks) the tests name; code runs on HOST
+AVX512 = Target("llvm", "x", "+avx512f,+avx2,+fma")
+AVX2 = Target("llvm", "x", "+avx2,+fma")
 
 
 def rand(shape, seed) -> np.ndarray:
@@ -56,14 +59,15 @@ def knob_configs(space, samples: int = 8, seed: int = 0):
     return sorted(configs, key=lambda c: c.to_json())
 
 
-def build_group(m: int, k: int, n: int, packed: bool, config=None):
+def build_group(m: int, k: int, n: int, packed: bool, config=None, target: Target = HOST):
     """matmul + bias + relu over A[m, k] and B (packed panels or [k, n]), scheduled by the
-    CPU template with ``config`` (None: the space). Returns (func or space, inputs)."""
+    CPU template for ``target`` with ``config`` (None: the space; another target than HOST
+    only for its space). Returns (func or space, inputs)."""
     a, b, bias = rand((m, k), 1), rand((k, n), 2), rand((n,), 3)
     attrs = {}
     b_arg = b
     if packed:
-        nr = panel_width(HOST, n, m)
+        nr = panel_width(target, n, m)
         attrs = {"b_panel": nr, "n": n}
         b_arg = pack_b_panels(b, nr)
     A = te.placeholder(a.shape, name="A")
@@ -72,9 +76,10 @@ def build_group(m: int, k: int, n: int, packed: bool, config=None):
     mm = get_op("matmul").compute_fn(attrs, A, B)
     out = te.compute(mm.shape, lambda i, j: E.maximum(mm[i, j] + C[j], 0.0), name="relu")
     template = get_op("matmul").template("llvm")
-    space = template.search_space(HOST, out, mm, attrs)
+    space = template.search_space(target, out, mm, attrs)
     if config is None:
         return space
+    assert target is HOST, "code is built to run here"
     sch = create_schedule(out)
     template.apply(HOST, sch, out, mm, attrs, space.validate(config))
     func = lower(sch, [A, B, C, out], "gemm")
@@ -270,7 +275,10 @@ def test_k_blocks_match_numpy(packed):
 def test_k_blocks_under_an_epilogue_match_numpy(packed, threads):
     """K in blocks under bias + relu: the epilogue passes over each column block once its
     last k block is in (a transformer FFN's second matmul, its residual and bias)."""
-    m, k, n = 40, 512, 240          # the last column block and row tile overhang
+    # the last panel and row tile overhang; 248 columns are 4 panels of 64 on AVX-512 and 16
+    # of 16 on AVX2, so that column blocks of 2 panels divide them on both
+    m, k, n = 40, 512, 248
+    assert -(-n // panel_width(AVX512, n, m)) == 4 and -(-n // panel_width(AVX2, n, m)) == 16
     space = build_group(m, k, n, packed)
     for k_block, col_panels in ((256, 1), (128, 2), (256, WHOLE)):
         config = space.default().replace(k_block=k_block, col_panels=col_panels)
@@ -280,21 +288,25 @@ def test_k_blocks_under_an_epilogue_match_numpy(packed, threads):
         check_result(got, want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("target, panels, most_cores", [(AVX512, 12, 4), (AVX2, 48, 16)],
+                         ids=["avx512", "avx2"])
 @pytest.mark.parametrize("cores", [1, 2, 4, 16])
-def test_k_blocks_of_a_large_a_leave_one_column_block_per_core(monkeypatch, cores):
+def test_k_blocks_of_a_large_a_leave_one_column_block_per_core(monkeypatch, cores, target,
+                                                                panels, most_cores):
     """K in blocks over an A that L2 does not hold beside B (128 x 3072, 1.5 MB): each column
     block reads all of A, so the blocks are as few as a multiple of the cores allows (the
     parallel loop is over them: never one block for all threads, never a count that leaves a
     core idle at the end), each block's B of one k block within WIDE_B_BLOCK_BYTES. Where no
-    block size does that (16 cores, 24 panels), the blocks are PARALLEL_BLOCKS or more."""
+    block size does that (16 cores, AVX-512's 12 panels of 64 columns; AVX2's 48 panels of 16
+    split 16 ways), the blocks are PARALLEL_BLOCKS or more."""
     monkeypatch.setattr(Target, "num_cores", property(lambda self: cores))
-    space = build_group(128, 3072, 768, True)
+    space = build_group(128, 3072, 768, True, target=target)
     default = space.default()
-    panels = -(-768 // panel_width(HOST, 768, 128))
+    assert -(-768 // panel_width(target, 768, 128)) == panels
     blocks = panels // min(default["col_panels"], panels)
-    if cores <= 4:
+    if cores <= most_cores:
         assert default["k_block"] == K_BLOCK_WIDE and blocks % cores == 0 and blocks >= 2
-        width = panel_width(HOST, 768, 128)
+        width = panel_width(target, 768, 128)
         assert default["col_panels"] * width * K_BLOCK_WIDE * 4 <= WIDE_B_BLOCK_BYTES
     else:
         assert default["k_block"] == 256 and blocks >= PARALLEL_BLOCKS
@@ -384,9 +396,6 @@ def test_gemv_streams_match_numpy(k, threads):
     check_result(got, want, rtol=1e-4, atol=1e-4)
 
 
-AVX512 = Target("llvm", "x", "+avx512f,+avx2,+fma")
-
-
 @pytest.mark.parametrize("m", [768, 1024, 2048])
 def test_packed_a_row_blocks_hold_many_rows(m):
     """A packed A's row blocks: every B panel read into L1 serves PANEL_REUSE_ROWS rows or more
@@ -425,10 +434,16 @@ def test_shallow_matmuls_keep_the_a_strip_outer(k, order):
     check_result(got, want, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("m,rows", [(16, None), (17, None), (16, 14), (17, 14)])
+TALLEST = HOST.max_tile_rows      # 14 rows on AVX-512, 8 on AVX2
+
+
+@pytest.mark.parametrize("m,rows", [(16, None), (17, None), (TALLEST + 2, TALLEST),
+                                    (TALLEST + 3, TALLEST)])
 def test_evened_tiles_and_a_remainder_tile_match_numpy(m, rows):
-    """The default's evened tiles (8 + 8, 9 + 8) and a tallest tile with a remainder."""
+    """The default's evened tiles (8 + 8, 9 + 8) and this machine's tallest tile with a
+    remainder of 2 or 3 rows (on AVX-512 16 rows as 14 + 2)."""
     space = build_group(m, 64, 96, packed=True)
+    assert TALLEST == max(space.knobs["rows"].choices)
     config = space.default() if rows is None else space.default().replace(rows=rows)
     func, inputs, want = build_group(m, 64, 96, packed=True, config=config)
     (got,) = run_func(func, inputs)
