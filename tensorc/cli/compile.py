@@ -55,6 +55,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     _print_signature("input ", module.inputs)
     _print_signature("output", module.outputs)
     print(f"compiled in {compile_seconds:.2f} s")
+    if args.time_passes and module.compile_times is not None:
+        print(module.compile_times.report())
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -109,6 +111,11 @@ examples:
         action="store_true",
         help="leave the source ONNX model out of the artifact (smaller; 'run "
         "--check-onnxruntime' then needs the .onnx file)",
+    )
+    p.add_argument(
+        "--time-passes",
+        action="store_true",
+        help="print the seconds of each compile phase and the slowest kernels",
     )
     add_tuning_log(p)
     p.set_defaults(handler=cmd_compile)

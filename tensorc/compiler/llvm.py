@@ -19,6 +19,7 @@ from tensorc.compiler.kernel import Kernel, inlined_scalar
 from tensorc.compiler.pipeline import (
     Lowered, Progress, input_signature, kernel_infos, lower_graph, output_signature,
 )
+from tensorc.compiler.timing import CompileTimes
 from tensorc.frontend.model import import_model
 from tensorc.ir.graph import Graph
 from tensorc.ir.loop import Buffer, KernelCall, PrimFunc, format_func, seq
@@ -63,27 +64,33 @@ def make_entry(graph: Graph, kernels: list[Kernel], plan: MemoryPlan) -> PrimFun
 
 
 def compile_graph(graph: Graph, target: Target, progress: Progress | None = None,
-                  configs=None) -> Compiled:
+                  configs=None, times: CompileTimes | None = None) -> Compiled:
     """Compile an imported graph to LLVM IR; the outputs keep the names they have now.
-    ``configs``: tuned schedule configs by workload (see ``pipeline.build_kernels``)."""
+    ``configs``: tuned schedule configs by workload (see ``pipeline.build_kernels``);
+    ``times`` collects the seconds of each phase."""
+    times = times if times is not None else CompileTimes()
     start = time.perf_counter()
-    lowered = lower_graph(graph, target, progress, configs)
+    lowered = lower_graph(graph, target, progress, configs, times)
     entry = make_entry(lowered.graph, lowered.kernels, lowered.plan)
     cg = LLVMCodegen(target, lowered.graph.name)
     done: set[str] = set()
     for kernel in lowered.kernels:
-        if kernel.func.name not in done:
-            cg.add_kernel(kernel.func)
-            done.add(kernel.func.name)
-    cg.add_entry(entry)
+        name = kernel.func.name
+        if name not in done:
+            with times.phase("LLVM IR emission", name):
+                cg.add_kernel(kernel.func)
+            done.add(name)
+    with times.phase("LLVM IR emission"):
+        cg.add_entry(entry)
+        llvm_ir = str(cg.module)
     if progress:
         progress(f"lowered {len(done)} distinct kernels for {len(lowered.kernels)} groups in "
                  f"{time.perf_counter() - start:.1f}s; running LLVM")
-    return Compiled(**vars(lowered), entry=entry, llvm_ir=str(cg.module))
+    return Compiled(**vars(lowered), entry=entry, llvm_ir=llvm_ir)
 
 
-def to_object(compiled: Compiled, target: Target) -> bytes:
-    return emit_object(compiled.llvm_ir, target)
+def to_object(compiled: Compiled, target: Target, times: CompileTimes | None = None) -> bytes:
+    return emit_object(compiled.llvm_ir, target, times.add if times is not None else None)
 
 
 def optimized_llvm_ir(compiled: Compiled, target: Target) -> str:
@@ -93,11 +100,13 @@ def optimized_llvm_ir(compiled: Compiled, target: Target) -> str:
 
 def compile_llvm_module(proto, graph: Graph, target: Target, start: float,
                         num_threads: int | None = None, progress: Progress | None = None,
-                        configs=None) -> Module:
+                        configs=None, times: CompileTimes | None = None) -> Module:
     """``tensorc.compile(..., target="llvm")``: the Module of an imported graph; ``configs``
-    (a ``records.BestConfigs``) gives tuned schedules by workload."""
-    compiled = compile_graph(graph, target, progress, configs)
-    obj = to_object(compiled, target)
+    (a ``records.BestConfigs``) gives tuned schedules by workload. ``times`` collects the
+    seconds of each phase; the Module keeps it as ``compile_times``."""
+    times = times if times is not None else CompileTimes()
+    compiled = compile_graph(graph, target, progress, configs, times)
+    obj = to_object(compiled, target, times)
     info = {"kernels": len({k.func.name for k in compiled.kernels}),
             "groups": len(compiled.groups), "compile_seconds":
             round(time.perf_counter() - start, 3)}
@@ -108,11 +117,13 @@ def compile_llvm_module(proto, graph: Graph, target: Target, start: float,
             progress(note)
         elif note:
             configs.warn()
-    mod = Module(obj, ENTRY, input_signature(compiled), output_signature(compiled),
-                 compiled.plan.const_pool, compiled.plan.arena_size, str(target),
-                 proto.SerializeToString(), info, kernel_infos(compiled), target.features)
+    with times.phase("module creation"):
+        mod = Module(obj, ENTRY, input_signature(compiled), output_signature(compiled),
+                     compiled.plan.const_pool, compiled.plan.arena_size, str(target),
+                     proto.SerializeToString(), info, kernel_infos(compiled), target.features)
     if num_threads is not None:
         mod.num_threads = num_threads
+    mod.compile_times = times.finish()
     return mod
 
 
@@ -120,9 +131,11 @@ def compile_model(model, target: Target, input_shapes=None, num_threads: int | N
                   configs=None) -> Module:
     """An ONNX model (path or ModelProto) imported and compiled for a CPU target, for callers
     below the public API (the autotuner); ``configs`` as in :func:`compile_llvm_module`."""
+    times = CompileTimes()
     start = time.perf_counter()
-    proto, graph = import_model(model, input_shapes)
-    return compile_llvm_module(proto, graph, target, start, num_threads, None, configs)
+    with times.phase("import and validation"):
+        proto, graph = import_model(model, input_shapes)
+    return compile_llvm_module(proto, graph, target, start, num_threads, None, configs, times)
 
 
 def inspect_llvm(graph: Graph, target: Target, stage: str) -> str:
