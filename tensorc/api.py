@@ -42,7 +42,7 @@ def compile(model: str | Path | "onnx.ModelProto", target: str | Target = "llvm"
             num_threads: int | None = None,
             progress: Callable[[str], None] | None = None,
             input_values: Mapping[str, object] | None = None,
-            time_passes: bool = False) -> Module:
+            time_passes: bool = False, cache: bool = True) -> Module:
     """Compile an ONNX model (path or ModelProto) for ``target``: "llvm" (this CPU; a
     :class:`Module`) or "cuda" / "cuda -arch=sm_90" (NVIDIA GPUs, built with nvcc; a
     :class:`tensorc.runtime.cuda.CudaModule`, which runs where pycuda finds a GPU).
@@ -58,16 +58,20 @@ def compile(model: str | Path | "onnx.ModelProto", target: str | Target = "llvm"
     The module's ``compile_times`` (a ``tensorc.compiler.timing.CompileTimes``) holds the
     seconds of each phase and the slowest kernels; ``time_passes=True`` also prints its
     report to stderr, as ``tensorc compile --time-passes`` does.
+    ``cache``: reuse and store object code in the on-disk cache (``$TENSORC_CACHE_DIR/kernels``,
+    else ``$XDG_CACHE_HOME/tensorc/kernels``; an empty ``$TENSORC_CACHE_DIR`` disables it).
 
     >>> mod = tensorc.compile("resnet.onnx", input_shapes={"input": (1, 3, 224, 224)})
     """
-    mod = _compile(model, target, input_shapes, tuning_log, num_threads, progress, input_values)
+    mod = _compile(model, target, input_shapes, tuning_log, num_threads, progress, input_values,
+                   cache)
     if time_passes:
         print(mod.compile_times.report(), file=sys.stderr, flush=True)
     return mod
 
 
-def _compile(model, target, input_shapes, tuning_log, num_threads, progress, input_values):
+def _compile(model, target, input_shapes, tuning_log, num_threads, progress, input_values,
+             cache):
     if num_threads is not None:
         check_num_threads(num_threads)
     tgt = Target.from_string(target)
@@ -94,7 +98,8 @@ def _compile(model, target, input_shapes, tuning_log, num_threads, progress, inp
                                                      default_threads())
     with times.phase("python imports"):
         from tensorc.compiler.llvm import compile_llvm_module  # start-up cost (top)
-    return compile_llvm_module(proto, graph, tgt, start, num_threads, progress, configs, times)
+    return compile_llvm_module(proto, graph, tgt, start, num_threads, progress, configs, times,
+                               cache)
 
 
 def tune(model, input_shapes: Mapping[str, Sequence[int]] | None = None,

@@ -50,6 +50,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         num_threads=args.threads,
         tuning_log=args.tuning_log,
         progress=lambda message: print(f"  {message}", flush=True),
+        cache=not args.no_cache,
     )
     compile_seconds = time.perf_counter() - start
     _print_signature("input ", module.inputs)
@@ -116,6 +117,12 @@ examples:
         "--time-passes",
         action="store_true",
         help="print the seconds of each compile phase and the slowest kernels",
+    )
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="compile without reading or writing the compiled-code cache "
+        "($TENSORC_CACHE_DIR/kernels, else ~/.cache/tensorc/kernels)",
     )
     add_tuning_log(p)
     p.set_defaults(handler=cmd_compile)

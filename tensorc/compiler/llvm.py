@@ -14,7 +14,8 @@ import time
 from dataclasses import dataclass
 
 from tensorc.codegen.llvm.codegen import LLVMCodegen
-from tensorc.codegen.llvm.objects import emit_object, optimize_module
+from tensorc.codegen.llvm.object_cache import cached_emit_object
+from tensorc.codegen.llvm.objects import optimize_module
 from tensorc.compiler.kernel import Kernel, inlined_scalar
 from tensorc.compiler.pipeline import (
     Lowered, Progress, input_signature, kernel_infos, lower_graph, output_signature,
@@ -89,8 +90,12 @@ def compile_graph(graph: Graph, target: Target, progress: Progress | None = None
     return Compiled(**vars(lowered), entry=entry, llvm_ir=llvm_ir)
 
 
-def to_object(compiled: Compiled, target: Target, times: CompileTimes | None = None) -> bytes:
-    return emit_object(compiled.llvm_ir, target, times.add if times is not None else None)
+def to_object(compiled: Compiled, target: Target, times: CompileTimes | None = None,
+              cache: bool = True) -> bytes:
+    """The object code of ``compiled``: from the on-disk cache when it holds it
+    (codegen/llvm/object_cache.py), else LLVM's (then stored) unless ``cache`` is False."""
+    return cached_emit_object(compiled.llvm_ir, target,
+                              times.add if times is not None else None, cache)
 
 
 def optimized_llvm_ir(compiled: Compiled, target: Target) -> str:
@@ -100,13 +105,15 @@ def optimized_llvm_ir(compiled: Compiled, target: Target) -> str:
 
 def compile_llvm_module(proto, graph: Graph, target: Target, start: float,
                         num_threads: int | None = None, progress: Progress | None = None,
-                        configs=None, times: CompileTimes | None = None) -> Module:
+                        configs=None, times: CompileTimes | None = None,
+                        cache: bool = True) -> Module:
     """``tensorc.compile(..., target="llvm")``: the Module of an imported graph; ``configs``
     (a ``records.BestConfigs``) gives tuned schedules by workload. ``times`` collects the
-    seconds of each phase; the Module keeps it as ``compile_times``."""
+    seconds of each phase; the Module keeps it as ``compile_times``. ``cache``: read and
+    write the on-disk object cache."""
     times = times if times is not None else CompileTimes()
     compiled = compile_graph(graph, target, progress, configs, times)
-    obj = to_object(compiled, target, times)
+    obj = to_object(compiled, target, times, cache)
     info = {"kernels": len({k.func.name for k in compiled.kernels}),
             "groups": len(compiled.groups), "compile_seconds":
             round(time.perf_counter() - start, 3)}
@@ -128,14 +135,15 @@ def compile_llvm_module(proto, graph: Graph, target: Target, start: float,
 
 
 def compile_model(model, target: Target, input_shapes=None, num_threads: int | None = None,
-                  configs=None) -> Module:
+                  configs=None, cache: bool = True) -> Module:
     """An ONNX model (path or ModelProto) imported and compiled for a CPU target, for callers
     below the public API (the autotuner); ``configs`` as in :func:`compile_llvm_module`."""
     times = CompileTimes()
     start = time.perf_counter()
     with times.phase("import and validation"):
         proto, graph = import_model(model, input_shapes)
-    return compile_llvm_module(proto, graph, target, start, num_threads, None, configs, times)
+    return compile_llvm_module(proto, graph, target, start, num_threads, None, configs, times,
+                               cache)
 
 
 def inspect_llvm(graph: Graph, target: Target, stage: str) -> str:

@@ -17,7 +17,7 @@ ALWAYS = ("import and validation", "fusion", "scheduling", "lowering to loop IR"
 
 
 def test_compile_times_has_every_phase_and_sums_to_the_total(capsys) -> None:
-    mod = tensorc.compile(str(models.path("lenet5")), time_passes=True)
+    mod = tensorc.compile(str(models.path("lenet5")), time_passes=True, cache=False)
     times = mod.compile_times
     assert isinstance(times, CompileTimes)
     for phase in ALWAYS:
@@ -43,20 +43,21 @@ def test_compile_times_has_every_phase_and_sums_to_the_total(capsys) -> None:
 
 
 def test_compile_times_without_time_passes_prints_nothing(capsys) -> None:
-    mod = tensorc.compile(str(models.path("mlp")))
+    mod = tensorc.compile(str(models.path("mlp")), cache=False)
     assert mod.compile_times.total > 0
     assert capsys.readouterr().err == ""
 
 
 def test_loaded_module_has_no_compile_times(tmp_path) -> None:
     path = tmp_path / "mlp.tcz"
-    tensorc.compile(str(models.path("mlp"))).save(str(path))
+    tensorc.compile(str(models.path("mlp")), cache=False).save(str(path))
     assert tensorc.load(str(path)).compile_times is None
 
 
 def test_cli_time_passes(tmp_path, capsys) -> None:
     out = tmp_path / "mlp.tcz"
-    assert main(["compile", str(models.path("mlp")), "-o", str(out), "--time-passes"]) == 0
+    assert main(["compile", str(models.path("mlp")), "-o", str(out), "--time-passes",
+                 "--no-cache"]) == 0
     text = capsys.readouterr().out
     for phase in ("import and validation", "graph pass simplify", "scheduling",
                   "LLVM IR emission", "LLVM optimization", "object emission", "total",
