@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 
 from tensorc.codegen.llvm.codegen import LLVMCodegen
-from tensorc.codegen.llvm.object_cache import cached_emit_object
+from tensorc.codegen.llvm.object_cache import cached_emit_object, default_cache, loop_ir_key
 from tensorc.codegen.llvm.objects import optimize_module
 from tensorc.compiler.kernel import Kernel, inlined_scalar
 from tensorc.compiler.pipeline import (
@@ -73,29 +73,29 @@ def compile_graph(graph: Graph, target: Target, progress: Progress | None = None
     start = time.perf_counter()
     lowered = lower_graph(graph, target, progress, configs, times)
     entry = make_entry(lowered.graph, lowered.kernels, lowered.plan)
-    cg = LLVMCodegen(target, lowered.graph.name)
-    done: set[str] = set()
-    for kernel in lowered.kernels:
-        name = kernel.func.name
-        if name not in done:
-            with times.phase("LLVM IR emission", name):
-                cg.add_kernel(kernel.func)
-            done.add(name)
-    with times.phase("LLVM IR emission"):
-        cg.add_entry(entry)
-        llvm_ir = str(cg.module)
+    llvm_ir = emit_llvm_ir(lowered, entry, target, times)
     if progress:
-        progress(f"lowered {len(done)} distinct kernels for {len(lowered.kernels)} groups in "
-                 f"{time.perf_counter() - start:.1f}s; running LLVM")
+        progress(f"lowered {len(distinct_funcs(lowered))} distinct kernels for "
+                 f"{len(lowered.kernels)} groups in {time.perf_counter() - start:.1f}s; "
+                 f"running LLVM")
     return Compiled(**vars(lowered), entry=entry, llvm_ir=llvm_ir)
 
 
-def to_object(compiled: Compiled, target: Target, times: CompileTimes | None = None,
-              cache: bool = True) -> bytes:
-    """The object code of ``compiled``: from the on-disk cache when it holds it
-    (codegen/llvm/object_cache.py), else LLVM's (then stored) unless ``cache`` is False."""
-    return cached_emit_object(compiled.llvm_ir, target,
-                              times.add if times is not None else None, cache)
+def distinct_funcs(lowered: Lowered) -> list[PrimFunc]:
+    """Each distinct kernel's PrimFunc once, in the order of first use."""
+    return list({k.func.name: k.func for k in lowered.kernels}.values())
+
+
+def emit_llvm_ir(lowered: Lowered, entry: PrimFunc, target: Target,
+                 times: CompileTimes) -> str:
+    """The module's LLVM IR text: each distinct kernel, then the entry function."""
+    cg = LLVMCodegen(target, lowered.graph.name)
+    for func in distinct_funcs(lowered):
+        with times.phase("LLVM IR emission", func.name):
+            cg.add_kernel(func)
+    with times.phase("LLVM IR emission"):
+        cg.add_entry(entry)
+        return str(cg.module)
 
 
 def optimized_llvm_ir(compiled: Compiled, target: Target) -> str:
@@ -112,10 +112,11 @@ def compile_llvm_module(proto, graph: Graph, target: Target, start: float,
     seconds of each phase; the Module keeps it as ``compile_times``. ``cache``: read and
     write the on-disk object cache."""
     times = times if times is not None else CompileTimes()
-    compiled = compile_graph(graph, target, progress, configs, times)
-    obj = to_object(compiled, target, times, cache)
-    info = {"kernels": len({k.func.name for k in compiled.kernels}),
-            "groups": len(compiled.groups), "compile_seconds":
+    lowered = lower_graph(graph, target, progress, configs, times)
+    entry = make_entry(lowered.graph, lowered.kernels, lowered.plan)
+    obj = _object_code(lowered, entry, target, times, progress, cache)
+    info = {"kernels": len({k.func.name for k in lowered.kernels}),
+            "groups": len(lowered.groups), "compile_seconds":
             round(time.perf_counter() - start, 3)}
     if configs is not None:
         info["tuning"] = configs.summary()
@@ -125,13 +126,40 @@ def compile_llvm_module(proto, graph: Graph, target: Target, start: float,
         elif note:
             configs.warn()
     with times.phase("module creation"):
-        mod = Module(obj, ENTRY, input_signature(compiled), output_signature(compiled),
-                     compiled.plan.const_pool, compiled.plan.arena_size, str(target),
-                     proto.SerializeToString(), info, kernel_infos(compiled), target.features)
+        mod = Module(obj, ENTRY, input_signature(lowered), output_signature(lowered),
+                     lowered.plan.const_pool, lowered.plan.arena_size, str(target),
+                     proto.SerializeToString(), info, kernel_infos(lowered), target.features)
     if num_threads is not None:
         mod.num_threads = num_threads
     mod.compile_times = times.finish()
     return mod
+
+
+def _object_code(lowered: Lowered, entry: PrimFunc, target: Target, times: CompileTimes,
+                 progress: Progress | None, cache: bool) -> bytes:
+    """The module's object code: from the cache by its loop IR when it holds it (no LLVM IR
+    emitted, no LLVM run), else emitted (LLVM through the cache by its IR) and stored."""
+    if progress:
+        progress(f"lowered {len(distinct_funcs(lowered))} distinct kernels for "
+                 f"{len(lowered.kernels)} groups")
+    store = default_cache() if cache else None
+    key = None
+    if store is not None:
+        with times.phase("kernel cache"):
+            key = loop_ir_key(lowered.graph.name, distinct_funcs(lowered), entry, target)
+            obj = store.get(key) if key is not None else None
+        if obj is not None:
+            if progress:
+                progress("object code from the cache")
+            return obj
+    llvm_ir = emit_llvm_ir(lowered, entry, target, times)
+    if progress:
+        progress("running LLVM")
+    obj = cached_emit_object(llvm_ir, target, times.add, cache)
+    if key is not None:
+        with times.phase("kernel cache"):
+            store.put(key, obj)
+    return obj
 
 
 def compile_model(model, target: Target, input_shapes=None, num_threads: int | None = None,

@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import llvmlite
@@ -17,7 +19,12 @@ import models
 import tensorc
 from tensorc.cli.main import main
 from tensorc.codegen.llvm import object_cache
-from tensorc.codegen.llvm.object_cache import STATS, ObjectCache, cached_emit_object
+from tensorc.codegen.llvm.object_cache import (
+    STATS, ObjectCache, cached_emit_object, loop_ir_key,
+)
+from tensorc.compiler.llvm import distinct_funcs, make_entry
+from tensorc.compiler.pipeline import lower_graph
+from tensorc.frontend.model import import_model
 from tensorc.target import Target
 
 IR = "define i32 @answer() {\n  ret i32 42\n}\n"
@@ -38,16 +45,76 @@ def entries(folder) -> list:
 def test_second_compile_of_a_model_hits(kernels) -> None:
     path = str(models.path("lenet5"))
     first = tensorc.compile(path)
-    assert (STATS["misses"], STATS["hits"], STATS["writes"]) == (1, 0, 1)
+    # a miss by the loop IR, then by the LLVM IR; the object stored under both keys
+    assert (STATS["misses"], STATS["hits"], STATS["writes"]) == (2, 0, 2)
     second = tensorc.compile(path)
-    assert (STATS["misses"], STATS["hits"], STATS["writes"]) == (1, 1, 1)
+    assert (STATS["misses"], STATS["hits"], STATS["writes"]) == (2, 1, 2)
     assert second.object_code == first.object_code
     assert "kernel cache" in second.compile_times.phases
-    assert "LLVM optimization" not in second.compile_times.phases   # LLVM did not run
+    for skipped in ("LLVM IR emission", "LLVM optimization", "object emission"):
+        assert skipped not in second.compile_times.phases
     x = {"x": np.random.default_rng(0).standard_normal((1, 1, 28, 28), np.float32)}
     name = first.outputs[0][0]
     np.testing.assert_array_equal(second.run(x)[name], first.run(x)[name])
-    assert len(entries(kernels)) == 1
+    assert len(entries(kernels)) == 2
+
+
+def test_loop_ir_key_is_stable_and_covers_every_attr_and_the_name() -> None:
+    """The same loop IR gives the same key; any attr changes it (even one the code generator
+    ignores: then the LLVM IR key still finds the object), and so does the module name."""
+    _, graph = import_model(str(models.path("mlp")), None)
+    target = Target.host()
+    lowered = lower_graph(graph, target)
+    entry = make_entry(lowered.graph, lowered.kernels, lowered.plan)
+    funcs = distinct_funcs(lowered)
+    key = loop_ir_key(lowered.graph.name, funcs, entry, target)
+    assert key == loop_ir_key(lowered.graph.name, funcs, entry, target)
+    funcs[0].attrs["note"] = "not read by the code generator"
+    assert loop_ir_key(lowered.graph.name, funcs, entry, target) != key
+    assert loop_ir_key("other", funcs, entry, target) != key
+
+
+@pytest.mark.parametrize("change", ["config", "entry offset", "buffer shape", "target"])
+def test_a_changed_loop_ir_field_changes_the_key(change: str) -> None:
+    _, graph = import_model(str(models.path("mlp")), None)
+    target = Target.host()
+    lowered = lower_graph(graph, target)
+    entry = make_entry(lowered.graph, lowered.kernels, lowered.plan)
+    funcs = distinct_funcs(lowered)
+    key = loop_ir_key(lowered.graph.name, funcs, entry, target)
+    if change == "config":
+        funcs[0].attrs["config"] = {**funcs[0].attrs["config"], "tile": -1}
+    elif change == "entry offset":
+        call = entry.body.stmts[0] if hasattr(entry.body, "stmts") else entry.body
+        buffer, offset = call.args[0]
+        call.args[0] = (buffer, offset + 64)
+    elif change == "buffer shape":
+        funcs[0].params[0].shape = (*funcs[0].params[0].shape[:-1],
+                                    funcs[0].params[0].shape[-1] + 1)
+    else:
+        target = dataclasses.replace(target, mcpu="x86-64")
+    assert loop_ir_key(lowered.graph.name, funcs, entry, target) != key
+
+
+def test_loop_ir_key_is_the_same_in_every_process(tmp_path) -> None:
+    """String hashing is randomized per process: the key must not depend on it, or a warm
+    compile in a new process would miss."""
+    script = ("import models; from tensorc.frontend.model import import_model;"
+              "from tensorc.compiler.pipeline import lower_graph;"
+              "from tensorc.compiler.llvm import make_entry, distinct_funcs;"
+              "from tensorc.codegen.llvm.object_cache import loop_ir_key;"
+              "from tensorc.target import Target; t = Target.host();"
+              "_, g = import_model(str(models.path('lenet5')), None); l = lower_graph(g, t);"
+              "print(loop_ir_key(l.graph.name, distinct_funcs(l),"
+              " make_entry(l.graph, l.kernels, l.plan), t))")
+    root = Path(__file__).resolve().parents[2]
+    keys = set()
+    for seed in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=seed, PYTHONPATH=str(root))
+        out = subprocess.run([sys.executable, "-c", script], env=env, cwd=root, check=True,
+                             capture_output=True, text=True).stdout.split()
+        keys.add(out[-1])
+    assert len(keys) == 1
 
 
 def _host_without(feature: str) -> Target:
@@ -145,7 +212,7 @@ def test_cli_no_cache(kernels, tmp_path, capsys) -> None:
     assert main(["compile", str(models.path("mlp")), "-o", str(out), "--no-cache"]) == 0
     assert sum(STATS.values()) == 0 and entries(kernels) == []
     assert main(["compile", str(models.path("mlp")), "-o", str(out)]) == 0
-    assert STATS["writes"] == 1 and len(entries(kernels)) == 1
+    assert STATS["writes"] == 2 and len(entries(kernels)) == 2
 
 
 def _put_many(folder: str, worker: int) -> None:

@@ -1,10 +1,14 @@
 """Compiled object code cached on disk, so that compiling a model again (in a new process
-too) skips LLVM's optimizer and code generator.
+too) skips LLVM IR emission and LLVM's optimizer and code generator.
 
-An entry is keyed by everything that decides the object code: the LLVM IR text before
-optimization (which the workload keys, configs, schedules and the entry function decide), the
-target (string, triple, CPU and its features), a hash of tensorc's own source files (the pass
-pipeline and target machine settings live there), and the LLVM and llvmlite versions. Entries
+An entry is keyed by everything that decides the object code: what the code generator is
+given, the target (string, triple, CPU and its features), a hash of tensorc's own source files
+(the code generator, the pass pipeline and the target machine settings live there), and the
+LLVM and llvmlite versions. What the code generator is given is either the LLVM IR text before
+optimization (:func:`object_key`; the tuner's builders) or the loop IR itself, the scheduled
+PrimFuncs and the entry function pickled (:func:`loop_ir_key`; a model's compile, which then
+skips LLVM IR emission too): both stand for the workload keys, configs, traces and memory
+plan, and everything else a schedule read, exactly. Entries
 live in ``cache_root()/kernels`` (``$TENSORC_CACHE_DIR`` moves it; set to an empty string it
 disables the cache), hold a checksum of their bytes (a corrupt entry is counted, deleted and
 rebuilt, never loaded), are written to a temporary file and renamed into place (several
@@ -20,6 +24,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import pickle
 import tempfile
 import time
 from collections import Counter
@@ -61,12 +66,28 @@ def llvm_versions() -> str:
 
 def object_key(llvm_ir: str, target: Target) -> str:
     """The cache key of ``llvm_ir`` compiled for ``target``: a hex digest."""
+    return _key("llvm-ir", llvm_ir.encode(), target)
+
+
+def loop_ir_key(module_name: str, funcs: list, entry, target: Target) -> str | None:
+    """The cache key of the module LLVMCodegen(target, module_name) makes of ``funcs``
+    (PrimFuncs, in order) and ``entry``: their pickle, which holds every field and attr the
+    code generator reads (and equal loop IR pickles equally in every process: no sets, no
+    ids). None when something in them cannot be pickled: then the IR key is the only one."""
+    try:
+        data = pickle.dumps((module_name, funcs, entry), protocol=5)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return None
+    return _key("loop-ir", data, target)
+
+
+def _key(kind: str, data: bytes, target: Target) -> str:
     h = hashlib.sha256()
-    for part in (str(target), target.triple, target.mcpu, target.features,
+    for part in (kind, str(target), target.triple, target.mcpu, target.features,
                  source_hash(), llvm_versions()):
         h.update(part.encode())
         h.update(b"\0")
-    h.update(llvm_ir.encode())
+    h.update(data)
     return h.hexdigest()
 
 
