@@ -87,10 +87,9 @@ def _compile(model, target, input_shapes, tuning_log, num_threads, progress, inp
         if tuning_log is not None:
             raise TensorcError("tuning logs hold CPU (llvm) schedules; compile for cuda "
                                "without tuning_log=")
-        from tensorc.compiler.cuda import compile_cuda_module  # start-up cost (top)
-        mod = compile_cuda_module(proto, graph, tgt, progress, start)
-        mod.compile_times = times.finish()     # the import only; the rest is "other"
-        return mod
+        with times.phase("python imports"):
+            from tensorc.compiler.cuda import compile_cuda_module  # start-up cost (top)
+        return compile_cuda_module(proto, graph, tgt, progress, start, times)
     configs = None
     if tuning_log is not None:
         from tensorc.autotune.records import TuningLog  # start-up cost (top)

@@ -87,3 +87,22 @@ def test_phase_context_records_non_negative(seconds: float) -> None:
         pass
     times.add("fusion", seconds)
     assert times.phases["fusion"] >= seconds
+
+
+def test_cuda_compile_records_its_phases() -> None:
+    """The CUDA back end's phases (nvcc itself only where nvcc is installed: built here
+    without it)."""
+    from tensorc.compiler.cuda import compile_graph_cuda, cuda_module
+    from tensorc.frontend.model import import_model
+    from tensorc.target import Target
+    target = Target.from_string("cuda")
+    _, graph = import_model(str(models.path("mlp")), None)
+    times = CompileTimes()
+    compiled = compile_graph_cuda(graph, target, times=times)
+    cuda_module(compiled, target, build=False, times=times)
+    for phase in ("graph pass simplify", "fusion", "scheduling", "lowering to loop IR",
+                  "loop passes", "memory plan", "CUDA C emission"):
+        assert phase in times.phases, phase
+    assert "nvcc" not in times.phases and "LLVM optimization" not in times.phases
+    assert set(times.kernels) == set(compiled.device) and all(
+        seconds >= 0 for seconds in times.phases.values())
