@@ -49,7 +49,7 @@ import numpy as np
 
 from tensorc.autotune.features import extract_features
 from tensorc.codegen.llvm.codegen import LLVMCodegen
-from tensorc.codegen.llvm.object_cache import cached_emit_object
+from tensorc.compiler.object_cache import cached_emit_object
 from tensorc.ir.loop import KernelCall, PrimFunc
 from tensorc.ops.space import Config
 from tensorc.runtime.cpu import NativeLibrary

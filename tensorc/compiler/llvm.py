@@ -14,9 +14,9 @@ import time
 from dataclasses import dataclass
 
 from tensorc.codegen.llvm.codegen import LLVMCodegen
-from tensorc.codegen.llvm.object_cache import cached_emit_object, default_cache, loop_ir_key
 from tensorc.codegen.llvm.objects import optimize_module
 from tensorc.compiler.kernel import Kernel, inlined_scalar
+from tensorc.compiler.object_cache import cached_emit_object, default_cache, loop_ir_key
 from tensorc.compiler.pipeline import (
     Lowered, Progress, input_signature, kernel_infos, lower_graph, output_signature,
 )

@@ -1,4 +1,4 @@
-"""The on-disk object cache (tensorc/codegen/llvm/object_cache.py): hits and misses counted,
+"""The on-disk object cache (tensorc/compiler/object_cache.py): hits and misses counted,
 one test per key field, a corrupt entry refused and rebuilt, the size cap evicting the least
 recently used entry, and every way to disable it. Never asserts on timing."""
 from __future__ import annotations
@@ -18,8 +18,8 @@ import pytest
 import models
 import tensorc
 from tensorc.cli.main import main
-from tensorc.codegen.llvm import object_cache
-from tensorc.codegen.llvm.object_cache import (
+from tensorc.compiler import object_cache
+from tensorc.compiler.object_cache import (
     STATS, ObjectCache, cached_emit_object, loop_ir_key,
 )
 from tensorc.compiler.llvm import distinct_funcs, make_entry
@@ -102,7 +102,7 @@ def test_loop_ir_key_is_the_same_in_every_process(tmp_path) -> None:
     script = ("import models; from tensorc.frontend.model import import_model;"
               "from tensorc.compiler.pipeline import lower_graph;"
               "from tensorc.compiler.llvm import make_entry, distinct_funcs;"
-              "from tensorc.codegen.llvm.object_cache import loop_ir_key;"
+              "from tensorc.compiler.object_cache import loop_ir_key;"
               "from tensorc.target import Target; t = Target.host();"
               "_, g = import_model(str(models.path('lenet5')), None); l = lower_graph(g, t);"
               "print(loop_ir_key(l.graph.name, distinct_funcs(l),"
@@ -115,6 +115,12 @@ def test_loop_ir_key_is_the_same_in_every_process(tmp_path) -> None:
                              capture_output=True, text=True).stdout.split()
         keys.add(out[-1])
     assert len(keys) == 1
+
+
+def test_source_hash_covers_tensorc_own_files() -> None:
+    assert object_cache.PACKAGE.name == "tensorc"
+    assert (object_cache.PACKAGE / "api.py").is_file()
+    assert (object_cache.PACKAGE / "codegen" / "llvm" / "codegen.py").is_file()
 
 
 def _host_without(feature: str) -> Target:

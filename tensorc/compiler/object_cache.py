@@ -41,7 +41,7 @@ from tensorc.target import Target
 MAGIC = b"tensorc-object-1\n"
 DIGEST_BYTES = 32
 DEFAULT_MAX_MB = 1024
-PACKAGE = Path(__file__).resolve().parents[2]      # tensorc/
+PACKAGE = Path(__file__).resolve().parents[1]      # tensorc/
 
 # hits, misses, writes, corrupt (entries refused and deleted), evicted: read by the tests
 STATS: Counter = Counter()
