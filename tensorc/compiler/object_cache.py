@@ -14,7 +14,8 @@ disables the cache), hold a checksum of their bytes (a corrupt entry is counted,
 rebuilt, never loaded), are written to a temporary file and renamed into place (several
 processes may compile at once; a reader sees a whole entry or none), and are evicted least
 recently used first once the folder holds more than ``max_bytes``
-(``$TENSORC_CACHE_MAX_MB``, default 1024).
+(``$TENSORC_CACHE_MAX_MB``, default 1024; checked on a process's first write and then once per
+sixteenth of the cap it writes).
 
 >>> obj = cached_emit_object(llvm_ir, target)         # emit_object, through the cache
 >>> STATS["hits"], STATS["misses"]
@@ -103,11 +104,17 @@ def max_bytes() -> int:
 
 
 class ObjectCache:
-    """Object code by key in ``folder``; ``max_bytes`` caps the folder's size."""
+    """Object code by key in ``folder``; ``max_bytes`` caps the folder's size.
+
+    Evicting lists the folder, so it runs on this object's first write and then once its
+    writes since add up to a sixteenth of the cap: a tuner building thousands of candidates
+    does not list a folder of thousands of entries per build, and the folder overshoots the
+    cap by at most a sixteenth per process."""
 
     def __init__(self, folder: Path, max_bytes: int):
         self.folder = folder
         self.max_bytes = max_bytes
+        self._unchecked: int | None = None     # bytes written since the last eviction
 
     def path(self, key: str) -> Path:
         return self.folder / f"{key}.obj"
@@ -135,9 +142,8 @@ class ObjectCache:
         return payload
 
     def put(self, key: str, obj: bytes) -> None:
-        """Store ``obj`` atomically (a temporary file renamed into place), then evict the
-        least recently used entries while the folder is over its cap. A full or read-only
-        disk only costs the caching."""
+        """Store ``obj`` atomically (a temporary file renamed into place), then evict when
+        due (see the class). A full or read-only disk only costs the caching."""
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".tmp-", suffix=".obj")
@@ -151,9 +157,14 @@ class ObjectCache:
         except OSError:
             return
         STATS["writes"] += 1
-        self.evict()
+        first = self._unchecked is None
+        self._unchecked = (self._unchecked or 0) + len(obj)
+        if first or self._unchecked * 16 >= self.max_bytes:
+            self.evict()
 
     def evict(self) -> None:
+        """Delete the least recently used entries while the folder is over the cap."""
+        self._unchecked = 0
         entries = []
         for path in self.folder.glob("*.obj"):
             try:
@@ -171,8 +182,17 @@ class ObjectCache:
 
 
 def default_cache() -> ObjectCache | None:
+    """This process's cache in :func:`cache_dir` (None when disabled), one per folder and
+    cap, so that its eviction bookkeeping lasts across compiles."""
     folder = cache_dir()
-    return ObjectCache(folder, max_bytes()) if folder is not None else None
+    if folder is None:
+        return None
+    return _cache_for(folder, max_bytes())
+
+
+@functools.lru_cache(maxsize=8)
+def _cache_for(folder: Path, cap: int) -> ObjectCache:
+    return ObjectCache(folder, cap)
 
 
 def cached_emit_object(llvm_ir: str, target: Target,

@@ -196,6 +196,18 @@ def test_size_cap_evicts_least_recently_used(tmp_path) -> None:
     assert not list(tmp_path.glob(".tmp-*"))
 
 
+def test_eviction_lists_the_folder_once_per_sixteenth_of_the_cap(tmp_path, monkeypatch) -> None:
+    store = ObjectCache(tmp_path, max_bytes=16 * 10_000)
+    scans = []
+    real = ObjectCache.evict
+    monkeypatch.setattr(ObjectCache, "evict", lambda self: (scans.append(1), real(self)))
+    for k in range(25):
+        store.put(f"k{k}", bytes(1000))
+    # the first write, then every 10 kB written (a sixteenth of the cap)
+    assert len(scans) == 1 + 25 // 10
+    assert object_cache.default_cache() is object_cache.default_cache()
+
+
 def test_cache_false_reads_and_writes_nothing(kernels) -> None:
     tensorc.compile(str(models.path("mlp")), cache=False)
     tensorc.compile(str(models.path("mlp")), cache=False)
