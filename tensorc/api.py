@@ -6,11 +6,13 @@
 from __future__ import annotations
 
 import hashlib
+import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+from tensorc.compiler.timing import CompileTimes
 from tensorc.errors import TensorcError
 from tensorc.runtime.module import Module, check_num_threads, default_threads
 from tensorc.target import Target
@@ -43,7 +45,8 @@ def compile(model: str | Path | "onnx.ModelProto", target: str | Target = "llvm"
             input_shapes: Mapping[str, Sequence[int]] | None = None, tuning_log=None,
             num_threads: int | None = None,
             progress: Callable[[str], None] | None = None,
-            input_values: Mapping[str, object] | None = None) -> Module:
+            input_values: Mapping[str, object] | None = None,
+            time_passes: bool = False, cache: bool = True) -> Module:
     """Compile an ONNX model (path or ModelProto) for ``target``: "llvm" (this CPU; a
     :class:`Module`) or "cuda" / "cuda -arch=sm_90" (NVIDIA GPUs, built with nvcc; a
     :class:`tensorc.runtime.cuda.CudaModule`, which runs where pycuda finds a GPU).
@@ -56,31 +59,51 @@ def compile(model: str | Path | "onnx.ModelProto", target: str | Target = "llvm"
     ``tuning_log`` (a ``tensorc tune`` log) applies the fastest record of each kernel measured
     on this target with this tensorc version; other kernels keep their default schedule (one
     note says how many).
+    The module's ``compile_times`` (a ``tensorc.compiler.timing.CompileTimes``) holds the
+    seconds of each phase and the slowest kernels; ``time_passes=True`` also prints its
+    report to stderr, as ``tensorc compile --time-passes`` does.
+    ``cache``: reuse and store object code in the on-disk cache (``$TENSORC_CACHE_DIR/kernels``,
+    else ``$XDG_CACHE_HOME/tensorc/kernels``; an empty ``$TENSORC_CACHE_DIR`` disables it).
 
     >>> mod = tensorc.compile("resnet.onnx", input_shapes={"input": (1, 3, 224, 224)})
     """
+    mod = _compile(model, target, input_shapes, tuning_log, num_threads, progress, input_values,
+                   cache)
+    if time_passes:
+        print(mod.compile_times.report(), file=sys.stderr, flush=True)
+    return mod
+
+
+def _compile(model, target, input_shapes, tuning_log, num_threads, progress, input_values,
+             cache):
     if num_threads is not None:
         check_num_threads(num_threads)
     tgt = Target.from_string(target)
+    times = CompileTimes()
     start = time.perf_counter()
-    from tensorc.frontend.model import import_model  # start-up cost: see the top
-    proto, graph = import_model(model, input_shapes, input_values)
+    with times.phase("python imports"):
+        from tensorc.frontend.model import import_model  # start-up cost: see the top
+    with times.phase("import and validation"):
+        proto, graph = import_model(model, input_shapes, input_values)
     if progress:
         progress(f"imported {graph.name}: {len(graph.nodes)} nodes")
     if tgt.kind == "cuda":
         if tuning_log is not None:
             raise TensorcError("tuning logs hold CPU (llvm) schedules; compile for cuda "
                                "without tuning_log=")
-        from tensorc.compiler.cuda import compile_cuda_module  # start-up cost (top)
-        module = compile_cuda_module(proto, graph, tgt, progress, start)
+        with times.phase("python imports"):
+            from tensorc.compiler.cuda import compile_cuda_module  # start-up cost (top)
+        module = compile_cuda_module(proto, graph, tgt, progress, start, times)
     else:
         configs = None
         if tuning_log is not None:
             from tensorc.autotune.records import TuningLog  # start-up cost (top)
             configs = TuningLog(tuning_log).best_configs(tgt, threads=num_threads or
                                                          default_threads())
-        from tensorc.compiler.llvm import compile_llvm_module  # start-up cost (top)
-        module = compile_llvm_module(proto, graph, tgt, start, num_threads, progress, configs)
+        with times.phase("python imports"):
+            from tensorc.compiler.llvm import compile_llvm_module  # start-up cost (top)
+        module = compile_llvm_module(proto, graph, tgt, start, num_threads, progress, configs,
+                                     times, cache)
     module.info.update(_provenance(model, input_shapes, input_values))
     return module
 

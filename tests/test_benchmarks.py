@@ -1,6 +1,9 @@
 """The layer benchmark runs end to end on one small case: it checks tensorc's direct and
-default convs against onnxruntime before timing them, and prints its table."""
+default convs against onnxruntime before timing them, and prints its table. The compile-time
+benchmark measures one small model."""
 from __future__ import annotations
+
+import json
 
 from benchmarks import convs
 
@@ -12,3 +15,16 @@ def test_conv_layer_benchmark_checks_and_prints_one_layer(capsys):
     assert "3x3 s1 128->128 28x28" in out and "direct:" in out
     row = next(line for line in out.splitlines() if line.startswith("3x3 s1 128->128"))
     assert row.count("ms") == 3          # direct, Winograd (this layer's default) and ort
+
+
+def test_compile_time_benchmark_measures_one_model(capsys):
+    """Cold and warm compile each in a new process, load and onnxruntime session times, the
+    cold compile's phases; never asserts on speed."""
+    from benchmarks import compile_time
+    assert compile_time.main(["--models", "mlp", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["model"] == "mlp"
+    for key in ("cold", "warm", "load", "ort_session", "artifact_mb"):
+        assert result[key] > 0, key
+    assert "LLVM optimization" in result["cold_phases"]
+    assert all(seconds >= 0 for seconds in result["cold_phases"].values())

@@ -49,7 +49,7 @@ import numpy as np
 
 from tensorc.autotune.features import extract_features
 from tensorc.codegen.llvm.codegen import LLVMCodegen
-from tensorc.codegen.llvm.objects import emit_object
+from tensorc.compiler.object_cache import cached_emit_object
 from tensorc.ir.loop import KernelCall, PrimFunc
 from tensorc.ops.space import Config
 from tensorc.runtime.cpu import NativeLibrary
@@ -478,7 +478,7 @@ def _build(candidate: Candidate) -> BuildResult:
     entry = f"{func.name}_entry"
     cg.add_entry(PrimFunc(entry, func.params,
                           KernelCall(func.name, [(p, 0) for p in func.params])))
-    obj = emit_object(str(cg.module), target)
+    obj = cached_emit_object(str(cg.module), target)      # a candidate built before: no LLVM
     return BuildResult(obj, entry, [(p.shape, p.dtype) for p in func.params],
                        func.attrs.get("trace"), features, None, "",
                        time.perf_counter() - start)

@@ -49,11 +49,14 @@ def cmd_compile(args: argparse.Namespace) -> int:
         num_threads=args.threads,
         tuning_log=args.tuning_log,
         progress=lambda message: print(f"  {message}", flush=True),
+        cache=not args.no_cache,
     )
     compile_seconds = time.perf_counter() - start
     _print_signature("input ", module.inputs)
     _print_signature("output", module.outputs)
     print(f"compiled in {compile_seconds:.2f} s")
+    if args.time_passes and module.compile_times is not None:
+        print(module.compile_times.report())
     module.save(str(output), overwrite=args.force, include_source=not args.no_source)
     print(f"saved {output} ({output.stat().st_size / 1e6:.2f} MB)")
     return 0
@@ -103,6 +106,17 @@ examples:
         action="store_true",
         help="leave the source ONNX model out of the artifact (smaller; 'run "
         "--check-onnxruntime' then needs the .onnx file)",
+    )
+    p.add_argument(
+        "--time-passes",
+        action="store_true",
+        help="print the seconds of each compile phase and the slowest kernels",
+    )
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="compile without reading or writing the compiled-code cache "
+        "($TENSORC_CACHE_DIR/kernels, else ~/.cache/tensorc/kernels)",
     )
     add_tuning_log(p)
     p.set_defaults(handler=cmd_compile)

@@ -20,6 +20,7 @@ from tensorc.compiler.kernel import Kernel, inlined_scalar
 from tensorc.compiler.pipeline import (
     Lowered, Progress, input_signature, lower_graph, output_signature,
 )
+from tensorc.compiler.timing import CompileTimes
 from tensorc.errors import ScheduleError, TensorcError
 from tensorc.ir.graph import Graph
 from tensorc.ir.loop import PrimFunc, format_func
@@ -58,25 +59,30 @@ def to_device(func: PrimFunc, target: Target, where: str = "") -> DeviceFunction
     return device
 
 
-def compile_graph_cuda(graph: Graph, target: Target, progress: Progress | None = None
-                       ) -> CudaCompiled:
-    """Compile an imported graph to CUDA C and its launch plan (no nvcc yet)."""
+def compile_graph_cuda(graph: Graph, target: Target, progress: Progress | None = None,
+                       times: CompileTimes | None = None) -> CudaCompiled:
+    """Compile an imported graph to CUDA C and its launch plan (no nvcc yet); ``times``
+    collects the seconds of each phase."""
+    times = times if times is not None else CompileTimes()
     start = time.perf_counter()
-    lowered = lower_graph(graph, target, progress)
+    lowered = lower_graph(graph, target, progress, times=times)
     device: dict[str, DeviceFunction] = {}
     cg = CudaCodegen(target)
     for kernel in lowered.kernels:
         if kernel.func.name in device:
             continue
-        dev = to_device(kernel.func, target, f"{kernel.func.name} ({kernel.group.name})")
-        device[kernel.func.name] = dev
-        for k in dev.kernels:
-            cg.add_kernel(k)
-    launches = launch_plan(lowered.graph, lowered.kernels, lowered.plan, device)
+        with times.phase("CUDA C emission", kernel.func.name):
+            dev = to_device(kernel.func, target, f"{kernel.func.name} ({kernel.group.name})")
+            device[kernel.func.name] = dev
+            for k in dev.kernels:
+                cg.add_kernel(k)
+    with times.phase("CUDA C emission"):
+        launches = launch_plan(lowered.graph, lowered.kernels, lowered.plan, device)
+        source = cg.source()
     if progress:
         progress(f"generated CUDA C for {len(device)} distinct kernels "
                  f"({len(launches.launches)} launches) in {time.perf_counter() - start:.1f}s")
-    return CudaCompiled(**vars(lowered), device=device, source=cg.source(), launches=launches)
+    return CudaCompiled(**vars(lowered), device=device, source=source, launches=launches)
 
 
 def _align(n: int) -> int:
@@ -119,13 +125,16 @@ def format_device_kernels(compiled: CudaCompiled) -> str:
 
 
 def cuda_module(compiled: CudaCompiled, target: Target, source_onnx: bytes | None = None,
-                build: bool = True, info: dict | None = None):
+                build: bool = True, info: dict | None = None,
+                times: CompileTimes | None = None):
     """A CudaModule of ``compiled``: with ``build``, nvcc compiles its fatbin for the target's
     architectures (and records ptxas's resources per kernel); without, the module can only
-    run on an EmulatedDevice."""
+    run on an EmulatedDevice. ``times`` hears the seconds of "nvcc"."""
+    times = times if times is not None else CompileTimes()
     fatbin, resources = None, {}
     if build:
-        result = build_fatbin(compiled.source, target.archs)
+        with times.phase("nvcc"):
+            result = build_fatbin(compiled.source, target.archs)
         fatbin = result.fatbin
         resources = {k: {a: r.to_json() for a, r in by_arch.items()}
                      for k, by_arch in result.resources.items()}
@@ -137,14 +146,17 @@ def cuda_module(compiled: CudaCompiled, target: Target, source_onnx: bytes | Non
 
 
 def compile_cuda_module(proto, graph: Graph, target: Target, progress: Progress | None,
-                        start: float):
+                        start: float, times: CompileTimes | None = None):
     """``tensorc.compile(..., target="cuda")``: CUDA C for every kernel, built by nvcc for the
-    target's architectures, as a CudaModule."""
-    compiled = compile_graph_cuda(graph, target, progress)
+    target's architectures, as a CudaModule; ``times`` collects the seconds of each phase and
+    the module keeps it as ``compile_times``."""
+    times = times if times is not None else CompileTimes()
+    compiled = compile_graph_cuda(graph, target, progress, times)
     if progress:
         progress(f"running nvcc for {', '.join(target.archs)}")
-    mod = cuda_module(compiled, target, proto.SerializeToString())
+    mod = cuda_module(compiled, target, proto.SerializeToString(), times=times)
     mod.info["compile_seconds"] = round(time.perf_counter() - start, 3)
+    mod.compile_times = times.finish()
     return mod
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+from tensorc.compiler.timing import CompileTimes
 from tensorc.errors import TensorcError
 from tensorc.ir import expr as E
 from tensorc.ir import te
@@ -75,24 +76,30 @@ def group_template(group: FusedGroup, target: Target) -> Template:
 
 
 def schedule_group(group: FusedGroup, graph: Graph, target: Target, name: str,
-                   config: Mapping | None = None) -> PrimFunc:
+                   config: Mapping | None = None,
+                   times: CompileTimes | None = None) -> PrimFunc:
     """One group's kernel, scheduled by its template with ``config`` (by default the
-    template's heuristic choice). The PrimFunc's attrs record the config and the trace."""
-    params, out, anchor = group_to_te(group, graph)
-    sch = create_schedule(out)
-    # everything but the anchor and the output is computed inline
-    anchor_stages = _anchor_stages(sch, anchor)
-    for stage in sch.compute_stages:
-        if stage.is_output or stage in anchor_stages or stage.op.reduce_axis:
-            continue
-        stage.compute_inline()
-    template = group_template(group, target)
-    attrs = group.anchor.attrs if group.anchor is not None else {}
-    space = template.search_space(target, out, anchor, attrs)
-    config = space.default() if config is None else space.validate(config)
-    template.apply(target, sch, out, anchor, attrs, config)
-    func = lower(sch, [*params, out], name)
-    func = loop_passes.optimize(func)
+    template's heuristic choice). The PrimFunc's attrs record the config and the trace.
+    ``times`` collects the seconds of scheduling, lowering and loop passes."""
+    times = times if times is not None else CompileTimes()
+    with times.phase("scheduling", name):
+        params, out, anchor = group_to_te(group, graph)
+        sch = create_schedule(out)
+        # everything but the anchor and the output is computed inline
+        anchor_stages = _anchor_stages(sch, anchor)
+        for stage in sch.compute_stages:
+            if stage.is_output or stage in anchor_stages or stage.op.reduce_axis:
+                continue
+            stage.compute_inline()
+        template = group_template(group, target)
+        attrs = group.anchor.attrs if group.anchor is not None else {}
+        space = template.search_space(target, out, anchor, attrs)
+        config = space.default() if config is None else space.validate(config)
+        template.apply(target, sch, out, anchor, attrs, config)
+    with times.phase("lowering to loop IR", name):
+        func = lower(sch, [*params, out], name)
+    with times.phase("loop passes", name):
+        func = loop_passes.optimize(func)
     func.attrs.update(config=config, trace=list(sch.trace))
     return func
 

@@ -14,11 +14,13 @@ import time
 from dataclasses import dataclass
 
 from tensorc.codegen.llvm.codegen import LLVMCodegen
-from tensorc.codegen.llvm.objects import emit_object, optimize_module
+from tensorc.codegen.llvm.objects import optimize_module
 from tensorc.compiler.kernel import Kernel, inlined_scalar
+from tensorc.compiler.object_cache import cached_emit_object, default_cache, loop_ir_key
 from tensorc.compiler.pipeline import (
     Lowered, Progress, input_signature, kernel_infos, lower_graph, output_signature,
 )
+from tensorc.compiler.timing import CompileTimes
 from tensorc.frontend.model import import_model
 from tensorc.ir.graph import Graph
 from tensorc.ir.loop import Buffer, KernelCall, PrimFunc, format_func, seq
@@ -63,27 +65,37 @@ def make_entry(graph: Graph, kernels: list[Kernel], plan: MemoryPlan) -> PrimFun
 
 
 def compile_graph(graph: Graph, target: Target, progress: Progress | None = None,
-                  configs=None) -> Compiled:
+                  configs=None, times: CompileTimes | None = None) -> Compiled:
     """Compile an imported graph to LLVM IR; the outputs keep the names they have now.
-    ``configs``: tuned schedule configs by workload (see ``pipeline.build_kernels``)."""
+    ``configs``: tuned schedule configs by workload (see ``pipeline.build_kernels``);
+    ``times`` collects the seconds of each phase."""
+    times = times if times is not None else CompileTimes()
     start = time.perf_counter()
-    lowered = lower_graph(graph, target, progress, configs)
+    lowered = lower_graph(graph, target, progress, configs, times)
     entry = make_entry(lowered.graph, lowered.kernels, lowered.plan)
-    cg = LLVMCodegen(target, lowered.graph.name)
-    done: set[str] = set()
-    for kernel in lowered.kernels:
-        if kernel.func.name not in done:
-            cg.add_kernel(kernel.func)
-            done.add(kernel.func.name)
-    cg.add_entry(entry)
+    llvm_ir = emit_llvm_ir(lowered, entry, target, times)
     if progress:
-        progress(f"lowered {len(done)} distinct kernels for {len(lowered.kernels)} groups in "
-                 f"{time.perf_counter() - start:.1f}s; running LLVM")
-    return Compiled(**vars(lowered), entry=entry, llvm_ir=str(cg.module))
+        progress(f"lowered {len(distinct_funcs(lowered))} distinct kernels for "
+                 f"{len(lowered.kernels)} groups in {time.perf_counter() - start:.1f}s; "
+                 f"running LLVM")
+    return Compiled(**vars(lowered), entry=entry, llvm_ir=llvm_ir)
 
 
-def to_object(compiled: Compiled, target: Target) -> bytes:
-    return emit_object(compiled.llvm_ir, target)
+def distinct_funcs(lowered: Lowered) -> list[PrimFunc]:
+    """Each distinct kernel's PrimFunc once, in the order of first use."""
+    return list({k.func.name: k.func for k in lowered.kernels}.values())
+
+
+def emit_llvm_ir(lowered: Lowered, entry: PrimFunc, target: Target,
+                 times: CompileTimes) -> str:
+    """The module's LLVM IR text: each distinct kernel, then the entry function."""
+    cg = LLVMCodegen(target, lowered.graph.name)
+    for func in distinct_funcs(lowered):
+        with times.phase("LLVM IR emission", func.name):
+            cg.add_kernel(func)
+    with times.phase("LLVM IR emission"):
+        cg.add_entry(entry)
+        return str(cg.module)
 
 
 def optimized_llvm_ir(compiled: Compiled, target: Target) -> str:
@@ -93,13 +105,18 @@ def optimized_llvm_ir(compiled: Compiled, target: Target) -> str:
 
 def compile_llvm_module(proto, graph: Graph, target: Target, start: float,
                         num_threads: int | None = None, progress: Progress | None = None,
-                        configs=None) -> Module:
+                        configs=None, times: CompileTimes | None = None,
+                        cache: bool = True) -> Module:
     """``tensorc.compile(..., target="llvm")``: the Module of an imported graph; ``configs``
-    (a ``records.BestConfigs``) gives tuned schedules by workload."""
-    compiled = compile_graph(graph, target, progress, configs)
-    obj = to_object(compiled, target)
-    info = {"kernels": len({k.func.name for k in compiled.kernels}),
-            "groups": len(compiled.groups), "compile_seconds":
+    (a ``records.BestConfigs``) gives tuned schedules by workload. ``times`` collects the
+    seconds of each phase; the Module keeps it as ``compile_times``. ``cache``: read and
+    write the on-disk object cache."""
+    times = times if times is not None else CompileTimes()
+    lowered = lower_graph(graph, target, progress, configs, times)
+    entry = make_entry(lowered.graph, lowered.kernels, lowered.plan)
+    obj = _object_code(lowered, entry, target, times, progress, cache)
+    info = {"kernels": len({k.func.name for k in lowered.kernels}),
+            "groups": len(lowered.groups), "compile_seconds":
             round(time.perf_counter() - start, 3)}
     if configs is not None:
         info["tuning"] = configs.summary()
@@ -108,21 +125,53 @@ def compile_llvm_module(proto, graph: Graph, target: Target, start: float,
             progress(note)
         elif note:
             configs.warn()
-    mod = Module(obj, ENTRY, input_signature(compiled), output_signature(compiled),
-                 compiled.plan.const_pool, compiled.plan.arena_size, str(target),
-                 proto.SerializeToString(), info, kernel_infos(compiled), target.features)
+    with times.phase("module creation"):
+        mod = Module(obj, ENTRY, input_signature(lowered), output_signature(lowered),
+                     lowered.plan.const_pool, lowered.plan.arena_size, str(target),
+                     proto.SerializeToString(), info, kernel_infos(lowered), target.features)
     if num_threads is not None:
         mod.num_threads = num_threads
+    mod.compile_times = times.finish()
     return mod
 
 
+def _object_code(lowered: Lowered, entry: PrimFunc, target: Target, times: CompileTimes,
+                 progress: Progress | None, cache: bool) -> bytes:
+    """The module's object code: from the cache by its loop IR when it holds it (no LLVM IR
+    emitted, no LLVM run), else emitted (LLVM through the cache by its IR) and stored."""
+    if progress:
+        progress(f"lowered {len(distinct_funcs(lowered))} distinct kernels for "
+                 f"{len(lowered.kernels)} groups")
+    store = default_cache() if cache else None
+    key = None
+    if store is not None:
+        with times.phase("kernel cache"):
+            key = loop_ir_key(lowered.graph.name, distinct_funcs(lowered), entry, target)
+            obj = store.get(key) if key is not None else None
+        if obj is not None:
+            if progress:
+                progress("object code from the cache")
+            return obj
+    llvm_ir = emit_llvm_ir(lowered, entry, target, times)
+    if progress:
+        progress("running LLVM")
+    obj = cached_emit_object(llvm_ir, target, times.add, cache)
+    if key is not None:
+        with times.phase("kernel cache"):
+            store.put(key, obj)
+    return obj
+
+
 def compile_model(model, target: Target, input_shapes=None, num_threads: int | None = None,
-                  configs=None) -> Module:
+                  configs=None, cache: bool = True) -> Module:
     """An ONNX model (path or ModelProto) imported and compiled for a CPU target, for callers
     below the public API (the autotuner); ``configs`` as in :func:`compile_llvm_module`."""
+    times = CompileTimes()
     start = time.perf_counter()
-    proto, graph = import_model(model, input_shapes)
-    return compile_llvm_module(proto, graph, target, start, num_threads, None, configs)
+    with times.phase("import and validation"):
+        proto, graph = import_model(model, input_shapes)
+    return compile_llvm_module(proto, graph, target, start, num_threads, None, configs, times,
+                               cache)
 
 
 def inspect_llvm(graph: Graph, target: Target, stage: str) -> str:

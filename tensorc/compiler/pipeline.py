@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from tensorc.compiler.kernel import Kernel, inlined_scalar, schedule_group, workload_key
+from tensorc.compiler.timing import GRAPH_PASS, CompileTimes
 from tensorc.ir.graph import Graph, Value
 from tensorc.ir.loop import PrimFunc
 from tensorc.ops.cost import bytes_moved, node_flops
@@ -29,12 +30,16 @@ Progress = Callable[[str], None]
 Signature = list[tuple[str, tuple[int, ...], str]]
 
 
-def optimize_graph(graph: Graph, target: Target) -> Graph:
-    """Run the graph passes (constant folding, simplification, layout) in order."""
+def optimize_graph(graph: Graph, target: Target, times: CompileTimes | None = None) -> Graph:
+    """Run the graph passes (constant folding, simplification, layout) in order; ``times``
+    collects each pass's seconds."""
+    times = times if times is not None else CompileTimes()
     for graph_pass in GRAPH_PIPELINE:
-        graph = graph_pass(graph, target) if getattr(graph_pass, "needs_target", False) \
-            else graph_pass(graph)
-    return _materialize_outputs(graph)
+        with times.phase(GRAPH_PASS + graph_pass.__name__):
+            graph = graph_pass(graph, target) if getattr(graph_pass, "needs_target", False) \
+                else graph_pass(graph)
+    with times.phase(GRAPH_PASS + "materialize_outputs"):
+        return _materialize_outputs(graph)
 
 
 def _materialize_outputs(graph: Graph) -> Graph:
@@ -57,10 +62,11 @@ def _materialize_outputs(graph: Graph) -> Graph:
 
 
 def build_kernels(graph: Graph, groups: list[FusedGroup], target: Target,
-                  progress: Progress | None = None, configs=None) -> list[Kernel]:
+                  progress: Progress | None = None, configs=None,
+                  times: CompileTimes | None = None) -> list[Kernel]:
     """One kernel per non-view group, identical workloads scheduled once; ``configs`` (an
     ``autotune.records.BestConfigs``) gives tuned configs by workload key, the rest get their
-    template's default."""
+    template's default. ``times`` collects each kernel's seconds by phase."""
     kernels: list[Kernel] = []
     by_key: dict[tuple, PrimFunc] = {}
     # views move no data, and an empty output needs no kernel
@@ -74,10 +80,10 @@ def build_kernels(graph: Graph, groups: list[FusedGroup], target: Target,
                 progress(f"[{n}/{len(work)}] scheduling {group.name}")
             config = configs.config_for(key) if configs is not None else None
             try:
-                func = schedule_group(group, graph, target, name, config)
+                func = schedule_group(group, graph, target, name, config, times)
             except InvalidConfigError:      # the space changed since the log was written
                 configs.reject(key)
-                func = schedule_group(group, graph, target, name)
+                func = schedule_group(group, graph, target, name, times=times)
             if configs is not None and not func.attrs["config"]:
                 configs.untunable(key)      # no knobs: nothing a log could hold for it
             by_key[key] = func
@@ -96,14 +102,18 @@ class Lowered:
 
 
 def lower_graph(graph: Graph, target: Target, progress: Progress | None = None,
-                configs=None) -> Lowered:
+                configs=None, times: CompileTimes | None = None) -> Lowered:
     """Optimize, fuse, schedule and plan an imported graph; the outputs keep the names they
-    have now. ``configs``: tuned schedule configs by workload (see :func:`build_kernels`)."""
+    have now. ``configs``: tuned schedule configs by workload (see :func:`build_kernels`);
+    ``times`` collects the seconds of each phase."""
+    times = times if times is not None else CompileTimes()
     output_names = [v.name for v in graph.outputs]
-    graph = optimize_graph(graph, target)
-    groups = fuse(graph)
-    kernels = build_kernels(graph, groups, target, progress, configs)
-    plan = plan_memory(graph, groups)
+    graph = optimize_graph(graph, target, times)
+    with times.phase("fusion"):
+        groups = fuse(graph)
+    kernels = build_kernels(graph, groups, target, progress, configs, times)
+    with times.phase("memory plan"):
+        plan = plan_memory(graph, groups)
     return Lowered(graph, groups, kernels, plan, output_names)
 
 

@@ -37,6 +37,10 @@ class CompiledModule:
     """A compiled model's signature, constants and provenance; subclasses run it on a device
     (``run``, ``profile``) and say what their artifact holds (``save``)."""
 
+    # where the compile's time went (a tensorc.compiler.timing.CompileTimes), set by
+    # tensorc.compile; None on a loaded module
+    compile_times = None
+
     def __init__(self, inputs: Signature, outputs: Signature, const_pool: np.ndarray,
                  target: str, source_onnx: bytes | None = None, info: dict | None = None):
         self.inputs: Signature = [(n, tuple(s), d) for n, s, d in inputs]

@@ -38,7 +38,8 @@ def saved(relu, tmp_path_factory) -> bytes:
 
 
 def split(raw: bytes) -> tuple[dict, bytes]:
-    """The header and the sections of an artifact's bytes."""
+    """The header and the sections of an artifact's bytes (format 3: the trailing digest
+    covers the magic, the header length and the header; each section has its own)."""
     (length,) = struct.unpack_from("<Q", raw, 4)
     return json.loads(raw[12:12 + length]), raw[12 + length:-32]
 
@@ -47,8 +48,8 @@ def craft(header: dict, body: bytes) -> bytes:
     """An artifact with a valid checksum over an edited header: the checks behind the
     checksum must catch what it cannot (a file built by hand)."""
     head = json.dumps(header).encode()
-    data = b"TCZ2" + struct.pack("<Q", len(head)) + head + body
-    return data + hashlib.sha256(data).digest()
+    front = b"TCZ3" + struct.pack("<Q", len(head)) + head
+    return front + body + hashlib.sha256(front).digest()
 
 
 @pytest.fixture
@@ -75,6 +76,33 @@ def test_every_bit_flip_is_refused(saved, tmp_path, no_linking) -> None:
         with pytest.raises(ArtifactError, match="corrupt|truncated|another tensorc") as info:
             tensorc.load(path)
         assert "compile the model again" in str(info.value)
+
+
+@pytest.mark.parametrize("where", ["magic", "header length", "header", "object",
+                                   "constants", "onnx", "trailing digest"])
+@pytest.mark.parametrize("at", ["first", "middle", "last"])
+def test_a_flipped_byte_in_each_section_is_refused(saved, tmp_path, no_linking, where,
+                                                   at) -> None:
+    """Format 3 hashes each byte once: the header part by the trailing digest, each section
+    by its own; a flip anywhere is still refused inside load."""
+    header, _ = split(saved)
+    header_end = 12 + struct.unpack_from("<Q", saved, 4)[0]
+    spans = {"magic": (3, 4), "header length": (4, 12), "header": (12, header_end),
+             "trailing digest": (len(saved) - 32, len(saved))}
+    pos = header_end
+    for section in header["sections"]:
+        spans[section["name"]] = (pos, pos + section["size"])
+        pos += section["size"]
+    start, end = spans[where]
+    assert end > start, where
+    position = {"first": start, "middle": (start + end) // 2, "last": end - 1}[at]
+    raw = bytearray(saved)
+    raw[position] ^= 0x10
+    path = tmp_path / "flipped.tcz"
+    path.write_bytes(bytes(raw))
+    with pytest.raises(ArtifactError, match="corrupt|truncated|another tensorc") as info:
+        tensorc.load(path)
+    assert "compile the model again" in str(info.value)
 
 
 def test_edited_header_field_fails_the_checksum(saved, tmp_path) -> None:

@@ -17,7 +17,7 @@ import tensorc.codegen.build
 import tensorc.codegen.llvm.objects
 import tensorc.compiler.llvm
 import tensorc.frontend.onnx
-from tensorc import ArtifactError, InputError
+from tensorc import ArtifactError, InputError, TensorcError
 
 
 @pytest.fixture(scope="module")
@@ -119,9 +119,10 @@ def test_load_does_not_run_llvm_optimizer_or_codegen(lenet, tmp_path, monkeypatc
         return real_parse(text, *args, **kwargs)
     monkeypatch.setattr(llvm, "parse_assembly", parse_assembly)
 
-    # the patches do stop compilation: compiling now fails
+    # the patches do stop compilation: compiling now fails (past the object cache, which
+    # holds the lenet fixture's code)
     with pytest.raises(AssertionError, match="ran while loading"):
-        tensorc.compile(models.load("lenet5"))
+        tensorc.compile(models.load("lenet5"), cache=False)
     parsed.clear()
 
     loaded = tensorc.load(path)
@@ -190,7 +191,7 @@ def test_random_bytes(tmp_path, seed) -> None:
 
 def test_random_bytes_after_the_magic(tmp_path) -> None:
     path = tmp_path / "random.tcz"
-    path.write_bytes(b"TCZ2" + np.random.default_rng(3).bytes(4096))
+    path.write_bytes(b"TCZ3" + np.random.default_rng(3).bytes(4096))
     with pytest.raises(ArtifactError, match="truncated or corrupt"):
         tensorc.load(path)
 
@@ -199,7 +200,19 @@ def test_artifact_of_the_first_format(tmp_path) -> None:
     path = tmp_path / "old.tcz"
     path.write_bytes(b"TCZ1" + np.random.default_rng(3).bytes(4096))
     with pytest.raises(ArtifactError, match=r"another tensorc version \(format 1, this one "
-                       r"reads 2\); compile the model again"):
+                       r"reads 3\); compile the model again"):
+        tensorc.load(path)
+
+
+def test_artifact_of_the_second_format(tmp_path) -> None:
+    """Format 2 (one whole-file SHA-256 beside the sections' own) is refused by name."""
+    head = json.dumps({"version": 2, "tensorc_version": tensorc.__version__,
+                       "sections": []}).encode()
+    data = b"TCZ2" + struct.pack("<Q", len(head)) + head
+    path = tmp_path / "old.tcz"
+    path.write_bytes(data + hashlib.sha256(data).digest())
+    with pytest.raises(TensorcError, match=r"another tensorc version \(format 2, this one "
+                       r"reads 3\); compile the model again"):
         tensorc.load(path)
 
 
@@ -219,11 +232,11 @@ def _with_header(header: object, body: bytes = b"") -> bytes:
     """An artifact with ``header`` and ``body`` (sections) and a valid whole-file checksum:
     what a crafted file looks like, so that the checks behind the checksum are tested."""
     head = json.dumps(header).encode()
-    data = b"TCZ2" + struct.pack("<Q", len(head)) + head + body
-    return data + hashlib.sha256(data).digest()
+    front = b"TCZ3" + struct.pack("<Q", len(head)) + head
+    return front + body + hashlib.sha256(front).digest()
 
 
-_V = {"version": 2, "tensorc_version": tensorc.__version__}
+_V = {"version": 3, "tensorc_version": tensorc.__version__}
 
 
 @pytest.mark.parametrize("header", [

@@ -11,6 +11,8 @@ import os
 import pickle
 import signal
 import tempfile
+import time
+from typing import Callable
 
 import llvmlite.binding as llvm
 
@@ -47,8 +49,10 @@ def optimize_module(llvm_ir: str, target: Target, slp: bool = True):
     return mod, tm
 
 
-def emit_object(llvm_ir: str, target: Target) -> bytes:
-    """Optimize and compile to object code.
+def emit_object(llvm_ir: str, target: Target,
+                on_phase: Callable[[str, float], None] | None = None) -> bytes:
+    """Optimize and compile to object code; ``on_phase(name, seconds)`` hears the seconds of
+    "LLVM optimization" (parsing and the pass pipeline) and "object emission".
 
     LLVM stops the process when one of its internal assertions fails, and the SLP vectorizer
     of the LLVM that llvmlite ships can produce IR its own code generator asserts on (seen on a
@@ -56,15 +60,25 @@ def emit_object(llvm_ir: str, target: Target) -> bytes:
     child dies, it is compiled again without the SLP vectorizer (our loops are vectorized
     explicitly; SLP only packs leftover scalar code), and if that dies too the error names
     the crash instead of taking the user's process down."""
-    def emit(slp: bool) -> bytes:
+    def emit(slp: bool) -> tuple[bytes, float, float]:
+        start = time.perf_counter()
         mod, tm = optimize_module(llvm_ir, target, slp)
-        return tm.emit_object(mod)
+        optimized = time.perf_counter()
+        obj = tm.emit_object(mod)
+        return obj, optimized - start, time.perf_counter() - optimized
+
+    def report(result: tuple[bytes, float, float]) -> bytes:
+        obj, optimize_seconds, emit_seconds = result
+        if on_phase is not None:
+            on_phase("LLVM optimization", optimize_seconds)
+            on_phase("object emission", emit_seconds)
+        return obj
     try:
-        return _in_child(emit, True)
+        return report(_in_child(emit, True))
     except _ChildCrashed:
         pass
     try:
-        return _in_child(emit, False)
+        return report(_in_child(emit, False))
     except _ChildCrashed as crash:
         raise TensorcError(f"LLVM crashed while compiling the generated code ({crash}); this "
                            f"is a bug in tensorc or LLVM: please report it with the model") \
@@ -81,9 +95,10 @@ class _ChildCrashed(Exception):
     pass
 
 
-def _in_child(fn, *args) -> bytes:
-    """``fn(*args)`` (returning bytes) run in a forked child process, so that an abort inside
-    native code kills only the child. A Python exception in the child is raised here."""
+def _in_child(fn, *args):
+    """``fn(*args)`` (returning something picklable) run in a forked child process, so that
+    an abort inside native code kills only the child. A Python exception in the child is
+    raised here."""
     with tempfile.TemporaryFile() as result, tempfile.TemporaryFile() as errors:
         pid = os.fork()
         if pid == 0:         # the child: never returns into the caller's code
