@@ -63,7 +63,8 @@ def pointwise(attrs: dict, w_shape) -> bool:
         not any(attrs["pads"])
 
 
-def conv_gemm_compute(attrs: dict, x: te.Tensor, w: te.Tensor, out) -> te.Tensor:
+def conv_gemm_compute(attrs: dict, x: te.Tensor, w: te.Tensor, out: tuple[int, ...]
+                      ) -> te.Tensor:
     kernel = w.shape[2:]
     n_batch, channels = x.shape[:2]
     spatial = x.ndim - 2

@@ -24,7 +24,8 @@ def conv_as_matmul(attrs: dict, kernel) -> bool:
     return attrs["groups"] == 1 and all(k == 1 for k in kernel) and not any(attrs["pads"])
 
 
-def conv_matmul_compute(attrs: dict, x: te.Tensor, w: te.Tensor, out) -> te.Tensor:
+def conv_matmul_compute(attrs: dict, x: te.Tensor, w: te.Tensor, out: tuple[int, ...]
+                        ) -> te.Tensor:
     """The pointwise conv as a GEMM over flattened positions q: P[n, f, q] = sum over
     channels c of W[f // b, c, .., f % b] * x[n, c, q], then the output is P's rows."""
     n_batch, channels = x.shape[:2]

@@ -121,7 +121,8 @@ def unflatten(window: te.Tensor, layout: FlatLayout, fn=None, name: str = "windo
 
 
 
-def depthwise_flat_compute(attrs: dict, x: te.Tensor, w: te.Tensor, out) -> te.Tensor:
+def depthwise_flat_compute(attrs: dict, x: te.Tensor, w: te.Tensor, out: tuple[int, ...]
+                           ) -> te.Tensor:
     """A depthwise conv (OIHW weights) over its channels' flat phases."""
     layout = flat_layout(attrs, x.shape, w.shape[2:], out, lanes=attrs["flat_window"])
     window = flat_window(flat_phases(x, layout, 0.0), layout,

@@ -22,7 +22,8 @@ from tensorc.target import Target
 FILTER_TILE = 16    # filters accumulated per input vector (unrolled, broadcast weights)
 
 
-def direct_compute(attrs: dict, x: te.Tensor, w: te.Tensor, out) -> te.Tensor:
+def direct_compute(attrs: dict, x: te.Tensor, w: te.Tensor, out: tuple[int, ...]
+                   ) -> te.Tensor:
     """out[n, f, *o] = sum over (c, *k) of padded[n, g(f) * C/g + c, *(o*s + k*d)] * W[f, c,
     *k] (W[f // b, c, *k, f % b] packed); half precision accumulates in float32."""
     spatial = x.ndim - 2

@@ -34,7 +34,8 @@ FILTER_LANES_TILE_OUTPUTS = 14
 TILE_LINE_CHOICES = (1, 2, 3, 4)
 
 
-def filter_lanes_compute(attrs: dict, x: te.Tensor, w: te.Tensor, out) -> te.Tensor:
+def filter_lanes_compute(attrs: dict, x: te.Tensor, w: te.Tensor, out: tuple[int, ...]
+                         ) -> te.Tensor:
     """acc[n, y, x, f] = sum over (c, ky, kx) of padded[n, c, y*sh + ky*dh, x*sw + kx*dw] *
     W[f // b, c, ky, kx, f % b], then the output is acc in NCHW order."""
     kernel = unpacked_weight_shape(attrs, w.shape)[2:]

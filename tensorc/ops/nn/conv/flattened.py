@@ -42,7 +42,8 @@ def flat_tile(filters: int, block: int, registers: int) -> tuple[int, int]:
     return rows, vectors
 
 
-def flattened_compute(attrs: dict, x: te.Tensor, w: te.Tensor, out) -> te.Tensor:
+def flattened_compute(attrs: dict, x: te.Tensor, w: te.Tensor, out: tuple[int, ...]
+                      ) -> te.Tensor:
     """flat[n, f, q] = sum over (c, ky, kx) of padded[n, c, q + ky*dh*Wp + kx*dw] *
     W[f // b, c, ky, kx, f % b], then out[n, f, y, x] = flat[n, f, y*Wp + x]."""
     kernel = w.shape[2:-1]
