@@ -78,10 +78,10 @@ def _avg_pool_reference(attrs: dict, x: np.ndarray) -> list[np.ndarray]:
     counted = pad_spatial(counted, (0,) * spatial + tuple(extra), 0.0)
     total = np.zeros(x.shape[:2] + out)
     count = np.zeros((1, 1) + out)
-    strides, dilations = attrs["strides"], dilations(attrs, spatial)
-    for _, view in window_slices(padded, attrs["kernel_shape"], strides, dilations, out):
+    strides, dilation = attrs["strides"], dilations(attrs, spatial)
+    for _, view in window_slices(padded, attrs["kernel_shape"], strides, dilation, out):
         total += view
-    for _, view in window_slices(counted, attrs["kernel_shape"], strides, dilations, out):
+    for _, view in window_slices(counted, attrs["kernel_shape"], strides, dilation, out):
         count += view
     return [(total / np.maximum(count, 1)).astype(x.dtype)]
 
