@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 
 from tensorc.ir.graph import Node
-from tensorc.ops.nn.conv import unpacked_weight_shape
+from tensorc.ops.nn.conv.shapes import unpacked_weight_shape
 from tensorc.ops.registry import Pattern, get_op
 
 

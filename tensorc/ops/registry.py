@@ -9,8 +9,9 @@ An entry holds
   fused group whose anchor (most complex op) is this op, as a function of a config, and the
   search space that config comes from (see ``ops/space.py``).
 
-Families fill the registry from their own modules (``ops/elementwise.py``, ``ops/nn/conv.py``, …)
-with :func:`define`, then set the pieces they own with the decorators on :class:`OpDef`.
+Families fill the registry from their own modules (``ops/elementwise.py``,
+``ops/nn/conv/op.py``, …) with :func:`define`, then set the pieces they own with the
+decorators on :class:`OpDef`.
 """
 from __future__ import annotations
 
@@ -125,10 +126,10 @@ FAMILY_MODULES = (
     "tensorc.ops.bitcast",       # bitcast (reinterpret bits)
     "tensorc.ops.logic",         # comparisons, and / or / xor / not, isnan, isinf, where
     "tensorc.ops.matmul.op",     # matmul
-    "tensorc.ops.nn.conv",       # conv
-    "tensorc.ops.nn.pool",       # max_pool, avg_pool
+    "tensorc.ops.nn.conv.op",    # conv
+    "tensorc.ops.nn.pool.op",    # max_pool, avg_pool
     "tensorc.ops.nn.norm",       # batch_norm, normalize, lrn
-    "tensorc.ops.nn.lp_pool",    # lp_pool
+    "tensorc.ops.nn.pool.lp",    # lp_pool
     "tensorc.ops.nn.conv_transpose",  # conv_transpose
     "tensorc.ops.reduce",        # reduce_sum, reduce_mean, reduce_max, reduce_min, ...
     "tensorc.ops.arg_reduce",    # argmax, argmin, topk

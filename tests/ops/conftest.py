@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from tensorc.ops.nn import winograd
+from tensorc.ops.nn.conv import winograd_cost, winograd_transforms
 
 
 @pytest.fixture
@@ -13,7 +13,7 @@ def force_tile(monkeypatch):
     def force(m: int) -> None:
         def tile_size(attrs, x, w, target, model_weight_bytes=0):
             fits = target is not None and x.dtype == "float32" and \
-                winograd.eligible(attrs, x.shape, w.shape)
+                winograd_transforms.eligible(attrs, x.shape, w.shape)
             return m if fits else 0
-        monkeypatch.setattr(winograd, "tile_size", tile_size)
+        monkeypatch.setattr(winograd_cost, "tile_size", tile_size)
     return force

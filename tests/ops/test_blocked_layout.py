@@ -1,11 +1,11 @@
-"""The blocked activation layout NCHW[b]c (ops/nn/blocked.py) and the graph pass that carries
-it across chains of convs, pools, concats and elementwise ops (passes/graph/alter_layout.py):
+"""The blocked activation layout NCHW[b]c (ops/nn/blocked_layout.py, the kernels on it in
+ops/nn/conv/blocked.py and friends) and the graph pass that carries it across chains of
+convs, pools, concats and elementwise ops (passes/graph/alter_layout.py):
 models against onnxruntime, the graph the pass leaves (transforms at the chains' boundaries
 only), the ops' numpy references against the plain ops', and every config of the blocked
 schedules' spaces against the unscheduled program."""
 from __future__ import annotations
 
-import importlib
 import re
 
 import numpy as np
@@ -16,11 +16,12 @@ from onnx import helper
 import tensorc
 from tensorc.autotune.task import extract_tasks
 from tensorc.codegen.build import build_kernel
-from tensorc.ops.nn import blocked
+from tensorc.ops.nn import blocked_layout
+from tensorc.ops.nn.conv import blocked, winograd_blocked
+from tensorc.ops.nn.conv.shapes import pack_weight
 from tensorc.ops.registry import get_op
 from tensorc.target import Target
 
-alter_layout_module = importlib.import_module("tensorc.passes.graph.alter_layout")
 AVX2 = "llvm -mcpu=znver3"
 # the AVX-512 decisions are checked on the graphs and loops compiled for ZEN4, never run:
 # models run on this machine's target
@@ -303,23 +304,26 @@ def test_blocked_references_are_the_plain_ops_on_blocked_tensors():
     attrs = dict(strides=(2, 2), pads=(1, 1, 1, 1), dilations=(1, 1), groups=1)
     conv = get_op("conv").reference_fn
     (plain,) = conv(attrs, x, w)
-    packed = alter_layout_module.pack_weight(w, 16)
-    (blocks,) = conv(dict(attrs, layout_block=16, kernel_block=16), blocked.block(x, 16), packed)
-    np.testing.assert_allclose(blocked.unblock(blocks, 16), plain, rtol=1e-5, atol=1e-5)
+    packed = pack_weight(w, 16)
+    (blocks,) = conv(dict(attrs, layout_block=16, kernel_block=16), blocked_layout.block(x, 16),
+                     packed)
+    np.testing.assert_allclose(blocked_layout.unblock(blocks, 16), plain, rtol=1e-5, atol=1e-5)
     pool = dict(kernel_shape=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1), ceil_mode=1)
     (plain,) = get_op("max_pool").reference_fn(pool, x)
     (blocks,) = get_op("max_pool").reference_fn(dict(pool, layout_block=16),
-                                                 blocked.block(x, 16))
-    np.testing.assert_array_equal(blocked.unblock(blocks, 16), plain)
+                                                 blocked_layout.block(x, 16))
+    np.testing.assert_array_equal(blocked_layout.unblock(blocks, 16), plain)
 
 
 def test_blocked_constant_forms():
     c = np.arange(32, dtype=np.float32)
-    np.testing.assert_array_equal(blocked.blocked_constant(c.reshape(32, 1, 1), 32, 16)
+    np.testing.assert_array_equal(blocked_layout.blocked_constant(c.reshape(32, 1, 1), 32, 16)
                                   [0, 1, 0, 0], c[16:])
-    assert blocked.blocked_constant(np.ones((1, 1, 4, 4)), 32, 16).shape == (1, 1, 4, 4, 1)
-    assert blocked.blocked_constant(np.ones((32, 4, 4)), 32, 16) is None      # varies by y, x
-    assert blocked.blocked_constant(np.ones((2, 1, 1, 1, 1)), 32, 16) is None
+    assert blocked_layout.blocked_constant(np.ones((1, 1, 4, 4)), 32, 16).shape == \
+        (1, 1, 4, 4, 1)
+    # varies by y, x
+    assert blocked_layout.blocked_constant(np.ones((32, 4, 4)), 32, 16) is None
+    assert blocked_layout.blocked_constant(np.ones((2, 1, 1, 1, 1)), 32, 16) is None
 
 
 def _every_config(model, kind):
@@ -358,10 +362,11 @@ def _blocked_conv_space(channels: int, filters: int, size, kernel, stride: int =
     h, w_ = size if isinstance(size, tuple) else (size, size)
     x = te.placeholder((1, channels // 16, h, w_, 16), "float32", "x")
     w = te.placeholder((filters // 16, channels, kh, kw, 16), "float32", "w")
-    attrs = {"layout_block": 16, "strides": (stride,) * 2, "dilations": (1, 1), "groups": 1}
-    out = blocked.conv_blocked(attrs, x, w, ((h - kh) // stride + 1,
-                                             (w_ - kw) // stride + 1), x)
-    return blocked.conv_blocked_space(Target.from_string("llvm -mcpu=znver4"), out,
+    attrs = {"layout_block": 16, "strides": (stride,) * 2, "dilations": (1, 1), "groups": 1,
+             "pads": (0, 0, 0, 0)}
+    out = blocked.blocked_compute(attrs, x, w, ((h - kh) // stride + 1,
+                                                (w_ - kw) // stride + 1))
+    return blocked.blocked_tile_space(Target.from_string("llvm -mcpu=znver4"), out,
                                       out.op.input_tensors()[0], attrs)
 
 
@@ -436,11 +441,11 @@ def test_the_threads_split_rows_where_the_weights_are_the_smaller():
 def test_every_row_band_count_gives_the_same_answer_on_any_threads(bands, threads,
                                                                      monkeypatch):
     # 48 filters (3 blocks) on an odd 11x11 map: bands and per-thread ranges of uneven length
-    space_of = blocked.conv_blocked_space
+    space_of = blocked.blocked_tile_space
 
     def forced(*args):
         return space_of(*args).pinned(row_bands=bands)
-    monkeypatch.setattr(blocked, "conv_blocked_space", forced)
+    monkeypatch.setattr(blocked, "blocked_tile_space", forced)
     chain = Chain((1, 32, 11, 11))
     chain.conv(48, kernel=3)
     chain.conv(32, kernel=1)
@@ -502,11 +507,11 @@ def test_convs_whose_weights_stream_from_beyond_l2_prefetch_them():
 
 @pytest.mark.parametrize("taps_inner", [False, True])
 def test_a_prefetching_conv_tile_gives_the_same_answer(taps_inner, monkeypatch):
-    space_of = blocked.conv_blocked_space
+    space_of = blocked.blocked_tile_space
 
     def forced(*args):
         return space_of(*args).pinned(prefetch=2, taps_inner=taps_inner)
-    monkeypatch.setattr(blocked, "conv_blocked_space", forced)
+    monkeypatch.setattr(blocked, "blocked_tile_space", forced)
     chain = Chain((1, 32, 11, 11))
     chain.conv(48, kernel=3, stride=2)
     chain.conv(32, kernel=1)
@@ -564,14 +569,14 @@ def test_convs_whose_tile_weights_outrun_l1_take_their_channel_blocks_outside(
 
 
 def test_every_config_of_a_conv_with_its_channel_blocks_outside(monkeypatch):
-    space_of = blocked.conv_blocked_space
+    space_of = blocked.blocked_tile_space
 
     def outer(*args):
         space = space_of(*args)
         if len(space.knobs["channels_outer"].choices) == 1:
             return space
         return space.pinned(channels_outer=True, prefetch=0, parallel=False)
-    monkeypatch.setattr(blocked, "conv_blocked_space", outer)
+    monkeypatch.setattr(blocked, "blocked_tile_space", outer)
     chain = Chain((1, 32, 6, 6))
     chain.conv(32, kernel=1)
     chain.conv(32, kernel=3, act="Sigmoid")
@@ -603,7 +608,7 @@ def test_convs_with_their_channel_blocks_outside_match_onnxruntime(shape, filter
                                                                   pins, threads, force_tile,
                                                                   monkeypatch):
     force_tile(0)       # no Winograd: every 3x3 conv direct
-    space_of = blocked.conv_blocked_space
+    space_of = blocked.blocked_tile_space
     taken = []
 
     def forced(target, out, tile, attrs):
@@ -613,7 +618,7 @@ def test_convs_with_their_channel_blocks_outside_match_onnxruntime(shape, filter
         space = space.pinned(**pins)
         taken.append(space.default()["channels_outer"])
         return space
-    monkeypatch.setattr(blocked, "conv_blocked_space", forced)
+    monkeypatch.setattr(blocked, "blocked_tile_space", forced)
     chain = Chain(shape)
     chain.conv(shape[1], kernel=1)
     chain.conv(filters, kernel=3, stride=stride)
@@ -706,14 +711,13 @@ def test_every_config_of_the_blocked_winograd_space(force_tile):
 
 
 def test_blocked_winograd_register_tile_and_bands():
-    from tensorc.ops.nn import winograd
     from tensorc.ops.schedules import RegisterTileFits
     fits = RegisterTileFits(32)
-    assert winograd.register_tile_of(14, (1, 2, 4), fits) == (14, 2)    # one 56x56 tile row
-    assert winograd.register_tile_of(16, (1, 2, 4), fits) == (6, 4)     # 14x14's 4x4 tiles
+    assert winograd_blocked.register_tile_of(14, (1, 2, 4), fits) == (14, 2)    # one 56x56 tile row
+    assert winograd_blocked.register_tile_of(16, (1, 2, 4), fits) == (6, 4)     # 14x14's 4x4 tiles
     attrs = {"pads": (1, 1, 1, 1)}
     # weights in L2: a band per tile row; larger: the whole map where its tiles fit
-    assert winograd.band_rows(attrs, (1, 64, 56, 56), 64, 4) == (1, 8)     # 258 KB a row
-    assert winograd.band_rows(attrs, (1, 256, 14, 14), 256, 4) == (4, 4)
+    assert winograd_blocked.band_rows(attrs, (1, 64, 56, 56), 64, 4) == (1, 8)     # 258 KB a row
+    assert winograd_blocked.band_rows(attrs, (1, 256, 14, 14), 256, 4) == (4, 4)
     # one tile row's transformed tiles past the stack budget: the conv stays plain
-    assert winograd.band_rows(attrs, (1, 512, 200, 200), 512, 4)[1] == 0
+    assert winograd_blocked.band_rows(attrs, (1, 512, 200, 200), 512, 4)[1] == 0

@@ -16,6 +16,7 @@ from helpers import check_result, make_model, tensor_info
 from onnx import helper
 
 import tensorc
+from tensorc.ops.nn.conv import strategy
 
 RTOL, ATOL = 1e-4, 1e-5
 
@@ -176,8 +177,7 @@ CONV_2D = [
 @pytest.mark.parametrize("x_shape,w_shape,attrs,bias", CONV_2D)
 def test_conv_2d(x_shape, w_shape, attrs, bias, gemm_below_bits, monkeypatch) -> None:
     """Each conv in the forms 512-bit targets pick (direct, flattened) and as a GEMM."""
-    from tensorc.ops.nn import conv as conv_op
-    monkeypatch.setattr(conv_op, "GEMM_BELOW_VECTOR_BITS", gemm_below_bits)
+    monkeypatch.setattr(strategy, "GEMM_BELOW_VECTOR_BITS", gemm_below_bits)
     x, w = rand(x_shape, 1), rand(w_shape, 2)
     b = rand((w_shape[0],), 3)
     inits = {"w": w, "b": b} if bias else {"w": w}

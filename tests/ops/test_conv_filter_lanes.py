@@ -1,4 +1,4 @@
-"""2-D convs with filters in vector lanes (conv.py, ``_conv_filter_lanes``): register tiles
+"""2-D convs with filters in vector lanes (ops/nn/conv/filter_lanes.py): register tiles
 of R outputs of a row x V vectors of filters, accumulated in [x, f] order and stored to
 NCHW. Against numpy over strides, dilations, asymmetric pads, 1x7 and 7x1 kernels, filter
 counts no vector divides, rows the tile does not divide, batches and fused epilogues. The
@@ -6,7 +6,6 @@ formulation is forced on for every dense conv here (on the host it is chosen for
 on AVX-512 targets), so the tests run it on any CPU."""
 from __future__ import annotations
 
-import importlib
 import re
 
 import numpy as np
@@ -16,15 +15,18 @@ from onnx import helper, numpy_helper
 from test_conv_strided import conv_model, conv_ref
 
 import tensorc
-
-alter_layout_module = importlib.import_module("tensorc.passes.graph.alter_layout")
+from tensorc.ir import te
+from tensorc.ops.nn.conv import filter_lanes, strategy, winograd_cost
+from tensorc.ops.nn.conv.filter_lanes import filter_lanes_tile_space
+from tensorc.ops.nn.conv.strategy import filter_lanes_wins
+from tensorc.target import Target
 
 
 @pytest.fixture
 def lanes_everywhere(monkeypatch):
-    monkeypatch.setattr(alter_layout_module, "filter_lanes_wins",
+    monkeypatch.setattr(strategy, "filter_lanes_wins",
                         lambda attrs, x_shape, w_shape, target: attrs["groups"] == 1)
-    monkeypatch.setattr(alter_layout_module.winograd, "tile_size", lambda *args: 0)
+    monkeypatch.setattr(winograd_cost, "tile_size", lambda *args: 0)
 
 
 @pytest.mark.parametrize("channels, hw, filters, kernel, strides, pads, dilations", [
@@ -82,8 +84,6 @@ def test_a_batch_with_bias_residual_and_relu_is_one_kernel(lanes_everywhere):
 
 
 def test_small_maps_take_filter_lanes_on_avx512_only():
-    from tensorc.ops.nn.conv import filter_lanes_wins
-    from tensorc.target import Target
     attrs = {"groups": 1, "strides": (1, 1), "pads": (1, 1, 1, 1), "dilations": (1, 1)}
     zen4, zen3 = (Target.from_string(f"llvm -mcpu={cpu}") for cpu in ("znver4", "znver3"))
     assert filter_lanes_wins(attrs, (1, 64, 13, 13), (256, 64, 3, 3), zen4)
@@ -108,14 +108,11 @@ def test_small_maps_take_filter_lanes_on_avx512_only():
 def test_every_row_width_has_a_legal_default_tile(strided):
     """The default row tile is among the choices for every output width (a 3x3 s2 conv
     onto 11x11 once defaulted to 6 outputs, which were not a choice: the compile failed)."""
-    from tensorc.ir import te
-    from tensorc.ops.nn.conv import _filter_lanes_space
-    from tensorc.target import Target
     target = Target.from_string("llvm -mcpu=znver4")
     for width in range(1, 64):
         for depth in (27, 288):
             out = te.placeholder((1, 48, width, width), "float32", "out")
-            space = _filter_lanes_space(target, out, depth, 9, strided)
+            space = filter_lanes_tile_space(target, out, depth, 9, strided)
             assert space.violation(space.default()) is None
 
 
@@ -130,9 +127,8 @@ def test_tiles_of_several_lines_match_numpy(monkeypatch, lanes_everywhere, lines
     """Register tiles of ``tile_lines`` lines of the map (a batch of two, bias and ReLU
     fused): where the lines do not divide the map's height, the last tile stores only the
     lines inside it."""
-    conv_module = importlib.import_module("tensorc.ops.nn.conv")
-    space = conv_module._filter_lanes_space
-    monkeypatch.setattr(conv_module, "_filter_lanes_space",
+    space = filter_lanes.filter_lanes_tile_space
+    monkeypatch.setattr(filter_lanes, "filter_lanes_tile_space",
                         lambda *args: space(*args).pinned(tile_lines=lines,
                                                           filter_vectors=4 // lines or 1))
     rng = np.random.default_rng(lines + filters)
@@ -154,14 +150,11 @@ def test_tiles_of_several_lines_match_numpy(monkeypatch, lanes_everywhere, lines
 def test_pointwise_convs_onto_short_rows_take_two_lines_per_tile():
     """1x1 convs onto 7x7 maps: tiles of two lines of 7 outputs x 2 vectors of filters (each
     weight vector loaded serves 14 outputs); 14-wide rows and 3x3 convs keep one line."""
-    from tensorc.ir import te
-    from tensorc.ops.nn.conv import _filter_lanes_space
-    from tensorc.target import Target
     target = Target.from_string("llvm -mcpu=znver5")
 
     def default(shape, depth, taps, strided=False):
         out = te.placeholder(shape, "float32", "out")
-        c = _filter_lanes_space(target, out, depth, taps, strided).default()
+        c = filter_lanes_tile_space(target, out, depth, taps, strided).default()
         return c["row_tile"], c["filter_vectors"], c["tile_lines"]
     assert default((1, 2048, 7, 7), 1024, 1, strided=True) == (7, 2, 2)
     assert default((1, 512, 7, 7), 2048, 1) == (7, 2, 2)

@@ -1,7 +1,6 @@
-"""The flattened formulation of narrow stride-1 convs (conv.py, _conv_flat) against numpy."""
+"""The flattened formulation of stride-1 convs (ops/nn/conv/flattened.py) against numpy."""
 from __future__ import annotations
 
-import importlib
 import re
 
 import numpy as np
@@ -12,7 +11,7 @@ from onnx import helper, numpy_helper
 import tensorc
 from tensorc.autotune.task import extract_tasks
 from tensorc.codegen.build import build_kernel
-from tensorc.ops.nn import conv as conv_op
+from tensorc.ops.nn.conv import flattened, strategy, winograd_cost
 
 
 @pytest.fixture(autouse=True)
@@ -20,10 +19,9 @@ def direct_forms(monkeypatch):
     """The flattened form is what 512-bit targets pick for wide maps; on any host and map,
     test it by lowering the vector width below which dense convs become GEMMs and turning
     the filters-in-lanes form and Winograd off."""
-    monkeypatch.setattr(conv_op, "GEMM_BELOW_VECTOR_BITS", 0)
-    alter_layout = importlib.import_module("tensorc.passes.graph.alter_layout")
-    monkeypatch.setattr(alter_layout, "filter_lanes_wins", lambda *args: False)
-    monkeypatch.setattr(alter_layout.winograd, "tile_size", lambda *args: 0)
+    monkeypatch.setattr(strategy, "GEMM_BELOW_VECTOR_BITS", 0)
+    monkeypatch.setattr(strategy, "filter_lanes_wins", lambda *args: False)
+    monkeypatch.setattr(winograd_cost, "tile_size", lambda *args: 0)
 
 
 def conv_ref(x: np.ndarray, w: np.ndarray, pads, dilations) -> np.ndarray:
@@ -90,7 +88,7 @@ def test_default_register_tile_of_the_flattened_conv(filters) -> None:
     (20, 16, 16, (4, 3))])
 def test_register_tile_of_the_flattened_conv_fits(filters, block, registers, tile) -> None:
     """Fewer filters than 8 take more vectors (at most 4); 16 registers hold fewer."""
-    assert conv_op.flat_tile(filters, block, registers) == tile
+    assert flattened.flat_tile(filters, block, registers) == tile
 
 
 def test_every_config_of_the_flattened_conv() -> None:

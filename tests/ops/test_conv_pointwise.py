@@ -11,7 +11,8 @@ from helpers import check_result, make_model, tensor_info
 from onnx import helper, numpy_helper
 
 import tensorc
-from tensorc.ops.nn.conv import filter_panel, pack_weight, unpack_weight
+from tensorc.ops.nn.conv.conv_matmul import filter_panel
+from tensorc.ops.nn.conv.shapes import pack_weight, unpack_weight
 from tensorc.target import Target
 
 

@@ -97,7 +97,7 @@ def test_deep_gemm_convs_take_tiles_two_vectors_wide(channels, kernel, tile):
     """A conv GEMM at least WIDE_GEMM_DEPTH deep accumulates 32 output positions per tile
     (fewer loads per multiply-add), a shallower one 16; both against numpy on a length
     neither divides."""
-    from tensorc.ops.nn.conv import gemm_columns
+    from tensorc.ops.nn.conv.conv_gemm import gemm_columns
     assert gemm_columns(channels * kernel) == tile
     rng = np.random.default_rng(channels)
     x = rng.standard_normal((1, channels, 1, 77)).astype(np.float32)

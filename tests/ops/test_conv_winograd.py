@@ -1,7 +1,7 @@
-"""Winograd convs F(m x m, 3 x 3) (ops/nn/winograd.py): the transforms, the weight transform at
-compile time and its inverse, and the kernel against a float64 numpy conv over map sizes no
-tile divides, channel and filter counts no vector divides, batches, both paddings and fused
-epilogues; which convs take the Winograd path and which stay direct."""
+"""Winograd convs F(m x m, 3 x 3) (ops/nn/conv/winograd*.py): the transforms, the weight
+transform at compile time and its inverse, and the kernel against a float64 numpy conv over
+map sizes no tile divides, channel and filter counts no vector divides, batches, both
+paddings and fused epilogues; which convs take the Winograd path and which stay direct."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,8 +12,8 @@ from onnx import helper, numpy_helper
 import tensorc
 from tensorc.codegen.llvm.objects import emit_assembly
 from tensorc.ir.types import TensorType
-from tensorc.ops.nn import winograd
-from tensorc.ops.nn.conv import unpack_weight
+from tensorc.ops.nn.conv import winograd_cost, winograd_transforms
+from tensorc.ops.nn.conv.shapes import unpack_weight
 from tensorc.ops.registry import get_op
 from tensorc.target import Target, missing_cpu_features
 
@@ -23,7 +23,7 @@ ZEN4 = Target.from_string("llvm -mcpu=znver4")
 @pytest.mark.parametrize("m", [2, 4, 6])
 def test_transforms_compute_the_correlation(m):
     # y = A^T [(G g) . (B^T d)] is the 1-D correlation y[i] = sum_j g[j] d[i + j]
-    at, g, bt = winograd.transforms(m)
+    at, g, bt = winograd_transforms.transforms(m)
     assert at.shape == (m, m + 2) and g.shape == (m + 2, 3) and bt.shape == (m + 2, m + 2)
     rng = np.random.default_rng(m)
     for _ in range(5):
@@ -36,17 +36,18 @@ def test_the_input_transform_has_small_integer_coefficients():
     # the rows of B^T are scaled to integers (their factors moved into G): no rounding in
     # the input transform's coefficients
     for m in (2, 4, 6):
-        bt = winograd.transforms(m)[2]
+        bt = winograd_transforms.transforms(m)[2]
         np.testing.assert_array_equal(bt, np.round(bt))
 
 
 def test_weight_transform_round_trips_and_pads_the_last_panel():
     rng = np.random.default_rng(0)
     w = rng.standard_normal((5, 3, 3, 3)).astype(np.float32)
-    u = winograd.transform_weight(w, 4, 2)
+    u = winograd_transforms.transform_weight(w, 4, 2)
     assert u.shape == (36, 3, 3, 2)                      # 5 filters in 3 panels of 2
     assert (u[:, 2, :, 1] == 0).all()                    # the sixth filter: zeros
-    np.testing.assert_allclose(winograd.untransform_weight(u, 4, 5), w, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(winograd_transforms.untransform_weight(u, 4, 5), w, rtol=1e-5,
+                               atol=1e-6)
     attrs = {"winograd": 4, "kernel_block": 2, "filters": 5}
     np.testing.assert_allclose(unpack_weight(attrs, u), w, rtol=1e-5, atol=1e-6)
 
@@ -61,7 +62,7 @@ def test_the_reference_of_a_transformed_conv_is_the_conv():
     conv = get_op("conv")
     (want,) = conv.reference_fn(attrs, x, w)
     packed = dict(attrs, winograd=4, kernel_block=4, filters=4)
-    u = winograd.transform_weight(w, 4, 4)
+    u = winograd_transforms.transform_weight(w, 4, 4)
     (got,) = conv.reference_fn(packed, x, u)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     (shape,) = conv.infer_fn(packed, [TensorType(x.shape, "float32"),
@@ -202,18 +203,18 @@ def test_ineligible_convs_stay_direct(what, kwargs):
 
 def test_eligibility():
     attrs = {"strides": (1, 1), "dilations": (1, 1), "groups": 1, "pads": (1, 1, 1, 1)}
-    assert winograd.eligible(attrs, (1, 8, 9, 9), (8, 8, 3, 3))
-    assert not winograd.eligible(dict(attrs, strides=(1, 2)), (1, 8, 9, 9), (8, 8, 3, 3))
-    assert not winograd.eligible(dict(attrs, groups=2), (1, 8, 9, 9), (8, 4, 3, 3))
-    assert not winograd.eligible(attrs, (1, 8, 9), (8, 8, 3))               # 1-D
-    assert not winograd.eligible(attrs, (1, 8, 9, 9), (8, 8, 3, 1))
+    assert winograd_transforms.eligible(attrs, (1, 8, 9, 9), (8, 8, 3, 3))
+    assert not winograd_transforms.eligible(dict(attrs, strides=(1, 2)), (1, 8, 9, 9), (8, 8, 3, 3))
+    assert not winograd_transforms.eligible(dict(attrs, groups=2), (1, 8, 9, 9), (8, 4, 3, 3))
+    assert not winograd_transforms.eligible(attrs, (1, 8, 9), (8, 8, 3))               # 1-D
+    assert not winograd_transforms.eligible(attrs, (1, 8, 9, 9), (8, 8, 3, 1))
 
 
 def test_tile_size_heuristic():
     attrs = {"strides": (1, 1), "dilations": (1, 1), "groups": 1, "pads": (1, 1, 1, 1)}
 
     def tile(c, f, size, target=ZEN4, dtype="float32", model_bytes=0):
-        return winograd.tile_size(attrs, TensorType((1, c, size, size), dtype),
+        return winograd_cost.tile_size(attrs, TensorType((1, c, size, size), dtype),
                                   TensorType((f, c, 3, 3), dtype), target, model_bytes)
     assert tile(64, 64, 56) == 4                          # ResNet's 3x3 convs
     assert tile(128, 128, 28) == 4

@@ -1,4 +1,4 @@
-"""Separable pooling windows (ops/nn/pool_separable.py) against numpy: a pass along the rows,
+"""Separable pooling windows (ops/nn/pool/separable.py) against numpy: a pass along the rows,
 then one across them, exactly what the single pass computes (max pooling's ordered maximum
 with its NaN rule and -inf padding, average pooling's divisors)."""
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tensorc.autotune.task import extract_tasks
 from tensorc.codegen.build import build_kernel
 from tensorc.ir import te
 from tensorc.ir.schedule import create_schedule
-from tensorc.ops.nn import pool_separable
+from tensorc.ops.nn.pool import strategy as pool_strategy
 from tensorc.ops.registry import get_op
 
 
@@ -25,15 +25,15 @@ from tensorc.ops.registry import get_op
 def always_separable(monkeypatch):
     """Every window with more than one tap along and across the rows takes two passes (for
     float max pooling, the form with NaN marks)."""
-    monkeypatch.setattr(pool_separable, "TWO_PASS_OVERHEAD", -1000)
-    monkeypatch.setattr(pool_separable, "NAN_SPLIT_OVERHEAD", 10**6)
+    monkeypatch.setattr(pool_strategy, "TWO_PASS_OVERHEAD", -1000)
+    monkeypatch.setattr(pool_strategy, "NAN_SPLIT_OVERHEAD", 10**6)
 
 
 @pytest.fixture
 def always_nan_split(monkeypatch):
     """Every float max pooling window with more than one tap along and across the rows takes
     the NaN-split form."""
-    monkeypatch.setattr(pool_separable, "NAN_SPLIT_OVERHEAD", -1000)
+    monkeypatch.setattr(pool_strategy, "NAN_SPLIT_OVERHEAD", -1000)
 
 
 def run(kind: str, x: np.ndarray, opset: int = 17, **attrs) -> np.ndarray:
@@ -163,7 +163,7 @@ def test_one_spatial_dim_takes_one_pass() -> None:
 def test_which_windows_take_two_passes(kernel, strides, shape, values_per_row,
                                        expected) -> None:
     attrs = {"kernel_shape": kernel, "strides": strides, "pads": [k // 2 for k in kernel] * 2}
-    assert pool_separable.separable(attrs, shape, values_per_row) == expected
+    assert pool_strategy.separable(attrs, shape, values_per_row) == expected
 
 
 @pytest.mark.parametrize("kernel, strides, shape, expected", [
@@ -179,7 +179,7 @@ def test_which_windows_take_two_passes(kernel, strides, shape, values_per_row,
 ])
 def test_which_max_pools_take_the_nan_split(kernel, strides, shape, expected) -> None:
     attrs = {"kernel_shape": kernel, "strides": strides, "pads": [k // 2 for k in kernel] * 2}
-    assert pool_separable.nan_split(attrs, shape) == expected
+    assert pool_strategy.nan_split(attrs, shape) == expected
 
 
 def test_the_single_pass_runs_only_for_planes_with_nan() -> None:
@@ -351,7 +351,7 @@ def nested_max(x, kernel, pads) -> np.ndarray:
                                          ("marks", "pool_row_nans")])
 def test_max_pool_nan_inputs(monkeypatch, shape, kernel, pads, fraction, form, stage) -> None:
     if form == "marks":
-        monkeypatch.setattr(pool_separable, "NAN_SPLIT_OVERHEAD", 10**6)
+        monkeypatch.setattr(pool_strategy, "NAN_SPLIT_OVERHEAD", 10**6)
     x = with_nans(shape, int(fraction * 100), fraction)
     want = max_pool_ref(x, kernel, None, pads)
     if fraction >= 0.1:      # the data tells the exact rule from the nested one
@@ -363,7 +363,7 @@ def test_max_pool_nan_inputs(monkeypatch, shape, kernel, pads, fraction, form, s
 @pytest.mark.parametrize("form", ["marks", "nan split"])
 def test_max_pool_nan_rule_by_hand(monkeypatch, always_separable, form) -> None:
     if form == "nan split":
-        monkeypatch.setattr(pool_separable, "NAN_SPLIT_OVERHEAD", -1000)
+        monkeypatch.setattr(pool_strategy, "NAN_SPLIT_OVERHEAD", -1000)
     # one 2x2 window: a NaN inside a row restarts the maximum, so 2 (after the NaN) wins
     # over 5 (in the row before); a NaN last gives NaN; padding after a NaN gives -inf
     x = np.array([[[[5, 1], [np.nan, 2]]]], np.float32)
@@ -411,7 +411,7 @@ def test_integer_max_pool(dtype) -> None:
 @pytest.mark.parametrize("op", ["max_pool", "avg_pool", "max_pool nan split"])
 def test_unscheduled_program(monkeypatch, always_separable, op) -> None:
     if op == "max_pool nan split":
-        monkeypatch.setattr(pool_separable, "NAN_SPLIT_OVERHEAD", -1000)
+        monkeypatch.setattr(pool_strategy, "NAN_SPLIT_OVERHEAD", -1000)
         op = "max_pool"
     attrs = {"kernel_shape": (5, 4), "strides": (2, 1), "pads": (2, 1, 3, 2),
              "dilations": (1, 2), "ceil_mode": True, "count_include_pad": False}

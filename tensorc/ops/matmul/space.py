@@ -20,9 +20,6 @@ from tensorc.target import Target
 # value must divide the number of tiles or panels (or cover them all: WHOLE): a block that
 # overhangs puts a guard inside the micro-kernel.
 
-# ops/nn/blocked.py still imports this; matmul reads target.l2_bytes (the same 512 KB)
-L2_BYTES = 512 * 1024
-
 # A B larger than this is streamed from memory: a packed A's row blocks (each against every
 # column) would stream all of it once per block, where column blocks of B read it once and
 # reuse each block across A's strips (3ddaaae).

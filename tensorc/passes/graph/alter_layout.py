@@ -9,20 +9,22 @@ micro-kernel they run on. The repacking runs once, here, never at run time.
     %y = conv(%x, %w: float32[64,64,3,3])  ->  %y = conv(%x, %w_packed: float32[4,64,3,3,16])
                                                  {kernel_block=16}
 
-Stride-1 3x3 convs that run as Winograd F(m x m, 3 x 3) (``ops/nn/winograd.py``, where
-``tile_size`` says which, measured) get their weights transformed instead, U = G W G^T, in
+Which formulation each conv runs as, and so which weight layout it wants, is
+``ops/nn/conv/strategy.py``'s choice; the layouts themselves are the formulations' own
+(``ops/nn/conv/formulations.py``). Stride-1 3x3 convs that run as Winograd F(m x m, 3 x 3)
+(``ops/nn/conv/winograd.py``) get their weights transformed instead, U = G W G^T, in
 panels of the GEMM tile's rows (the A of its alpha^2 GEMMs):
 
     %y = conv(%x, %w: float32[64,64,3,3])  ->  %y = conv(%x, %w_winograd: float32[36,8,64,8])
                                                  {winograd=4, kernel_block=8, filters=64}
 
 Inside a blocked chain (below) such a conv runs on the blocks, its weights in panels of nr
-filters, the B of its GEMMs (``winograd.winograd_blocked``: {winograd=4, kernel_block=64,
+filters, the B of its GEMMs (``conv/winograd_blocked.py``: {winograd=4, kernel_block=64,
 filters=64, layout_block=16}), where a band of one tile row's transformed tiles fits
-``winograd.BAND_BUFFER_BYTES``.
+``winograd_blocked.BAND_BUFFER_BYTES``.
 
 Chains of convs, pools and elementwise ops take the blocked activation layout NCHW[b]c
-(``ops/nn/blocked.py``, b the float32 vector lanes) where at least BLOCKED_MIN_CONVS convs of
+(``ops/nn/blocked_layout.py``, b the float32 vector lanes) where at least BLOCKED_MIN_CONVS convs of
 the chain run on it; ``layout_transform`` nodes convert at the chain's boundaries only, and
 per-channel constants (biases, scales) are blocked here:
 
@@ -44,14 +46,10 @@ import numpy as np
 
 from tensorc.ir.graph import Graph, Node, Value
 from tensorc.ops.matmul.tile import pack_b_panels, panel_width
-from tensorc.ops.nn import blocked, winograd
+from tensorc.ops.nn import blocked_layout
+from tensorc.ops.nn.conv import strategy
+from tensorc.ops.nn.conv.formulations import FORMULATIONS
 from tensorc.ops.registry import Pattern, get_op
-from tensorc.ops.nn.conv import (
-    conv_as_gemm, conv_as_matmul, filter_lanes_wins, filter_panel, flat_conv_wins, pack_weight,
-)
-
-KERNEL_BLOCKS = (16, 8)     # filters per block, the first that divides the filter count
-BLOCKED_WINOGRAD = True     # Winograd convs join blocked chains (ops/nn/winograd.py)
 
 
 def alter_layout(graph: Graph, target=None) -> Graph:
@@ -61,26 +59,10 @@ def alter_layout(graph: Graph, target=None) -> Graph:
     weight_bytes = sum(a.nbytes for a in graph.constants.values())
     if target is not None and target.vector_bits >= 256:
         _block_activations(graph, target, weight_bytes)
-    _pack_conv_weights(graph, target, weight_bytes)
+    _choose_conv_formulations(graph, target, weight_bytes)
     if target is not None:
         _pack_matmul_weights(graph, target)
-        _flatten_windows(graph, target)
     return graph
-
-
-def _flatten_windows(graph: Graph, target) -> None:
-    """Float32 depthwise convs that run faster over their channels' planes split into
-    phases and laid out flat (ops/nn/flat_window.py): attr flat_window = the vector lanes."""
-    lanes = target.vector_lanes("float32")
-    for node in graph.nodes:
-        if node.op != "conv" or len(node.inputs) != 2 or node.attrs.get("kernel_block") or \
-                node.attrs.get("flat_window"):
-            continue
-        x, w = node.inputs[0].type, node.inputs[1].type
-        if x.dtype == "float32" and x.ndim == 4 and w.shape[1] == 1 and \
-                node.attrs["groups"] == x.shape[1] == w.shape[0] and \
-                flat_conv_wins(node.attrs, x.shape, w.shape, lanes):
-            node.attrs["flat_window"] = lanes
 
 
 def _pack_matmul_weights(graph: Graph, target) -> None:
@@ -113,50 +95,29 @@ def _drop_unused(graph: Graph, values) -> None:
             del graph.constants[v]
 
 
-def _pack_conv_weights(graph: Graph, target=None, weight_bytes: int = 0) -> None:
+def _choose_conv_formulations(graph: Graph, target=None, weight_bytes: int = 0) -> None:
+    """Each conv outside blocked chains: the formulation ``conv/strategy.py`` chooses, its
+    attrs stamped and its weight layout written (once per weights and layout)."""
     consumers = graph.consumers()
     packed: dict[tuple, Value] = {}
     for node in graph.nodes:
         if node.op != "conv" or node.attrs.get("kernel_block") or len(node.inputs) != 2:
             continue
         w = node.inputs[1]
-        if w not in graph.constants:
+        choice = strategy.plain_choice(node.attrs, node.inputs[0].type, w.type, target,
+                                       weight_bytes, constant=w in graph.constants)
+        if choice is None:
             continue
-        filters, per_group = w.type.shape[:2]
-        tile = winograd.tile_size(node.attrs, node.inputs[0].type, w.type, target, weight_bytes)
-        if tile:        # the transformed weights in panels of the GEMM tile's rows
-            block = filter_panel(target, filters)
-            key = (w, "winograd", tile, block)
-            if key not in packed:
-                array = winograd.transform_weight(graph.constants[w], tile, block)
-                packed[key] = graph.add_constant(array, f"{w.name}_winograd")
-            node.inputs[1] = packed[key]
-            node.attrs.update(winograd=tile, kernel_block=block, filters=filters)
+        node.attrs.update(choice.attrs)
+        formulation = FORMULATIONS[choice.name]
+        if formulation.pack is None or "kernel_block" not in choice.attrs:
             continue
-        x_shape = node.inputs[0].type.shape
-        if w.type.dtype == "float32" and \
-                filter_lanes_wins(node.attrs, x_shape, w.type.shape, target):
-            # filters in vector lanes: blocks of a vector (the last one padded)
-            block = target.vector_lanes("float32")
-            node.attrs["filter_lanes"] = block
-        elif target is not None and w.type.dtype == "float32" and \
-                conv_as_matmul(node.attrs, w.type.shape[2:]):
-            # a 1x1 conv on the matmul micro-kernel: panels of a tile's rows
-            block = filter_panel(target, filters)
-        elif w.type.ndim == 4:
-            block = next((b for b in KERNEL_BLOCKS if filters % b == 0), None)
-            if per_group == 1 or block is None or \
-                    conv_as_gemm(node.attrs, x_shape, w.type.shape, target):
-                continue    # depthwise convs, odd filter counts and GEMM convs keep OIHW
-        else:
-            continue
-        if (w, block) not in packed:
-            array = pack_weight(graph.constants[w], block)
-            packed[(w, block)] = graph.add_constant(array, f"{w.name}_packed")
-        node.inputs[1] = packed[(w, block)]
-        node.attrs["kernel_block"] = block
-        if filters % block:
-            node.attrs["filters"] = filters
+        key = (w, formulation.weights, choice.attrs.get("winograd"),
+               choice.attrs["kernel_block"])
+        if key not in packed:
+            array = formulation.pack(graph.constants[w], choice.attrs)
+            packed[key] = graph.add_constant(array, f"{w.name}_{formulation.weights}")
+        node.inputs[1] = packed[key]
     originals = {key[0] for key in packed}
     for w in originals:
         if all(n.op == "conv" and n.inputs[1] is not w for n in consumers.get(w, [])) \
@@ -184,10 +145,10 @@ def _block_activations(graph: Graph, target, weight_bytes: int) -> None:
     chosen = _blocked_chains(graph, b, target, weight_bytes)
     if not chosen:
         return
-    # the convs of the chains that run as Winograd, decided on their plain types
-    tiles = {node: winograd.tile_size(node.attrs, node.inputs[0].type, node.inputs[1].type,
-                                      target, weight_bytes)
-             for node in chosen if node.op == "conv"}
+    # the chains' convs' formulations, decided on their plain types
+    choices = {node: strategy.blocked_choice(node.attrs, node.inputs[0].type,
+                                             node.inputs[1].type, target, weight_bytes, b)
+               for node in chosen if node.op == "conv"}
     converted: dict[tuple[Value, str], Value] = {}
     replaced: set[Value] = set()
     nodes: list[Node] = []
@@ -202,39 +163,29 @@ def _block_activations(graph: Graph, target, weight_bytes: int) -> None:
         return converted[(value, to)]
 
     def blocked_operand(node: Node, k: int, value: Value) -> Value:
-        if node.op == "conv" and k == 1 and tiles[node]:
-            replaced.add(value)
-            panel = winograd.blocked_panel(value.type.shape[0], b)
-            return graph.add_constant(
-                winograd.transform_weight(graph.constants[value], tiles[node], panel),
-                f"{value.name}_winograd")
         if node.op == "conv" and k == 1:
             replaced.add(value)
-            return graph.add_constant(pack_weight(graph.constants[value], b),
-                                      f"{value.name}_packed")
+            formulation = FORMULATIONS[choices[node].name]
+            return graph.add_constant(formulation.pack(graph.constants[value],
+                                                       choices[node].attrs),
+                                      f"{value.name}_{formulation.weights}")
         if value in graph.constants:
             replaced.add(value)
             array = graph.constants[value]
             out = node.outputs[0].type.shape
-            array = blocked.block(array, b) if array.shape == out else \
-                blocked.blocked_constant(array, out[1], b)
+            array = blocked_layout.block(array, b) if array.shape == out else \
+                blocked_layout.blocked_constant(array, out[1], b)
             return graph.add_constant(array, f"{value.name}_blocked")
         return transform(value, "blocked")
 
     blocked_values: set[Value] = set()
     for node in list(graph.nodes):
         if node in chosen:
-            plain_input = _plain_input(node, b)
+            plain_input = node.op == "conv" and choices[node].attrs.get("plain_input", False)
             node.inputs = [v if v in blocked_values or (k == 0 and plain_input)
                            else blocked_operand(node, k, v) for k, v in enumerate(node.inputs)]
-            if node.op == "conv" and tiles[node]:
-                filters = node.outputs[0].type.shape[1]
-                node.attrs.update(layout_block=b, winograd=tiles[node], filters=filters,
-                                  kernel_block=winograd.blocked_panel(filters, b))
-            elif node.op == "conv":
-                node.attrs.update(layout_block=b, kernel_block=b)
-                if plain_input:
-                    node.attrs["plain_input"] = True
+            if node.op == "conv":
+                node.attrs.update(choices[node].attrs)
             elif node.op in _BLOCKED_POOLS:
                 node.attrs["layout_block"] = b
             elif node.op == "concat":
@@ -258,9 +209,9 @@ def _block_activations(graph: Graph, target, weight_bytes: int) -> None:
 
 def _blocked_chains(graph: Graph, b: int, target, weight_bytes: int) -> set[Node]:
     """The nodes that run on blocked tensors: connected chains of convs that take the
-    layout (:func:`_blocks_conv`) and of the pools, channel concats, reductions over the
-    map and elementwise ops between and after them, each chain with at least
-    BLOCKED_MIN_CONVS convs."""
+    layout (``conv/strategy.py``'s ``blocks``) and of the pools, channel concats, reductions
+    over the map and elementwise ops between and after them, each chain with at least
+    BLOCKED_MIN_CONVS convs (a conv that ``strategy.counts_alone`` counts as that many)."""
     candidate: set[Node] = set()
     produced: dict[Value, Node] = {}
     parent: dict[Node, Node] = {}
@@ -276,7 +227,10 @@ def _blocked_chains(graph: Graph, b: int, target, weight_bytes: int) -> set[Node
             continue
         inner = [produced[v] for v in node.inputs if v in produced]
         if node.op == "conv":
-            ok = _blocks_conv(graph, node, b, target, weight_bytes)
+            ok = len(node.inputs) == 2 and node.inputs[1] in graph.constants and \
+                not node.attrs.get("kernel_block") and strategy.blocks(
+                    node.attrs, node.inputs[0].type, node.inputs[1].type, target,
+                    weight_bytes, b)
         elif node.op in _BLOCKED_POOLS:
             ok = bool(inner) and node.inputs[0] in produced and node.inputs[0].type.ndim == 4
         elif node.op == "concat":
@@ -300,60 +254,11 @@ def _blocked_chains(graph: Graph, b: int, target, weight_bytes: int) -> set[Node
     convs: dict[Node, int] = {}
     for node in candidate:
         if node.op == "conv":
-            alone = _narrow_depthwise(node, b) or _dilated(node, b)
+            alone = strategy.counts_alone(node.attrs, node.inputs[0].type,
+                                          node.outputs[0].type, b)
             weight = BLOCKED_MIN_CONVS if alone else 1
             convs[find(node)] = convs.get(find(node), 0) + weight
     return {n for n in candidate if convs.get(find(n), 0) >= BLOCKED_MIN_CONVS}
-
-
-def _narrow_depthwise(node: Node, b: int) -> bool:
-    """A depthwise conv whose output rows fill at most half a vector: on plain planes its
-    vectors run mostly empty, so it takes the blocked layout even alone, its two layout
-    transforms included. One thread (Xeon), ms, plain -> blocked (onnxruntime): 1152
-    channels 5x5 onto 7x7 0.108 -> 0.040 (0.064), 672 5x5 s2 onto 7x7 0.069 -> 0.057
-    (0.080); rows of 14 stay plain (480 3x3 onto 14x14: 0.030, blocked 0.054)."""
-    x, out = node.inputs[0].type, node.outputs[0].type
-    return node.attrs["groups"] == x.shape[1] > 1 and out.ndim == 4 and 2 * out.shape[3] <= b
-
-
-def _dilated(node: Node, b: int) -> bool:
-    """A dense dilated conv on whole channel blocks (DeepLab's atrous convs): on plain
-    planes it runs flattened over rows padded by the dilation, (W + 2 d) / W of the work, so
-    it takes the blocked layout even alone. One thread (Xeon), ms, 256 -> 256 3x3 onto
-    33x33, flattened -> blocked with both transforms (onnxruntime): dilation 2 11.6 -> 8.1
-    (7.8), dilation 6 16.7 -> 8.4 (7.2)."""
-    return node.op == "conv" and node.attrs["groups"] == 1 and \
-        node.inputs[0].type.shape[1] % b == 0 and \
-        any(d > 1 for d in node.attrs.get("dilations", ()))
-
-
-def _blocks_conv(graph: Graph, node: Node, b: int, target, weight_bytes: int) -> bool:
-    """2-D float32 convs, plain or depthwise, with constant weights and filters in whole
-    blocks. The input channels come in whole blocks too, except a plain conv's
-    (:func:`_plain_input`); a Winograd conv's always, and a band of one tile row must fit
-    its buffers (``winograd.band_rows``). Blocked, ResNet-18 at one / two threads (Xeon)
-    took 10.15 / 5.65 -> 8.85 / 4.80 ms: no layout transforms around its Winograd convs,
-    the transforms on whole vectors of channels, each band's transformed tiles in L2."""
-    if len(node.inputs) != 2 or node.inputs[1] not in graph.constants or \
-            node.attrs.get("kernel_block"):
-        return False
-    x, w = node.inputs[0].type, node.inputs[1].type
-    if node.attrs["groups"] != 1 and not node.attrs["groups"] == x.shape[1] == w.shape[0]:
-        return False
-    if x.dtype != "float32" or w.dtype != "float32" or x.ndim != 4 or w.shape[0] % b or \
-            (x.shape[1] % b and not _plain_input(node, b)):
-        return False
-    tile = winograd.tile_size(node.attrs, x, w, target, weight_bytes)
-    # a Winograd conv runs on blocks where a band of one tile row fits its buffers
-    return not tile or BLOCKED_WINOGRAD and x.shape[1] % b == 0 and \
-        winograd.band_rows(node.attrs, x.shape, w.shape[0], tile)[1] >= 1
-
-
-def _plain_input(node: Node, b: int) -> bool:
-    """A dense conv whose input channels come in no whole blocks (a stem conv's 3) reads its
-    input plain and writes blocks."""
-    return node.op == "conv" and node.attrs["groups"] == 1 and \
-        node.inputs[0].type.ndim == 4 and node.inputs[0].type.shape[1] % b != 0
 
 
 def _blocks_elementwise(graph: Graph, node: Node, b: int) -> bool:
@@ -372,6 +277,6 @@ def _blocks_elementwise(graph: Graph, node: Node, b: int) -> bool:
         if value.type.shape in (out.shape, (*out.shape[:2], 1, 1)):
             continue
         if value not in graph.constants or \
-                blocked.blocked_constant(graph.constants[value], out.shape[1], b) is None:
+                blocked_layout.blocked_constant(graph.constants[value], out.shape[1], b) is None:
             return False
     return True

@@ -14,15 +14,13 @@ the vectors run across row ends (the P - OW columns between rows are computed an
     out[n, c, y, x]        = window[n, c, y*P + x]
 
 A 7x7 output of a 5x5 stride-2 window is 4 vectors of 16 per tap (7 rows 9 apart: 61
-positions) instead of 7 strided loads of 7 lanes. Measured on Zen 4, one thread, against
-the single pass (tensorc / onnxruntime): 672 5x5 s2 onto 7x7 1.63 -> 1.17, 144 5x5 s2 onto
-28x28 1.39 -> 1.14, 240 5x5 s2 onto 14x14 1.66 -> 0.98, 240 3x3 s2 onto 14x14 0.98 -> 0.71.
-Stride-1 windows gain nothing (P = OW + KW - 1 columns per row: more lanes than a row's
-vectors where 512-bit operations run as two 256-bit halves), and pooling windows lose: the
-phase split costs more than the few adds per tap it saves (2x2 stride 2: 1.7-2.4x slower).
+positions) instead of 7 strided loads of 7 lanes (measured in da265d2). Stride-1 windows
+gain nothing (P = OW + KW - 1 columns per row), and pooling windows lose: the phase split
+costs more than the few adds per tap it saves.
 
-``flat_window`` (an attr set by passes/graph/alter_layout.py for CPU targets, see
-:func:`flat_window_wins`) is the vector width the flat positions are rounded up to.
+``flat_window`` (an attr set by passes/graph/alter_layout.py for CPU targets, where
+``conv/strategy.py`` picks this form) is the vector width the flat positions are rounded up
+to.
 """
 from __future__ import annotations
 
@@ -123,23 +121,20 @@ def unflatten(window: te.Tensor, layout: FlatLayout, fn=None, name: str = "windo
     return te.compute(window.shape[:2] + layout.out, body, name=name)
 
 
-def flat_window_wins(x_shape: tuple[int, ...], kernel, out, attrs: dict, lanes: int) -> bool:
-    """Whether a 2-D depthwise window over input ``x_shape`` takes the flat phases on a
-    target with ``lanes`` vector lanes: strided, with a channel's phases small enough to
-    buffer whole."""
-    if len(x_shape) != 4 or max(attrs["strides"]) < 2:
-        return False
-    layout = flat_layout(attrs, x_shape, kernel, out, lanes=lanes)
-    return math.prod(layout.phases) * layout.rows * layout.pitch <= FLAT_MAX_PLANE
 
-
-FLAT_MAX_PLANE = 16384      # elements of a channel's phases, buffered whole (64 KB)
+def depthwise_flat_compute(attrs: dict, x: te.Tensor, w: te.Tensor, out: tuple[int, ...]
+                           ) -> te.Tensor:
+    """A depthwise conv (OIHW weights) over its channels' flat phases."""
+    layout = flat_layout(attrs, x.shape, w.shape[2:], out, lanes=attrs["flat_window"])
+    window = flat_window(flat_phases(x, layout, 0.0), layout,
+                         lambda c, ky, kx: w[c, 0, ky, kx], te.accumulator_dtype(x.dtype))
+    return unflatten(window, layout, lambda v: E.cast(x.dtype, v), name="conv")
 
 
 # ---------------------------------------------------------------------------------------------
 # schedule
 
-def flat_space(target: Target, out: te.Tensor, window: te.Tensor) -> SearchSpace:
+def flat_window_space(target: Target, out: te.Tensor, window: te.Tensor) -> SearchSpace:
     """block: vectors of flat positions accumulated side by side (independent chains of
     multiply-adds over the taps); unroll_taps: the taps unrolled (constant offsets) or a
     loop; parallel."""
@@ -159,8 +154,9 @@ def flat_space(target: Target, out: te.Tensor, window: te.Tensor) -> SearchSpace
         Knob("unroll_taps", (False, True), taps <= FLAT_UNROLL_TAPS, "the window's taps "
              "unrolled"),
     ]
-    if math.prod(out.shape) >= PARALLEL_MIN_ELEMENTS:     # (else one thread in any case)
-        knobs.append(Knob("parallel", (True, False), True, "channels on threads"))
+    threads = math.prod(out.shape) >= PARALLEL_MIN_ELEMENTS   # (else one thread in any case)
+    knobs.append(Knob("parallel", (True, False) if threads else (False,), threads,
+                      "channels on threads"))
     return SearchSpace(knobs, name="window (flat)")
 
 
@@ -187,7 +183,7 @@ def schedule_flat_window(target: Target, sch: Schedule, out: te.Tensor, window: 
     if width > 2 * lanes:
         _, x = stage.split(x, lanes, shift_tail=width % lanes != 0)
     stage.vectorize(x)
-    parallel = config.get("parallel", False)
+    parallel = config["parallel"]
     plane = parallel_outer(stage, [n, c], math.prod(out.shape) if parallel else 0)
 
     # the window, a channel's flat positions, in blocks of ``block`` vectors (the last block

@@ -12,11 +12,11 @@ from tensorc.ir import expr as E
 from tensorc.ir import te
 from tensorc.ir.schedule import Schedule
 from tensorc.ir.types import TensorType
-from tensorc.ops.nn.conv import padded_input
-from tensorc.ops.nn.pool import infer_pool, output_spatial, overhang
+from tensorc.ops.nn.padding import padded_input
+from tensorc.ops.nn.pool.shapes import infer_pool, output_spatial, overhang
+from tensorc.ops.nn.window_schedule import schedule_window, window_space
 from tensorc.ops.nn.windows import pad_spatial, window_slices
 from tensorc.ops.registry import Pattern, define
-from tensorc.ops.nn.pool import schedule_window, window_space
 from tensorc.ops.shape_rules import expect_arity, expect_float
 from tensorc.target import Target
 
