@@ -94,7 +94,10 @@ def schedule_group(group: FusedGroup, graph: Graph, target: Target, name: str,
         template = group_template(group, target)
         attrs = group.anchor.attrs if group.anchor is not None else {}
         space = template.search_space(target, out, anchor, attrs)
-        config = space.default() if config is None else space.validate(config)
+        # a record written before a knob joined the space takes that knob's default, the
+        # value the schedule chose before the knob existed, so older tuning logs still apply
+        config = space.default() if config is None else \
+            space.validate({**space.default(), **config})
         template.apply(target, sch, out, anchor, attrs, config)
     with times.phase("lowering to loop IR", name):
         func = lower(sch, [*params, out], name)

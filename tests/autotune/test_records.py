@@ -95,6 +95,28 @@ def test_a_record_that_no_longer_fits_its_space_falls_back_to_the_default(tmp_pa
     assert any("no longer fit" in str(w.message) for w in caught)
 
 
+def test_a_record_missing_a_knob_takes_its_default(tmp_path, tiny_conv, conv_tasks):
+    """A log written before a knob joined a space (the restructure made single-value knobs
+    explicit) still applies: the missing knob takes the value the default schedule picks."""
+    conv = next(t for t in conv_tasks if t.ops[0] == "conv")
+    space = conv.space()
+    default = space.default()
+    fast = next(c for c in space.configs() if c != default)
+    dropped = next(k for k in fast if fast[k] == default[k])
+    old = {k: v for k, v in fast.items() if k != dropped}
+    log = TuningLog(tmp_path / "t.jsonl")
+    _write(log, conv, old, latency=1e-3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mod = tensorc.compile(tiny_conv, tuning_log=log.path)
+    assert mod.info["tuning"]["tuned_kernels"] == 1
+    assert mod.info["tuning"]["rejected_configs"] == 0
+    assert dict(conv.schedule(space.validate({**default, **old})).attrs["config"]) == dict(fast)
+    x = np.random.default_rng(0).standard_normal((1, 8, 12, 12)).astype("float32")
+    np.testing.assert_allclose(mod.run({"x": x})["y"], tensorc.compile(tiny_conv).run(
+        {"x": x})["y"], rtol=1e-4, atol=1e-5)
+
+
 def test_confirmed_records_win_over_lucky_single_measurements(tmp_path, conv_tasks):
     """A run's confirmation re-times its best config beside the default; a compile takes the
     faster of those two, even where the best's search measurement was lower than both."""
