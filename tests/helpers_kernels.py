@@ -8,7 +8,7 @@ from typing import Sequence
 
 import numpy as np
 
-from tensorc.codegen.build import Kernel, build_kernel
+from tensorc.runtime.kernel import Kernel, build_kernel
 from tensorc.ir.loop import PrimFunc
 from tensorc.ir.lower import lower
 from tensorc.ir.schedule import Schedule

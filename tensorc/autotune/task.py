@@ -25,7 +25,7 @@ from tensorc.frontend.model import import_model
 from tensorc.ir.graph import Graph
 from tensorc.ops.cost import bytes_moved, node_flops
 from tensorc.ops.interpret import run_reference
-from tensorc.ops.registry import get_op
+from tensorc.ops.catalog import get_op
 from tensorc.ops.space import SearchSpace
 from tensorc.passes.graph.fuse import FusedGroup
 from tensorc.target import Target

@@ -18,7 +18,8 @@ from tensorc.ir.graph import Graph, Value
 from tensorc.ir.loop import PrimFunc
 from tensorc.ir.lower import lower
 from tensorc.ir.schedule import create_schedule
-from tensorc.ops.registry import Template, get_op
+from tensorc.ops.catalog import get_op
+from tensorc.ops.registry import Template
 from tensorc.ops.schedules import INJECTIVE
 from tensorc.passes import loop as loop_passes
 from tensorc.passes.graph.fuse import FusedGroup

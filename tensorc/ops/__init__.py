@@ -1,4 +1,2 @@
-"""Core ops: each family module registers its ops in :mod:`tensorc.ops.registry`."""
-from tensorc.ops.registry import REGISTRY, OpDef, Pattern, define, get_op
-
-__all__ = ["REGISTRY", "OpDef", "Pattern", "define", "get_op"]
+"""Core ops: each family module registers its ops in :mod:`tensorc.ops.registry`;
+:mod:`tensorc.ops.catalog` imports them all and looks ops up."""

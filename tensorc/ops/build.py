@@ -6,7 +6,7 @@ from typing import Any
 from tensorc.errors import ShapeError
 from tensorc.ir.graph import Graph, Value
 from tensorc.ir.types import TensorType, check_type
-from tensorc.ops.registry import get_op
+from tensorc.ops.catalog import get_op
 
 def infer_types(op: str, attrs: dict[str, Any], input_types: list[TensorType]
                 ) -> list[TensorType]:

@@ -16,7 +16,8 @@ import math
 
 from tensorc.ir.graph import Node
 from tensorc.ops.nn.conv.shapes import unpacked_weight_shape
-from tensorc.ops.registry import Pattern, get_op
+from tensorc.ops.catalog import get_op
+from tensorc.ops.registry import Pattern
 
 
 def _conv(node: Node) -> int:

@@ -9,7 +9,7 @@ from tensorc.errors import InputError, ShapeError, TensorcError
 from tensorc.ir.graph import Graph, Node, Value
 from tensorc.ir.types import TensorType, dtype_of
 from tensorc.ops.build import infer_types
-from tensorc.ops.registry import get_op
+from tensorc.ops.catalog import get_op
 
 
 # Constant folding never expands data past this many bytes: a broadcast, tile or filled

@@ -9,7 +9,7 @@ import pytest
 
 from tensorc.autotune.task import extract_tasks
 from tests.autotune.conftest import matmul_model, single_conv_model
-from tensorc.codegen.build import build_kernel
+from tensorc.runtime.kernel import build_kernel
 from tensorc.compiler.kernel import workload_key
 from tensorc.ops.space import InvalidConfigError
 from tensorc.target import Target

@@ -11,7 +11,7 @@ from onnx import helper
 
 import tensorc
 import tensorc.target
-from tensorc.codegen.build import build_kernel
+from tensorc.runtime.kernel import build_kernel
 from tensorc.errors import TensorcError
 from tensorc.ir import te
 from tensorc.ir.lower import lower

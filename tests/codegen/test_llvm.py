@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from helpers_kernels import compile_func, run_func
-from tensorc.codegen.build import build_kernel, llvm_ir
+from tensorc.runtime.kernel import build_kernel, llvm_ir
 from tensorc.codegen.llvm.objects import emit_assembly
 from tensorc.errors import InputError, TensorcError
 from tensorc.ir.expr import Binary, Call, Compare, Logical, cast, maximum, select
@@ -80,7 +80,7 @@ def test_vectorized_float32_loop_uses_the_widest_vector_registers():
 THREAD_PROBE = """
 import os
 import numpy as np
-from tensorc.codegen.build import build_kernel
+from tensorc.runtime.kernel import build_kernel
 from tensorc.ir.lower import lower
 from tensorc.ir.schedule import create_schedule
 from tensorc.ir.te import compute, placeholder, reduce_axis, sum_

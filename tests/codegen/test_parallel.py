@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from helpers_kernels import compile_func
-from tensorc.codegen.build import llvm_ir
+from tensorc.runtime.kernel import llvm_ir
 from tensorc.ir.lower import lower
 from tensorc.ir.schedule import create_schedule
 from tensorc.ir.te import compute, placeholder, reduce_axis, sum_
@@ -101,7 +101,7 @@ PROBE = """
 import os, sys
 import numpy as np
 sys.path.insert(0, {repo!r})
-from tensorc.codegen.build import build_kernel
+from tensorc.runtime.kernel import build_kernel
 from tensorc.ir.lower import lower
 from tensorc.ir.schedule import create_schedule
 from tensorc.ir.te import compute, placeholder

@@ -15,7 +15,7 @@ from helpers import make_model, tensor_info
 from helpers_kernels import run_func, run_kernel
 from test_llvm import elementwise_func
 import tensorc
-from tensorc.codegen.build import build_kernel
+from tensorc.runtime.kernel import build_kernel
 from tensorc.codegen.llvm.objects import emit_assembly
 from tensorc.compiler.llvm import compile_graph
 from tensorc.frontend.onnx import import_onnx

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from helpers_kernels import compile_func, random_array, run_func, run_kernel
-from tensorc.codegen.build import llvm_ir
+from tensorc.runtime.kernel import llvm_ir
 from tensorc.errors import ScheduleError
 from tensorc.ir.lower import lower
 from tensorc.ir.schedule import create_schedule

@@ -15,11 +15,11 @@ from onnx import helper
 
 import tensorc
 from tensorc.autotune.task import extract_tasks
-from tensorc.codegen.build import build_kernel
+from tensorc.runtime.kernel import build_kernel
 from tensorc.ops.nn import blocked_layout
 from tensorc.ops.nn.conv import blocked, winograd_blocked
 from tensorc.ops.nn.conv.shapes import pack_weight
-from tensorc.ops.registry import get_op
+from tensorc.ops.catalog import get_op
 from tensorc.target import Target
 
 AVX2 = "llvm -mcpu=znver3"

@@ -10,7 +10,7 @@ from onnx import helper, numpy_helper
 
 import tensorc
 from tensorc.autotune.task import extract_tasks
-from tensorc.codegen.build import build_kernel
+from tensorc.runtime.kernel import build_kernel
 from tensorc.ops.nn.conv import flattened, strategy, winograd_cost
 
 

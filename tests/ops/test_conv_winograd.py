@@ -14,7 +14,7 @@ from tensorc.codegen.llvm.objects import emit_assembly
 from tensorc.ir.types import TensorType
 from tensorc.ops.nn.conv import winograd_cost, winograd_transforms
 from tensorc.ops.nn.conv.shapes import unpack_weight
-from tensorc.ops.registry import get_op
+from tensorc.ops.catalog import get_op
 from tensorc.target import Target, missing_cpu_features
 
 ZEN4 = Target.from_string("llvm -mcpu=znver4")
@@ -256,7 +256,7 @@ def test_tuning_task_of_a_winograd_conv_checks_against_its_reference(force_tile,
     numbers are none, and the kernel and the reference disagreed on them: every candidate of
     a Winograd conv was recorded as a wrong answer); each config of a few matches."""
     from tensorc.autotune.task import extract_tasks
-    from tensorc.codegen.build import build_kernel
+    from tensorc.runtime.kernel import build_kernel
     force_tile(m)
     rng = np.random.default_rng(m)
     w = (rng.standard_normal((24, 16, 3, 3)) * 0.2).astype(np.float32)

@@ -14,7 +14,7 @@ from tensorc.ir import expr as E
 from tensorc.ir import te
 from tensorc.ir.lower import lower
 from tensorc.ir.schedule import create_schedule
-from tensorc.ops.registry import get_op
+from tensorc.ops.catalog import get_op
 from tensorc.ops.schedules import INJECTIVE
 from tensorc.passes.loop import optimize
 

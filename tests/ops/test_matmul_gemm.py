@@ -28,7 +28,7 @@ from tensorc.ops.matmul.space import (
     PANEL_REUSE_ROWS, PARALLEL_BLOCKS, WHOLE, WIDE_B_BLOCK_BYTES, gemm_space,
 )
 from tensorc.ops.matmul.tile import micro_tile, pack_b_panels, panel_width, unpack_b_panels
-from tensorc.ops.registry import get_op
+from tensorc.ops.catalog import get_op
 from tensorc.target import Target
 
 HOST = Target.host()

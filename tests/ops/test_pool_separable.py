@@ -14,11 +14,11 @@ from onnx import helper
 
 import tensorc
 from tensorc.autotune.task import extract_tasks
-from tensorc.codegen.build import build_kernel
+from tensorc.runtime.kernel import build_kernel
 from tensorc.ir import te
 from tensorc.ir.schedule import create_schedule
 from tensorc.ops.nn.pool import strategy as pool_strategy
-from tensorc.ops.registry import get_op
+from tensorc.ops.catalog import get_op
 
 
 @pytest.fixture

@@ -13,7 +13,8 @@ from tensorc.ir.graph import Graph
 from tensorc.ir.types import TensorType
 from tensorc.ops.build import emit, infer_types
 from tensorc.ops.interpret import check_types, evaluate, run_reference
-from tensorc.ops.registry import REGISTRY, Pattern, get_op
+from tensorc.ops.catalog import get_op
+from tensorc.ops.registry import REGISTRY, Pattern
 
 F32 = "float32"
 RNG = np.random.default_rng(0)

@@ -11,7 +11,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from tensorc.autotune.task import extract_tasks
-from tensorc.codegen.build import build_kernel
+from tensorc.runtime.kernel import build_kernel
 
 
 def _model(op: str, shape: tuple[int, ...]):

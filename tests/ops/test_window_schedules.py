@@ -11,7 +11,7 @@ from test_pool_separable import avg_pool_ref, check_max, max_pool_ref, with_nans
 
 import tensorc
 from tensorc.autotune.task import extract_tasks
-from tensorc.codegen.build import build_kernel
+from tensorc.runtime.kernel import build_kernel
 from tensorc.ops.nn.conv import depthwise_flat
 from tensorc.ops.nn.conv import strategy as conv_strategy
 from tensorc.ops.nn.pool import strategy as pool_strategy

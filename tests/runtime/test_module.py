@@ -13,7 +13,7 @@ from onnx import helper
 
 import models
 import tensorc
-import tensorc.codegen.build
+import tensorc.runtime.kernel
 import tensorc.codegen.llvm.objects
 import tensorc.compiler.llvm
 import tensorc.frontend.onnx
@@ -102,7 +102,7 @@ def test_load_does_not_run_llvm_optimizer_or_codegen(lenet, tmp_path, monkeypatc
                  "create_new_module_pass_manager", "create_new_function_pass_manager"):
         monkeypatch.setattr(llvm, attr, _forbid(f"llvmlite.binding.{attr}"))
     monkeypatch.setattr(llvm.ModulePassManager, "run", _forbid("ModulePassManager.run"))
-    for module in (tensorc.codegen.llvm.objects, tensorc.compiler.llvm, tensorc.codegen.build):
+    for module in (tensorc.codegen.llvm.objects, tensorc.compiler.llvm, tensorc.runtime.kernel):
         for attr in ("optimize_module", "emit_object", "emit_assembly"):
             if hasattr(module, attr):
                 monkeypatch.setattr(module, attr, _forbid(f"{module.__name__}.{attr}"))

@@ -49,7 +49,8 @@ from tensorc.ops.matmul.tile import pack_b_panels, panel_width
 from tensorc.ops.nn import blocked_layout
 from tensorc.ops.nn.conv import strategy
 from tensorc.ops.nn.conv.formulations import FORMULATIONS
-from tensorc.ops.registry import Pattern, get_op
+from tensorc.ops.catalog import get_op
+from tensorc.ops.registry import Pattern
 
 
 def alter_layout(graph: Graph, target=None) -> Graph:

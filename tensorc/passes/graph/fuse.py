@@ -22,7 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tensorc.ir.graph import Graph, Node, Value
-from tensorc.ops.registry import Pattern, get_op
+from tensorc.ops.catalog import get_op
+from tensorc.ops.registry import Pattern
 
 _ELEMWISE, _BROADCAST, _INJECTIVE = Pattern.ELEMWISE, Pattern.BROADCAST, Pattern.INJECTIVE
 _REDUCTION, _ANCHOR = Pattern.REDUCTION, Pattern.OUT_ELEMWISE_FUSABLE

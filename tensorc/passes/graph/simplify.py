@@ -18,7 +18,8 @@ import numpy as np
 
 from tensorc.ir.graph import Graph, Node, Value, eliminate_dead_code, rewrite
 from tensorc.ops.build import emit
-from tensorc.ops.registry import Pattern, get_op
+from tensorc.ops.catalog import get_op
+from tensorc.ops.registry import Pattern
 from tensorc.ops.nn.norm import channel_affine
 
 __all__ = ["eliminate_dead_code", "simplify"]
