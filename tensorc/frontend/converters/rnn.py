@@ -143,7 +143,7 @@ class _Recurrence:
         size = self.gates * self.hidden
         # the steps' rows as one matrix [T*B, I]: one GEMM against W^T (its bias added as
         # the GEMM's epilogue), not T products of B rows each (at B = 1, T GEMVs that each
-        # stream all of W^T). The audio model's GRU over 98 frames: 0.167 -> 0.054 ms
+        # stream all of W^T; measured in 703833a)
         steps = reshape(ctx, self.x, (self.steps * self.batch, self.x.type.shape[2]))
         xw = ctx.emit("matmul", [steps, w_t])
         rb = None
