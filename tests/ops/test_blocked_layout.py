@@ -94,7 +94,9 @@ class Chain:
                           outputs or [self.last], initializers=self.weights)
 
 
-def graph_of(model, target="llvm") -> str:
+def graph_of(model, target=ZEN4) -> str:
+    """The graph compiled (not run) for ``target``: by default AVX-512's, whose blocks of 16
+    the tests count; AVX2's blocks are 8 (test_avx2_targets_use_blocks_of_eight)."""
     return tensorc.inspect(model, stage="graph", target=target)
 
 
