@@ -22,6 +22,10 @@ from tensorc.ops.nn.conv.strategy import filter_lanes_wins
 from tensorc.target import Target
 
 
+# the CPU whose form these tests are about; code for it is compiled, and run only on such a host
+AVX512_CPU = "llvm -mcpu=znver4"
+
+
 @pytest.fixture
 def lanes_everywhere(monkeypatch):
     monkeypatch.setattr(strategy, "filter_lanes_wins",
@@ -59,7 +63,9 @@ def test_strided_taps_take_short_rows_with_the_taps_inside_the_channels():
     x = rng.standard_normal((1, 32, 36, 36)).astype(np.float32)
     w = (rng.standard_normal((32, 32, 3, 3)) * 0.2).astype(np.float32)
     model = conv_model(x, w, (2, 2), (1, 1, 1, 1), (1, 1))
-    text = tensorc.inspect(model, stage="loops")
+    # the filters-in-lanes form is AVX-512's: its loops as compiled for such a CPU (not run
+    # there unless this host is one); the numbers of this host's own form below
+    text = tensorc.inspect(model, stage="loops", target=AVX512_CPU)
     assert "allocate conv_lanes.local: float32[1, 1, 6, 32]" in text
     assert "for (rc: serial, 0, 32)\n        for (ry: serial, 0, 3)" in text
     got = tensorc.compile(model).run({"x": x})["y"]
@@ -128,9 +134,14 @@ def test_tiles_of_several_lines_match_numpy(monkeypatch, lanes_everywhere, lines
     fused): where the lines do not divide the map's height, the last tile stores only the
     lines inside it."""
     space = filter_lanes.filter_lanes_tile_space
-    monkeypatch.setattr(filter_lanes, "filter_lanes_tile_space",
-                        lambda *args: space(*args).pinned(tile_lines=lines,
-                                                          filter_vectors=4 // lines or 1))
+
+    def pinned(target, *args):
+        # tiles of several 7-wide lines need AVX-512's 32 registers: an AVX2 host keeps its
+        # default tile for the numbers, and the loops are checked as compiled for AVX-512
+        if target.vector_registers < 32:
+            return space(target, *args)
+        return space(target, *args).pinned(tile_lines=lines, filter_vectors=4 // lines or 1)
+    monkeypatch.setattr(filter_lanes, "filter_lanes_tile_space", pinned)
     rng = np.random.default_rng(lines + filters)
     x = rng.standard_normal((2, 48, *hw)).astype(np.float32)
     w = (rng.standard_normal((filters, 48, 1, 1)) * 0.2).astype(np.float32)
@@ -140,7 +151,7 @@ def test_tiles_of_several_lines_match_numpy(monkeypatch, lanes_everywhere, lines
     model = make_model(nodes, [tensor_info("x", "float32", list(x.shape))], ["y"])
     model.graph.initializer.extend([numpy_helper.from_array(w, "w"),
                                     numpy_helper.from_array(b, "b")])
-    text = tensorc.inspect(model, stage="loops")
+    text = tensorc.inspect(model, stage="loops", target=AVX512_CPU)
     assert re.search(rf"allocate conv_lanes\.local: float32\[1, {lines}, \d+, \d+\]", text)
     want = conv_ref(x, w, strides, (0, 0, 0, 0), (1, 1)) + b.reshape(1, -1, 1, 1)
     check_result(tensorc.compile(model).run({"x": x})["y"], np.maximum(want, 0),
