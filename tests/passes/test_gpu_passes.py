@@ -265,7 +265,8 @@ def test_compile_rejects_an_illegal_schedule_before_nvcc_runs(monkeypatch) -> No
     import models
     import tensorc
     import tensorc.codegen.nvcc as nvcc
-    from tensorc.ops.registry import Template, get_op
+    from tensorc.ops.catalog import get_op
+    from tensorc.ops.registry import Template
 
     def blocks_inside_a_loop(target, sch, out, anchor, attrs, config):
         st = sch[out]
