@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from tensorc.errors import ScheduleError
 from tensorc.ir import arith
 from tensorc.ir import expr as E
 from tensorc.ir.expr import Expr, Var, substitute
@@ -15,17 +16,27 @@ from tensorc.ir.schedule import Split, Stage, SVar
 
 
 def loop_extents(stage: Stage, root_extents: dict[SVar, int] | None = None
-                 ) -> dict[SVar, int]:
+                 ) -> dict[SVar, int | Expr]:
     """The extent of every loop of ``stage`` (root loops default to their full extent).
 
     A split by a factor at least the extent keeps one outer iteration and an inner loop of
-    the whole extent; otherwise the outer loop rounds up (and lowering adds a guard).
+    the whole extent; otherwise the outer loop rounds up (and lowering adds a guard). A
+    symbolic extent (an index expression of the kernel's dims) split by a factor keeps the
+    factor as the inner extent and rounds the outer one up at run time: constant tiles, and
+    a guarded tail.
     """
     ext = {sv: (root_extents or {}).get(sv, sv.root_extent) for sv in stage.root_vars}
     for rel in stage.relations:
         if isinstance(rel, Split):
             n = ext[rel.parent]
-            if rel.factor is not None:
+            if not isinstance(n, int):
+                if rel.factor is None:
+                    raise ScheduleError(
+                        f"stage {stage.name}: loop {rel.parent.name} has the symbolic extent "
+                        f"{E.format_expr(n)}; split it by a factor, not into nparts")
+                inner = rel.factor
+                outer = ceil_div(n, inner)
+            elif rel.factor is not None:
                 inner = min(rel.factor, n)
                 outer = -(-n // inner)
             else:
@@ -33,8 +44,30 @@ def loop_extents(stage: Stage, root_extents: dict[SVar, int] | None = None
                 inner = -(-n // outer)
             ext[rel.outer], ext[rel.inner] = outer, inner
         else:
-            ext[rel.fused] = ext[rel.outer] * ext[rel.inner]
+            a, b = ext[rel.outer], ext[rel.inner]
+            ext[rel.fused] = a * b if isinstance(a, int) and isinstance(b, int) else \
+                arith.simplify(as_index(a) * as_index(b))
     return ext
+
+
+# the range lowering assumes for a loop of symbolic extent, for the interval arithmetic of
+# bounds inference and simplification: no dim of a tensor reaches it
+SYMBOLIC_MAX = 1 << 40
+
+
+def loop_range(extent: int | Expr) -> tuple[int, int]:
+    """The (low, high) of a loop's variable."""
+    return (0, extent - 1) if isinstance(extent, int) else (0, SYMBOLIC_MAX - 1)
+
+
+def as_index(n: int | Expr) -> Expr:
+    return n if isinstance(n, Expr) else E.const(n)
+
+
+def ceil_div(n: int | Expr, d: int) -> int | Expr:
+    if isinstance(n, int):
+        return -(-n // d)
+    return n if d == 1 else arith.simplify((n + (d - 1)) // d)
 
 
 class NestInfo:
@@ -49,14 +82,18 @@ class NestInfo:
             if isinstance(rel, Split):
                 inner = ext[rel.inner]
                 start = value[rel.outer] * inner
-                partial = ext[rel.outer] * inner != ext[rel.parent]
-                if partial and rel.shift_tail:
+                parent = ext[rel.parent]
+                symbolic = not isinstance(parent, int)
+                # a symbolic extent is never assumed a multiple of the factor; nor does its
+                # last block shift back (the extent may be below the factor)
+                partial = symbolic or ext[rel.outer] * inner != parent
+                if partial and rel.shift_tail and not symbolic:
                     # the last block ends at the extent: no guard, an overlap instead
                     start = E.minimum(start, E.const(ext[rel.parent] - inner))
                 value[rel.parent] = start + value[rel.inner]
-                if partial and not rel.shift_tail:
+                if partial and (symbolic or not rel.shift_tail):
                     guards.append((rel.parent, E.Compare("lt", value[rel.parent],
-                                                         E.const(ext[rel.parent]))))
+                                                         as_index(parent))))
             else:
                 n = ext[rel.inner]
                 value[rel.outer] = value[rel.fused] // n if n != 1 else value[rel.fused]

@@ -81,6 +81,12 @@ class Expr:
 
     __hash__ = object.__hash__
 
+    def __bool__(self):
+        # `if extent > 1` on a symbolic extent would build a Compare and take it as true:
+        # an expression has no truth value until it is evaluated (test for None with `is`)
+        raise TypeError(f"the expression {format_expr(self)} has no truth value at compile "
+                        f"time")
+
     def children(self) -> tuple[Expr, ...]:
         return ()
 

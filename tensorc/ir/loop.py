@@ -14,8 +14,10 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from tensorc.ir.arith import as_const_int, linear_coeff
-from tensorc.ir.expr import Expr, Load, Var, const, format_expr, transform, uses_var, walk
+from tensorc.ir.arith import as_const_int, linear_coeff, simplify
+from tensorc.ir.expr import (
+    Expr, Load, Var, const, format_expr, free_vars, transform, uses_var, walk,
+)
 
 LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled",
               "blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",
@@ -24,30 +26,60 @@ SCOPES = ("global", "shared", "local")
 
 
 class Buffer:
-    """A dense row-major array in some memory scope. Hashed by identity."""
+    """A dense row-major array in some memory scope. Hashed by identity. A dim is an int, or
+    an index expression of symbolic dims (a kernel parameter: see PrimFunc.dims)."""
 
-    def __init__(self, name: str, shape: tuple[int, ...], dtype: str, scope: str = "global"):
+    def __init__(self, name: str, shape: tuple, dtype: str, scope: str = "global"):
         assert scope in SCOPES, scope
-        self.name, self.shape, self.dtype, self.scope = name, tuple(int(d) for d in shape), \
+        self.name, self.shape, self.dtype, self.scope = name, tuple(_dim(d) for d in shape), \
             dtype, scope
 
     @property
-    def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+    def is_static(self) -> bool:
+        return all(isinstance(d, int) for d in self.shape)
 
     @property
-    def nbytes(self) -> int:
-        return self.size * itemsize(self.dtype)
+    def size(self) -> int | Expr:
+        if self.is_static:
+            return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+        return _product(self.shape)
 
-    def strides(self) -> tuple[int, ...]:
+    @property
+    def nbytes(self) -> int | Expr:
+        size = self.size
+        return size * itemsize(self.dtype) if isinstance(size, int) else \
+            simplify(size * const(itemsize(self.dtype)))
+
+    def strides(self) -> tuple:
         out, acc = [], 1
         for d in reversed(self.shape):
             out.append(acc)
-            acc *= d
+            acc = acc * d if isinstance(acc, int) and isinstance(d, int) else \
+                simplify(_as_index(acc) * _as_index(d))
         return tuple(reversed(out))
 
     def __repr__(self) -> str:
         return f"Buffer({self.name}, {self.shape}, {self.dtype}, {self.scope})"
+
+
+def _dim(d) -> int | Expr:
+    if isinstance(d, Expr):
+        d = simplify(d)
+        n = as_const_int(d)
+        return d if n is None else n
+    return int(d)
+
+
+def _as_index(d) -> Expr:
+    return d if isinstance(d, Expr) else const(d)
+
+
+def _product(dims) -> int | Expr:
+    out: int | Expr = 1
+    for d in dims:
+        out = out * d if isinstance(out, int) and isinstance(d, int) else \
+            simplify(_as_index(out) * _as_index(d))
+    return out
 
 
 CACHE_LINE = 64     # bytes
@@ -59,7 +91,7 @@ def flat_index(buffer: Buffer, indices) -> Expr:
         return indices[0]
     flat: Expr | None = None
     for idx, stride in zip(indices, buffer.strides()):
-        term = idx * stride if stride != 1 else idx
+        term = idx * stride if not (isinstance(stride, int) and stride == 1) else idx
         flat = term if flat is None else flat + term
     return flat if flat is not None else const(0)
 
@@ -170,18 +202,30 @@ class ThreadReduce(Stmt):
 
 @dataclass(eq=False)
 class KernelCall(Stmt):
-    """Call another PrimFunc of the same module with ``buffer + byte_offset`` arguments."""
+    """Call another PrimFunc of the same module with ``buffer + byte_offset`` arguments and
+    the values of its symbolic dims (expressions of the caller's)."""
 
     func: str
     args: list[tuple[Buffer, int]]
+    dims: list[Expr] = field(default_factory=list)
 
 
 @dataclass(eq=False)
 class PrimFunc:
+    """A kernel over buffer parameters and, where shapes are symbolic, the dims its loop
+    extents and buffer shapes are expressions of (int64 scalar parameters after the
+    buffers)."""
+
     name: str
     params: list[Buffer]
     body: Stmt
     attrs: dict = field(default_factory=dict)
+    dims: list[Var] = field(default_factory=list)
+
+    def with_body(self, body: Stmt, attrs: dict | None = None) -> PrimFunc:
+        """This function with another body (the passes' rewrite), params and dims kept."""
+        return PrimFunc(self.name, self.params, body,
+                        dict(self.attrs if attrs is None else attrs), list(self.dims))
 
     def __str__(self) -> str:
         return format_func(self)
@@ -225,6 +269,28 @@ def buffers_used(s: Stmt) -> list[Buffer]:
                 if isinstance(x, Load):
                     seen.setdefault(id(x.source), x.source)
     return list(seen.values())
+
+
+def symbolic_dims(params: list[Buffer], body: Stmt) -> list[Var]:
+    """The dims that the buffers' shapes and the loops' extents are expressions of, by name:
+    the scalar parameters of a kernel over symbolic shapes."""
+    found: dict[str, Var] = {}
+
+    def add(e) -> None:
+        if isinstance(e, Expr):
+            for v in free_vars(e):
+                found.setdefault(v.name, v)
+
+    for b in params:
+        for d in b.shape:
+            add(d)
+    for st in walk_stmts(body):
+        if isinstance(st, For):
+            add(st.extent)
+        elif isinstance(st, Allocate):
+            for d in st.buffer.shape:
+                add(d)
+    return [found[n] for n in sorted(found)]
 
 
 def stmt_exprs(s: Stmt) -> list[Expr]:

@@ -19,16 +19,18 @@ from typing import Sequence
 from tensorc.errors import ScheduleError
 from tensorc.ir import arith
 from tensorc.ir import expr as E
-from tensorc.ir.bounds import NestInfo, lattice_step, relaxed_interval, runs, scaled
+from tensorc.ir.bounds import (
+    SYMBOLIC_MAX, NestInfo, as_index, lattice_step, loop_range, relaxed_interval, runs, scaled,
+)
 from tensorc.ir.expr import (
     Const, Expr, Load, Reduce, Var, all_of, format_expr, substitute, transform,
 )
 from tensorc.ir.loop import (
     CACHE_LINE, Allocate, Buffer, For, IfThenElse, Prefetch, PrimFunc, Stmt, Store,
-    ThreadReduce, flat_index, itemsize, map_stmt, seq,
+    ThreadReduce, flat_index, itemsize, map_stmt, seq, symbolic_dims,
 )
 from tensorc.ir.schedule import Schedule, Stage, SVar
-from tensorc.ir.te import ComputeOp, PlaceholderOp, Tensor
+from tensorc.ir.te import ComputeOp, PlaceholderOp, Tensor, is_static
 
 
 # a loop's prefetches ask for at most this many cache lines per iteration
@@ -125,7 +127,7 @@ class _Lowering:
                 body = self.expand(op.body)
                 if isinstance(body, Reduce):
                     for iv in body.axes:
-                        relaxed[iv.var] = (0, iv.extent - 1)
+                        relaxed[iv.var] = loop_range(iv.extent)
                     body = body.source
                 mapping = {iv.var: idx for iv, idx in zip(op.axis, x.indices)}
                 return substitute(body, mapping)
@@ -165,9 +167,9 @@ class _Lowering:
     def lower_stage(self, st: Stage, root_ranges: dict[SVar, tuple]) -> Stmt:
         info = NestInfo(st, root_ranges)
         for sv in st.leaf_vars:
-            self.var_ranges[sv.var] = (0, info.extent[sv] - 1)
+            self.var_ranges[sv.var] = loop_range(info.extent[sv])
             if st.loop_kind.get(sv, "").startswith("threadIdx"):
-                self.thread_ranges[sv.var] = (0, info.extent[sv] - 1)
+                self.thread_ranges[sv.var] = loop_range(info.extent[sv])
         op: ComputeOp = st.op
         subst = {sv.var: info.root_index[sv] for sv in st.root_vars}
         body = self.expand(op.body)
@@ -230,7 +232,7 @@ class _Lowering:
                 v = Var(sv.var.name + ".init")
                 copies[sv.var] = v
                 self.var_ranges[v] = self.var_ranges[sv.var]
-                init_nest = For(v, E.const(info.extent[sv]), st.loop_kind.get(sv, "serial"),
+                init_nest = For(v, as_index(info.extent[sv]), st.loop_kind.get(sv, "serial"),
                                 init_nest)
             init_nest = _subst_stmt(init_nest, copies)
             inner = seq(init_nest, inner)
@@ -288,7 +290,7 @@ class _Lowering:
             del self.buffers[id(child.tensor)]
             self.out_of_scope[id(child.tensor)] = f"{st.name}.{sv.name}"
         body = seq(*self.prefetch_at.pop(sv, []), body)
-        return For(sv.var, E.const(info.extent[sv]), st.loop_kind.get(sv, "serial"), body)
+        return For(sv.var, as_index(info.extent[sv]), st.loop_kind.get(sv, "serial"), body)
 
     def prefetches(self, st: Stage, info: NestInfo, body: Expr) -> dict[SVar, list[Stmt]]:
         """The Prefetch statements that open each loop of ``st`` (its ``prefetch`` calls):
@@ -307,6 +309,9 @@ class _Lowering:
             b = self.buffers[id(t)]
             pos = st.leaf_vars.index(sv)
             relaxed = {v.var: info.extent[v] for v in st.leaf_vars[pos + 1:]}
+            if not all(isinstance(n, int) for n in relaxed.values()):
+                raise ScheduleError(f"{where}: a loop inside it has a symbolic extent; "
+                                    f"prefetch at a loop inside the symbolic ones")
             known = {v: r for v, r in self.var_ranges.items()
                      if v is not sv.var and v not in relaxed}
             counted = along or sv
@@ -382,7 +387,7 @@ class _Lowering:
         spatial = [sv for sv in st.root_vars if sv.kind == "spatial"]
         for sv, n in zip(spatial, st.tensor.shape):
             idx = info.root_index[sv]
-            for cond in (E.Compare("ge", idx, E.const(0)), E.Compare("lt", idx, E.const(n))):
+            for cond in (E.Compare("ge", idx, E.const(0)), E.Compare("lt", idx, as_index(n))):
                 c = arith.simplify(cond, self.var_ranges)
                 if not (isinstance(c, Const) and c.value):
                     out.append(c)
@@ -395,7 +400,7 @@ class _Lowering:
         (through ``parent`` itself or a sibling computed at the same loop)."""
         t = child.tensor
         pos = parent.leaf_vars.index(at)
-        relaxed = {sv.var: (0, info.extent[sv] - 1) for sv in parent.leaf_vars[pos + 1:]}
+        relaxed = {sv.var: loop_range(info.extent[sv]) for sv in parent.leaf_vars[pos + 1:]}
         if child.scope == "shared":
             # one copy serves every thread of the block: span the thread loops around it
             relaxed.update(self.thread_ranges)
@@ -414,11 +419,11 @@ class _Lowering:
             for sv, m, n, step in zip(spatial, self.region_min[id(sib.tensor)],
                                       self.region_extent[id(sib.tensor)], steps):
                 v = Var(sv.name + ".r")
-                relaxed[v] = (0, n - 1)
+                relaxed[v] = loop_range(n)
                 mapping[sv.var] = m + scaled(v, step)
             for sv in sib.root_vars:
                 if sv.kind == "reduce":
-                    relaxed[sv.var] = (0, sv.root_extent - 1)
+                    relaxed[sv.var] = loop_range(sv.root_extent)
             loads += [Load(t, [substitute(i, mapping) for i in ld.indices])
                       for ld in sib_loads]
         if not loads:
@@ -436,7 +441,13 @@ class _Lowering:
                 continue
             lo = min(b[1] for b in box)
             hi = max(b[2] for b in box)
-            if hi - lo + 1 >= n:
+            if not isinstance(n, int) and hi - lo + 1 > SYMBOLIC_MAX // 2:
+                # the region runs with a symbolic loop: the whole symbolic dim
+                mins.append(E.const(0))
+                extents.append(n)
+                steps.append(1)
+                continue
+            if isinstance(n, int) and hi - lo + 1 >= n:
                 mins.append(E.const(0))
                 extents.append(n)
                 steps.append(1)
@@ -453,8 +464,10 @@ class _Lowering:
         self.region_step[id(t)] = steps
         # threads of a block share a stage's work: only other loops repeat it
         repeats = math.prod(info.extent[sv] for sv in parent.leaf_vars[:pos + 1]
-                            if not parent.loop_kind.get(sv, "").startswith("threadIdx"))
-        if repeats > 1 and tuple(extents) == t.shape and math.prod(t.shape) > 1:
+                            if not parent.loop_kind.get(sv, "").startswith("threadIdx")
+                            and isinstance(info.extent[sv], int))
+        if repeats > 1 and tuple(extents) == t.shape and is_static(t.shape) and \
+                math.prod(t.shape) > 1:
             warnings.warn(RedundantComputeWarning(
                 f"{child.name} is computed at {parent.name}.{at.name}, but each of its "
                 f"{repeats} iterations needs all of {child.name} {list(t.shape)}: the whole "
@@ -465,7 +478,8 @@ class _Lowering:
         # the schedule chose another scope (shared memory on GPUs)
         scope = "local" if child.scope == "global" else child.scope
         shape = list(extents)
-        if scope == "local" and shape and "vectorized" in child.loop_kind.values():
+        if scope == "local" and shape and "vectorized" in child.loop_kind.values() and \
+                isinstance(shape[-1], int):
             # rows of a power-of-two pitch: an odd-width vector's padding lanes then fall in
             # their own row's padding, so the block needs no masked access (codegen/llvm/memory.py)
             shape[-1] = 1 << (shape[-1] - 1).bit_length()
@@ -510,4 +524,4 @@ def lower(sch: Schedule, args: Sequence[Tensor], name: str = "kernel") -> PrimFu
     and flattens it for codegen."""
     low = _Lowering(sch, args)
     body = low.lower_root()
-    return PrimFunc(name, list(low.params), body)
+    return PrimFunc(name, list(low.params), body, dims=symbolic_dims(low.params, body))

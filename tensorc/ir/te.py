@@ -11,19 +11,51 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from tensorc.ir import arith
 from tensorc.ir.expr import (
-    INDEX, Const, Expr, Load, Reduce, Var, as_expr, const, is_float, walk,
+    INDEX, Const, Expr, Load, Reduce, Var, as_expr, const, free_vars, is_float, substitute,
+    walk,
 )
+
+
+def extent_of(d) -> int | Expr:
+    """A dim or loop extent as the IR keeps it: an int where it is known, else an index
+    expression over symbolic dims (a Var per dim: ``batch``, ``seq * 4``). Accepts ints,
+    Exprs, and symbolic dims that carry their expression as ``.expr``."""
+    if isinstance(d, (int, np.integer)):
+        return int(d)
+    e = getattr(d, "expr", d)
+    if not isinstance(e, Expr):
+        return int(d)
+    e = arith.simplify(e)
+    n = arith.as_const_int(e)
+    if n is not None:
+        return n
+    # one Var per dim name, so that every kernel and buffer of a program binds the same
+    # variable to the dim's run-time value
+    return substitute(e, {v: dim_var(v.name) for v in free_vars(e)})
+
+
+_DIM_VARS: dict[str, Var] = {}
+
+
+def dim_var(name: str) -> Var:
+    """The variable of the symbolic dim ``name`` (the same object for the same name)."""
+    return _DIM_VARS.setdefault(name, Var(name))
+
+
+def is_static(shape) -> bool:
+    return all(isinstance(d, int) for d in shape)
 
 
 class IterVar:
     """An iteration axis: a variable with the range [0, extent); ``kind`` is "spatial" or
-    "reduce"."""
+    "reduce". ``extent`` is an int, or an index expression of symbolic dims."""
 
     __slots__ = ("var", "extent", "kind")
 
-    def __init__(self, var: Var, extent: int, kind: str = "spatial"):
-        self.var, self.extent, self.kind = var, int(extent), kind
+    def __init__(self, var: Var, extent: int | Expr, kind: str = "spatial"):
+        self.var, self.extent, self.kind = var, extent_of(extent), kind
 
     @property
     def name(self) -> str:
@@ -62,7 +94,7 @@ def _as_var(x):
     return x.var if isinstance(x, IterVar) else x
 
 
-def reduce_axis(extent: int, name: str = "k") -> IterVar:
+def reduce_axis(extent: int | Expr, name: str = "k") -> IterVar:
     return IterVar(Var(name), extent, "reduce")
 
 
@@ -99,7 +131,7 @@ class Tensor:
     """The output of an Operation. ``T[i, j]`` builds a Load expression."""
 
     def __init__(self, op: Operation, shape: tuple[int, ...], dtype: str):
-        self.op, self.shape, self.dtype = op, tuple(int(d) for d in shape), dtype
+        self.op, self.shape, self.dtype = op, tuple(extent_of(d) for d in shape), dtype
 
     @property
     def name(self) -> str:
@@ -129,18 +161,19 @@ def _index(i) -> Expr:
     return as_expr(i, INDEX)
 
 
-def placeholder(shape: Sequence[int], dtype: str = "float32", name: str = "input") -> Tensor:
-    shape = tuple(int(d) for d in shape)
+def placeholder(shape: Sequence, dtype: str = "float32", name: str = "input") -> Tensor:
+    shape = tuple(extent_of(d) for d in shape)
     return Tensor(PlaceholderOp(name, shape, dtype), shape, dtype)
 
 
-def compute(shape: Sequence[int], fcompute: Callable[..., Expr], name: str = "compute",
+def compute(shape: Sequence, fcompute: Callable[..., Expr], name: str = "compute",
             tag: str = "", axis_names: Sequence[str] | None = None) -> Tensor:
     """Define ``name[i0, i1, ...] = fcompute(i0, i1, ...)``.
 
     ``fcompute`` takes one index variable per dimension (or a single ``*indices``).
+    Dims may be symbolic (see :func:`extent_of`).
     """
-    shape = tuple(int(d) for d in shape)
+    shape = tuple(extent_of(d) for d in shape)
     names = list(axis_names) if axis_names else _axis_names(fcompute, len(shape))
     axis = [IterVar(Var(n), d) for n, d in zip(names, shape)]
     body = fcompute(*[a.var for a in axis])

@@ -12,39 +12,73 @@ import numpy as np
 from tensorc.codegen.llvm.codegen import LLVMCodegen
 from tensorc.codegen.llvm.objects import emit_object
 from tensorc.errors import InputError, KernelRuntimeError, TensorcError
+from tensorc.ir import arith
+from tensorc.ir import expr as E
 from tensorc.ir.loop import KernelCall, PrimFunc
 from tensorc.runtime.cpu import NativeLibrary
 from tensorc.target import Target, missing_cpu_features
 
 
 class Kernel:
-    """A compiled PrimFunc; call it with one contiguous numpy array per parameter."""
+    """A compiled PrimFunc; call it with one contiguous numpy array per parameter. A kernel
+    over symbolic dims reads their values off the arrays' shapes (or ``dims=``, by name, for
+    a dim that no parameter's shape holds alone)."""
 
     def __init__(self, func: PrimFunc, library: NativeLibrary, entry_name: str):
         self.func = func
         self._library = library
         self._entry = library.entry(entry_name)
 
-    def __call__(self, *arrays: np.ndarray, num_threads: int = 0) -> None:
+    def __call__(self, *arrays: np.ndarray, num_threads: int = 0,
+                 dims: dict[str, int] | None = None) -> None:
         params = self.func.params
         if len(arrays) != len(params):
             raise InputError(f"{self.func.name} takes {len(params)} arrays, got {len(arrays)}")
+        values = self._bind_dims(arrays, dict(dims or {}))
         for buf, arr in zip(params, arrays):
             if not isinstance(arr, np.ndarray):
                 raise InputError(f"{self.func.name}: parameter {buf.name} needs a contiguous "
                                  f"{buf.dtype}{list(buf.shape)} numpy array, got "
                                  f"{type(arr).__name__}")
-            if tuple(arr.shape) != buf.shape or arr.dtype != np.dtype(buf.dtype) \
+            shape = tuple(evaluate_dim(d, values) for d in buf.shape)
+            if tuple(arr.shape) != shape or arr.dtype != np.dtype(buf.dtype) \
                     or not arr.flags.c_contiguous:
                 layout = "" if arr.flags.c_contiguous else "non-contiguous "
                 raise InputError(f"{self.func.name}: parameter {buf.name} needs a contiguous "
-                                 f"{buf.dtype}{list(buf.shape)} array, got {layout}"
+                                 f"{buf.dtype}{list(shape)} array, got {layout}"
                                  f"{arr.dtype}{list(arr.shape)}")
-        ptrs = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
+        pointers = [a.ctypes.data for a in arrays]
+        if self.func.dims:
+            dim_values = np.array([values[v.name] for v in self.func.dims], dtype=np.int64)
+            pointers.append(dim_values.ctypes.data)
+        ptrs = (ctypes.c_void_p * len(pointers))(*pointers)
         status = self._entry(ptrs, num_threads, None)
         if status:
             raise KernelRuntimeError(f"{self.func.name} failed a runtime check (status "
                                      f"{status})")
+
+
+    def _bind_dims(self, arrays, values: dict[str, int]) -> dict[str, int]:
+        for buf, arr in zip(self.func.params, arrays):
+            for d, n in zip(buf.shape, getattr(arr, "shape", ())):
+                if isinstance(d, E.Var):
+                    values.setdefault(d.name, int(n))
+        missing = [v.name for v in self.func.dims if v.name not in values]
+        if missing:
+            raise InputError(f"{self.func.name}: no parameter's shape gives the value of dim "
+                             f"{', '.join(missing)}; pass dims={{name: value}}")
+        return values
+
+
+def evaluate_dim(d: int | E.Expr, values: dict[str, int]) -> int:
+    """A dim's value once its symbolic dims have ``values`` (by name)."""
+    if isinstance(d, int):
+        return d
+    e = arith.simplify(E.substitute(d, {v: E.const(values[v.name]) for v in E.free_vars(d)}))
+    n = arith.as_const_int(e)
+    if n is None:
+        raise InputError(f"dim {E.format_expr(d)} does not evaluate to an integer")
+    return n
 
 
 def build_kernel(func: PrimFunc, target: Target | str | None = None) -> Kernel:
@@ -61,7 +95,8 @@ def build_kernel(func: PrimFunc, target: Target | str | None = None) -> Kernel:
     cg.add_kernel(func)
     entry_name = f"{func.name}_entry"
     cg.add_entry(PrimFunc(entry_name, func.params,
-                          KernelCall(func.name, [(p, 0) for p in func.params])))
+                          KernelCall(func.name, [(p, 0) for p in func.params], list(func.dims)),
+                          dims=list(func.dims)))
     return Kernel(func, NativeLibrary(emit_object(str(cg.module), target)), entry_name)
 
 

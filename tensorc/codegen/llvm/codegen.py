@@ -84,19 +84,23 @@ class LLVMCodegen:
         return self.declare(f"{name}.{suffix}", ty, [ty] * nargs)
 
     def add_kernel(self, func: PrimFunc, internal: bool = True) -> ir.Function:
-        """A kernel ``void name(ptr noalias p0, ...)`` over its buffer parameters. The
-        annotation passes run on its loop IR first (passes/loop/annotate.py): they decide how
-        each loop is emitted, and this class maps it so."""
-        fnty = ir.FunctionType(VOID, [PTR] * len(func.params))
+        """A kernel ``void name(ptr noalias p0, ..., i64 dim0, ...)`` over its buffer
+        parameters and its symbolic dims' values. The annotation passes run on its loop IR
+        first (passes/loop/annotate.py): they decide how each loop is emitted, and this class
+        maps it so."""
+        fnty = ir.FunctionType(VOID, [PTR] * len(func.params) + [I64] * len(func.dims))
         fn = ir.Function(self.module, fnty, func.name)
         if internal:
             fn.linkage = "internal"
             fn.attributes.add("noinline")
         fn.attributes.add("nounwind")
-        for arg in fn.args:
+        for arg in fn.args[:len(func.params)]:
             arg.add_attribute("noalias")
         buffers = {b: arg for b, arg in zip(func.params, fn.args)}
-        state = FunctionState(fn, {}, buffers)
+        dims = dict(zip(func.dims, fn.args[len(func.params):]))
+        for var, arg in dims.items():
+            arg.name = var.name
+        state = FunctionState(fn, dims, buffers)
         saved = self.fs
         self.fs = state
         self.stmt(annotate_for_llvm(func).body)
@@ -108,8 +112,9 @@ class LLVMCodegen:
 
     def add_entry(self, func: PrimFunc) -> ir.Function:
         """The exported entry ``int32 name(void **args, int32 num_threads, int64 *timings)``:
-        args[i] is the pointer for ``func.params[i]``; ``func.body`` is a sequence of kernel
-        calls, timed into ``timings`` (one slot per call) when it is not null."""
+        args[i] is the pointer for ``func.params[i]``, and where ``func.dims`` are symbolic
+        dims, the next one points to their int64 values; ``func.body`` is a sequence of
+        kernel calls, timed into ``timings`` (one slot per call) when it is not null."""
         fn = ir.Function(self.module, ir.FunctionType(I32, [PTR, I32, PTR]), func.name)
         fn.attributes.add("nounwind")
         state = FunctionState(fn, {}, {})
@@ -126,6 +131,12 @@ class LLVMCodegen:
         for k, buf in enumerate(func.params):
             slot = b.gep(fn.args[0], [ir.Constant(I64, k)], source_etype=PTR)
             state.buffers[buf] = b.load(slot, typ=PTR)
+        if func.dims:
+            slot = b.gep(fn.args[0], [ir.Constant(I64, len(func.params))], source_etype=PTR)
+            values = b.load(slot, typ=PTR)
+            for k, var in enumerate(func.dims):
+                state.env[var] = b.load(b.gep(values, [ir.Constant(I64, k)], source_etype=I64),
+                                        typ=I64, name=var.name)
         calls = list(func.body.stmts) if isinstance(func.body, Seq) else [func.body]
         saved = self.fs
         self.fs = state
@@ -261,6 +272,7 @@ class LLVMCodegen:
             if offset:
                 ptr = self.b.gep(ptr, [ir.Constant(I64, offset)], source_etype=I8)
             args.append(ptr)
+        args += [self.expr(d) for d in s.dims]
         self.b.call(fn, args)
 
     def for_loop(self, s: For) -> None:

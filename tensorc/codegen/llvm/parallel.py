@@ -9,7 +9,6 @@ from llvmlite import ir
 from tensorc.codegen.llvm.function_state import FunctionState, opaque
 from tensorc.codegen.llvm.ir_types import I1, I32, I64, PTR, VOID
 from tensorc.codegen.llvm.part import CodegenPart
-from tensorc.errors import TensorcError
 from tensorc.ir import arith
 from tensorc.ir import expr as E
 from tensorc.ir.loop import For, buffers_used, stmt_exprs, walk_stmts
@@ -57,17 +56,18 @@ class ParallelLoops(CodegenPart):
         # the closure: [ticket, chunk size, ranges, the ranges' next iterations (a cache
         # line apart), captured values...]
         counters = ir.ArrayType(I64, MAX_RANGES * COUNTER_STRIDE)
-        fields = [I64, I64, I64, counters] + [I64] * len(captured_vars) + \
-            [PTR] * len(captured_bufs)
-        first = 4     # the first captured value's field
+        n = arith.as_const_int(s.extent)
+        # a symbolic extent travels in the closure, after the counters
+        fields = [I64, I64, I64, counters] + ([I64] if n is None else []) + \
+            [I64] * len(captured_vars) + [PTR] * len(captured_bufs)
+        first = 4 if n is not None else 5     # the first captured value's field
         closure_ty = ir.LiteralStructType(fields)
         self.outlined += 1
         name = f"{self.fs.fn.name}.par{self.outlined}"
         fn = ir.Function(self.gen.module, ir.FunctionType(VOID, [PTR]), name)
         fn.linkage = "internal"
         fn.attributes.add("nounwind")
-        extent = _const_extent(s.extent)
-        n = extent.constant
+        extent = ir.Constant(I64, n) if n is not None else self.gen.expr(s.extent)
 
         # caller: pack the closure, size the chunks, run the body on the team
         b = self.b
@@ -96,6 +96,10 @@ class ParallelLoops(CodegenPart):
         team = b.select(b.icmp_signed("<", chunks, nth), chunks, nth)
         ranges = b.select(b.icmp_signed("<", team, ir.Constant(I64, MAX_RANGES)), team,
                           ir.Constant(I64, MAX_RANGES))
+        if n is None:
+            # an extent of 0 at run time: one empty range (the callee divides by the count)
+            ranges = b.select(b.icmp_signed("<", ranges, ir.Constant(I64, 1)),
+                              ir.Constant(I64, 1), ranges)
         b.store(ranges, slot(b, closure, 2))
 
         def counter(builder, base, r):
@@ -103,14 +107,18 @@ class ParallelLoops(CodegenPart):
                                       builder.mul(r, ir.Constant(I64, COUNTER_STRIDE))],
                                source_etype=closure_ty)
 
-        def range_start(builder, r, count):
+        def range_start(builder, r, count, extent=extent):
             return builder.sdiv(builder.mul(r, extent), count)
+
+        if n is None:
+            b.store(extent, slot(b, closure, 4))
 
         # each range's counter starts at its first iteration
         self.gen.serial_loop(_RANGE_VAR, ranges, lambda: b.store(
             range_start(b, self.fs.env[_RANGE_VAR], ranges),
             counter(b, closure, self.fs.env[_RANGE_VAR])))
-        alone = b.icmp_signed("<=", team, ir.Constant(I64, 1)) if n > 1 else ir.Constant(I1, 1)
+        alone = ir.Constant(I1, 1) if n is not None and n <= 1 else \
+            b.icmp_signed("<=", team, ir.Constant(I64, 1))
         with b.if_else(alone) as (serial, threaded):
             with serial:
                 b.call(fn, [closure])
@@ -144,7 +152,8 @@ class ParallelLoops(CodegenPart):
         cb.position_at_end(visit)
         seen = cb.load(visited, typ=I64)
         r = cb.urem(cb.add(home, seen), own_ranges)
-        end = range_start(cb, cb.add(r, ir.Constant(I64, 1)), own_ranges)
+        own_extent = extent if n is not None else cb.load(slot(cb, fn.args[0], 4), typ=I64)
+        end = range_start(cb, cb.add(r, ir.Constant(I64, 1)), own_ranges, own_extent)
         next_iteration = counter(cb, fn.args[0], r)
         cb.cbranch(cb.icmp_signed("<", seen, own_ranges), take, done)
         cb.position_at_end(take)
@@ -162,10 +171,3 @@ class ParallelLoops(CodegenPart):
         cb.ret_void()
         state.close()
         self.gen.fs, self.gen.in_parallel = saved, saved_par
-
-
-def _const_extent(e: E.Expr) -> ir.Value:
-    n = arith.as_const_int(e)
-    if n is None:
-        raise TensorcError("parallel loops need a constant extent")
-    return ir.Constant(I64, n)

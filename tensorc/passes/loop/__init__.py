@@ -6,11 +6,13 @@ from tensorc.passes.loop.clamps import resolve_clamps
 from tensorc.passes.loop.flatten import flatten_buffers
 from tensorc.passes.loop.partition import partition_loops
 from tensorc.passes.loop.simplify import simplify
+from tensorc.passes.loop.symbolic_tails import split_symbolic_tails
 
 # The lowering pipeline, read top to bottom; `tensorc inspect --stage loops` prints the result.
 PIPELINE = (
     simplify,          # canonical affine indices, decided guards, unit loops dropped
     partition_loops,   # split loops where a select or guard inside them changes value
+    split_symbolic_tails,  # whole tiles without guards, then the tail, for symbolic dims
     resolve_clamps,    # drop the clamps of loads that their selects guard, where they can
     flatten_buffers,   # B[i, j] -> B[i*J + j]
     simplify,          # fold the flattened index arithmetic
@@ -24,4 +26,4 @@ def optimize(func: PrimFunc) -> PrimFunc:
 
 
 __all__ = ["PIPELINE", "optimize", "simplify", "flatten_buffers", "partition_loops",
-           "resolve_clamps"]
+           "resolve_clamps", "split_symbolic_tails"]

@@ -38,4 +38,4 @@ def annotate_allocations(func: PrimFunc) -> PrimFunc:
             if s.buffer.scope == "local" and has_padding_lanes(s.buffer):
                 s.annotations["zeroed"] = True
         return None
-    return PrimFunc(func.name, func.params, map_stmt(func.body, fstmt=visit), func.attrs)
+    return func.with_body(map_stmt(func.body, fstmt=visit))

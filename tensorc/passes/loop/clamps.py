@@ -32,7 +32,7 @@ def resolve_clamps(func: PrimFunc) -> PrimFunc:
     >>> resolve_clamps(func)   # select(j < 4, X[clamp(j, 0, 3)], ...) -> select(j < 4, X[j], ...)
     ... # doctest: +SKIP
     """
-    return PrimFunc(func.name, func.params, _stmt(func.body, {}), dict(func.attrs))
+    return func.with_body(_stmt(func.body, {}))
 
 
 def _stmt(s: Stmt, ranges: dict) -> Stmt:

@@ -20,4 +20,4 @@ def flatten_buffers(func: PrimFunc) -> PrimFunc:
         return None
 
     body = map_stmt(func.body, fexpr, fstmt)
-    return func.__class__(func.name, func.params, body, dict(func.attrs))
+    return func.with_body(body)

@@ -59,7 +59,7 @@ def shared_accesses(s: Stmt) -> tuple[set[Buffer], set[Buffer]]:
 def insert_barriers(func: PrimFunc) -> PrimFunc:
     """Add the barriers ``func``'s shared-memory accesses need (see the module docstring)."""
     body = _visit(func.body, _Pending())
-    return PrimFunc(func.name, func.params, body, dict(func.attrs))
+    return func.with_body(body)
 
 
 def _visit(s: Stmt, pending: _Pending) -> Stmt:

@@ -45,4 +45,4 @@ def annotate_parallel_loops(func: PrimFunc) -> PrimFunc:
         if isinstance(s, For) and s.kind == "parallel":
             s.annotations["iteration_work"] = stmt_work(s.body)
         return None
-    return PrimFunc(func.name, func.params, map_stmt(func.body, fstmt=visit), func.attrs)
+    return func.with_body(map_stmt(func.body, fstmt=visit))

@@ -32,7 +32,7 @@ def partition_loops(func: PrimFunc) -> PrimFunc:
     >>> func = partition_loops(func)    # doctest: +SKIP
     """
     body = _visit(func.body, {})
-    return simplify(PrimFunc(func.name, func.params, body, dict(func.attrs)))
+    return simplify(func.with_body(body))
 
 
 def _visit(s: Stmt, ranges: dict) -> Stmt:

@@ -135,4 +135,4 @@ def annotate_register_tiles(func: PrimFunc) -> PrimFunc:
         if shape is not None:
             s.annotations["register_tile"] = shape
         return None
-    return PrimFunc(func.name, func.params, map_stmt(func.body, fstmt=visit), func.attrs)
+    return func.with_body(map_stmt(func.body, fstmt=visit))

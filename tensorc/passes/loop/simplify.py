@@ -15,8 +15,7 @@ def simplify(func: PrimFunc) -> PrimFunc:
     >>> simplify(func)   # for (i, 0, 1) A[i*4 + j // 4 * 4 + j % 4] ... -> A[j] ...
     """
     body = simplify_stmt(func.body, {})
-    return PrimFunc(func.name, func.params, body if body is not None else Seq([]),
-                    dict(func.attrs))
+    return func.with_body(body if body is not None else Seq([]))
 
 
 def simplify_stmt(s: Stmt, ranges: dict) -> Stmt | None:

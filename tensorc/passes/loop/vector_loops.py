@@ -79,4 +79,4 @@ def annotate_vector_loops(func: PrimFunc) -> PrimFunc:
             if isinstance(st, IfThenElse) and not predicable(st.then_case):
                 st.annotations["lane_by_lane"] = True
         return s
-    return PrimFunc(func.name, func.params, map_stmt(func.body, fstmt=visit), func.attrs)
+    return func.with_body(map_stmt(func.body, fstmt=visit))

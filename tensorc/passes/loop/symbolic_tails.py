@@ -1,0 +1,134 @@
+"""Split loops of symbolic extent into guard-free whole tiles and a guarded tail.
+
+A loop over a symbolic dim is split by a constant factor, and lowering guards every element
+of it with ``x * factor + inner < N``: the guard holds for every inner iteration until the
+last, partial tile. Where a comparison inside a serial or parallel loop is affine in the
+loop's variable with a positive coefficient and its other terms are bounded by the loops
+inside, it holds for every inner iteration below a cut computed at run time
+(``N // factor`` for the usual guard). The loop runs the pieces below the cut with the
+comparison replaced by true, then the rest as it was:
+
+    for (x, 0, (N + 7) // 8)  for (y, 0, 8)  if (x*8 + y < N) ...
+      ->  for (x, 0, N // 8)  for (y, 0, 8)  ...
+          for (x', 0, (N + 7) // 8 - N // 8)  for (y, 0, 8)  if ((x' + N // 8)*8 + y < N) ...
+
+A parallel loop keeps one loop whose iterations branch on the cut (as partition.py does for
+constant cuts: one team, no second wait). partition.py cuts at constant points; this pass
+only fires on comparisons that involve a symbolic dim, so static kernels are untouched.
+"""
+from __future__ import annotations
+
+from tensorc.ir import arith
+from tensorc.ir import expr as E
+from tensorc.ir.bounds import SYMBOLIC_MAX, relaxed_interval
+from tensorc.ir.loop import Allocate, For, IfThenElse, PrimFunc, Seq, Stmt, map_stmt, seq
+from tensorc.passes.loop.partition import _comparisons, _conditions, _loop_ranges
+from tensorc.passes.loop.simplify import simplify
+
+SPLIT_KINDS = ("serial", "parallel")
+
+
+def split_symbolic_tails(func: PrimFunc) -> PrimFunc:
+    """Split each loop at the run-time point where a symbolic guard inside it stops holding.
+
+    >>> func = split_symbolic_tails(func)    # doctest: +SKIP
+    """
+    if not func.dims:
+        return func
+    dims = {v for v in func.dims}
+    return simplify(func.with_body(_visit(func.body, dims)))
+
+
+def _visit(s: Stmt, dims: set[E.Var]) -> Stmt:
+    if isinstance(s, For):
+        if s.kind in SPLIT_KINDS:
+            point = _cut(s, dims)
+            if point is not None:
+                return _split(s, point, dims)
+        return For(s.var, s.extent, s.kind, _visit(s.body, dims), dict(s.annotations))
+    if isinstance(s, Seq):
+        return seq(*[_visit(c, dims) for c in s.stmts])
+    if isinstance(s, Allocate):
+        return Allocate(s.buffer, _visit(s.body, dims), dict(s.annotations))
+    if isinstance(s, IfThenElse):
+        return IfThenElse(s.cond, _visit(s.then_case, dims),
+                          None if s.else_case is None else _visit(s.else_case, dims),
+                          dict(s.annotations))
+    return s
+
+
+def _cut(loop: For, dims: set[E.Var]) -> E.Expr | None:
+    """The first run-time point below which a comparison inside ``loop`` that involves a
+    symbolic dim holds for every iteration of the loops inside (clamped to the loop's
+    range), or None."""
+    inner = _loop_ranges(loop.body, {})
+    inner.pop(loop.var, None)
+    for cond in _conditions(loop.body, selects=False):
+        for cmp in _comparisons(cond):
+            point = _point(cmp, loop, inner, dims)
+            if point is not None:
+                return point
+    return None
+
+
+def _point(cmp: E.Compare, loop: For, inner: dict, dims: set[E.Var]) -> E.Expr | None:
+    """Where ``cmp`` stops holding for all inner iterations: the v with ``coeff * v + rest
+    + hi < 0`` exactly below it."""
+    if cmp.op not in ("lt", "le", "gt") or \
+            not (E.free_vars(cmp.a) | E.free_vars(cmp.b)) & dims:
+        return None
+    # as coeff * v + base < 0
+    diff = cmp.a - cmp.b if cmp.op == "lt" else \
+        cmp.a - cmp.b - 1 if cmp.op == "le" else cmp.b - cmp.a
+    lin = arith.linear_coeff(diff, loop.var)
+    if lin is None or lin[1] <= 0:
+        return None
+    base, coeff = lin
+    relaxed = {v: r for v, r in inner.items() if E.uses_var(base, v)}
+    bounded = relaxed_interval(arith.simplify(base), relaxed, {})
+    if bounded is None:
+        return None
+    rest, _, hi = bounded
+    if E.free_vars(rest) - dims:
+        return None        # the point would move with an outer loop: leave it
+    # v < (-rest - hi - 1) // coeff + 1  =  (-rest + coeff - hi - 1) // coeff
+    top = arith.simplify(E.const(0) - rest)
+    point = arith.simplify((top + (coeff - hi - 1)) // coeff)
+    known = {d: (0, SYMBOLIC_MAX) for d in dims}
+    if hi > coeff - 1 or arith.const_bounds(top, known)[0] is None or \
+            arith.const_bounds(top, known)[0] < 0:
+        point = E.maximum(point, E.const(0))
+    # the usual guard of a split by coeff: the loop runs ceil(top / coeff) times, and the
+    # point floor(top / coeff) never passes it
+    ceil = arith.simplify((top + (coeff - 1)) // coeff)
+    if not (hi == coeff - 1 and E.same(ceil, arith.simplify(loop.extent))):
+        point = E.minimum(point, loop.extent)
+    return arith.simplify(point)
+
+
+def _split(loop: For, point: E.Expr, dims: set[E.Var]) -> Stmt:
+    inner = _loop_ranges(loop.body, {})
+    inner.pop(loop.var, None)
+
+    def holds(e: E.Expr) -> E.Expr:
+        # every comparison that holds below the same point (the init, update and store
+        # nests of one stage each test the same guard with their own loop variables)
+        def fn(x):
+            if isinstance(x, E.Compare):
+                p = _point(x, loop, inner, dims)
+                if p is not None and E.same(p, point):
+                    return E.Const(True, "bool")
+            return None
+        return E.transform(e, fn)
+
+    whole = map_stmt(loop.body, holds)
+    if loop.kind == "parallel":
+        body = IfThenElse(E.Compare("lt", loop.var, point), _visit(whole, dims),
+                          _visit(loop.body, dims))
+        return For(loop.var, loop.extent, loop.kind, body, dict(loop.annotations))
+    main = _visit(For(loop.var, point, loop.kind, whole, dict(loop.annotations)), dims)
+    var = E.Var(loop.var.name)
+    tail_body = map_stmt(loop.body, lambda e: E.substitute(e, {loop.var: var + point}))
+    tail = For(var, arith.simplify(loop.extent - point), loop.kind,
+               _visit(tail_body, dims), dict(loop.annotations))
+    return seq(main, tail)

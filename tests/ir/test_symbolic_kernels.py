@@ -1,0 +1,133 @@
+"""Kernels over symbolic dims: loop extents and buffer shapes that are expressions of dims
+whose values arrive at run time, with constant tiles, guarded tails, and the guard-free
+whole tiles that passes/loop/symbolic_tails.py splits off. Checked against numpy at dims of
+0, 1, primes, multiples of the tiles and sizes just past them."""
+import numpy as np
+import pytest
+
+from tensorc.errors import InputError, ScheduleError
+from tensorc.ir import te
+from tensorc.ir.lower import lower
+from tensorc.ir.loop import IfThenElse, walk_stmts
+from tensorc.ir.schedule import create_schedule
+from tensorc.ir.te import dim_var
+from tensorc.passes.loop import optimize
+from tensorc.runtime.kernel import build_kernel
+
+SIZES = [0, 1, 2, 7, 8, 9, 31, 100, 257]
+
+
+def _rand(rng, *shape):
+    return rng.standard_normal(shape).astype("float32")
+
+
+def test_elementwise_rows_symbolic_parallel():
+    n = dim_var("N")
+    a = te.placeholder((n, 37), name="A")
+    b = te.placeholder((37,), name="B")
+    c = te.compute((n, 37), lambda i, j: a[i, j] + b[j], name="C")
+    s = create_schedule([c])
+    i, j = s[c].op_axis
+    s[c].vectorize(s[c].split(j, 8)[1])
+    s[c].parallel(i)
+    func = optimize(lower(s, [a, b, c], "add"))
+    assert [v.name for v in func.dims] == ["N"]
+    kernel = build_kernel(func)
+    rng = np.random.default_rng(0)
+    for rows in SIZES:
+        x, y = _rand(rng, rows, 37), _rand(rng, 37)
+        out = np.full((rows, 37), np.nan, "float32")
+        for threads in (1, 2):
+            kernel(x, y, out, num_threads=threads)
+            np.testing.assert_allclose(out, x + y, rtol=1e-6)
+
+
+def test_symbolic_inner_dim_vectorized_with_tail():
+    r, length = dim_var("R"), dim_var("L")
+    a = te.placeholder((r, length), name="A")
+    c = te.compute((r, length), lambda i, j: a[i, j] * 2.0, name="C")
+    s = create_schedule([c])
+    i, j = s[c].op_axis
+    s[c].vectorize(s[c].split(j, 8)[1])
+    s[c].parallel(i)
+    func = optimize(lower(s, [a, c], "scale"))
+    # the whole tiles carry no guard; only the tail does
+    guards = [st for st in walk_stmts(func.body) if isinstance(st, IfThenElse)]
+    assert len(guards) == 1
+    kernel = build_kernel(func)
+    rng = np.random.default_rng(1)
+    for rows, cols in [(1, 1), (3, 7), (5, 8), (2, 9), (17, 100), (4, 0), (0, 5)]:
+        x = _rand(rng, rows, cols)
+        out = np.full((rows, cols), np.nan, "float32")
+        kernel(x, out)
+        np.testing.assert_allclose(out, x * 2, rtol=1e-6)
+
+
+def test_reduction_over_symbolic_axis():
+    r, length = dim_var("R"), dim_var("L")
+    a = te.placeholder((r, length), name="A")
+    k = te.reduce_axis(length, "k")
+    out_t = te.compute((r,), lambda i: te.sum_(a[i, k], axis=k), name="S")
+    s = create_schedule([out_t])
+    s[out_t].split(s[out_t].reduce_axis[0], 8)
+    s[out_t].parallel(s[out_t].op_axis[0])
+    kernel = build_kernel(optimize(lower(s, [a, out_t], "rowsum")))
+    rng = np.random.default_rng(2)
+    for rows, cols in [(1, 1), (3, 7), (5, 8), (17, 100), (64, 1000), (3, 0)]:
+        x = _rand(rng, rows, cols)
+        out = np.full((rows,), np.nan, "float32")
+        kernel(x, out)
+        np.testing.assert_allclose(out, x.sum(1), rtol=1e-5, atol=1e-5)
+
+
+def test_matmul_register_tile_over_symbolic_rows_and_depth():
+    m, kd = dim_var("M"), dim_var("K")
+    a = te.placeholder((m, kd), name="A")
+    b = te.placeholder((kd, 32), name="B")
+    k = te.reduce_axis(kd, "k")
+    c = te.compute((m, 32), lambda i, j: te.sum_(a[i, k] * b[k, j], axis=k), name="C")
+    s = create_schedule([c])
+    cl = s.cache_write(c, "local")
+    i, j = s[c].op_axis
+    io, ii = s[c].split(i, 4)
+    jo, ji = s[c].split(j, 8)
+    s[c].reorder(io, jo, ii, ji)
+    s[c].vectorize(ji)
+    s[c].parallel(io)
+    s[cl].compute_at(s[c], jo)
+    ci, cj = s[cl].op_axis
+    s[cl].reorder(s[cl].reduce_axis[0], ci, cj)
+    s[cl].vectorize(cj)
+    s[cl].unroll(ci)
+    kernel = build_kernel(optimize(lower(s, [a, b, c], "mm")))
+    rng = np.random.default_rng(3)
+    for rows, depth in [(1, 1), (3, 7), (4, 8), (5, 8), (17, 100), (64, 333), (0, 3), (3, 0)]:
+        x, y = _rand(rng, rows, depth), _rand(rng, depth, 32)
+        out = np.full((rows, 32), np.nan, "float32")
+        for threads in (1, 2):
+            kernel(x, y, out, num_threads=threads)
+            np.testing.assert_allclose(out, x @ y, rtol=1e-4, atol=1e-4)
+
+
+def test_dims_of_expressions_and_wrong_shapes():
+    n = dim_var("N")
+    a = te.placeholder((n, 3), name="A")
+    c = te.compute((n * 3,), lambda i: a[i // 3, i % 3] + 1.0, name="C")
+    s = create_schedule([c])
+    kernel = build_kernel(optimize(lower(s, [a, c], "flat")))
+    x = np.arange(15, dtype="float32").reshape(5, 3)
+    out = np.empty(15, "float32")
+    kernel(x, out)
+    np.testing.assert_allclose(out, x.reshape(-1) + 1)
+    with pytest.raises(InputError, match=r"float32\[15\]"):
+        kernel(x, np.empty(14, "float32"))
+
+
+def test_nparts_split_of_symbolic_extent_is_refused():
+    n = dim_var("N")
+    a = te.placeholder((n,), name="A")
+    c = te.compute((n,), lambda i: a[i] + 1.0, name="C")
+    s = create_schedule([c])
+    s[c].split(s[c].op_axis[0], nparts=4)
+    with pytest.raises(ScheduleError, match="symbolic extent"):
+        lower(s, [a, c], "bad")
