@@ -21,6 +21,7 @@ from tensorc.ir.schedule import create_schedule
 from tensorc.ops.catalog import get_op
 from tensorc.ops.registry import Template
 from tensorc.ops.schedules import INJECTIVE
+from tensorc.ops.symbolic import GENERIC
 from tensorc.passes import loop as loop_passes
 from tensorc.passes.graph.fuse import FusedGroup
 from tensorc.target import Target
@@ -78,12 +79,15 @@ def group_template(group: FusedGroup, target: Target) -> Template:
 
 def schedule_group(group: FusedGroup, graph: Graph, target: Target, name: str,
                    config: Mapping | None = None,
-                   times: CompileTimes | None = None) -> PrimFunc:
+                   times: CompileTimes | None = None,
+                   hints: Mapping[str, int] | None = None) -> PrimFunc:
     """One group's kernel, scheduled by its template with ``config`` (by default the
     template's heuristic choice). The PrimFunc's attrs record the config and the trace.
-    ``times`` collects the seconds of scheduling, lowering and loop passes."""
+    ``times`` collects the seconds of scheduling, lowering and loop passes. Over symbolic
+    dims, the schedule chooses at ``hints`` (by dim name; te.hint), and a template that does
+    not take symbolic shapes yet gives way to the generic one (ops/symbolic.py)."""
     times = times if times is not None else CompileTimes()
-    with times.phase("scheduling", name):
+    with times.phase("scheduling", name), te.dim_hints(hints or {}):
         params, out, anchor = group_to_te(group, graph)
         sch = create_schedule(out)
         # everything but the anchor and the output is computed inline
@@ -93,6 +97,8 @@ def schedule_group(group: FusedGroup, graph: Graph, target: Target, name: str,
                 continue
             stage.compute_inline()
         template = group_template(group, target)
+        if not template.symbolic and not all(te.is_static(t.shape) for t in [*params, out]):
+            template = GENERIC
         attrs = group.anchor.attrs if group.anchor is not None else {}
         space = template.search_space(target, out, anchor, attrs)
         # a record written before a knob joined the space takes that knob's default, the

@@ -6,15 +6,18 @@
 """
 from __future__ import annotations
 
+import contextvars
 import inspect
-from typing import Callable, Sequence
+from contextlib import contextmanager
+from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from tensorc.ir import arith
+from tensorc.ir.expr import same as E_same
 from tensorc.ir.expr import (
-    INDEX, Const, Expr, Load, Reduce, Var, as_expr, const, free_vars, is_float, substitute,
-    walk,
+    INDEX, Const, Expr, Load, Reduce, Var, as_expr, const, format_expr, free_vars, is_float,
+    substitute, walk,
 )
 
 
@@ -38,6 +41,40 @@ def extent_of(d) -> int | Expr:
 
 _DIM_VARS: dict[str, Var] = {}
 
+# The value a symbolic dim is taken to have where a schedule chooses a tile or whether to
+# run on threads: its hint (the shape being tuned for), else DEFAULT_HINT within its range.
+# A choice made at the hint is valid at every value: lowering guards every split of a
+# symbolic extent, so hints decide speed, never results.
+DEFAULT_HINT = 64
+_HINTS: contextvars.ContextVar[dict[str, int] | None] = contextvars.ContextVar(
+    "dim_hints", default=None)
+
+
+@contextmanager
+def dim_hints(values: Mapping[str, int]) -> Iterator[None]:
+    """Schedule with ``values`` (by dim name) as the symbolic dims' hints."""
+    token = _HINTS.set(dict(values))
+    try:
+        yield
+    finally:
+        _HINTS.reset(token)
+
+
+def hint(extent) -> int:
+    """An extent's value for a schedule's choices: itself where it is an int, else the
+    expression evaluated at the dims' hints."""
+    extent = extent_of(extent)
+    if isinstance(extent, int):
+        return extent
+    values = _HINTS.get() or {}
+    mapping = {v: const(values.get(v.name, DEFAULT_HINT)) for v in free_vars(extent)}
+    n = arith.as_const_int(arith.simplify(substitute(extent, mapping)))
+    return max(n if n is not None else DEFAULT_HINT, 0)
+
+
+def hint_shape(shape) -> tuple[int, ...]:
+    return tuple(hint(d) for d in shape)
+
 
 def dim_var(name: str) -> Var:
     """The variable of the symbolic dim ``name`` (the same object for the same name)."""
@@ -46,6 +83,35 @@ def dim_var(name: str) -> Var:
 
 def is_static(shape) -> bool:
     return all(isinstance(d, int) for d in shape)
+
+
+def broadcast_shape(*shapes) -> tuple:
+    """numpy's broadcast of ``shapes``, where a symbolic dim meets only 1 or the same dim
+    (the frontend unifies or checks at run time whatever else it may meet)."""
+    if all(is_static(s) for s in shapes):
+        return tuple(np.broadcast_shapes(*shapes))
+    n = max(len(s) for s in shapes)
+    out: list = [1] * n
+    for s in shapes:
+        for k, d in enumerate(s, start=n - len(s)):
+            if isinstance(d, int) and d == 1:
+                continue
+            if isinstance(out[k], int) and out[k] == 1:
+                out[k] = d
+            elif isinstance(d, int) and isinstance(out[k], int) and d != out[k]:
+                raise ValueError(f"shapes {shapes} do not broadcast")
+            elif not isinstance(d, int) or not isinstance(out[k], int):
+                if not isinstance(d, int) and not isinstance(out[k], int):
+                    if not E_same(d, out[k]):
+                        raise ValueError(f"shapes {shapes} do not broadcast: dims "
+                                         f"{format_expr(d)} and {format_expr(out[k])} differ")
+                elif not isinstance(out[k], int):
+                    raise ValueError(f"shapes {shapes} do not broadcast: dim "
+                                     f"{format_expr(out[k])} against {d}")
+                else:
+                    raise ValueError(f"shapes {shapes} do not broadcast: dim "
+                                     f"{format_expr(d)} against {out[k]}")
+    return tuple(out)
 
 
 class IterVar:

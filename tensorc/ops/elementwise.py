@@ -117,7 +117,7 @@ def define_elementwise(name: str, rule: Rule, arity: int) -> OpDef:
 def broadcast_compute(name: str, rule: Rule) -> Callable:
     """The compute of a broadcasting elementwise op: one expression per output element."""
     def compute(attrs: dict, *inputs: te.Tensor) -> te.Tensor:
-        shape = tuple(np.broadcast_shapes(*(t.shape for t in inputs)))
+        shape = te.broadcast_shape(*(t.shape for t in inputs))
         return te.compute(shape, lambda *i: widened_expr(
             rule, attrs, *(t[tuple(broadcast_index(t, i, shape))] for t in inputs)), name=name)
     return compute

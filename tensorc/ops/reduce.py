@@ -59,7 +59,9 @@ def _abs(x: E.Expr) -> E.Expr:
     return E.select(E.Compare("lt", x, E.const(0, x.dtype)), E.const(0, x.dtype) - x, x)
 
 
-def _mean(total: E.Expr, count: int) -> E.Expr:
+def _mean(total: E.Expr, count: int | E.Expr) -> E.Expr:
+    if isinstance(count, E.Expr):      # over symbolic dims: the count at run time
+        return total / E.cast(total.dtype, count)
     return total / E.Const(count, total.dtype)
 
 
@@ -166,7 +168,10 @@ def reduce_over(x: te.Tensor, axes: tuple[int, ...], keepdims: bool, combiner: s
 def _reduce_compute(name: str, rule: Reduction):
     def compute(attrs: dict, x: te.Tensor) -> te.Tensor:
         axes, keepdims = tuple(attrs["axes"]), bool(attrs["keepdims"])
-        count = int(np.prod([x.shape[a] for a in axes]))
+        count = 1
+        for a in axes:
+            count = count * x.shape[a]
+        count = te.extent_of(count)
         if name == "reduce_log_sum_exp":
             return _log_sum_exp_compute(x, axes, keepdims)
         map_fn = (lambda index, v: rule.map(v)) if rule.map else None

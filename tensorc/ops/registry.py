@@ -44,6 +44,9 @@ class Template:
 
     apply: Callable
     space: Callable | None = None
+    # whether ``apply`` and ``space`` take tensors of symbolic shape (choosing at the dims'
+    # hints, te.hint); other templates' groups over symbolic dims get the generic schedule
+    symbolic: bool = False
 
     def search_space(self, target, out, anchor, attrs: dict) -> SearchSpace:
         return EMPTY if self.space is None else self.space(target, out, anchor, attrs)

@@ -14,9 +14,10 @@ from tensorc.ir import expr as E
 from tensorc.ir.bounds import loop_extents
 from tensorc.ir.loop import Buffer, flat_index
 from tensorc.ir.schedule import Schedule, Stage
-from tensorc.ir.te import ComputeOp, Tensor, post_order
+from tensorc.ir.te import ComputeOp, Tensor, is_static, post_order
 from tensorc.ops.registry import Template
 from tensorc.ops.space import Knob, SearchSpace
+from tensorc.ops.symbolic import schedule_symbolic_injective
 from tensorc.target import Target
 
 # below this many output elements a kernel runs on one thread: waking the pool costs more
@@ -208,6 +209,9 @@ def schedule_injective(target: Target, sch: Schedule, out: Tensor, anchor: Tenso
     gather per vector; in square tiles stored transposed from registers where both axes are
     a vector long, else with the stores scattered."""
     config = config or injective_space(target, out, anchor, attrs).default()
+    if not is_static(out.shape):
+        schedule_symbolic_injective(target, sch, out, config)
+        return
     stage = sch[out]
     extent = out.shape[-1] if out.shape else 1
     lanes = target.vector_lanes(out.dtype)
@@ -531,4 +535,5 @@ def vectorize_inner_reduction(target: Target, stage: Stage, t: Tensor) -> list:
 
 
 # The template of groups without an anchor (elementwise, broadcast, injective), by target kind.
-INJECTIVE: dict[str, Template] = {"llvm": Template(schedule_injective, injective_space)}
+INJECTIVE: dict[str, Template] = {"llvm": Template(schedule_injective, injective_space,
+                                                   symbolic=True)}

@@ -114,7 +114,9 @@ def _softmax_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
     and other axes compute it twice rather than hold it."""
     axis = attrs["axis"]
     along, zero = _along(axis, x.ndim), E.const(0)
-    keep = x.shape[axis] <= CACHED_ROW and axis == x.ndim - 1
+    # a row of symbolic length is not kept: its block would need a run-time size
+    keep = isinstance(x.shape[axis], int) and x.shape[axis] <= CACHED_ROW and \
+        axis == x.ndim - 1
     peak, exps, total = _max_and_sum(x, axis, "softmax", keep_exp=keep)
     if exps is None:
         return te.compute(x.shape, lambda *o: E.cast(x.dtype, _shifted_exp(

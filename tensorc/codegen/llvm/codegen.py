@@ -251,6 +251,9 @@ class LLVMCodegen:
         while isinstance(chain[-1].body, Allocate) and \
                 chain[-1].body.annotations["storage"] == "heap":
             chain.append(chain[-1].body)
+        if not all(a.buffer.is_static for a in chain):
+            self._allocate_symbolic(chain)
+            return
         offsets, total = [], 0
         for a in chain:
             offsets.append(total)
@@ -261,6 +264,28 @@ class LLVMCodegen:
         for a, offset in zip(chain, offsets):
             self.fs.buffers[a.buffer] = self.b.gep(ptr, [ir.Constant(I64, offset)],
                                                    source_etype=I8) if offset else ptr
+        self.stmt(chain[-1].body)
+        self.b.call(free, [ptr])
+
+    def _allocate_symbolic(self, chain: list[Allocate]) -> None:
+        """Heap blocks whose sizes are expressions of symbolic dims: one block, its offsets
+        computed at run time (each part rounded up to a cache line)."""
+        b = self.b
+        offsets, total = [], ir.Constant(I64, 0)
+        for a in chain:
+            offsets.append(total)
+            nbytes = a.buffer.nbytes
+            size = ir.Constant(I64, nbytes) if isinstance(nbytes, int) else self.expr(nbytes)
+            rounded = b.and_(b.add(size, ir.Constant(I64, 63)), ir.Constant(I64, -64))
+            total = b.add(total, rounded)
+        # aligned_alloc of 0 bytes may return null: ask for one line at least
+        total = b.select(b.icmp_signed("<", total, ir.Constant(I64, 64)),
+                         ir.Constant(I64, 64), total)
+        malloc = self.declare("aligned_alloc", PTR, [I64, I64])
+        free = self.declare("free", VOID, [PTR])
+        ptr = b.call(malloc, [ir.Constant(I64, 64), total])
+        for a, offset in zip(chain, offsets):
+            self.fs.buffers[a.buffer] = b.gep(ptr, [offset], source_etype=I8)
         self.stmt(chain[-1].body)
         self.b.call(free, [ptr])
 

@@ -64,7 +64,7 @@ def _matmul_compute(attrs: dict, a: te.Tensor, b: te.Tensor) -> te.Tensor:
         batch_b, n = [], attrs["n"]
     else:
         *batch_b, _, n = b.shape
-    batch = tuple(np.broadcast_shapes(tuple(batch_a), tuple(batch_b)))
+    batch = _broadcast_batch(batch_a, batch_b)
     nb = len(batch)
     r = te.reduce_axis(k, "k")
 
@@ -84,6 +84,12 @@ def _matmul_compute(attrs: dict, a: te.Tensor, b: te.Tensor) -> te.Tensor:
     total = te.compute((*batch, m, n), body, name="matmul_acc", tag="anchor:matmul_acc",
                        axis_names=names)
     return te.compute(total.shape, lambda *o: E.cast(a.dtype, total[o]), name="matmul")
+
+
+def _broadcast_batch(a: list, b: list) -> tuple:
+    """The batch dims of a matmul's operands, broadcast (a symbolic dim meets only 1 or
+    itself: the frontend unified or checked the rest)."""
+    return te.broadcast_shape(tuple(a), tuple(b))
 
 
 def _matmul_space(target: Target, out: te.Tensor, mm: te.Tensor, attrs: dict) -> SearchSpace:

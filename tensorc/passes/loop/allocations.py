@@ -9,6 +9,7 @@ maps ran 30x slower on it, depending on what the stack held before).
 """
 from __future__ import annotations
 
+from tensorc.errors import TensorcError
 from tensorc.ir.loop import Allocate, Buffer, PrimFunc, Stmt, itemsize, map_stmt
 
 HEAP_BYTES = 64 * 1024    # global blocks above this are malloc'd, not on the stack
@@ -18,8 +19,15 @@ WIDEST_VECTOR_BYTES = 64
 
 
 def on_heap(buf: Buffer) -> bool:
-    """Whether a buffer is malloc'd (large global ones) rather than on the stack."""
-    return buf.scope != "local" and buf.nbytes > HEAP_BYTES
+    """Whether a buffer is malloc'd (large global ones, and those of symbolic size) rather
+    than on the stack."""
+    if buf.scope == "local":
+        if not buf.is_static:
+            raise TensorcError(f"the local block {buf.name} would have the symbolic shape "
+                               f"{list(buf.shape)}; a register or cache tile needs constant "
+                               f"dims (compute it at a loop inside the symbolic ones)")
+        return False
+    return not buf.is_static or buf.nbytes > HEAP_BYTES
 
 
 def has_padding_lanes(buf: Buffer) -> bool:
