@@ -7,6 +7,7 @@ import numpy as np
 
 from tensorc.errors import InvalidModelError, ShapeError
 from tensorc.frontend.context import ImportContext
+from tensorc.ir.dims import Dim
 from tensorc.ir.graph import Value
 
 
@@ -18,7 +19,7 @@ def normalize_axis(axis: int, ndim: int) -> int:
 
 def reshape(ctx: ImportContext, x: Value, shape: Sequence[int]) -> Value:
     """Reshape, or nothing when the shape is unchanged."""
-    shape = tuple(int(d) for d in shape)
+    shape = tuple(d if isinstance(d, Dim) else int(d) for d in shape)
     return x if shape == x.type.shape else ctx.emit("reshape", [x], shape=shape)
 
 

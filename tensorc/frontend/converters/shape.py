@@ -10,7 +10,9 @@ from tensorc.errors import InvalidModelError, ShapeError, UnsupportedOpError
 from tensorc.frontend.converters.common import normalize_axis, reshape
 from tensorc.frontend.context import ImportContext
 from tensorc.frontend.registry import converter
+from tensorc.ir.dims import Dim, DimLike
 from tensorc.ir.graph import Value
+from tensorc.ops.shape_rules import require_dims
 
 
 @converter("Flatten", since=1)
@@ -24,26 +26,39 @@ def flatten(ctx: ImportContext, inputs: list[Value], *, axis: int = 1) -> Value:
     return reshape(ctx, x, (math.prod(shape[:axis]), math.prod(shape[axis:])))
 
 
-def resolve_shape(input_shape: Sequence[int], target: Sequence[int], allowzero: bool
-                  ) -> tuple[int, ...]:
-    """ONNX Reshape's target: 0 copies the input dim (unless allowzero), -1 is inferred."""
-    dims = [int(d) for d in target]
+def resolve_shape(input_shape: Sequence[DimLike], target: Sequence[DimLike], allowzero: bool
+                  ) -> tuple[DimLike, ...]:
+    """ONNX Reshape's target: 0 copies the input dim (unless allowzero), -1 is inferred.
+    Dims may be symbolic: -1 is then the element count divided by the other dims', and an
+    element count the ranges cannot prove equal becomes a run-time constraint."""
+    dims = [d if isinstance(d, Dim) else int(d) for d in target]
     if not allowzero:
         for i, d in enumerate(dims):
-            if d == 0:
+            if isinstance(d, int) and d == 0:
                 if i >= len(input_shape):
-                    raise ShapeError(f"Reshape target {tuple(target)} copies dim {i} that "
-                                     f"input {tuple(input_shape)} does not have")
+                    raise ShapeError(f"Reshape target {_text(target)} copies dim {i} that "
+                                     f"input {_text(input_shape)} does not have")
                 dims[i] = input_shape[i]
-    if dims.count(-1) > 1 or any(d < -1 for d in dims):
-        raise ShapeError(f"Reshape target {tuple(target)} is invalid")
-    if -1 in dims:
-        known = math.prod(d for d in dims if d != -1)
-        total = math.prod(input_shape)
-        if known == 0 or total % known:
-            raise ShapeError(f"cannot reshape {tuple(input_shape)} to {tuple(target)}")
-        dims[dims.index(-1)] = total // known
+    if [d for d in dims if isinstance(d, int)].count(-1) > 1 or \
+            any(isinstance(d, int) and d < -1 for d in dims):
+        raise ShapeError(f"Reshape target {_text(target)} is invalid")
+    total = math.prod(input_shape)
+    if any(isinstance(d, int) and d == -1 for d in dims):
+        index = next(i for i, d in enumerate(dims) if isinstance(d, int) and d == -1)
+        known = math.prod(d for i, d in enumerate(dims) if i != index)
+        if isinstance(known, int) and isinstance(total, int):
+            if known == 0 or total % known:
+                raise ShapeError(f"cannot reshape {_text(input_shape)} to {_text(target)}")
+        dims[index] = total // known
+    if not (isinstance(total, int) and all(isinstance(d, int) for d in dims)):
+        require_dims(math.prod(dims), "==", total,
+                     f"Reshape of {_text(input_shape)} to {_text(target)} keeps the "
+                     f"element count")
     return tuple(dims)
+
+
+def _text(shape: Sequence[DimLike]) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ")"
 
 
 @converter("Reshape", since=1, until=4)
@@ -56,7 +71,7 @@ def reshape_attribute(ctx: ImportContext, inputs: list[Value], *, shape: Sequenc
 @converter("Reshape", since=5)
 def reshape_input(ctx: ImportContext, inputs: list[Value], *, allowzero: int = 0) -> Value:
     x, target = inputs
-    shape = ctx.require_constant(target, "shape").tolist()
+    shape = ctx.require_dims(target, "shape")
     return reshape(ctx, x, resolve_shape(x.type.shape, shape, bool(allowzero)))
 
 
@@ -121,9 +136,11 @@ def constant_of_shape(ctx: ImportContext, inputs: list[Value], *,
 @converter("Shape", since=1)
 def shape(ctx: ImportContext, inputs: list[Value], *, start: int = 0, end: int | None = None
           ) -> Value:
-    # Shapes are static in tensorc, so Shape is always a constant (clamped like ONNX).
-    dims = inputs[0].type.shape
-    return ctx.const(np.array(dims[slice(start, end)], dtype=np.int64))
+    # A static shape is a constant (clamped like ONNX); a symbolic one a shape value.
+    dims = inputs[0].type.shape[slice(start, end)]
+    if inputs[0].type.is_static:
+        return ctx.const(np.array(dims, dtype=np.int64))
+    return ctx.shape_value(np.array(list(dims) + [None], dtype=object)[:-1])
 
 
 def _unsqueeze(ctx: ImportContext, x: Value, axes: Sequence[int]) -> Value:
@@ -174,7 +191,12 @@ def squeeze_input(ctx: ImportContext, inputs: list[Value]) -> Value:
 
 @converter("Size", since=1)
 def size(ctx: ImportContext, inputs: list[Value]) -> Value:
-    return ctx.const(np.array(inputs[0].type.size, dtype=np.int64))
+    size = inputs[0].type.size
+    if isinstance(size, int):
+        return ctx.const(np.array(size, dtype=np.int64))
+    array = np.empty((), object)
+    array[()] = size
+    return ctx.shape_value(array)
 
 
 @converter("Range", since=11)
