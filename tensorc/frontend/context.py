@@ -12,8 +12,8 @@ import onnx
 from onnx import helper, numpy_helper
 
 from tensorc.errors import (
-    ConstantRequiredError, InvalidModelError, ModelLoadError, ShapeError, TensorcError,
-    UnsupportedOpError,
+    ConstantRequiredError, InvalidModelError, ModelLoadError, ShapeError, SymbolicDimError,
+    TensorcError, UnsupportedOpError,
 )
 from tensorc.frontend.registry import find_converter
 from tensorc.frontend.shape_values import apply_shape_op, as_object, has_dims
@@ -102,7 +102,7 @@ class ImportContext:
         arrays = [self.constant(v) for v in inputs]
         if inputs and all(a is not None for a in arrays):
             (expected,) = infer_types(op, attrs, [v.type for v in inputs])
-            if worth_folding(arrays, [expected]):
+            if expected.is_static and worth_folding(arrays, [expected]):
                 (result,) = evaluate(op, attrs, arrays)
                 if TensorType(result.shape, dtype_of(result)) != expected:  # a bug in tensorc
                     raise TensorcError(f"{op}: the reference computed {result.dtype}"
@@ -176,6 +176,10 @@ class ImportContext:
         return element_dtype(elem_type, self.label, "a Cast target")
 
 
+# shape values are shapes and their pieces; a larger tensor is data, computed by the converter
+MAX_SHAPE_VALUE_ELEMENTS = 64
+
+
 def _shape_arithmetic(context: ImportContext, node: onnx.NodeProto,
                       inputs: list[Value | None], attributes: dict[str, Any]
                       ) -> Value | None:
@@ -186,7 +190,13 @@ def _shape_arithmetic(context: ImportContext, node: onnx.NodeProto,
     arrays = [None if v is None else context.value_of(v) for v in inputs]
     if any(a is None for v, a in zip(inputs, arrays) if v is not None):
         return None
-    result = apply_shape_op(node.op_type, arrays, attributes, context.opset)
+    if any(a.size > MAX_SHAPE_VALUE_ELEMENTS or (a.dtype != object and a.dtype.kind not in "iub")
+           for a in arrays if a is not None):
+        return None  # a data tensor, not shape arithmetic: the converter computes it
+    try:
+        result = apply_shape_op(node.op_type, arrays, attributes, context.opset)
+    except SymbolicDimError:
+        return None  # not decidable at compile time: the converter computes it at run time
     if result is None:
         return None
     dtypes = [v.type.dtype for v in inputs if v is not None and v in context.known]

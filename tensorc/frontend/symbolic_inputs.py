@@ -95,7 +95,7 @@ def parse_dim_range(text: str) -> tuple[str, tuple[int, int | None]]:
 def _concatenated_only(proto: onnx.ModelProto, specs: list, shapes: dict[str, Any]
                        ) -> set[str]:
     """The dim names that every input carrying them only concatenates along (its readers
-    are all Concat nodes over that axis): there an empty tensor is fine."""
+    are Concat nodes over that axis, and Shape): there an empty tensor is fine."""
     readers: dict[str, list[onnx.NodeProto]] = {}
     for node in proto.graph.node:
         for name in set(node.input):
@@ -106,7 +106,8 @@ def _concatenated_only(proto: onnx.ModelProto, specs: list, shapes: dict[str, An
             if isinstance(d, int):
                 continue
             name = d if isinstance(d, str) else generated_name(spec.name, axis)
-            nodes = readers.get(spec.name, [])
+            # Shape reads only the sizes, which an empty tensor has too
+            nodes = [n for n in readers.get(spec.name, []) if n.op_type != "Shape"]
             ok = bool(nodes) and all(_concat_axis(n, len(shapes[spec.name])) == axis
                                      for n in nodes)
             verdict[name] = verdict.get(name, True) and ok

@@ -489,3 +489,37 @@ def linear_coeff(e: Expr, var: Var, bounds: Bounds | None = None) -> tuple[Expr,
         else:
             rest[k] = (atom, c)
     return Affine(rest, aff.const, aff.dtype).to_expr(), stride
+
+
+def simplify_nonnegative(e: Expr) -> Expr:
+    """:func:`simplify`, then the floor-division rules that hold for every integer and that
+    symbolic dims need to stay short (loop indices keep :func:`simplify`'s form):
+    ``(x + k*c)//c`` is ``x//c + k`` and ``(x//a)//b`` is ``x//(a*b)`` (a, b, c > 0), so a
+    width pooled twice, ``((W - 2)//2 - 1)//2 + 1``, reads ``W//4``.
+
+    >>> W = Var("W"); simplify_nonnegative(((W - 2) // 2 - 1) // 2 + 1)
+    W // 4
+    """
+    for _ in range(16):
+        before = format_expr(e)
+        e = simplify(_merge_divisions(simplify(e)))
+        if format_expr(e) == before:
+            break
+    return e
+
+
+def _merge_divisions(e: Expr) -> Expr:
+    if not isinstance(e, Binary):
+        return e
+    a, b = _merge_divisions(e.a), _merge_divisions(e.b)
+    if e.op == "floordiv" and isinstance(b, Const) and b.value > 0:
+        c = b.value
+        if isinstance(a, Binary) and a.op == "floordiv" and isinstance(a.b, Const) \
+                and a.b.value > 0:
+            return Binary("floordiv", a.a, const(a.b.value * c, e.dtype))
+        inner = to_affine(a, {})
+        k = inner.const // c
+        if k and inner.terms:
+            rest = Affine(inner.terms, inner.const - k * c, inner.dtype)
+            return Binary("add", Binary("floordiv", rest.to_expr(), b), const(k, e.dtype))
+    return Binary(e.op, a, b) if (a is not e.a or b is not e.b) else e

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Sequence
 
 from tensorc.errors import InputError, ShapeError
+from tensorc.ir.expr import Binary, Const, Var
 from tensorc.ir.dims import (
     ACTIVE, Dim, DimLike, decide, dim_var, evaluate, substitute_dims,
 )
@@ -71,6 +72,9 @@ class DimTable:
     constraints: list[Constraint] = field(default_factory=list)
     # the node being converted, named in the reasons of the constraints it adds
     site: str = ""
+    # lower bounds that recorded constraints imply (H >= 3 once a 3-wide window must fit):
+    # a run breaking them is refused, so decisions may rely on them
+    implied: dict[str, int] = field(default_factory=dict)
 
     # declaring --------------------------------------------------------------------------------
     def declare(self, name: str, input: str, axis: int, lo: int = 1,
@@ -100,8 +104,10 @@ class DimTable:
         return bool(self.symbols)
 
     def bounds(self) -> dict:
-        """Var -> (lo, hi) for tensorc.ir.arith, of every declared dim."""
-        return {dim_var(name): r for name, r in self.ranges.items()}
+        """Var -> (lo, hi) for tensorc.ir.arith, of every declared dim (with the lower
+        bounds the recorded constraints imply)."""
+        return {dim_var(name): (max(lo, self.implied.get(name, lo)), hi)
+                for name, (lo, hi) in self.ranges.items()}
 
     def resolve(self, d: DimLike) -> DimLike:
         """``d`` with the unified dims replaced by their representatives."""
@@ -135,7 +141,8 @@ class DimTable:
         if decide("eq", a, b) is False:
             raise ShapeError(f"{reason}, so dims {a} and {b} must be equal, but they never "
                              f"are ({self._range_text(a)}; {self._range_text(b)})")
-        self.constraints.append(Constraint(a, "==", b, self._at(reason)))
+        if not any(c.op == "==" and {c.lhs, c.rhs} == {a, b} for c in self.constraints):
+            self.constraints.append(Constraint(a, "==", b, self._at(reason)))
         keep, drop = self._representative(a, b)
         if drop is not None:
             name = drop.expr.name
@@ -162,6 +169,7 @@ class DimTable:
             name, other = (a, b) if names[0] is a else (b, a)
             if not (isinstance(other, Dim) and name.expr.name in other.names):
                 return other, name
+            return name, None  # min(seq, 64) == seq: keep the plain name
         return a, None
 
     def require(self, lhs: DimLike, op: str, rhs: DimLike, reason: str) -> None:
@@ -175,8 +183,28 @@ class DimTable:
             raise ShapeError(f"{reason}: it needs {lhs} {op} {rhs}, which never holds "
                              f"({self._range_text(lhs)}; {self._range_text(rhs)})")
         constraint = Constraint(lhs, op, rhs, self._at(reason))
-        if constraint not in self.constraints:
+        if not any((c.lhs, c.op, c.rhs) == (lhs, op, rhs) for c in self.constraints):
             self.constraints.append(constraint)
+            if op == ">=":
+                self._imply_lower_bound(lhs - rhs)
+
+    def _imply_lower_bound(self, diff: DimLike) -> None:
+        """Where ``diff >= 0`` involves one dim and grows with it (sums, positive multiples,
+        floor divisions by positive constants: window sizes), the least value of the dim
+        that satisfies it, found by bisection, becomes an implied lower bound."""
+        if not isinstance(diff, Dim) or len(diff.names) != 1 or not _monotone(diff.expr):
+            return
+        (name,) = diff.names
+        lo, hi = self.bounds()[dim_var(name)]
+        if evaluate(diff, {name: lo}) >= 0:
+            return
+        top = hi if hi is not None else lo + (1 << 40)
+        if evaluate(diff, {name: top}) < 0:
+            return  # never satisfied in range: check() refuses every run
+        while lo < top:
+            mid = (lo + top) // 2
+            lo, top = (lo, mid) if evaluate(diff, {name: mid}) >= 0 else (mid + 1, top)
+        self.implied[name] = lo
 
     def _at(self, reason: str) -> str:
         return f"{self.site}: {reason}" if self.site else reason
@@ -274,7 +302,22 @@ class DimTable:
 
     def copy(self) -> DimTable:
         return DimTable(dict(self.ranges), {k: list(v) for k, v in self.origins.items()},
-                        dict(self.substitutions), list(self.constraints))
+                        dict(self.substitutions), list(self.constraints), self.site,
+                        dict(self.implied))
+
+
+def _monotone(e) -> bool:
+    """Whether an expression never decreases as its variables grow."""
+    if isinstance(e, (Var, Const)):
+        return True
+    if isinstance(e, Binary) and e.op in ("add", "min", "max"):
+        return _monotone(e.a) and _monotone(e.b)
+    if isinstance(e, Binary) and e.op == "sub" and isinstance(e.b, Const):
+        return _monotone(e.a)
+    if isinstance(e, Binary) and e.op in ("mul", "floordiv") and isinstance(e.b, Const) \
+            and e.b.value > 0:
+        return _monotone(e.a)
+    return False
 
 
 def active_table() -> DimTable | None:

@@ -23,7 +23,7 @@ import contextvars
 from typing import Iterator, Mapping, Union
 
 from tensorc.errors import SymbolicDimError
-from tensorc.ir.arith import const_bounds, simplify
+from tensorc.ir.arith import const_bounds, simplify, simplify_nonnegative
 from tensorc.ir.expr import INDEX, Binary, Const, Expr, Var, substitute, walk
 
 # One Var per dim name, so that equal names are one atom to the affine form (it keys vars by
@@ -85,7 +85,7 @@ class Dim:
     @staticmethod
     def of(expr: Expr) -> DimLike:
         """The canonical form of ``expr``: an ``int`` when it is constant, else a Dim."""
-        e = simplify(expr, {})
+        e = simplify_nonnegative(expr)
         if isinstance(e, Const):
             return int(e.value)
         return Dim(e)

@@ -6,11 +6,11 @@ from typing import Sequence
 
 import numpy as np
 
-from tensorc.errors import InvalidModelError, ShapeError, UnsupportedOpError
+from tensorc.errors import InvalidModelError, ShapeError, SymbolicDimError, UnsupportedOpError
 from tensorc.frontend.converters.common import normalize_axis, reshape
 from tensorc.frontend.context import ImportContext
 from tensorc.frontend.registry import converter
-from tensorc.ir.dims import Dim, DimLike
+from tensorc.ir.dims import Dim, DimLike, ceil_div, dim_max, dim_min
 from tensorc.ir.graph import Value
 from tensorc.ops.shape_rules import require_dims
 
@@ -201,6 +201,8 @@ def size(ctx: ImportContext, inputs: list[Value]) -> Value:
 
 @converter("Range", since=11)
 def range_(ctx: ImportContext, inputs: list[Value], *, stash_type: int | None = None) -> Value:
+    if any(v in ctx.known for v in inputs):
+        return _symbolic_range(ctx, inputs)
     # The output length depends on the values, so they must be known: Range always folds.
     start, limit, delta = (ctx.require_constant(v, name)
                            for v, name in zip(inputs, ("start", "limit", "delta")))
@@ -212,6 +214,23 @@ def range_(ctx: ImportContext, inputs: list[Value], *, stash_type: int | None = 
         wide = ctx.dtype_name(stash_type)
         start, limit, delta = (a.astype(wide) for a in (start, limit, delta))
     return ctx.const(np.arange(start.item(), limit.item(), delta.item()).astype(dtype))
+
+
+def _symbolic_range(ctx: ImportContext, inputs: list[Value]) -> Value:
+    """Range whose start or limit is a symbolic dim (position ids ``Range(past, past + seq,
+    1)``): its length ``ceil((limit - start) / delta)``, at least 0, is a Dim; its values are
+    computed at run time, ``start + delta * (0, 1, ...)`` as an exclusive cumulative sum."""
+    start, limit, delta = (ctx.require_dims(v, name)[0]
+                           for v, name in zip(inputs, ("start", "limit", "delta")))
+    if isinstance(delta, Dim) or delta <= 0:
+        raise UnsupportedOpError(f"Range with a symbolic bound needs a constant positive "
+                                 f"delta, got {delta}")
+    length = dim_max(ceil_div(limit - start, delta), 0)
+    dtype = inputs[0].type.dtype
+    steps = ctx.emit("broadcast_to", [ctx.const(np.array([delta], dtype=dtype))],
+                     shape=(length,))
+    offsets = ctx.emit("cumsum", [steps], axis=0, exclusive=True, reverse=False)
+    return ctx.emit("add", [offsets, reshape(ctx, inputs[0], ())])
 
 
 @converter("EyeLike", since=9)
@@ -268,8 +287,12 @@ def slice_axes(ctx: ImportContext, x: Value, starts: Sequence[int], ends: Sequen
                          f"and steps {list(steps)} must match in length, axes distinct")
     begin, stride, size = [0] * len(shape), [1] * len(shape), list(shape)
     for axis, start, end, step in zip(axes, starts, ends, steps):
-        if step == 0:
-            raise ShapeError("Slice step is 0")
+        if isinstance(step, Dim) or step == 0:
+            raise ShapeError(f"Slice step is {step}; it must be a constant other than 0")
+        if any(isinstance(v, Dim) for v in (start, end, shape[axis])):
+            begin[axis], stride[axis], size[axis] = symbolic_slice(start, end, step,
+                                                                   shape[axis])
+            continue
         # Python's slice clamps exactly as ONNX does (INT_MAX ends included)
         picked = range(*slice(int(start), int(end), int(step)).indices(shape[axis]))
         begin[axis], stride[axis], size[axis] = picked.start, picked.step, len(picked)
@@ -278,6 +301,28 @@ def slice_axes(ctx: ImportContext, x: Value, starts: Sequence[int], ends: Sequen
     if tuple(size) == shape and all(s == 1 for s in stride):
         return x
     return ctx.emit("slice", [x], starts=tuple(begin), steps=tuple(stride), shape=tuple(size))
+
+
+def symbolic_slice(start: DimLike, end: DimLike, step: int, n: DimLike
+                   ) -> tuple[DimLike, int, DimLike]:
+    """(first index, step, length) of ONNX's clamped slice ``start:end:step`` of an axis of
+    ``n`` where a bound or ``n`` is symbolic: clamps the ranges decide fold away, the others
+    stay ``min``/``max`` expressions (never assumed)."""
+    if step < 0:
+        raise SymbolicDimError(f"a Slice with step {step} over symbolic bounds ({start}, "
+                               f"{end}, axis of {n}) is not supported yet",
+                               next(v for v in (start, end, n) if isinstance(v, Dim)))
+
+    def clamp(v: DimLike) -> DimLike:
+        if isinstance(v, int) and v >= (1 << 62):   # INT_MAX-style "to the end"
+            return n
+        if isinstance(v, int) and v < 0:
+            return dim_max(n + v, 0)
+        return dim_min(v, n)
+
+    first, last = clamp(start), clamp(end)
+    length = dim_max(ceil_div(last - first, step), 0)
+    return (first if not (isinstance(length, int) and length == 0) else 0), step, length
 
 
 @converter("Slice", since=1, until=9)
@@ -289,7 +334,7 @@ def slice_attribute(ctx: ImportContext, inputs: list[Value], *, starts: Sequence
 @converter("Slice", since=10)
 def slice_input(ctx: ImportContext, inputs: list[Value]) -> Value:
     names = ("starts", "ends", "axes", "steps")
-    given = [None if v is None else ctx.require_constant(v, name).reshape(-1).tolist()
+    given = [None if v is None else ctx.require_dims(v, name)
              for v, name in zip(inputs[1:], names)]
     given += [None] * (4 - len(given))
     return slice_axes(ctx, inputs[0], *given)
