@@ -7,12 +7,10 @@ tensor there: a dim that each input carrying it only concatenates along (a KV ca
 ``past``, the one dim that grows). ``dim_ranges`` replaces these defaults, per dim name.
 
 The spelling of ranges: Python ``dim_ranges={"seq": (1, 512), "past": (0, None)}``; on the
-command line ``--dim-range seq=1:512 --dim-range past=0:`` (``NAME=LO:HI``, HI empty for
-unbounded; the name is everything before the last ``=``, so names holding ``x``, ``+`` or
-spaces work: ``--dim-range "past_sequence_length + 1=1:2048"``).
+command line ``--dim-range seq=1:512 --dim-range past=0:`` (cli/arguments.py).
 
->>> parse_dim_range("seq=1:512"), parse_dim_range("past=0:")
-(('seq', (1, 512)), ('past', (0, None)))
+>>> check_range("seq", (1, 512), "model")
+(1, 512)
 """
 from __future__ import annotations
 
@@ -75,21 +73,6 @@ def check_range(name: str, given: Any, label: str) -> tuple[int, int | None]:
     if lo < 0 or (hi is not None and hi < lo):
         raise ShapeError(f"{label}: dim_ranges[{name!r}] is {given!r}: it needs 0 <= lo <= hi")
     return lo, hi
-
-
-def parse_dim_range(text: str) -> tuple[str, tuple[int, int | None]]:
-    """One ``--dim-range`` flag, ``NAME=LO:HI`` (HI empty for unbounded), as (name, range).
-    The name is what precedes the last ``=``, so it may hold any character but ``=``."""
-    name, sep, bounds = text.rpartition("=")
-    lo, colon, hi = bounds.partition(":")
-    if not sep or not name or not colon:
-        raise ShapeError(f"--dim-range {text!r} must be NAME=LO:HI (HI empty for unbounded), "
-                         f"e.g. --dim-range seq=1:512 or --dim-range past=0:")
-    try:
-        return name, check_range(name, (int(lo), int(hi) if hi.strip() else None), "")
-    except ValueError:
-        raise ShapeError(f"--dim-range {text!r}: LO and HI must be integers, e.g. "
-                         f"--dim-range {name}=1:512") from None
 
 
 def _concatenated_only(proto: onnx.ModelProto, specs: list, shapes: dict[str, Any]

@@ -519,7 +519,7 @@ def _merge_divisions(e: Expr) -> Expr:
             return Binary("floordiv", a.a, const(a.b.value * c, e.dtype))
         inner = to_affine(a, {})
         k = inner.const // c
-        if k and inner.terms:
-            rest = Affine(inner.terms, inner.const - k * c, inner.dtype)
+        if k and inner.terms and inner.const % c == 0:
+            rest = Affine(inner.terms, 0, inner.dtype)
             return Binary("add", Binary("floordiv", rest.to_expr(), b), const(k, e.dtype))
     return Binary(e.op, a, b) if (a is not e.a or b is not e.b) else e
