@@ -158,7 +158,10 @@ def check_window_attrs(op: str, x: TensorType, kernel: Sequence[int], strides: S
         if len(values) != size:
             raise ShapeError(f"{op}: {name} {tuple(values)} must have {size} entries for "
                              f"input {x}")
-    if min(kernel) < 1 or min(strides) < 1 or min(dilations) < 1 or min(pads) < 0:
+    # pads may be symbolic (the frontend's auto_pad SAME over a symbolic dim: halves of a
+    # max(0, ...), never negative)
+    if min(kernel) < 1 or min(strides) < 1 or min(dilations) < 1 or \
+            any(isinstance(p, int) and p < 0 for p in pads):
         raise ShapeError(f"{op}: kernel, strides and dilations must be positive and pads "
                          f"non-negative, got kernel={tuple(kernel)} strides={tuple(strides)} "
                          f"dilations={tuple(dilations)} pads={tuple(pads)}")

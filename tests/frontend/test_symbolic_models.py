@@ -13,7 +13,8 @@ from tensorc.errors import InputError
 from tensorc.frontend.onnx import import_onnx
 from tensorc.ir.dims import Dim, evaluate
 
-_DTYPES = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.INT64: np.int64}
+_DTYPES = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.INT64: np.int64,
+           onnx.TensorProto.BOOL: np.bool_}
 
 
 def concrete_shape(proto: onnx.ValueInfoProto, dims: dict[str, int]) -> tuple[int, ...]:
@@ -28,9 +29,11 @@ def feeds_for(model: onnx.ModelProto, dims: dict[str, int], seed: int = 0
     for value in model.graph.input:
         shape = concrete_shape(value, dims)
         dtype = _DTYPES[value.type.tensor_type.elem_type]
-        feeds[value.name] = (rng.integers(0, 2 if "mask" in value.name else 50, shape)
-                             if dtype is np.int64 else rng.standard_normal(shape)
-                             ).astype(dtype)
+        if dtype is np.float32:
+            feeds[value.name] = rng.standard_normal(shape).astype(dtype)
+        else:
+            high = 2 if "mask" in value.name or dtype is np.bool_ else 50
+            feeds[value.name] = rng.integers(0, high, shape).astype(dtype)
     return feeds
 
 

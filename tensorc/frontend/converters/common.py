@@ -7,7 +7,7 @@ import numpy as np
 
 from tensorc.errors import InvalidModelError, ShapeError
 from tensorc.frontend.context import ImportContext
-from tensorc.ir.dims import Dim
+from tensorc.ir.dims import Dim, ceil_div, dim_max
 from tensorc.ir.graph import Value
 
 
@@ -59,8 +59,8 @@ def spatial_attrs(x: Value, kernel: Sequence[int], strides: Sequence[int] | None
         raise ShapeError(f"unknown auto_pad {auto_pad!r}")
     begins, ends = [], []
     for size, k, s, d in zip(x.type.shape[2:], kernel, strides, dilations):
-        out = -(-size // s)
-        total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
+        out = ceil_div(size, s)
+        total = dim_max(0, (out - 1) * s + (k - 1) * d + 1 - size)  # symbolic: an expression
         # SAME_UPPER puts the odd padding element at the end, SAME_LOWER at the beginning.
         small, large = total // 2, total - total // 2
         begins.append(small if auto_pad == "SAME_UPPER" else large)

@@ -199,7 +199,8 @@ def _resize_symbolic(ctx: ImportContext, x: Value, axes: Sequence[int], factors:
     shape = x.type.shape
     coordinates = options.get("coordinates", "asymmetric")
     nearest = options.get("nearest_mode", "floor") if options.get("mode") == "nearest" else None
-    symbolic = next(shape[a] for a in axes if isinstance(shape[a], Dim))
+    resized = [shape[a] for a, f in zip(axes, factors) if isinstance(shape[a], Dim) and f != 1]
+    symbolic = (resized or [shape[a] for a in axes if isinstance(shape[a], Dim)])[0]
     if options.get("mode") != "nearest" or (coordinates, nearest) not in _REPEATING or \
             roi is not None or any(f != int(f) for f in factors):
         raise SymbolicDimError(

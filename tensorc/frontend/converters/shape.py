@@ -12,7 +12,8 @@ from tensorc.frontend.context import ImportContext
 from tensorc.frontend.registry import converter
 from tensorc.ir.dims import Dim, DimLike, ceil_div, dim_max, dim_min
 from tensorc.ir.graph import Value
-from tensorc.ops.shape_rules import require_dims
+from tensorc.ir.types import TensorType
+from tensorc.ops.shape_rules import broadcast_shapes, require_dims
 
 
 @converter("Flatten", since=1)
@@ -128,8 +129,10 @@ def constant(ctx: ImportContext, inputs: list[Value], *, value: np.ndarray | Non
 @converter("ConstantOfShape", since=9)
 def constant_of_shape(ctx: ImportContext, inputs: list[Value], *,
                       value: np.ndarray | None = None) -> Value:
-    shape = ctx.require_constant(inputs[0], "shape").tolist()
+    shape = ctx.require_dims(inputs[0], "shape")
     fill = np.zeros(1, np.float32) if value is None else value.reshape(-1)
+    if any(isinstance(d, Dim) for d in shape):  # filled at run time: a broadcast scalar
+        return ctx.emit("broadcast_to", [ctx.const(fill[:1].reshape(()))], shape=tuple(shape))
     return ctx.const(np.full(shape, fill[0], dtype=fill.dtype))
 
 
@@ -247,15 +250,19 @@ def eye_like(ctx: ImportContext, inputs: list[Value], *, dtype: int | None = Non
 @converter("Expand", since=8)
 def expand(ctx: ImportContext, inputs: list[Value]) -> Value:
     x = inputs[0]
-    target = [int(d) for d in ctx.require_constant(inputs[1], "shape").tolist()]
+    target = ctx.require_dims(inputs[1], "shape")
     # ONNX Expand broadcasts both ways: a target dim of 1 keeps the input's dim.
     ndim = max(len(target), x.type.ndim)
     ours = (1,) * (ndim - x.type.ndim) + x.type.shape
     theirs = (1,) * (ndim - len(target)) + tuple(target)
     shape = []
-    for a, b in zip(ours, theirs):
+    for axis, (a, b) in enumerate(zip(ours, theirs)):
+        if isinstance(a, Dim) or isinstance(b, Dim):  # symbolic: broadcasting's own rule
+            shape.append(broadcast_shapes("Expand", [TensorType((a,), x.type.dtype),
+                                                     TensorType((b,), x.type.dtype)])[0])
+            continue
         if a != b and 1 not in (a, b):
-            raise ShapeError(f"Expand cannot broadcast {x.type} to {tuple(target)}")
+            raise ShapeError(f"Expand cannot broadcast {x.type} to {_text(target)}")
         shape.append(a if b == 1 else b)
     if tuple(shape) == x.type.shape:
         return x
