@@ -8,6 +8,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from tensorc.errors import ShapeError, SymbolicDimError, TensorcError
+from tensorc.frontend.model import import_model
 from tensorc.frontend.onnx import import_onnx
 from tests.frontend.test_symbolic_models import (
     feeds_for, inferred_shapes, onnxruntime_shapes,
@@ -235,3 +236,11 @@ def test_unnamed_dims_get_generated_names():
     graph = import_onnx(m)
     assert graph.dims.symbols == ["x_dim0", "x_dim2"]
     assert str(graph.outputs[0].type) == "float32[x_dim0,3,x_dim2]"
+
+
+def test_compiling_still_needs_concrete_shapes():
+    m, _ = CASES["softmax"]
+    with pytest.raises(ShapeError, match=r"(?s)unknown dimensions:.*--input-shape x=1x1"):
+        import_model(m, None)
+    _, graph = import_model(m, {"x": (2, 3)})
+    assert graph.outputs[0].type.shape == (2, 3)
