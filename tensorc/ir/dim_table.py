@@ -179,6 +179,9 @@ class DimTable:
         decided = decide(_SYMBOLS[op], lhs, rhs)
         if decided is True:
             return
+        if op == "==" and decided is None:  # an equality unifies (a name becomes the other)
+            self.unify(lhs, rhs, reason)
+            return
         if decided is False:
             raise ShapeError(f"{reason}: it needs {lhs} {op} {rhs}, which never holds "
                              f"({self._range_text(lhs)}; {self._range_text(rhs)})")

@@ -98,6 +98,18 @@ CASES = {
     "split_static_parts": (model([("Split", ["x", "s"], ["y", "z"], {"axis": 2})],
                                  [("x", F, ["n", "k", 6])], [ints("s", [2, 4])],
                                  outputs=("y", "z")), SWEEP_NK),
+    "split_symbolic_axis_sizes": (model([("Split", ["x", "s"], ["y", "z"], {"axis": 1})],
+                                        [("x", F, ["n", "k"])], [ints("s", [2, 3])],
+                                        outputs=("y", "z")),
+                                  [{"n": 1, "k": 5}, {"n": 3, "k": 5}]),
+    "split_symbolic_axis_equal": (model([("Split", ["x"], ["y", "z", "u"],
+                                         {"axis": 1, "num_outputs": 3})],
+                                        [("x", F, ["n", "k"])], opset=18,
+                                        outputs=("y", "z", "u")),
+                                  [{"n": 1, "k": 3}, {"n": 2, "k": 7}, {"n": 3, "k": 13}]),
+    "squeeze_symbolic_axis": (model([("Squeeze", ["x", "a"], ["y"], {})],
+                                    [("x", F, ["n", "k", "one"])], [ints("a", [2])]),
+                              [{"n": 2, "k": 3, "one": 1}]),
     "slice_static_bounds": (model([("Slice", ["x", "s", "e", "a"], ["y"], {})],
                                   [("x", F, ["n", "k", 8])],
                                   [ints("s", [1]), ints("e", [5]), ints("a", [2])]), SWEEP_NK),
@@ -244,3 +256,17 @@ def test_compiling_still_needs_concrete_shapes():
         import_model(m, None)
     _, graph = import_model(m, {"x": (2, 3)})
     assert graph.outputs[0].type.shape == (2, 3)
+
+
+def test_squeeze_without_axes_over_a_symbolic_dim_is_refused():
+    m = model([("Squeeze", ["x"], ["y"], {})], [("x", F, ["n", 1, 4])])
+    with pytest.raises(SymbolicDimError, match=r"Squeeze without axes.*dim n is 1"):
+        import_onnx(m)
+
+
+def test_squeezing_a_symbolic_dim_requires_it_to_be_1():
+    m, _ = CASES["squeeze_symbolic_axis"]
+    graph = import_onnx(m)
+    assert [str(c) for c in graph.dims.constraints] == ["one == 1"]
+    with pytest.raises(TensorcError, match=r"input 'x' dim 2 \(one\) is 2"):
+        graph.dims.check({"x": (2, 3, 2)})

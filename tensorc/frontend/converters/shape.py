@@ -10,7 +10,7 @@ from tensorc.errors import InvalidModelError, ShapeError, SymbolicDimError, Unsu
 from tensorc.frontend.converters.common import normalize_axis, reshape
 from tensorc.frontend.context import ImportContext
 from tensorc.frontend.registry import converter
-from tensorc.ir.dims import Dim, DimLike, ceil_div, dim_max, dim_min
+from tensorc.ir.dims import Dim, DimLike, ceil_div, dim_max, dim_min, may_equal
 from tensorc.ir.graph import Value
 from tensorc.ir.types import TensorType
 from tensorc.ops.shape_rules import broadcast_shapes, require_dims
@@ -160,12 +160,36 @@ def _unsqueeze(ctx: ImportContext, x: Value, axes: Sequence[int]) -> Value:
 def _squeeze(ctx: ImportContext, x: Value, axes: Sequence[int] | None) -> Value:
     shape = x.type.shape
     if axes is None:
+        unknown = [d for d in shape if isinstance(d, Dim) and may_equal(d, 1)]
+        if unknown:  # which axes go depends on the run-time sizes: never guessed
+            raise SymbolicDimError(f"Squeeze without axes of {x.type}: whether dim "
+                                   f"{unknown[0]} is 1 is known only at run time; give the "
+                                   f"axes, or concrete input_shapes", unknown[0])
         axes = [i for i, d in enumerate(shape) if d == 1]
     axes = {normalize_axis(a, x.type.ndim) for a in axes}
-    bad = [a for a in axes if shape[a] != 1]
+    for a in axes:
+        if isinstance(shape[a], Dim):
+            require_dims(shape[a], "==", 1, f"Squeeze removes axis {a} of {x.type}")
+    bad = [a for a in axes if not isinstance(shape[a], Dim) and shape[a] != 1]
     if bad:
         raise ShapeError(f"Squeeze axes {sorted(bad)} of {x.type} are not 1")
     return reshape(ctx, x, [d for i, d in enumerate(shape) if i not in axes])
+
+
+def _symbolic_split_sizes(n: Dim, sizes: Sequence[int] | None, count: int, axis: int,
+                          x: Value) -> list:
+    """Split sizes over an axis of symbolic length: given sizes must add up to it (a run-time
+    constraint), equal parts are ceil(n / count) with the last one the rest."""
+    if sizes is not None:
+        require_dims(sum(int(s) for s in sizes), "==", n, f"Split sizes {list(sizes)} add up "
+                     f"to axis {axis} of {x.type}")
+        return [int(s) for s in sizes]
+    if count < 1:
+        raise ShapeError("Split has no outputs")
+    part = ceil_div(n, count)
+    last = n - part * (count - 1)
+    require_dims(last, ">=", 0, f"Split of axis {axis} of {x.type} into {count} parts")
+    return [part] * (count - 1) + [last]
 
 
 @converter("Unsqueeze", since=1, until=12)
@@ -354,6 +378,13 @@ def _split(ctx: ImportContext, x: Value, axis: int, sizes: Sequence[int] | None,
     18, the axis must divide evenly)."""
     axis = normalize_axis(axis, x.type.ndim)
     n = x.type.shape[axis]
+    if isinstance(n, Dim):
+        parts = _symbolic_split_sizes(n, sizes, count, axis, x)
+        offsets = [0]
+        for size in parts:
+            offsets.append(offsets[-1] + size)
+        return tuple(slice_axes(ctx, x, [offsets[k]], [offsets[k + 1]], [axis])
+                     for k in range(len(parts)))
     if sizes is None:
         if count < 1:
             raise ShapeError("Split has no outputs")
@@ -395,7 +426,10 @@ def split_input(ctx: ImportContext, inputs: list[Value], *, axis: int = 0,
             raise ShapeError("Split has neither a split input nor num_outputs (one is "
                              "required from opset 18); give num_outputs")
         size = inputs[0].type.shape[normalize_axis(axis, inputs[0].type.ndim)]
-        if num_outputs > size:
+        if isinstance(size, Dim):
+            require_dims(size, ">=", num_outputs, f"Split of an axis of {size} into "
+                         f"num_outputs={num_outputs} parts")
+        elif num_outputs > size:
             raise ShapeError(f"Split num_outputs={num_outputs} is more than the size {size} "
                              f"of the axis it splits")
     return _split(ctx, inputs[0], axis, sizes, num_outputs or ctx.num_outputs,
