@@ -18,7 +18,7 @@ from tensorc.errors import (
 from tensorc.frontend.registry import find_converter
 from tensorc.frontend.shape_values import apply_shape_op, as_object, has_dims
 from tensorc.frontend.validate import check_input_types, check_node
-from tensorc.ir.dims import Dim, DimLike
+from tensorc.ir.dims import DimLike
 from tensorc.ir.graph import Graph, Value
 from tensorc.ir.types import DTYPES, TensorType, check_type, dtype_of
 from tensorc.ops.build import emit, infer_types
@@ -280,6 +280,13 @@ def convert_node(context: ImportContext, node: onnx.NodeProto, index: int,
         raise ShapeError(f"{where}: converting it ran out of memory; check the sizes its "
                          f"attributes and inputs give") from None
     except Exception as error:
+        symbolic = [f"{n} {v.type}" for n, v in zip(node.input, inputs)
+                    if v is not None and not v.type.is_static]
+        if symbolic:  # most likely arithmetic of a converter not ported to symbolic dims
+            raise SymbolicDimError(
+                f"{where}: tensorc cannot convert this node with symbolic dims yet "
+                f"({type(error).__name__}: {error}); its inputs {', '.join(symbolic)} have "
+                f"symbolic dims: give concrete input_shapes") from error
         # A last-resort net: the schema check and the converters' own checks should have
         # named the problem; what reaches here is a gap in them, so say so.
         raise ShapeError(f"{where}: tensorc cannot convert this node ({type(error).__name__}: "

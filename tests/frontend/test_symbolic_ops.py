@@ -270,3 +270,12 @@ def test_squeezing_a_symbolic_dim_requires_it_to_be_1():
     assert [str(c) for c in graph.dims.constraints] == ["one == 1"]
     with pytest.raises(TensorcError, match=r"input 'x' dim 2 \(one\) is 2"):
         graph.dims.check({"x": (2, 3, 2)})
+
+
+def test_a_converter_not_ported_fails_naming_the_node_and_its_symbolic_inputs():
+    # Resize by sizes over a symbolic dim divides by the dim: not ported, refused by name
+    m = model([("Resize", ["x", "", "", "s"], ["y"], {"mode": "nearest"})],
+              [("x", F, ["n", 2, "h", 4])], [ints("s", [1, 2, 8, 8])])
+    with pytest.raises(SymbolicDimError, match=r"(?s)Resize.*symbolic dims.*x float32"
+                                               r"\[n,2,h,4\].*input_shapes"):
+        import_onnx(m)

@@ -280,7 +280,7 @@ def expand(ctx: ImportContext, inputs: list[Value]) -> Value:
     ours = (1,) * (ndim - x.type.ndim) + x.type.shape
     theirs = (1,) * (ndim - len(target)) + tuple(target)
     shape = []
-    for axis, (a, b) in enumerate(zip(ours, theirs)):
+    for a, b in zip(ours, theirs):
         if isinstance(a, Dim) or isinstance(b, Dim):  # symbolic: broadcasting's own rule
             shape.append(broadcast_shapes("Expand", [TensorType((a,), x.type.dtype),
                                                      TensorType((b,), x.type.dtype)])[0])
