@@ -231,7 +231,9 @@ def _input_specs(proto: onnx.ModelProto, label: str) -> list[_InputSpec]:
         tensor = value.type.tensor_type
         dims = None
         if tensor.HasField("shape"):
-            dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+            # a negative dim_value (Paddle's -1, "any") is an unnamed dim, as bind.py has it
+            dims = [d.dim_value if d.HasField("dim_value") and d.dim_value >= 0
+                    else (d.dim_param or None)
                     for d in tensor.shape.dim]
         dtype = element_dtype(tensor.elem_type, label, f"input {value.name!r}")
         specs.append(_InputSpec(value.name, dtype, dims))

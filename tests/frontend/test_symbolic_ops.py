@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from helpers import paddle_like_model
+
 from tensorc.errors import ShapeError, SymbolicDimError, TensorcError
 from tensorc.frontend.model import import_model
 from tensorc.frontend.onnx import import_onnx
@@ -279,3 +281,10 @@ def test_a_converter_not_ported_fails_naming_the_node_and_its_symbolic_inputs():
     with pytest.raises(SymbolicDimError, match=r"(?s)Resize.*symbolic dims.*x float32"
                                                r"\[n,2,h,4\].*input_shapes"):
         import_onnx(m)
+
+
+def test_paddle_minus_one_dims_are_symbolic_with_generated_names():
+    graph = import_onnx(paddle_like_model())
+    assert graph.dims.symbols == ["x_dim0", "x_dim2", "x_dim3"]
+    assert str(graph.outputs[0].type) == "float32[x_dim0,4]"
+    assert [str(c) for c in graph.dims.constraints] == ["x_dim2 - 2 >= 0", "x_dim3 - 2 >= 0"]
