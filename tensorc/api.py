@@ -26,19 +26,22 @@ STAGES = ("graph", "fused", "loops", "llvm", "cuda")
 
 def check(model: str | Path | "onnx.ModelProto",  # noqa: F821
           input_shapes: Mapping[str, Sequence[int]] | None = None,
-          input_values: Mapping[str, object] | None = None
+          input_values: Mapping[str, object] | None = None,
+          dim_ranges: Mapping[str, tuple[int, int | None]] | None = None
           ) -> "tensorc.frontend.check.CheckReport":  # noqa: F821
     """Report which ops of an ONNX model tensorc supports, without compiling it: unsupported
     ops (with domain, opset and node names), attributes and variants the converters reject,
-    symbolic input dims and whether ``input_shapes`` binds them. ``input_values`` fixes
-    inputs to values as in :func:`compile`.
+    symbolic input dims and whether ``input_shapes`` binds them. Dims left unbound stay
+    symbolic: the report gives their ranges (narrowed by ``dim_ranges``, e.g.
+    ``{"seq": (1, 512), "past": (0, None)}``), the constraints checked at run time and the
+    outputs' symbolic shapes. ``input_values`` fixes inputs to values as in :func:`compile`.
 
     >>> report = tensorc.check("model.onnx", input_shapes={"x": (1, 3, 224, 224)})
     >>> report.supported  # str(report) is the text of ``tensorc check``, to_json() its JSON
     True
     """
     from tensorc.frontend.check import check_model  # start-up cost (top)
-    return check_model(model, input_shapes, input_values)
+    return check_model(model, input_shapes, input_values, dim_ranges)
 
 
 def compile(model: str | Path | "onnx.ModelProto", target: str | Target = "llvm",  # noqa: F821

@@ -54,3 +54,14 @@ class InvalidModelError(ModelLoadError):
 class SizeLimitError(ShapeError):
     """A tensor or the memory a model needs exceeds the size limit: checked before anything
     is allocated, so a huge dim or attribute cannot exhaust the machine's memory."""
+
+
+class SymbolicDimError(ShapeError):
+    """Code asked for the value of a symbolic dim (``int(d)``, ``bool(d)``, a comparison the
+    dims' ranges cannot decide): its value is known only at run time. ``dim`` is the Dim.
+    Raised instead of assuming a value, so code not yet ported to symbolic shapes fails
+    loud rather than wrong."""
+
+    def __init__(self, message: str, dim=None):
+        super().__init__(message)
+        self.dim = dim

@@ -141,3 +141,40 @@ def test_check_with_input_values(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "--input-value sr=VALUE" in out               # the fix is named
     assert main(["check", str(path), "--input-value", "sr=16000"]) == 0
     assert "result: every op is supported" in capsys.readouterr().out
+
+
+def test_dim_range_with_odd_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # names holding 'x', '+', ':' and spaces, as exporters write them
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])],
+                       [tensor_info("x", "float32", ["max_x", "past + 1", "a:b"])], ["y"])
+    path = _save(model, tmp_path / "odd.onnx")
+    argv = ["check", path, "--dim-range", "max_x=2:8", "--dim-range", "past + 1=1:",
+            "--dim-range", "a:b=0:3", "--json"]
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    ranges = {d["name"]: d["range"] for d in report["dims"]["symbols"]}
+    assert ranges == {"max_x": [2, 8], "past + 1": [1, None], "a:b": [0, 3]}
+    assert report["outputs"] == {"y": "float32[max_x,past + 1,a:b]"}
+    assert main(["check", path, "--dim-range", "max_x=2:8"]) == 0
+    assert "max_x in [2, 8]  (from x[0])" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("flag, message", [
+    ("seq", "expected NAME=LO:HI"), ("seq=1", "expected NAME=LO:HI"),
+    ("seq=a:b", "must be LO:HI with integers"), ("seq=5:2", "needs 0 <= LO <= HI"),
+])
+def test_bad_dim_range_flags(flag: str, message: str,
+                             capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["check", MLP, "--dim-range", flag])
+    assert info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_dim_range_of_a_dim_the_model_lacks(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])],
+                       [tensor_info("x", "float32", ["n", 3])], ["y"])
+    path = _save(model, tmp_path / "sym.onnx")
+    assert main(["check", path, "--dim-range", "seq=1:8"]) == 1
+    assert "dim_ranges names 'seq', but the model's symbolic dims are 'n'" in \
+        capsys.readouterr().out

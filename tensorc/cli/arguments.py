@@ -48,6 +48,45 @@ def parse_input_shape(text: str) -> tuple[str, tuple[int, ...]]:
     return name, shape
 
 
+def parse_dim_range(text: str) -> tuple[str, tuple[int, int | None]]:
+    """Parse ``NAME=LO:HI`` (HI empty: unbounded) into a dim name and its range. The name is
+    everything before the last ``=``, so names holding ``x``, ``+``, ``:`` or spaces work.
+
+    >>> parse_dim_range("seq=1:512"), parse_dim_range("past=0:")
+    (('seq', (1, 512)), ('past', (0, None)))
+    >>> parse_dim_range("max_x=8:64"), parse_dim_range("past_sequence_length + 1=1:2048")
+    (('max_x', (8, 64)), ('past_sequence_length + 1', (1, 2048)))
+    """
+    name, sep, bounds = text.rpartition("=")
+    lo, colon, hi = bounds.partition(":")
+    if not sep or not name or not colon:
+        raise argparse.ArgumentTypeError(
+            f"expected NAME=LO:HI such as seq=1:512 (HI empty for unbounded: past=0:), got "
+            f"{text!r}")
+    try:
+        low, high = int(lo), (int(hi) if hi.strip() else None)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"the range of dim {name!r} must be LO:HI with integers, e.g. {name}=1:512, got "
+            f"{bounds!r}") from None
+    if low < 0 or (high is not None and high < low):
+        raise argparse.ArgumentTypeError(f"the range of dim {name!r} needs 0 <= LO <= HI, "
+                                         f"got {bounds!r}")
+    return name, (low, high)
+
+
+def range_dict(pairs: list[tuple[str, tuple[int, int | None]]] | None) -> dict | None:
+    """The ``--dim-range`` pairs as a dict (None when none are given)."""
+    if not pairs:
+        return None
+    ranges: dict[str, tuple[int, int | None]] = {}
+    for name, bounds in pairs:
+        if name in ranges and ranges[name] != bounds:
+            raise TensorcError(f"--dim-range gives two ranges for dim {name!r}")
+        ranges[name] = bounds
+    return ranges
+
+
 def parse_input_value(text: str) -> tuple[str, Any]:
     """Parse ``NAME=VALUE``, the value a JSON number, boolean or (nested) list.
 
@@ -289,6 +328,18 @@ def add_input_shape(parser: argparse.ArgumentParser) -> None:
         action="append",
         help="bind an input's shape, e.g. input=1x3x224x224; needed for inputs with symbolic "
         "dims (repeat the flag for several inputs)",
+    )
+
+
+def add_dim_range(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--dim-range",
+        metavar="NAME=LO:HI",
+        type=parse_dim_range,
+        action="append",
+        help="the range of a symbolic dim, e.g. seq=1:512, or past=0: (HI empty: unbounded; "
+        "default 1:, or 0: for a dim only concatenated along, such as a KV cache's); the "
+        "name is what precedes the last '=' (repeat the flag for several dims)",
     )
 
 

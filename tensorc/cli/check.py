@@ -12,8 +12,8 @@ import onnx
 
 import tensorc
 from tensorc.cli.arguments import (
-    EXIT_CHECK_FAILED, add_input_shape, add_input_value, refuse_for_artifact, require_file,
-    shape_dict, subcommand, value_dict,
+    EXIT_CHECK_FAILED, add_dim_range, add_input_shape, add_input_value, range_dict,
+    refuse_for_artifact, require_file, shape_dict, subcommand, value_dict,
 )
 from tensorc.errors import TensorcError
 from tensorc.runtime.artifact import is_artifact
@@ -26,7 +26,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         report = _check_artifact(model, args)
     else:
         report = tensorc.check(str(model), input_shapes=shape_dict(args.input_shape),
-                               input_values=value_dict(args.input_value))
+                               input_values=value_dict(args.input_value),
+                               dim_ranges=range_dict(args.dim_range))
     print(report.to_json() if args.json else report)
     return 0 if report.supported else EXIT_CHECK_FAILED
 
@@ -35,7 +36,8 @@ def _check_artifact(path: Any, args: argparse.Namespace) -> Any:
     """The report on the source model a compiled artifact embeds, at the shapes it was
     compiled for (its values fixed at compile time are constants in it already)."""
     refuse_for_artifact(path, [("--input-shape", args.input_shape),
-                               ("--input-value", args.input_value)])
+                               ("--input-value", args.input_value),
+                               ("--dim-range", args.dim_range)])
     module = tensorc.load(path)
     if module.source_onnx is None:
         raise TensorcError(f"{path} is compiled already (for {module.target}), so every op of "
@@ -56,11 +58,13 @@ def add_check_parser(commands: Any) -> None:
         "does not (op type, domain, opset, node names, and why for an attribute or variant "
         "a converter rejects), which input dims are symbolic and whether --input-shape binds "
         "them, and the model's opsets and IR version. Each supported node is converted on "
-        "trial (dims left unbound are tried as 1), so one run lists every problem.",
+        "trial, dims left unbound kept symbolic (their ranges, the constraints checked at run "
+        "time and the outputs' symbolic shapes are reported), so one run lists every problem.",
         """\
 examples:
   tensorc check models/resnet.onnx
   tensorc check models/bert.onnx --input-shape input_ids=1x128 --json
+  tensorc check decoder.onnx --dim-range seq=1:512 --dim-range past=0:
 
 Exit status: 0 every op is supported, 1 something is not, 2 error (a missing or broken file).
 """,
@@ -68,5 +72,6 @@ Exit status: 0 every op is supported, 1 something is not, 2 error (a missing or 
     p.add_argument("model", help="the ONNX model file (or a .tcz artifact that embeds one)")
     add_input_shape(p)
     add_input_value(p)
+    add_dim_range(p)
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.set_defaults(handler=cmd_check)

@@ -19,18 +19,20 @@ from typing import Any, Mapping, Sequence
 
 import onnx
 
-from tensorc.errors import ConstantRequiredError, ShapeError, TensorcError, UnsupportedOpError
+from tensorc.errors import (
+    ConstantRequiredError, ShapeError, SymbolicDimError, TensorcError, UnsupportedOpError,
+)
 from tensorc.frontend.bind import (
     bind_input_values, input_value_hint, negative_dims_as_symbols,
 )
-from tensorc.frontend.context import convert_node, node_label
+from tensorc.frontend.context import ImportContext, convert_node, node_label
 from tensorc.frontend.registry import find_converter
 from tensorc.frontend.shape_hint import ShapeHint, shape_hint
 from tensorc.frontend.onnx import (
     DEFAULT_DOMAINS, _all_nodes, _check_structure, _input_specs, bind_input_shapes,
     default_opset, load_model, new_context, unsupported_reasons,
 )
-from tensorc.ir.types import format_shape
+from tensorc.ir.types import TensorType, format_shape
 
 # Issue kinds: the op itself (type, opset or domain), an attribute the converter does not
 # take, a variant the converter rejects (an attribute value, an input), a shape it cannot
@@ -126,6 +128,11 @@ class CheckReport:
     conversion: str  # how far the trial conversion went (see _trial_conversion)
     # nodes not tried because they read what a failed (or unsupported) node computes
     untried: list[str] = field(default_factory=list)
+    # the symbolic dims of the trial conversion (DimTable.to_json(): ranges, unified dims,
+    # run-time constraints), empty where every dim is bound
+    dims: dict[str, Any] = field(default_factory=dict)
+    # each graph output the trial conversion computed: name -> its type, dims by name
+    outputs: dict[str, str] = field(default_factory=dict)
 
     @property
     def supported(self) -> bool:
@@ -145,7 +152,8 @@ class CheckReport:
         return {"model": self.model, "supported": self.supported,
                 "ir_version": self.ir_version, "opsets": self.opsets, "inputs": inputs,
                 "unbound_inputs": self.unbound_inputs, "ops": ops, "problems": self.problems,
-                "conversion": self.conversion, "untried": self.untried}
+                "conversion": self.conversion, "untried": self.untried,
+                "dims": self.dims, "outputs": self.outputs}
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
@@ -160,6 +168,7 @@ class CheckReport:
             lines.append(f"  compiling needs their shapes, e.g. "
                          f"{' '.join(hint.cli for hint in hints)}")
             lines += [f"    {hint.note}" for hint in hints if hint.note]
+        lines += self._dims_lines()
         nodes = sum(len(op.nodes) for op in self.ops)
         lines.append(f"ops: {len(self.ops)} types, {nodes} nodes")
         for op in sorted(self.ops, key=lambda op: op.ok, reverse=True):
@@ -183,6 +192,25 @@ class CheckReport:
         return "\n".join(lines)
 
 
+    def _dims_lines(self) -> list[str]:
+        lines = []
+        if self.dims.get("symbols"):
+            lines.append("symbolic dims:")
+            for dim in self.dims["symbols"]:
+                lo, hi = dim["range"]
+                places = ", ".join(f"{i}[{a}]" for i, a in dim["inputs"])
+                lines.append(f"  {dim['name']} in [{lo}, {'inf' if hi is None else hi}]"
+                             f"  (from {places})")
+            lines += [f"  {name} = {keep} (unified)"
+                      for name, keep in self.dims.get("unified", {}).items()]
+            lines += [f"  checked at run time: {c['constraint']} ({c['reason']})"
+                      for c in self.dims.get("constraints", [])]
+        if self.outputs:
+            lines.append("outputs:")
+            lines += [f"  {name}: {type}" for name, type in self.outputs.items()]
+        return lines
+
+
 def _names(nodes: Sequence[str], limit: int | None = None) -> str:
     shown = list(nodes if limit is None else nodes[:limit])
     more = f", ... ({len(nodes)} in all)" if len(shown) < len(nodes) else ""
@@ -191,7 +219,9 @@ def _names(nodes: Sequence[str], limit: int | None = None) -> str:
 
 def check_model(model: str | Path | onnx.ModelProto,
                 input_shapes: Mapping[str, Sequence[int]] | None = None,
-                input_values: Mapping[str, Any] | None = None) -> CheckReport:
+                input_values: Mapping[str, Any] | None = None,
+                dim_ranges: Mapping[str, tuple[int, int | None]] | None = None
+                ) -> CheckReport:
     """Report which ops of ``model`` tensorc supports, without compiling it; the model is
     taken as ``compile`` takes it: dims declared negative are symbolic, ``input_values`` fix
     inputs to constants.
@@ -229,10 +259,12 @@ def check_model(model: str | Path | onnx.ModelProto,
         if not i.bound:
             i.hint = shape_hint(i.name, i.shape, proto)
     untried: list[str] = []
+    found: dict[str, Any] = {}
     conversion = _trial_conversion(proto, opset, label, inputs, ops, versions, problems,
-                                   untried)
+                                   untried, input_shapes or {}, dim_ranges, found)
     return CheckReport(label, int(proto.ir_version), versions, inputs, list(ops.values()),
-                       problems, conversion, untried)
+                       problems, conversion, untried, found.get("dims", {}),
+                       found.get("outputs", {}))
 
 
 def _name(node: onnx.NodeProto, index: int) -> str:
@@ -258,24 +290,47 @@ def _add_issue(op: OpReport, kind: str, reason: str, node: str, certain: bool) -
 
 def _trial_conversion(proto: onnx.ModelProto, opset: int, label: str,
                       inputs: list[InputReport], ops: dict[tuple[str, str], OpReport],
-                      versions: dict[str, int], problems: list[str], untried: list[str]
-                      ) -> str:
+                      versions: dict[str, int], problems: list[str], untried: list[str],
+                      input_shapes: Mapping[str, Sequence[int]],
+                      dim_ranges: Mapping[str, tuple[int, int | None]] | None,
+                      found: dict[str, Any]) -> str:
     """Convert every node the converter table accepts, recording each failure on its op
-    (and in ``untried`` the nodes left out); return how the conversion went."""
+    (and in ``untried`` the nodes left out), and in ``found`` the symbolic dims and the
+    outputs' types; return how the conversion went."""
     unknown_rank = [i.name for i in inputs if i.shape is None]
     if unknown_rank:
         return (f"not tried: inputs {', '.join(unknown_rank)} have an unknown rank; pass "
                 f"their shapes to check every node's variant and shapes")
-    # Dims still unbound are tried at the suggested shape (1 where nothing says more): a
-    # converter rejects an unsupported variant whatever the shapes, but a shape error may be
-    # the guess's fault, so it is only a warning.
-    guessed = any(not i.bound for i in inputs)
-    trial_shapes = {i.name: i.hint.dims if i.hint else i.shape for i in inputs}
+    # Dims still unbound stay symbolic: shape inference runs on the dims themselves. What
+    # is not ported to symbolic dims yet is a warning: concrete shapes may convert it.
+    symbolic = any(not i.bound for i in inputs)
     try:
-        context = new_context(proto, opset, trial_shapes, label)
-    except TensorcError as error:  # an initializer of an unsupported dtype, say
+        context = new_context(proto, opset, input_shapes, label, dim_ranges, symbolic=True)
+    except SymbolicDimError as error:
         problems.append(str(error).removeprefix(f"{label}: "))
-        return "not tried: the model's constants cannot be read"
+        return "not tried: the input dims cannot be symbolic"
+    except TensorcError as error:  # an initializer of an unsupported dtype, dim_ranges
+        problems.append(str(error).removeprefix(f"{label}: "))
+        return "not tried: the model's constants or dim ranges cannot be read"
+    with context.graph.dims.active():
+        _convert_each(context, proto, opset, label, ops, versions, untried, symbolic)
+    dims = context.graph.dims
+    env = context.env
+    if dims.ranges:
+        found["dims"] = dims.to_json()
+    found["outputs"] = {o.name: str(TensorType(dims.resolve_shape(env[o.name].type.shape),
+                                               env[o.name].type.dtype))
+                        for o in proto.graph.output if env.get(o.name) is not None}
+    if symbolic:
+        return (f"tried with the unbound input dims symbolic ({', '.join(dims.symbols)}): "
+                f"what is not ported to symbolic dims yet is a warning, which concrete "
+                f"input shapes may remove")
+    return "tried on every node the converter table accepts, with every input shape bound"
+
+
+def _convert_each(context: ImportContext, proto: onnx.ModelProto, opset: int, label: str,
+                  ops: dict[tuple[str, str], OpReport], versions: dict[str, int],
+                  untried: list[str], symbolic: bool) -> None:
     env = context.env
     failed: set[str] = set()  # outputs of nodes that were not converted
     for index, node in enumerate(proto.graph.node):
@@ -291,7 +346,7 @@ def _trial_conversion(proto: onnx.ModelProto, opset: int, label: str,
         try:
             convert_node(context, node, index, env)
         except Exception as error:  # noqa: BLE001 - every failure belongs in the report
-            kind, certain = _classify(error, guessed)
+            kind, certain = _classify(error, symbolic)
             where = (f"{label}: node {node_label(node, index)} ({node.op_type}, opset "
                      f"{opset}): ")
             reason = str(error).removeprefix(where).split("\n  inputs:")[0]
@@ -311,19 +366,18 @@ def _trial_conversion(proto: onnx.ModelProto, opset: int, label: str,
             _add_issue(_op_report(ops, node, opset, versions), VARIANT,
                        f"graph output {output.name!r} is an output tensorc does not compute",
                        _name(node, index), True)
-    if guessed:
-        at = "the suggested shapes" if any(i.hint and i.hint.source for i in inputs) else "1"
-        return (f"tried with unbound input dims set to {at}: shape problems are warnings "
-                f"until the inputs' shapes are given")
-    return "tried on every node the converter table accepts, with every input shape bound"
 
 
-def _classify(error: Exception, guessed: bool) -> tuple[str, bool]:
-    """An issue's kind, and whether it is certain (see Issue.certain)."""
+def _classify(error: Exception, symbolic: bool) -> tuple[str, bool]:
+    """An issue's kind, and whether it is certain (see Issue.certain): what symbolic dims
+    alone cause (SymbolicDimError, a shape value of symbolic dims where a constant is
+    needed) is not."""
     if isinstance(error, UnsupportedOpError):
         return VARIANT, True
+    if isinstance(error, SymbolicDimError):
+        return SHAPE, False
     if isinstance(error, ConstantRequiredError):  # run-time values stay so at any shape
-        return SHAPE, True
+        return SHAPE, not (symbolic and "symbolic dims" in str(error))
     if isinstance(error, ShapeError):
-        return SHAPE, not guessed
+        return SHAPE, True
     return VARIANT, True

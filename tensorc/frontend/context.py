@@ -12,11 +12,13 @@ import onnx
 from onnx import helper, numpy_helper
 
 from tensorc.errors import (
-    ConstantRequiredError, InvalidModelError, ModelLoadError, ShapeError, TensorcError,
-    UnsupportedOpError,
+    ConstantRequiredError, InvalidModelError, ModelLoadError, ShapeError, SymbolicDimError,
+    TensorcError, UnsupportedOpError,
 )
 from tensorc.frontend.registry import find_converter
+from tensorc.frontend.shape_values import apply_shape_op, as_object, has_dims
 from tensorc.frontend.validate import check_input_types, check_node
+from tensorc.ir.dims import DimLike
 from tensorc.ir.graph import Graph, Value
 from tensorc.ir.types import DTYPES, TensorType, check_type, dtype_of
 from tensorc.ops.build import emit, infer_types
@@ -68,6 +70,8 @@ class ImportContext:
         self.label = label
         self.node_name = ""  # the ONNX node being converted; its core nodes take its name
         self.env = env if env is not None else {}   # ONNX names in scope -> values
+        # shape values holding symbolic dims (frontend/shape_values.py): value -> object array
+        self.known: dict[Value, np.ndarray] = {}
 
     def inline_graph(self, body: onnx.GraphProto, inputs: Sequence[Value | None]
                      ) -> list[Value]:
@@ -98,7 +102,7 @@ class ImportContext:
         arrays = [self.constant(v) for v in inputs]
         if inputs and all(a is not None for a in arrays):
             (expected,) = infer_types(op, attrs, [v.type for v in inputs])
-            if worth_folding(arrays, [expected]):
+            if expected.is_static and worth_folding(arrays, [expected]):
                 (result,) = evaluate(op, attrs, arrays)
                 if TensorType(result.shape, dtype_of(result)) != expected:  # a bug in tensorc
                     raise TensorcError(f"{op}: the reference computed {result.dtype}"
@@ -112,12 +116,46 @@ class ImportContext:
     def const(self, array: np.ndarray) -> Value:
         return self.graph.add_constant(np.asarray(array, order="C"))
 
+    def shape_value(self, array: np.ndarray, dtype: str = "int64") -> Value:
+        """A value holding ``array``'s ints and Dims: a constant where it holds no Dim, else
+        a ``dim_values`` node whose known value the shape arithmetic reads (see
+        frontend/shape_values.py)."""
+        array = np.asarray(array, dtype=object)
+        if not has_dims(array):
+            return self.const(np.array([int(v) for v in array.reshape(-1)], dtype=dtype)
+                              .reshape(array.shape))
+        (value,) = self.graph.add_node(
+            "dim_values", [], {"values": tuple(array.reshape(-1)), "shape": array.shape},
+            [TensorType(array.shape, dtype)], name=self.node_name or None)
+        self.known[value] = array
+        return value
+
+    def value_of(self, value: Value) -> np.ndarray | None:
+        """The contents of ``value`` where known at compile time: a constant's array, or a
+        shape value's ints and Dims (an object array); None for a run-time value."""
+        known = self.known.get(value)
+        return known if known is not None else self.graph.constants.get(value)
+
+    def require_dims(self, value: Value, what: str) -> list[DimLike]:
+        """The elements of a shape-like input (a Reshape target, Expand's shape, a Slice
+        bound), ints and Dims; ConstantRequiredError where it is computed at run time."""
+        known = self.known.get(value)
+        if known is not None:
+            return list(known.reshape(-1))
+        return [int(v) for v in self.require_constant(value, what).reshape(-1)]
+
     def constant(self, value: Value) -> np.ndarray | None:
         """The array of ``value`` when it is a constant, else None."""
         return self.graph.constants.get(value)
 
     def require_constant(self, value: Value, what: str) -> np.ndarray:
         array = self.constant(value)
+        if array is None and value in self.known:
+            dims = [str(v) for v in self.known[value].reshape(-1)]
+            raise ConstantRequiredError(
+                f"its {what} input %{value.name} is {dims}, computed from symbolic dims; "
+                f"tensorc does not take symbolic {what}s for this op yet: give concrete "
+                f"input_shapes", graph_inputs_of(value))
         if array is None:
             raise ConstantRequiredError(
                 f"its {what} input %{value.name} ({value.type}{self._origin(value)}) is "
@@ -136,6 +174,40 @@ class ImportContext:
 
     def dtype_name(self, elem_type: int) -> str:
         return element_dtype(elem_type, self.label, "a Cast target")
+
+
+# shape values are shapes and their pieces; a larger tensor is data, computed by the converter
+MAX_SHAPE_VALUE_ELEMENTS = 64
+
+
+def _shape_arithmetic(context: ImportContext, node: onnx.NodeProto,
+                      inputs: list[Value | None], attributes: dict[str, Any]
+                      ) -> Value | None:
+    """The node evaluated on shape values holding symbolic dims, where it reads one and the
+    shape-arithmetic table takes its op (frontend/shape_values.py); None otherwise."""
+    if len(node.output) != 1 or not any(v in context.known for v in inputs if v is not None):
+        return None
+    arrays = [None if v is None else context.value_of(v) for v in inputs]
+    if any(a is None for v, a in zip(inputs, arrays) if v is not None):
+        return None
+    if any(a.size > MAX_SHAPE_VALUE_ELEMENTS or (a.dtype != object and a.dtype.kind not in "iub")
+           for a in arrays if a is not None):
+        return None  # a data tensor, not shape arithmetic: the converter computes it
+    try:
+        result = apply_shape_op(node.op_type, arrays, attributes, context.opset)
+    except SymbolicDimError:
+        return None  # not decidable at compile time: the converter computes it at run time
+    if result is None:
+        return None
+    dtypes = [v.type.dtype for v in inputs if v is not None and v in context.known]
+    dtype = dtypes[0]
+    if node.op_type == "Cast":
+        dtype = context.dtype_name(attributes["to"])
+    elif node.op_type in ("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"):
+        dtype = "bool"
+    elif node.op_type == "Where":
+        dtype = inputs[1].type.dtype
+    return context.shape_value(as_object(np.asarray(result, dtype=object)), dtype)
 
 
 def graph_inputs_of(value: Value) -> tuple[str, ...]:
@@ -189,8 +261,12 @@ def convert_node(context: ImportContext, node: onnx.NodeProto, index: int,
     assert entry is not None  # _check_supported ran first
     context.node_name = node.name or f"{node.op_type}_{index}"
     context.num_outputs = len(node.output)  # Split without sizes splits into this many
+    context.graph.dims.site = f"node {node_label(node, index)} ({node.op_type})"
     try:
-        outputs = entry.fn(context, inputs, **_attribute_values(node, context.label))
+        attributes = _attribute_values(node, context.label)
+        outputs = _shape_arithmetic(context, node, inputs, attributes)
+        if outputs is None:
+            outputs = entry.fn(context, inputs, **attributes)
     except TensorcError as error:
         described = ", ".join(f"{n or '<none>'}: {v.type if v else '-'}"
                               for n, v in zip(node.input, inputs))
@@ -204,6 +280,13 @@ def convert_node(context: ImportContext, node: onnx.NodeProto, index: int,
         raise ShapeError(f"{where}: converting it ran out of memory; check the sizes its "
                          f"attributes and inputs give") from None
     except Exception as error:
+        symbolic = [f"{n} {v.type}" for n, v in zip(node.input, inputs)
+                    if v is not None and not v.type.is_static]
+        if symbolic:  # most likely arithmetic of a converter not ported to symbolic dims
+            raise SymbolicDimError(
+                f"{where}: tensorc cannot convert this node with symbolic dims yet "
+                f"({type(error).__name__}: {error}); its inputs {', '.join(symbolic)} have "
+                f"symbolic dims: give concrete input_shapes") from error
         # A last-resort net: the schema check and the converters' own checks should have
         # named the problem; what reaches here is a gap in them, so say so.
         raise ShapeError(f"{where}: tensorc cannot convert this node ({type(error).__name__}: "

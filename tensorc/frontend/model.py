@@ -22,13 +22,15 @@ def with_input_values(model, input_values):
     return bind_input_values(negative_dims_as_symbols(proto), input_values, label)
 
 
-def import_model(model, input_shapes, input_values=None):
+def import_model(model, input_shapes, input_values=None, dim_ranges=None, symbolic=False):
     """The ModelProto and graph IR of an ONNX model (path or ModelProto), with
-    ``input_values`` bound as constants and ``input_shapes`` binding symbolic dims."""
+    ``input_values`` bound as constants and ``input_shapes`` binding symbolic dims. Dims
+    left unbound stay symbolic where ``symbolic`` (``tensorc check``), else are a ShapeError
+    asking for concrete shapes (compiling a symbolic graph to kernels is not done yet)."""
     proto, label = load_model(model)
     proto = bind_input_values(negative_dims_as_symbols(proto), input_values, label)
     try:
-        graph = import_onnx(proto, input_shapes, label=label)
+        graph = import_onnx(proto, input_shapes, dim_ranges, label=label, symbolic=symbolic)
     except ConstantRequiredError as error:
         hint = input_value_hint(error, proto)
         if hint:

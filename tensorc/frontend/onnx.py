@@ -24,7 +24,9 @@ from tensorc.frontend.context import (
 )
 from tensorc.frontend.registry import find_converter, supported_opsets
 from tensorc.frontend.shape_hint import shape_hint
+from tensorc.frontend.symbolic_inputs import declare_symbolic_dims, resolve_unified_dims
 from tensorc.frontend.validate import newest_opset
+from tensorc.ir.dim_table import DimTable
 from tensorc.ir.graph import Graph, Value, eliminate_dead_code
 from tensorc.ir.types import TensorType, check_type
 
@@ -33,13 +35,19 @@ DEFAULT_DOMAINS = ("", "ai.onnx")
 
 def import_onnx(model: str | Path | onnx.ModelProto,
                 input_shapes: Mapping[str, Sequence[int]] | None = None,
-                label: str | None = None) -> Graph:
+                dim_ranges: Mapping[str, tuple[int, int | None]] | None = None,
+                label: str | None = None, symbolic: bool = True) -> Graph:
     """Convert an ONNX model (a path or a ModelProto) to a graph of core ops.
 
-    ``input_shapes`` binds the symbolic or unknown dims of the inputs; ``label`` names the
-    model in error messages (the one :func:`load_model` returned for a model read from a file).
+    ``input_shapes`` binds the symbolic or unknown dims of the inputs; the dims it leaves
+    unbound stay symbolic (``graph.dims`` holds their ranges and constraints), narrowed by
+    ``dim_ranges`` (dim name -> (lo, hi), hi None for unbounded). With ``symbolic=False`` an
+    unbound dim is a ShapeError asking for concrete shapes (what compiling needs today).
+    ``label`` names the model in error messages (the one :func:`load_model` returned for a
+    model read from a file).
 
     >>> g = import_onnx("resnet50.onnx", input_shapes={"data": (1, 3, 224, 224)})  # doctest: +SKIP
+    >>> g = import_onnx("bert.onnx", dim_ranges={"seq": (1, 512)})  # doctest: +SKIP
     """
     proto, default_label = load_model(model)
     label = label or default_label
@@ -47,22 +55,27 @@ def import_onnx(model: str | Path | onnx.ModelProto,
     opset = default_opset(proto, label)
     _check_supported(proto, opset, label)
     onnx_graph = proto.graph
-    context = new_context(proto, opset, input_shapes or {}, label)
+    context = new_context(proto, opset, input_shapes or {}, label, dim_ranges, symbolic)
     graph, env = context.graph, context.env
-    for index, node in enumerate(onnx_graph.node):
-        convert_node(context, node, index, env)
-    graph.outputs = _bind_outputs(graph, onnx_graph, env, label)
+    with graph.dims.active():
+        for index, node in enumerate(onnx_graph.node):
+            convert_node(context, node, index, env)
+        graph.outputs = _bind_outputs(graph, onnx_graph, env, label)
+        resolve_unified_dims(graph)
     return eliminate_dead_code(graph)
 
 
 def new_context(proto: onnx.ModelProto, opset: int, input_shapes: Mapping[str, Sequence[int]],
-                label: str) -> ImportContext:
-    """A context over a new graph holding the model's inputs (bound to ``input_shapes``) and
-    initializers, its ``env`` mapping their ONNX names to values: where conversion starts."""
+                label: str, dim_ranges: Mapping[str, tuple[int, int | None]] | None = None,
+                symbolic: bool = False) -> ImportContext:
+    """A context over a new graph holding the model's inputs (bound to ``input_shapes``, the
+    rest symbolic where ``symbolic``) and initializers, its ``env`` mapping their ONNX names
+    to values: where conversion starts."""
     onnx_graph = proto.graph
     graph = Graph(onnx_graph.name or "main")
     env: dict[str, Value | None] = {}
-    for name, type in _input_types(proto, input_shapes, label):
+    for name, type in _input_types(proto, input_shapes, label, graph.dims if symbolic
+                                   else None, dim_ranges):
         env[name] = graph.add_input(name, type)
     for output in onnx_graph.output:  # so that no automatic name takes an output's name
         graph.reserve(output.name)
@@ -218,7 +231,9 @@ def _input_specs(proto: onnx.ModelProto, label: str) -> list[_InputSpec]:
         tensor = value.type.tensor_type
         dims = None
         if tensor.HasField("shape"):
-            dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+            # a negative dim_value (Paddle's -1, "any") is an unnamed dim, as bind.py has it
+            dims = [d.dim_value if d.HasField("dim_value") and d.dim_value >= 0
+                    else (d.dim_param or None)
                     for d in tensor.shape.dim]
         dtype = element_dtype(tensor.elem_type, label, f"input {value.name!r}")
         specs.append(_InputSpec(value.name, dtype, dims))
@@ -226,10 +241,19 @@ def _input_specs(proto: onnx.ModelProto, label: str) -> list[_InputSpec]:
 
 
 def _input_types(proto: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int]],
-                 label: str) -> list[tuple[str, TensorType]]:
+                 label: str, table: DimTable | None = None,
+                 dim_ranges: Mapping[str, tuple[int, int | None]] | None = None
+                 ) -> list[tuple[str, TensorType]]:
+    """The inputs' types; dims ``input_shapes`` leaves unbound become symbolic dims declared
+    in ``table`` (ShapeError asking for concrete shapes where ``table`` is None)."""
     specs, shapes, unbound = bind_input_shapes(proto, input_shapes, label)
-    if unbound:
+    if unbound and (table is None or any(s.dims is None for s in unbound)):
         raise ShapeError(_unbound_message(unbound, label, proto))
+    if table is not None:
+        shapes = declare_symbolic_dims(proto, specs, shapes, table, dim_ranges or {}, label)
+    elif dim_ranges:
+        raise ShapeError(f"{label}: dim_ranges names {', '.join(map(repr, dim_ranges))}, "
+                         f"but every dim is bound to a concrete size")
     types = [(s.name, TensorType(shapes[s.name], s.dtype)) for s in specs]
     for name, type in types:
         check_type(type, f"{label}: input {name!r}")

@@ -117,6 +117,14 @@ def const_bounds(e: Expr, bounds: Bounds) -> tuple[int | None, int | None]:
         if op == "mul" and None not in (la, ha, lb, hb):
             products = (la * lb, la * hb, ha * lb, ha * hb)
             return (min(products), max(products))
+        if op == "mul" and (lb is not None and lb == hb or la is not None and la == ha):
+            # one side constant, the other unbounded somewhere (a symbolic dim in [1, inf))
+            (lo, hi), k = ((la, ha), lb) if lb is not None and lb == hb else ((lb, hb), la)
+            return (_scaled(lo, k), _scaled(hi, k)) if k >= 0 else \
+                (_scaled(hi, k), _scaled(lo, k))
+        if op == "mul" and la is not None and lb is not None and la >= 0 and lb >= 0:
+            # two non-negative factors, one unbounded (batch*seq)
+            return (la * lb, None if ha is None or hb is None else ha * hb)
         if op == "floordiv" and lb is not None and lb == hb and lb > 0:
             return (None if la is None else la // lb, None if ha is None else ha // lb)
         if op == "floormod" and lb is not None and lb == hb and lb > 0:
@@ -145,6 +153,10 @@ def _add(a, b):
     return None if a is None or b is None else a + b
 
 
+def _scaled(a, k: int):
+    return None if a is None else a * k
+
+
 def _neg(a):
     return None if a is None else -a
 
@@ -170,7 +182,7 @@ def to_affine(e: Expr, bounds: Bounds) -> Affine:
                 return a.scale(b.const)
             if a.is_const():
                 return b.scale(a.const)
-            return Affine.of_atom(Binary("mul", a.to_expr(), b.to_expr()))
+            return _multiply(a, b)
         if e.op in ("floordiv", "floormod"):
             return _affine_divmod(e.op, to_affine(e.a, bounds), to_affine(e.b, bounds), bounds)
         if e.op in ("min", "max"):
@@ -196,8 +208,68 @@ def to_affine(e: Expr, bounds: Bounds) -> Affine:
     return Affine.of_atom(simplify(e, bounds))
 
 
+def _factors(e: Expr) -> list[Expr]:
+    """The factors of a product of atoms (``b*s*h`` -> [b, s, h]); [e] for any other atom."""
+    if isinstance(e, Binary) and e.op == "mul" and not isinstance(e.a, Const) \
+            and not isinstance(e.b, Const):
+        return _factors(e.a) + _factors(e.b)
+    return [e]
+
+
+def _monomial(factors: list[Expr]) -> Expr:
+    """A product of atoms in one canonical order, so that ``s*b`` and ``b*s`` are one atom."""
+    ordered = sorted(factors, key=_atom_order)
+    result = ordered[0]
+    for factor in ordered[1:]:
+        result = Binary("mul", result, factor)
+    return result
+
+
+def _multiply(a: Affine, b: Affine) -> Affine:
+    """The product of two non-constant affine forms, distributed into a sum of monomials:
+    ``(b + 1)*s`` is ``b*s + s`` (symbolic shapes multiply dims: batch*seq*heads)."""
+    result = Affine({}, a.const * b.const, a.dtype)
+    for atom, c in a.terms.values():
+        result = result.add(Affine.of_atom(atom).scale(c * b.const))
+    for atom, c in b.terms.values():
+        result = result.add(Affine.of_atom(atom).scale(c * a.const))
+    for x, cx in a.terms.values():
+        for y, cy in b.terms.values():
+            result = result.add(Affine.of_atom(_monomial(_factors(x) + _factors(y)))
+                                .scale(cx * cy))
+    return result
+
+
+def _exact_quotient(a: Affine, b: Affine) -> Affine | None:
+    """``a / b`` where ``b`` is one monomial (times a constant) that divides every term of
+    ``a`` exactly (``b*s*768 // (s*768)`` is ``b``); None otherwise."""
+    if a.const != 0 or len(b.terms) != 1 or b.const != 0:
+        return None
+    ((divisor, c),) = b.terms.values()
+    wanted = [expr_key(f) for f in _factors(divisor)]
+    result = Affine({}, 0, a.dtype)
+    for atom, coeff in a.terms.values():
+        factors = _factors(atom)
+        keys = [expr_key(f) for f in factors]
+        for key in wanted:
+            if key not in keys:
+                return None
+            index = keys.index(key)
+            del keys[index], factors[index]
+        if coeff % c:
+            return None
+        part = Affine({}, 1, a.dtype) if not factors else Affine.of_atom(_monomial(factors))
+        result = result.add(part.scale(coeff // c))
+    return result
+
+
 def _affine_divmod(op: str, a: Affine, b: Affine, bounds: Bounds) -> Affine:
-    if not b.is_const() or b.const <= 0:
+    if not b.is_const():
+        quotient = _exact_quotient(a, b)
+        if quotient is not None:
+            return quotient if op == "floordiv" else Affine({}, 0, a.dtype)
+        return Affine.of_atom(Binary(op, a.to_expr(), b.to_expr()))
+    if b.const <= 0:
         return Affine.of_atom(Binary(op, a.to_expr(), b.to_expr()))
     c = b.const
     if c == 1:
@@ -417,3 +489,37 @@ def linear_coeff(e: Expr, var: Var, bounds: Bounds | None = None) -> tuple[Expr,
         else:
             rest[k] = (atom, c)
     return Affine(rest, aff.const, aff.dtype).to_expr(), stride
+
+
+def simplify_nonnegative(e: Expr) -> Expr:
+    """:func:`simplify`, then the floor-division rules that hold for every integer and that
+    symbolic dims need to stay short (loop indices keep :func:`simplify`'s form):
+    ``(x + k*c)//c`` is ``x//c + k`` and ``(x//a)//b`` is ``x//(a*b)`` (a, b, c > 0), so a
+    width pooled twice, ``((W - 2)//2 - 1)//2 + 1``, reads ``W//4``.
+
+    >>> W = Var("W"); simplify_nonnegative(((W - 2) // 2 - 1) // 2 + 1)
+    W // 4
+    """
+    for _ in range(16):
+        before = format_expr(e)
+        e = simplify(_merge_divisions(simplify(e)))
+        if format_expr(e) == before:
+            break
+    return e
+
+
+def _merge_divisions(e: Expr) -> Expr:
+    if not isinstance(e, Binary):
+        return e
+    a, b = _merge_divisions(e.a), _merge_divisions(e.b)
+    if e.op == "floordiv" and isinstance(b, Const) and b.value > 0:
+        c = b.value
+        if isinstance(a, Binary) and a.op == "floordiv" and isinstance(a.b, Const) \
+                and a.b.value > 0:
+            return Binary("floordiv", a.a, const(a.b.value * c, e.dtype))
+        inner = to_affine(a, {})
+        k = inner.const // c
+        if k and inner.terms and inner.const % c == 0:
+            rest = Affine(inner.terms, 0, inner.dtype)
+            return Binary("add", Binary("floordiv", rest.to_expr(), b), const(k, e.dtype))
+    return Binary(e.op, a, b) if (a is not e.a or b is not e.b) else e

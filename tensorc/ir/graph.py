@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from tensorc.errors import TensorcError
+from tensorc.ir.dim_table import DimTable
 from tensorc.ir.types import TensorType, dtype_of
 
 
@@ -72,6 +73,8 @@ class Graph:
         self.outputs: list[Value] = []
         self.nodes: list[Node] = []
         self.constants: dict[Value, np.ndarray] = {}
+        # the symbolic dims: ranges, unified dims, run-time constraints (empty when static)
+        self.dims = DimTable()
         self._names: set[str] = set()
         # Counters for automatic names: values %1, %2, ...; constants %c0, %c1, ...
         self._counters = {"value": 1, "const": 0, "node": 0}
@@ -144,6 +147,7 @@ class Graph:
         """A structural copy with fresh Values and Nodes; constant arrays are shared."""
         new = Graph(self.name)
         new._counters = dict(self._counters)
+        new.dims = self.dims.copy()
         mapping: dict[Value, Value] = {}
         for value in self.inputs:
             mapping[value] = new.add_input(value.name, value.type)
@@ -225,6 +229,7 @@ def print_graph(g: Graph) -> str:
     inputs = ", ".join(repr(v) for v in g.inputs)
     outputs = ", ".join(repr(v) for v in g.outputs)
     lines = [f"graph {g.name}({inputs}) -> ({outputs})"]
+    lines += [f"  dim {line}" for line in g.dims.describe()]
     lines += [f"  {_format_constant(v, a)}" for v, a in g.constants.items()]
     for node in g.nodes:
         results = ", ".join(repr(v) for v in node.outputs)

@@ -11,6 +11,7 @@ import ml_dtypes  # noqa: F401  (registers bfloat16 with numpy: np.dtype("bfloat
 import numpy as np
 
 from tensorc.errors import ShapeError, SizeLimitError
+from tensorc.ir.dims import Dim, DimLike, bounds
 
 # dtype names are numpy's names; bool is "bool"; bfloat16 arrays are ml_dtypes.bfloat16.
 DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
@@ -24,9 +25,10 @@ def dtype_of(array: np.ndarray) -> str:
     return np.dtype(array.dtype).name
 
 
-def format_shape(shape: Sequence[int]) -> str:
+def format_shape(shape: Sequence[DimLike]) -> str:
     """A shape as tensorc prints it everywhere (messages, the CLI, reports): ``[1,3,224,224]``,
-    ``[]`` for a scalar. (Flags that take a shape spell it ``1x3x224x224``.)
+    ``[]`` for a scalar, symbolic dims by their names (``[batch,seq*12,64]``). (Flags that
+    take a shape spell it ``1x3x224x224``.)
 
     >>> format_shape((1, 784))
     '[1,784]'
@@ -36,31 +38,39 @@ def format_shape(shape: Sequence[int]) -> str:
 
 @dataclass(frozen=True)
 class TensorType:
-    """The static type of a tensor value: a concrete shape and a dtype name.
+    """The type of a tensor value: a shape and a dtype name. A dim is an int or a symbolic
+    :class:`~tensorc.ir.dims.Dim` (known at run time only).
 
     >>> TensorType((1, 3, 224, 224), "float32")
     float32[1,3,224,224]
     """
 
-    shape: tuple[int, ...]
+    shape: tuple[DimLike, ...]
     dtype: str
 
     def __post_init__(self):
-        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        object.__setattr__(self, "shape", tuple(d if isinstance(d, Dim) else int(d)
+                                                for d in self.shape))
 
     @property
     def ndim(self) -> int:
         return len(self.shape)
 
     @property
-    def size(self) -> int:
+    def is_static(self) -> bool:
+        """Whether every dim is an int."""
+        return not any(isinstance(d, Dim) for d in self.shape)
+
+    @property
+    def size(self) -> DimLike:
+        """The element count (a Dim where the shape is symbolic)."""
         n = 1
         for d in self.shape:
-            n *= d
+            n = n * d
         return n
 
     @property
-    def nbytes(self) -> int:
+    def nbytes(self) -> DimLike:
         return self.size * np.dtype(self.dtype).itemsize
 
     def __str__(self) -> str:
@@ -85,9 +95,17 @@ MAX_TENSOR_BYTES = _default_limit()
 
 
 def check_type(type: TensorType, what: str) -> None:
-    """Raise ShapeError for a negative dim, SizeLimitError for a tensor over the limit."""
-    if any(d < 0 for d in type.shape):
+    """Raise ShapeError for a negative dim, SizeLimitError for a tensor over the limit. A
+    symbolic dim is checked where its range decides (never negative; its upper bound, where
+    finite, within the size limit)."""
+    if any(bounds(d)[1] is not None and bounds(d)[1] < 0 for d in type.shape):
         raise ShapeError(f"{what} would have a negative dimension: {type}")
+    if not type.is_static:
+        highs = [bounds(d)[1] for d in type.shape]
+        if any(h == 0 for h in highs) or None in highs:
+            return
+        type = TensorType(tuple(highs), type.dtype)
+        what = f"{what} (at the largest dims its ranges allow)"
     nbytes = math.prod(type.shape) * np.dtype(type.dtype).itemsize
     if nbytes > MAX_TENSOR_BYTES:
         raise SizeLimitError(

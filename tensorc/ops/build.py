@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from tensorc.errors import ShapeError
+from tensorc.ir.dim_table import active_table
 from tensorc.ir.graph import Graph, Value
 from tensorc.ir.types import TensorType, check_type
 from tensorc.ops.catalog import get_op
@@ -15,6 +16,9 @@ def infer_types(op: str, attrs: dict[str, Any], input_types: list[TensorType]
     if opdef.infer_fn is None:
         raise ShapeError(f"{op}: the op has no shape rule")
     types = list(opdef.infer_fn(attrs, input_types))
+    table = active_table()
+    if table is not None and table.substitutions:  # one name per dim once unified
+        types = [TensorType(table.resolve_shape(t.shape), t.dtype) for t in types]
     for k, type in enumerate(types):
         check_type(type, f"{op}: output {k}")
     return types

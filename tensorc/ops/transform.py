@@ -19,13 +19,16 @@ import numpy as np
 from tensorc.errors import ShapeError
 from tensorc.ir import expr as E
 from tensorc.ir import te
-from tensorc.ir.types import TensorType
+from tensorc.ir.dims import Dim, may_equal
+from tensorc.ir.types import TensorType, format_shape
 from tensorc.ops.registry import Pattern, define
 from tensorc.ops.schedules import (
     clamp,
     in_range,
 )
-from tensorc.ops.shape_rules import expect_arity, expect_axis, expect_same_dtype
+from tensorc.ops.shape_rules import (
+    expect_arity, expect_axis, expect_same_dtype, require_dims, unify_dims,
+)
 
 reshape = define("reshape", Pattern.INJECTIVE)
 transpose = define("transpose", Pattern.INJECTIVE)
@@ -43,10 +46,13 @@ def _reshape_infer(attrs: dict, input_types: list[TensorType]) -> list[TensorTyp
     expect_arity("reshape", input_types, 1)
     (x,) = input_types
     shape = tuple(attrs["shape"])
-    if any(not isinstance(d, int) or d < 0 for d in shape):
-        raise ShapeError(f"reshape: target shape {shape} must be concrete non-negative ints "
+    if any(not isinstance(d, (int, Dim)) or isinstance(d, int) and d < 0 for d in shape):
+        raise ShapeError(f"reshape: target shape {shape} must be non-negative ints or Dims "
                          f"(the frontend resolves 0 and -1)")
-    if math.prod(shape) != x.size:
+    if not (x.is_static and all(isinstance(d, int) for d in shape)):
+        require_dims(math.prod(shape), "==", x.size, f"reshape of {x} to "
+                     f"{format_shape(shape)} keeps the element count")
+    elif math.prod(shape) != x.size:
         raise ShapeError(f"reshape: cannot reshape {x} ({x.size} elements) to {list(shape)} "
                          f"({math.prod(shape)} elements)")
     return [TensorType(shape, x.dtype)]
@@ -81,14 +87,21 @@ def _concat_infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType
     dtype = expect_same_dtype("concat", input_types)
     axis = attrs["axis"]
     expect_axis("concat", axis, first.ndim)
+    shape = list(first.shape)
     for i, t in enumerate(input_types[1:], start=1):
         same = t.ndim == first.ndim and all(
-            a == b for k, (a, b) in enumerate(zip(t.shape, first.shape)) if k != axis)
+            may_equal(a, b) for k, (a, b) in enumerate(zip(t.shape, shape)) if k != axis)
         if not same:
             raise ShapeError(f"concat: input {i} {t} must match input 0 {first} in every "
                              f"dimension but axis {axis}")
-    total = sum(t.shape[axis] for t in input_types)
-    return [TensorType(first.shape[:axis] + (total,) + first.shape[axis + 1:], dtype)]
+        for k, (a, b) in enumerate(zip(t.shape, shape)):
+            if k != axis and a != b:  # symbolic: the graph needs them equal
+                shape[k] = unify_dims(b, a, f"concat joins input {i} {t} to input 0 "
+                                      f"{first} along axis {axis}")
+    total = 0
+    for t in input_types:
+        total = total + t.shape[axis]
+    return [TensorType(tuple(shape[:axis]) + (total,) + tuple(shape[axis + 1:]), dtype)]
 
 
 @concat.reference
@@ -110,6 +123,10 @@ def _pad_infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
     padded = [d for d in range(x.ndim) if pads[d] or pads[d + x.ndim]]
     if mode != "constant" and any(x.shape[d] == 0 for d in padded):
         raise ShapeError(f"pad: {mode} padding needs a non-empty axis, got {x}")
+    for d in padded:
+        if mode != "constant" and isinstance(x.shape[d], Dim):
+            require_dims(x.shape[d], ">=", 1, f"{mode} padding of axis {d} of {x} needs a "
+                         f"non-empty axis")
     shape = tuple(d + pads[i] + pads[i + x.ndim] for i, d in enumerate(x.shape))
     return [TensorType(shape, x.dtype)]
 
@@ -134,12 +151,29 @@ def _slice_infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]
         raise ShapeError(f"slice: starts {starts}, steps {steps} and shape {shape} must have "
                          f"one entry per axis of {x}")
     for d, (start, step, size) in enumerate(zip(starts, steps, shape)):
+        if any(isinstance(v, Dim) for v in (start, size, x.shape[d])):
+            _check_symbolic_slice(x, d, start, step, size)
+            continue
         last = start + (size - 1) * step
         if step == 0 or size < 0 or (size and not (0 <= start < x.shape[d]
                                                    and 0 <= last < x.shape[d])):
             raise ShapeError(f"slice: axis {d} of {x}: start {start}, step {step} and size "
                              f"{size} leave the axis (the frontend clamps ONNX bounds)")
     return [TensorType(shape, x.dtype)]
+
+
+def _check_symbolic_slice(x: TensorType, d: int, start, step: int, size) -> None:
+    """A slice whose start, size or axis is symbolic stays in the axis (the frontend's
+    clamping makes it so; checked where the ranges decide, required at run time else)."""
+    if step == 0:
+        raise ShapeError(f"slice: axis {d} of {x}: step 0")
+    reason = f"slice of axis {d} of {x} (start {start}, step {step}, size {size})"
+    require_dims(size, ">=", 0, reason)
+    if not (isinstance(size, int) and size == 0):
+        last = start + (size - 1) * step
+        for bound in (start, last):
+            require_dims(bound, ">=", 0, reason)
+            require_dims(bound, "<=", x.shape[d] - 1, reason)
 
 
 @slice_.reference
@@ -155,9 +189,15 @@ def _broadcast_to_infer(attrs: dict, input_types: list[TensorType]) -> list[Tens
     (x,) = input_types
     shape = tuple(attrs["shape"])
     offset = len(shape) - x.ndim
-    if offset < 0 or any(d not in (1, shape[offset + k]) for k, d in enumerate(x.shape)):
-        raise ShapeError(f"broadcast_to: cannot broadcast {x} to {list(shape)}")
-    return [TensorType(shape, x.dtype)]
+    if offset < 0 or any(not (isinstance(d, int) and d == 1) and not may_equal(
+            d, shape[offset + k]) for k, d in enumerate(x.shape)):
+        raise ShapeError(f"broadcast_to: cannot broadcast {x} to {format_shape(shape)}")
+    shape = list(shape)
+    for k, d in enumerate(x.shape):
+        if not (isinstance(d, int) and d == 1) and d != shape[offset + k]:
+            shape[offset + k] = unify_dims(shape[offset + k], d, f"broadcast_to of {x} to "
+                                           f"{format_shape(attrs['shape'])}")
+    return [TensorType(tuple(shape), x.dtype)]
 
 
 @broadcast_to.reference
@@ -170,7 +210,7 @@ def _tile_infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
     expect_arity("tile", input_types, 1)
     (x,) = input_types
     repeats = tuple(attrs["repeats"])
-    if len(repeats) != x.ndim or min(repeats, default=0) < 0:
+    if len(repeats) != x.ndim or any(isinstance(r, int) and r < 0 for r in repeats):
         raise ShapeError(f"tile: repeats {repeats} must be {x.ndim} non-negative ints for {x}")
     return [TensorType(tuple(d * r for d, r in zip(x.shape, repeats)), x.dtype)]
 

@@ -136,7 +136,14 @@ def test_symbolic_dims_and_their_binding():
     text = str(report)
     assert "x: float32[batch,4]  symbolic: dim 0 'batch' = unbound" in text
     assert "--input-shape x=1x4 --input-shape mask=1x1" in text
-    assert "conversion: tried with unbound input dims set to 1" in text
+    assert "conversion: tried with the unbound input dims symbolic (batch, seq)" in text
+    assert "symbolic dims:\n  batch in [1, inf]  (from x[0], mask[0])\n  seq in [1, inf]" in text
+    assert "outputs:\n  a: float32[batch,4]\n  b: float32[batch,seq]\n  c: float32[batch,4]" \
+        in text
+    found = json.loads(report.to_json())
+    assert found["dims"]["symbols"][1] == {"name": "seq", "range": [1, None],
+                                           "inputs": [["mask", 1]]}
+    assert found["outputs"]["b"] == "float32[batch,seq]"
 
     # binding x binds 'batch' for mask too; 'seq' stays unbound
     report = check_model(model, {"x": (8, 4)})
@@ -154,20 +161,42 @@ def test_symbolic_dims_and_their_binding():
     assert json.loads(report.to_json())["inputs"][1]["shape"] == [8, 5]
 
 
-def test_shape_problem_with_guessed_dims_is_only_a_warning():
-    # x[batch, 4] -> [2, 4] fails with batch guessed as 1, works with batch 2.
+def test_shape_the_dims_may_break_is_a_run_time_constraint():
+    # x[batch, 4] -> [2, 4] holds for batch 2 only: checked at run time, not assumed
     model = make_model([helper.make_node("Reshape", ["x", "s"], ["y"], name="to_2x4")],
                        [tensor_info("x", "float32", ["batch", 4])], ["y"],
                        initializers={"s": np.array([2, 4], np.int64)})
     report = check_model(model)
-    (issue,) = report.ops[0].issues
-    assert (issue.kind, issue.certain, issue.nodes) == ("shape", False, ["to_2x4"])
-    assert "cannot reshape float32[1,4] (4 elements) to [2, 4]" in issue.reason
-    assert report.supported and report.ops[0].ok
-    assert "warning: reshape: cannot reshape" in str(report)
+    assert report.ops[0].issues == [] and report.supported
+    (constraint,) = report.dims["constraints"]
+    assert constraint["constraint"] == "8 == batch*4"
+    assert "node 'to_2x4' (Reshape)" in constraint["reason"]
+    assert "checked at run time: 8 == batch*4" in str(report)
     assert check_model(model, {"x": (2, 4)}).ops[0].issues == []
     report = check_model(model, {"x": (3, 4)})
     assert not report.supported and report.ops[0].issues[0].certain
+
+
+def test_what_symbolic_dims_do_not_support_yet_is_a_warning():
+    model = make_model([helper.make_node("Resize", ["x", "", "s"], ["y"], name="up",
+                                         mode="linear")],
+                       [tensor_info("x", "float32", [1, 1, "h", 4])], ["y"],
+                       initializers={"s": np.array([1, 1, 2, 2], np.float32)})
+    report = check_model(model)
+    (issue,) = report.ops[0].issues
+    assert (issue.kind, issue.certain) == ("shape", False)
+    assert "symbolic dim h is not supported yet" in issue.reason
+    assert report.supported
+    assert check_model(model, {"x": (1, 1, 3, 4)}).ops[0].issues == []
+
+
+def test_dim_ranges_in_the_report():
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])],
+                       [tensor_info("x", "float32", ["batch", "seq"])], ["y"])
+    report = check_model(model, dim_ranges={"seq": (1, 512)})
+    assert "seq in [1, 512]  (from x[1])" in str(report)
+    report = check_model(model, dim_ranges={"past": (0, None)})
+    assert "dim_ranges names 'past'" in report.problems[0]
 
 
 def test_unknown_rank_skips_the_trial_conversion():

@@ -109,8 +109,8 @@ def test_unbound_symbolic_dims_are_all_listed():
     nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Relu", ["mask"], ["b"]),
              helper.make_node("Relu", ["fixed"], ["c"])]
     model = make_model(nodes, inputs, ["a", "b", "c"])
-    with pytest.raises(ShapeError) as info:
-        import_onnx(model)
+    with pytest.raises(ShapeError) as info:  # compiling (import_model) imports this way
+        import_onnx(model, symbolic=False)
     message = str(info.value)
     assert "x: float32[batch,3,?,224]: dim 0 ('batch'), dim 2 (unnamed)" in message
     assert "mask: float32[batch,seq]: dim 0 ('batch'), dim 1 ('seq')" in message
@@ -119,7 +119,11 @@ def test_unbound_symbolic_dims_are_all_listed():
     assert "--input-shape x=1x3x1x224" in message
     # Binding x's 'batch' binds it for mask too; 'seq' is still missing.
     with pytest.raises(ShapeError, match="mask: float32\\[4,seq\\]: dim 1 \\('seq'\\)\n"):
-        import_onnx(model, input_shapes={"x": (4, 3, 100, 224)})
+        import_onnx(model, input_shapes={"x": (4, 3, 100, 224)}, symbolic=False)
+    # symbolic (tensorc check, the default of import_onnx): the unbound dims stay symbolic
+    graph = import_onnx(model, input_shapes={"x": (4, 3, 100, 224)})
+    assert [str(v.type) for v in graph.inputs] == ["float32[4,3,100,224]", "float32[4,seq]",
+                                                   "float32[2]"]
     graph = import_onnx(model, input_shapes={"x": (4, 3, 100, 224), "mask": (4, 7)})
     assert [v.type.shape for v in graph.inputs] == [(4, 3, 100, 224), (4, 7), (2,)]
 

@@ -7,6 +7,7 @@ import numpy as np
 
 from tensorc.errors import InvalidModelError, ShapeError
 from tensorc.frontend.context import ImportContext
+from tensorc.ir.dims import Dim, ceil_div, dim_max
 from tensorc.ir.graph import Value
 
 
@@ -18,7 +19,7 @@ def normalize_axis(axis: int, ndim: int) -> int:
 
 def reshape(ctx: ImportContext, x: Value, shape: Sequence[int]) -> Value:
     """Reshape, or nothing when the shape is unchanged."""
-    shape = tuple(int(d) for d in shape)
+    shape = tuple(d if isinstance(d, Dim) else int(d) for d in shape)
     return x if shape == x.type.shape else ctx.emit("reshape", [x], shape=shape)
 
 
@@ -58,8 +59,8 @@ def spatial_attrs(x: Value, kernel: Sequence[int], strides: Sequence[int] | None
         raise ShapeError(f"unknown auto_pad {auto_pad!r}")
     begins, ends = [], []
     for size, k, s, d in zip(x.type.shape[2:], kernel, strides, dilations):
-        out = -(-size // s)
-        total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
+        out = ceil_div(size, s)
+        total = dim_max(0, (out - 1) * s + (k - 1) * d + 1 - size)  # symbolic: an expression
         # SAME_UPPER puts the odd padding element at the end, SAME_LOWER at the beginning.
         small, large = total // 2, total - total // 2
         begins.append(small if auto_pad == "SAME_UPPER" else large)

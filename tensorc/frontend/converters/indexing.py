@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from tensorc.errors import ShapeError
+from tensorc.errors import ShapeError, SymbolicDimError
 from tensorc.frontend.converters.common import normalize_axis
 from tensorc.frontend.context import ImportContext
 from tensorc.frontend.registry import converter
+from tensorc.ir.dims import Dim
 from tensorc.ir.graph import Value
+from tensorc.ops.shape_rules import require_dims
 from tensorc.ops.indexing import checked_indices
 
 INDEX_DTYPES = ("int32", "int64")
@@ -22,17 +24,36 @@ def _check_indices(ctx: ImportContext, op: str, indices: Value, sizes: list[int]
     of size 0. The kernels check every index they read, but one whose output is empty reads
     none, where onnxruntime still refuses them."""
     depth = (indices.type.shape[-1] if indices.type.ndim else 0) if per_component else 1
-    if indices.type.size and 0 in sizes[:depth]:
+    count = indices.type.size
+    if not (isinstance(count, int) and count == 0) and any(
+            isinstance(s, int) and s == 0 for s in sizes[:depth]):
         raise ShapeError(f"{op}: indices {indices.type} index an axis of size 0, where no "
                          f"index is valid; give the data elements along it, or no indices")
     array = ctx.constant(indices)
     if array is None:
+        return
+    if not per_component and isinstance(sizes[0], Dim):
+        _require_in_symbolic_axis(op, array, sizes[0])
         return
     if not per_component:
         checked_indices(op, array, sizes[0])
         return
     for j, size in enumerate(sizes[:depth]):
         checked_indices(op, array[..., j], size)
+
+
+def _require_in_symbolic_axis(op: str, array: np.ndarray, size: Dim) -> None:
+    """Constant indices into an axis of symbolic size: non-negative ones (the first token,
+    x[:, 0]) need the axis to hold them, a run-time constraint where the ranges do not
+    prove it; negative ones count from an end known only at run time (not ported)."""
+    if not array.size:
+        return
+    if array.min() < 0:
+        raise SymbolicDimError(f"{op}: constant indices {array.reshape(-1).tolist()[:8]} "
+                               f"count from the end of an axis of symbolic size {size}, "
+                               f"which tensorc does not support yet", size)
+    require_dims(size, ">=", int(array.max()) + 1,
+                 f"{op}: constant index {int(array.max())} lies in the axis")
 
 
 def _as_index(ctx: ImportContext, indices: Value) -> Value:

@@ -12,10 +12,11 @@ from typing import Sequence
 
 import numpy as np
 
-from tensorc.errors import ShapeError, UnsupportedOpError
-from tensorc.frontend.converters.common import normalize_axis
+from tensorc.errors import ShapeError, SymbolicDimError, UnsupportedOpError
+from tensorc.frontend.converters.common import normalize_axis, reshape
 from tensorc.frontend.context import ImportContext
 from tensorc.frontend.registry import converter
+from tensorc.ir.dims import Dim
 from tensorc.ir.graph import Value
 
 COORDINATE_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel",
@@ -171,12 +172,52 @@ def resize(ctx: ImportContext, x: Value, scales: Sequence[float] | None,
         factors = [float(s) for s in scales]
         if min(factors, default=1) <= 0:
             raise ShapeError(f"Resize scales {factors} must be positive")
+        if any(isinstance(shape[a], Dim) for a in axes):
+            return _resize_symbolic(ctx, x, axes, factors, roi, options)
         out = [int(f * shape[a]) for f, a in zip(factors, axes)]
     for k, (axis, size, factor) in enumerate(zip(axes, out, factors)):
         window = (0.0, 1.0) if roi is None else (float(roi[k]), float(roi[k + len(axes)]))
         if size == shape[axis] and math.isclose(factor, 1.0) and window == (0.0, 1.0):
             continue
         x = resize_axis(ctx, x, axis, size, factor, window, **options)
+    return x
+
+
+# (coordinate mode, nearest mode) pairs under which nearest resizing by a whole factor k
+# repeats each element k times: half-pixel centers land within 0.5 of the source element
+_REPEATING = {("half_pixel", "round_prefer_floor"), ("half_pixel", "round_prefer_ceil"),
+              ("pytorch_half_pixel", "round_prefer_floor"),
+              ("pytorch_half_pixel", "round_prefer_ceil"), ("asymmetric", "floor"),
+              ("tf_half_pixel_for_nn", "floor")}
+
+
+def _resize_symbolic(ctx: ImportContext, x: Value, axes: Sequence[int], factors: list[float],
+                     roi, options: dict) -> Value:
+    """Resize of symbolic axes: nearest by whole factors (2x upsampling in a detector's neck),
+    as each element repeated (reshape, broadcast, reshape), output ``k*H``. Other modes over a
+    symbolic axis are not ported: refused by name."""
+    shape = x.type.shape
+    coordinates = options.get("coordinates", "asymmetric")
+    nearest = options.get("nearest_mode", "floor") if options.get("mode") == "nearest" else None
+    resized = [shape[a] for a, f in zip(axes, factors) if isinstance(shape[a], Dim) and f != 1]
+    symbolic = (resized or [shape[a] for a in axes if isinstance(shape[a], Dim)])[0]
+    if options.get("mode") != "nearest" or (coordinates, nearest) not in _REPEATING or \
+            roi is not None or any(f != int(f) for f in factors):
+        raise SymbolicDimError(
+            f"Resize (mode {options.get('mode')!r}, coordinate_transformation_mode "
+            f"{coordinates!r}, scales {factors}) of {x.type} over symbolic dim {symbolic} is "
+            f"not supported yet: only nearest resizing by whole factors is; give concrete "
+            f"input_shapes", symbolic)
+    for axis, factor in zip(axes, factors):
+        k = int(factor)
+        if k == 1:
+            continue
+        dims = list(x.type.shape)
+        spread = dims[:axis + 1] + [1] + dims[axis + 1:]
+        x = reshape(ctx, x, spread)
+        spread[axis + 1] = k
+        x = ctx.emit("broadcast_to", [x], shape=tuple(spread))
+        x = reshape(ctx, x, dims[:axis] + [dims[axis] * k] + dims[axis + 1:])
     return x
 
 

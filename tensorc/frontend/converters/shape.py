@@ -6,11 +6,14 @@ from typing import Sequence
 
 import numpy as np
 
-from tensorc.errors import InvalidModelError, ShapeError, UnsupportedOpError
+from tensorc.errors import InvalidModelError, ShapeError, SymbolicDimError, UnsupportedOpError
 from tensorc.frontend.converters.common import normalize_axis, reshape
 from tensorc.frontend.context import ImportContext
 from tensorc.frontend.registry import converter
+from tensorc.ir.dims import Dim, DimLike, ceil_div, dim_max, dim_min, may_equal
 from tensorc.ir.graph import Value
+from tensorc.ir.types import TensorType
+from tensorc.ops.shape_rules import broadcast_shapes, require_dims
 
 
 @converter("Flatten", since=1)
@@ -24,26 +27,39 @@ def flatten(ctx: ImportContext, inputs: list[Value], *, axis: int = 1) -> Value:
     return reshape(ctx, x, (math.prod(shape[:axis]), math.prod(shape[axis:])))
 
 
-def resolve_shape(input_shape: Sequence[int], target: Sequence[int], allowzero: bool
-                  ) -> tuple[int, ...]:
-    """ONNX Reshape's target: 0 copies the input dim (unless allowzero), -1 is inferred."""
-    dims = [int(d) for d in target]
+def resolve_shape(input_shape: Sequence[DimLike], target: Sequence[DimLike], allowzero: bool
+                  ) -> tuple[DimLike, ...]:
+    """ONNX Reshape's target: 0 copies the input dim (unless allowzero), -1 is inferred.
+    Dims may be symbolic: -1 is then the element count divided by the other dims', and an
+    element count the ranges cannot prove equal becomes a run-time constraint."""
+    dims = [d if isinstance(d, Dim) else int(d) for d in target]
     if not allowzero:
         for i, d in enumerate(dims):
-            if d == 0:
+            if isinstance(d, int) and d == 0:
                 if i >= len(input_shape):
-                    raise ShapeError(f"Reshape target {tuple(target)} copies dim {i} that "
-                                     f"input {tuple(input_shape)} does not have")
+                    raise ShapeError(f"Reshape target {_text(target)} copies dim {i} that "
+                                     f"input {_text(input_shape)} does not have")
                 dims[i] = input_shape[i]
-    if dims.count(-1) > 1 or any(d < -1 for d in dims):
-        raise ShapeError(f"Reshape target {tuple(target)} is invalid")
-    if -1 in dims:
-        known = math.prod(d for d in dims if d != -1)
-        total = math.prod(input_shape)
-        if known == 0 or total % known:
-            raise ShapeError(f"cannot reshape {tuple(input_shape)} to {tuple(target)}")
-        dims[dims.index(-1)] = total // known
+    if [d for d in dims if isinstance(d, int)].count(-1) > 1 or \
+            any(isinstance(d, int) and d < -1 for d in dims):
+        raise ShapeError(f"Reshape target {_text(target)} is invalid")
+    total = math.prod(input_shape)
+    if any(isinstance(d, int) and d == -1 for d in dims):
+        index = next(i for i, d in enumerate(dims) if isinstance(d, int) and d == -1)
+        known = math.prod(d for i, d in enumerate(dims) if i != index)
+        if isinstance(known, int) and isinstance(total, int):
+            if known == 0 or total % known:
+                raise ShapeError(f"cannot reshape {_text(input_shape)} to {_text(target)}")
+        dims[index] = total // known
+    if not (isinstance(total, int) and all(isinstance(d, int) for d in dims)):
+        require_dims(math.prod(dims), "==", total,
+                     f"Reshape of {_text(input_shape)} to {_text(target)} keeps the "
+                     f"element count")
     return tuple(dims)
+
+
+def _text(shape: Sequence[DimLike]) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ")"
 
 
 @converter("Reshape", since=1, until=4)
@@ -56,7 +72,7 @@ def reshape_attribute(ctx: ImportContext, inputs: list[Value], *, shape: Sequenc
 @converter("Reshape", since=5)
 def reshape_input(ctx: ImportContext, inputs: list[Value], *, allowzero: int = 0) -> Value:
     x, target = inputs
-    shape = ctx.require_constant(target, "shape").tolist()
+    shape = ctx.require_dims(target, "shape")
     return reshape(ctx, x, resolve_shape(x.type.shape, shape, bool(allowzero)))
 
 
@@ -113,17 +129,21 @@ def constant(ctx: ImportContext, inputs: list[Value], *, value: np.ndarray | Non
 @converter("ConstantOfShape", since=9)
 def constant_of_shape(ctx: ImportContext, inputs: list[Value], *,
                       value: np.ndarray | None = None) -> Value:
-    shape = ctx.require_constant(inputs[0], "shape").tolist()
+    shape = ctx.require_dims(inputs[0], "shape")
     fill = np.zeros(1, np.float32) if value is None else value.reshape(-1)
+    if any(isinstance(d, Dim) for d in shape):  # filled at run time: a broadcast scalar
+        return ctx.emit("broadcast_to", [ctx.const(fill[:1].reshape(()))], shape=tuple(shape))
     return ctx.const(np.full(shape, fill[0], dtype=fill.dtype))
 
 
 @converter("Shape", since=1)
 def shape(ctx: ImportContext, inputs: list[Value], *, start: int = 0, end: int | None = None
           ) -> Value:
-    # Shapes are static in tensorc, so Shape is always a constant (clamped like ONNX).
-    dims = inputs[0].type.shape
-    return ctx.const(np.array(dims[slice(start, end)], dtype=np.int64))
+    # A static shape is a constant (clamped like ONNX); a symbolic one a shape value.
+    dims = inputs[0].type.shape[slice(start, end)]
+    if inputs[0].type.is_static:
+        return ctx.const(np.array(dims, dtype=np.int64))
+    return ctx.shape_value(np.array(list(dims) + [None], dtype=object)[:-1])
 
 
 def _unsqueeze(ctx: ImportContext, x: Value, axes: Sequence[int]) -> Value:
@@ -140,12 +160,36 @@ def _unsqueeze(ctx: ImportContext, x: Value, axes: Sequence[int]) -> Value:
 def _squeeze(ctx: ImportContext, x: Value, axes: Sequence[int] | None) -> Value:
     shape = x.type.shape
     if axes is None:
+        unknown = [d for d in shape if isinstance(d, Dim) and may_equal(d, 1)]
+        if unknown:  # which axes go depends on the run-time sizes: never guessed
+            raise SymbolicDimError(f"Squeeze without axes of {x.type}: whether dim "
+                                   f"{unknown[0]} is 1 is known only at run time; give the "
+                                   f"axes, or concrete input_shapes", unknown[0])
         axes = [i for i, d in enumerate(shape) if d == 1]
     axes = {normalize_axis(a, x.type.ndim) for a in axes}
-    bad = [a for a in axes if shape[a] != 1]
+    for a in axes:
+        if isinstance(shape[a], Dim):
+            require_dims(shape[a], "==", 1, f"Squeeze removes axis {a} of {x.type}")
+    bad = [a for a in axes if not isinstance(shape[a], Dim) and shape[a] != 1]
     if bad:
         raise ShapeError(f"Squeeze axes {sorted(bad)} of {x.type} are not 1")
     return reshape(ctx, x, [d for i, d in enumerate(shape) if i not in axes])
+
+
+def _symbolic_split_sizes(n: Dim, sizes: Sequence[int] | None, count: int, axis: int,
+                          x: Value) -> list:
+    """Split sizes over an axis of symbolic length: given sizes must add up to it (a run-time
+    constraint), equal parts are ceil(n / count) with the last one the rest."""
+    if sizes is not None:
+        require_dims(sum(int(s) for s in sizes), "==", n, f"Split sizes {list(sizes)} add up "
+                     f"to axis {axis} of {x.type}")
+        return [int(s) for s in sizes]
+    if count < 1:
+        raise ShapeError("Split has no outputs")
+    part = ceil_div(n, count)
+    last = n - part * (count - 1)
+    require_dims(last, ">=", 0, f"Split of axis {axis} of {x.type} into {count} parts")
+    return [part] * (count - 1) + [last]
 
 
 @converter("Unsqueeze", since=1, until=12)
@@ -174,11 +218,18 @@ def squeeze_input(ctx: ImportContext, inputs: list[Value]) -> Value:
 
 @converter("Size", since=1)
 def size(ctx: ImportContext, inputs: list[Value]) -> Value:
-    return ctx.const(np.array(inputs[0].type.size, dtype=np.int64))
+    size = inputs[0].type.size
+    if isinstance(size, int):
+        return ctx.const(np.array(size, dtype=np.int64))
+    array = np.empty((), object)
+    array[()] = size
+    return ctx.shape_value(array)
 
 
 @converter("Range", since=11)
 def range_(ctx: ImportContext, inputs: list[Value], *, stash_type: int | None = None) -> Value:
+    if any(v in ctx.known for v in inputs):
+        return _symbolic_range(ctx, inputs)
     # The output length depends on the values, so they must be known: Range always folds.
     start, limit, delta = (ctx.require_constant(v, name)
                            for v, name in zip(inputs, ("start", "limit", "delta")))
@@ -190,6 +241,23 @@ def range_(ctx: ImportContext, inputs: list[Value], *, stash_type: int | None = 
         wide = ctx.dtype_name(stash_type)
         start, limit, delta = (a.astype(wide) for a in (start, limit, delta))
     return ctx.const(np.arange(start.item(), limit.item(), delta.item()).astype(dtype))
+
+
+def _symbolic_range(ctx: ImportContext, inputs: list[Value]) -> Value:
+    """Range whose start or limit is a symbolic dim (position ids ``Range(past, past + seq,
+    1)``): its length ``ceil((limit - start) / delta)``, at least 0, is a Dim; its values are
+    computed at run time, ``start + delta * (0, 1, ...)`` as an exclusive cumulative sum."""
+    start, limit, delta = (ctx.require_dims(v, name)[0]
+                           for v, name in zip(inputs, ("start", "limit", "delta")))
+    if isinstance(delta, Dim) or delta <= 0:
+        raise UnsupportedOpError(f"Range with a symbolic bound needs a constant positive "
+                                 f"delta, got {delta}")
+    length = dim_max(ceil_div(limit - start, delta), 0)
+    dtype = inputs[0].type.dtype
+    steps = ctx.emit("broadcast_to", [ctx.const(np.array([delta], dtype=dtype))],
+                     shape=(length,))
+    offsets = ctx.emit("cumsum", [steps], axis=0, exclusive=True, reverse=False)
+    return ctx.emit("add", [offsets, reshape(ctx, inputs[0], ())])
 
 
 @converter("EyeLike", since=9)
@@ -206,15 +274,19 @@ def eye_like(ctx: ImportContext, inputs: list[Value], *, dtype: int | None = Non
 @converter("Expand", since=8)
 def expand(ctx: ImportContext, inputs: list[Value]) -> Value:
     x = inputs[0]
-    target = [int(d) for d in ctx.require_constant(inputs[1], "shape").tolist()]
+    target = ctx.require_dims(inputs[1], "shape")
     # ONNX Expand broadcasts both ways: a target dim of 1 keeps the input's dim.
     ndim = max(len(target), x.type.ndim)
     ours = (1,) * (ndim - x.type.ndim) + x.type.shape
     theirs = (1,) * (ndim - len(target)) + tuple(target)
     shape = []
     for a, b in zip(ours, theirs):
+        if isinstance(a, Dim) or isinstance(b, Dim):  # symbolic: broadcasting's own rule
+            shape.append(broadcast_shapes("Expand", [TensorType((a,), x.type.dtype),
+                                                     TensorType((b,), x.type.dtype)])[0])
+            continue
         if a != b and 1 not in (a, b):
-            raise ShapeError(f"Expand cannot broadcast {x.type} to {tuple(target)}")
+            raise ShapeError(f"Expand cannot broadcast {x.type} to {_text(target)}")
         shape.append(a if b == 1 else b)
     if tuple(shape) == x.type.shape:
         return x
@@ -246,8 +318,12 @@ def slice_axes(ctx: ImportContext, x: Value, starts: Sequence[int], ends: Sequen
                          f"and steps {list(steps)} must match in length, axes distinct")
     begin, stride, size = [0] * len(shape), [1] * len(shape), list(shape)
     for axis, start, end, step in zip(axes, starts, ends, steps):
-        if step == 0:
-            raise ShapeError("Slice step is 0")
+        if isinstance(step, Dim) or step == 0:
+            raise ShapeError(f"Slice step is {step}; it must be a constant other than 0")
+        if any(isinstance(v, Dim) for v in (start, end, shape[axis])):
+            begin[axis], stride[axis], size[axis] = symbolic_slice(start, end, step,
+                                                                   shape[axis])
+            continue
         # Python's slice clamps exactly as ONNX does (INT_MAX ends included)
         picked = range(*slice(int(start), int(end), int(step)).indices(shape[axis]))
         begin[axis], stride[axis], size[axis] = picked.start, picked.step, len(picked)
@@ -256,6 +332,28 @@ def slice_axes(ctx: ImportContext, x: Value, starts: Sequence[int], ends: Sequen
     if tuple(size) == shape and all(s == 1 for s in stride):
         return x
     return ctx.emit("slice", [x], starts=tuple(begin), steps=tuple(stride), shape=tuple(size))
+
+
+def symbolic_slice(start: DimLike, end: DimLike, step: int, n: DimLike
+                   ) -> tuple[DimLike, int, DimLike]:
+    """(first index, step, length) of ONNX's clamped slice ``start:end:step`` of an axis of
+    ``n`` where a bound or ``n`` is symbolic: clamps the ranges decide fold away, the others
+    stay ``min``/``max`` expressions (never assumed)."""
+    if step < 0:
+        raise SymbolicDimError(f"a Slice with step {step} over symbolic bounds ({start}, "
+                               f"{end}, axis of {n}) is not supported yet",
+                               next(v for v in (start, end, n) if isinstance(v, Dim)))
+
+    def clamp(v: DimLike) -> DimLike:
+        if isinstance(v, int) and v >= (1 << 62):   # INT_MAX-style "to the end"
+            return n
+        if isinstance(v, int) and v < 0:
+            return dim_max(n + v, 0)
+        return dim_min(v, n)
+
+    first, last = clamp(start), clamp(end)
+    length = dim_max(ceil_div(last - first, step), 0)
+    return (first if not (isinstance(length, int) and length == 0) else 0), step, length
 
 
 @converter("Slice", since=1, until=9)
@@ -267,7 +365,7 @@ def slice_attribute(ctx: ImportContext, inputs: list[Value], *, starts: Sequence
 @converter("Slice", since=10)
 def slice_input(ctx: ImportContext, inputs: list[Value]) -> Value:
     names = ("starts", "ends", "axes", "steps")
-    given = [None if v is None else ctx.require_constant(v, name).reshape(-1).tolist()
+    given = [None if v is None else ctx.require_dims(v, name)
              for v, name in zip(inputs[1:], names)]
     given += [None] * (4 - len(given))
     return slice_axes(ctx, inputs[0], *given)
@@ -280,6 +378,13 @@ def _split(ctx: ImportContext, x: Value, axis: int, sizes: Sequence[int] | None,
     18, the axis must divide evenly)."""
     axis = normalize_axis(axis, x.type.ndim)
     n = x.type.shape[axis]
+    if isinstance(n, Dim):
+        parts = _symbolic_split_sizes(n, sizes, count, axis, x)
+        offsets = [0]
+        for size in parts:
+            offsets.append(offsets[-1] + size)
+        return tuple(slice_axes(ctx, x, [offsets[k]], [offsets[k + 1]], [axis])
+                     for k in range(len(parts)))
     if sizes is None:
         if count < 1:
             raise ShapeError("Split has no outputs")
@@ -321,7 +426,10 @@ def split_input(ctx: ImportContext, inputs: list[Value], *, axis: int = 0,
             raise ShapeError("Split has neither a split input nor num_outputs (one is "
                              "required from opset 18); give num_outputs")
         size = inputs[0].type.shape[normalize_axis(axis, inputs[0].type.ndim)]
-        if num_outputs > size:
+        if isinstance(size, Dim):
+            require_dims(size, ">=", num_outputs, f"Split of an axis of {size} into "
+                         f"num_outputs={num_outputs} parts")
+        elif num_outputs > size:
             raise ShapeError(f"Split num_outputs={num_outputs} is more than the size {size} "
                              f"of the axis it splits")
     return _split(ctx, inputs[0], axis, sizes, num_outputs or ctx.num_outputs,

@@ -15,13 +15,16 @@ from tensorc.errors import ShapeError
 from tensorc.ir import expr as E
 from tensorc.ir import te
 from tensorc.ir.schedule import Schedule
+from tensorc.ir.dims import may_equal
 from tensorc.ir.types import TensorType
 from tensorc.ops.matmul.gemm import Gemm
 from tensorc.ops.matmul.schedule import schedule_gemm
 from tensorc.ops.matmul.space import gemm_space
 from tensorc.ops.matmul.tile import unpack_b_panels
 from tensorc.ops.registry import Pattern, define
-from tensorc.ops.shape_rules import broadcast_shapes, expect_arity, expect_same_dtype
+from tensorc.ops.shape_rules import (
+    broadcast_shapes, expect_arity, expect_same_dtype, unify_dims,
+)
 from tensorc.ops.space import SearchSpace
 from tensorc.target import Target
 
@@ -41,9 +44,11 @@ def _infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
     if a.ndim < 2 or b.ndim < 2:
         raise ShapeError(f"matmul: operands must have rank >= 2 (reshape vectors first), "
                          f"got {a} and {b}")
-    if a.shape[-1] != b.shape[-2]:
+    if not may_equal(a.shape[-1], b.shape[-2]):
         raise ShapeError(f"matmul: inner dimensions differ: input 0 {a} has {a.shape[-1]} "
                          f"columns, input 1 {b} has {b.shape[-2]} rows")
+    if a.shape[-1] != b.shape[-2]:  # symbolic: the graph needs them equal
+        unify_dims(a.shape[-1], b.shape[-2], f"matmul multiplies input 0 {a} by input 1 {b}")
     batch = broadcast_shapes("matmul (batch dims)", [TensorType(a.shape[:-2], dtype),
                                                       TensorType(b.shape[:-2], dtype)])
     return [TensorType(batch + (a.shape[-2], b.shape[-1]), dtype)]

@@ -54,7 +54,7 @@ def _infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
         raise ShapeError(f"conv: w {w} must have {channels // groups} input channels per "
                          f"filter (x has {channels} channels, groups={groups})")
     out = output_spatial(attrs, x, w)
-    if min(out) < 1:
+    if any(isinstance(d, int) and d < 1 for d in out):  # symbolic: window_output_size checks
         raise ShapeError(f"conv: the kernel of w {w} (dilations {attrs['dilations']}) does not "
                          f"fit in x {x} padded by {attrs['pads']}")
     return [TensorType((x.shape[0], filters) + out, dtype)]
