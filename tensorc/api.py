@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from tensorc.compiler.timing import CompileTimes
-from tensorc.errors import TensorcError
+from tensorc.errors import SymbolicDimError, TensorcError
 from tensorc.runtime.module import Module, check_num_threads, default_threads
 from tensorc.target import Target
 
@@ -49,13 +49,17 @@ def compile(model: str | Path | "onnx.ModelProto", target: str | Target = "llvm"
             num_threads: int | None = None,
             progress: Callable[[str], None] | None = None,
             input_values: Mapping[str, object] | None = None,
-            time_passes: bool = False, cache: bool = True) -> Module:
+            time_passes: bool = False, cache: bool = True,
+            dim_ranges: Mapping[str, tuple] | None = None) -> Module:
     """Compile an ONNX model (path or ModelProto) for ``target``: "llvm" (this CPU; a
     :class:`Module`) or "cuda" / "cuda -arch=sm_90" (NVIDIA GPUs, built with nvcc; a
     :class:`tensorc.runtime.cuda.CudaModule`, which runs where pycuda finds a GPU).
 
-    ``input_shapes`` binds symbolic input dimensions, e.g. ``{"x": (1, 3, 224, 224)}`` (a
-    dim declared negative, as Paddle exports "any", is symbolic too). ``input_values`` fixes
+    Symbolic input dims (``dim_param``s, unnamed dims, Paddle's -1) stay symbolic for CPU
+    targets: one module runs every shape in their ranges, [1, inf) unless ``dim_ranges``
+    narrows them (``{"seq": (1, 512), "past": (0, None)}``). ``input_shapes`` binds them
+    instead, e.g. ``{"x": (1, 3, 224, 224)}``: a module specialized to that shape.
+    ``input_values`` fixes
     inputs to values at compile time, e.g. ``{"sr": 16000}``: each becomes a constant and
     leaves the module's inputs, so an input that decides a shape or an If branch can be
     compiled.
@@ -71,14 +75,14 @@ def compile(model: str | Path | "onnx.ModelProto", target: str | Target = "llvm"
     >>> mod = tensorc.compile("resnet.onnx", input_shapes={"input": (1, 3, 224, 224)})
     """
     mod = _compile(model, target, input_shapes, tuning_log, num_threads, progress, input_values,
-                   cache)
+                   cache, dim_ranges)
     if time_passes:
         print(mod.compile_times.report(), file=sys.stderr, flush=True)
     return mod
 
 
 def _compile(model, target, input_shapes, tuning_log, num_threads, progress, input_values,
-             cache):
+             cache, dim_ranges=None):
     if num_threads is not None:
         check_num_threads(num_threads)
     tgt = Target.from_string(target)
@@ -87,7 +91,9 @@ def _compile(model, target, input_shapes, tuning_log, num_threads, progress, inp
     with times.phase("python imports"):
         from tensorc.frontend.model import import_model  # start-up cost: see the top
     with times.phase("import and validation"):
-        proto, graph = import_model(model, input_shapes, input_values)
+        # the CUDA back end compiles one shape: its symbolic dims must be bound
+        proto, graph = import_model(model, input_shapes, input_values, dim_ranges,
+                                    symbolic=tgt.kind != "cuda")
     if progress:
         progress(f"imported {graph.name}: {len(graph.nodes)} nodes")
     if tgt.kind == "cuda":
@@ -105,8 +111,15 @@ def _compile(model, target, input_shapes, tuning_log, num_threads, progress, inp
                                                          default_threads())
         with times.phase("python imports"):
             from tensorc.compiler.llvm import compile_llvm_module  # start-up cost (top)
-        module = compile_llvm_module(proto, graph, tgt, start, num_threads, progress, configs,
-                                     times, cache)
+        try:
+            module = compile_llvm_module(proto, graph, tgt, start, num_threads, progress,
+                                         configs, times, cache)
+        except SymbolicDimError as error:
+            free = ", ".join(graph.dims.symbols)
+            raise SymbolicDimError(
+                f"{error}\nThis model's symbolic dims ({free}) reach code that does not take "
+                f"symbolic shapes yet; compile it for one shape with input_shapes= (CLI: "
+                f"--input-shape NAME=DxDx...)", error.dim).with_traceback(None) from None
     module.info.update(_provenance(model, input_shapes, input_values))
     return module
 

@@ -22,6 +22,7 @@ from tensorc.compiler.pipeline import (
 )
 from tensorc.compiler.timing import CompileTimes
 from tensorc.frontend.model import import_model
+from tensorc.ir.dims import as_expr, dim_var, is_symbolic
 from tensorc.ir.graph import Graph
 from tensorc.ir.loop import Buffer, KernelCall, PrimFunc, format_func, seq
 from tensorc.passes.graph.plan_memory import MemoryPlan
@@ -46,6 +47,9 @@ def make_entry(graph: Graph, kernels: list[Kernel], plan: MemoryPlan) -> PrimFun
                enumerate(graph.outputs)]
     pool = Buffer("const_pool", (plan.const_pool.nbytes,), "uint8")
     arena = Buffer("arena", (plan.arena_size,), "uint8")
+    # symbolic dims: the entry reads their values, in name order, from the int64 array after
+    # its buffer pointers, and passes each kernel those it uses
+    dims = [dim_var(name) for name in sorted(graph.dims.symbols)]
     by_kind = {"input": inputs, "output": outputs}
     calls = []
     for kernel in kernels:
@@ -54,14 +58,16 @@ def make_entry(graph: Graph, kernels: list[Kernel], plan: MemoryPlan) -> PrimFun
         values = [v for v in group.inputs if not inlined_scalar(v, graph)]
         for v in [*values, group.output]:
             place = plan.places[v]
+            offset = as_expr(place.offset) if is_symbolic(place.offset) else place.offset
             if place.kind == "const":
-                args.append((pool, place.offset))
+                args.append((pool, offset))
             elif place.kind == "arena":
-                args.append((arena, place.offset))
+                args.append((arena, offset))
             else:
-                args.append((by_kind[place.kind][place.index], place.offset))
-        calls.append(KernelCall(kernel.func.name, args))
-    return PrimFunc(ENTRY, [*inputs, *outputs, pool, arena], seq(*calls) if calls else seq())
+                args.append((by_kind[place.kind][place.index], offset))
+        calls.append(KernelCall(kernel.func.name, args, list(kernel.func.dims)))
+    return PrimFunc(ENTRY, [*inputs, *outputs, pool, arena], seq(*calls) if calls else seq(),
+                    dims=dims)
 
 
 def compile_graph(graph: Graph, target: Target, progress: Progress | None = None,
@@ -128,7 +134,8 @@ def compile_llvm_module(proto, graph: Graph, target: Target, start: float,
     with times.phase("module creation"):
         mod = Module(obj, ENTRY, input_signature(lowered), output_signature(lowered),
                      lowered.plan.const_pool, lowered.plan.arena_size, str(target),
-                     proto.SerializeToString(), info, kernel_infos(lowered), target.features)
+                     proto.SerializeToString(), info, kernel_infos(lowered), target.features,
+                     lowered.graph.dims)
     if num_threads is not None:
         mod.num_threads = num_threads
     mod.compile_times = times.finish()

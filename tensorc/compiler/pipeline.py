@@ -12,10 +12,11 @@ kernel per distinct workload, and the memory plan.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Mapping
 
 from tensorc.compiler.kernel import Kernel, inlined_scalar, schedule_group, workload_key
 from tensorc.compiler.timing import GRAPH_PASS, CompileTimes
+from tensorc.ir import te
 from tensorc.ir.graph import Graph, Value
 from tensorc.ir.loop import PrimFunc
 from tensorc.ops.cost import bytes_moved, node_flops
@@ -70,7 +71,7 @@ def build_kernels(graph: Graph, groups: list[FusedGroup], target: Target,
     kernels: list[Kernel] = []
     by_key: dict[tuple, PrimFunc] = {}
     # views move no data, and an empty output needs no kernel
-    work = [g for g in groups if not g.view and g.output.type.size > 0]
+    work = [g for g in groups if not g.view and not _empty(g.output.type.size)]
     for n, group in enumerate(work, 1):
         key = workload_key(group, graph)
         func = by_key.get(key)
@@ -91,6 +92,12 @@ def build_kernels(graph: Graph, groups: list[FusedGroup], target: Target,
     return kernels
 
 
+def _empty(size) -> bool:
+    """Whether a tensor of ``size`` elements is empty at every run (a symbolic size may be 0
+    at some runs: its kernel runs no iteration then)."""
+    return isinstance(size, int) and size == 0
+
+
 @dataclass
 class Lowered:
     """A graph after the shared stages: what each back end starts from."""
@@ -102,18 +109,21 @@ class Lowered:
 
 
 def lower_graph(graph: Graph, target: Target, progress: Progress | None = None,
-                configs=None, times: CompileTimes | None = None) -> Lowered:
+                configs=None, times: CompileTimes | None = None,
+                hints: Mapping[str, int] | None = None) -> Lowered:
     """Optimize, fuse, schedule and plan an imported graph; the outputs keep the names they
     have now. ``configs``: tuned schedule configs by workload (see :func:`build_kernels`);
     ``times`` collects the seconds of each phase."""
     times = times if times is not None else CompileTimes()
     output_names = [v.name for v in graph.outputs]
-    graph = optimize_graph(graph, target, times)
-    with times.phase("fusion"):
-        groups = fuse(graph)
-    kernels = build_kernels(graph, groups, target, progress, configs, times)
-    with times.phase("memory plan"):
-        plan = plan_memory(graph, groups)
+    # symbolic dims: comparisons decided by their ranges, choices made at their hints
+    with graph.dims.active(), te.dim_hints(hints or {}):
+        graph = optimize_graph(graph, target, times)
+        with times.phase("fusion"):
+            groups = fuse(graph)
+        kernels = build_kernels(graph, groups, target, progress, configs, times)
+        with times.phase("memory plan"):
+            plan = plan_memory(graph, groups)
     return Lowered(graph, groups, kernels, plan, output_names)
 
 

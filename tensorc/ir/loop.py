@@ -63,6 +63,7 @@ class Buffer:
 
 
 def _dim(d) -> int | Expr:
+    d = getattr(d, "expr", d)      # a symbolic Dim of the graph IR: its expression
     if isinstance(d, Expr):
         d = simplify(d)
         n = as_const_int(d)

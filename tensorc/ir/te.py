@@ -14,6 +14,7 @@ from typing import Callable, Iterator, Mapping, Sequence
 import numpy as np
 
 from tensorc.ir import arith
+from tensorc.ir.dims import dim_var
 from tensorc.ir.expr import same as E_same
 from tensorc.ir.expr import (
     INDEX, Const, Expr, Load, Reduce, Var, as_expr, const, format_expr, free_vars, is_float,
@@ -39,7 +40,6 @@ def extent_of(d) -> int | Expr:
     return substitute(e, {v: dim_var(v.name) for v in free_vars(e)})
 
 
-_DIM_VARS: dict[str, Var] = {}
 
 # The value a symbolic dim is taken to have where a schedule chooses a tile or whether to
 # run on threads: its hint (the shape being tuned for), else DEFAULT_HINT within its range.
@@ -74,11 +74,6 @@ def hint(extent) -> int:
 
 def hint_shape(shape) -> tuple[int, ...]:
     return tuple(hint(d) for d in shape)
-
-
-def dim_var(name: str) -> Var:
-    """The variable of the symbolic dim ``name`` (the same object for the same name)."""
-    return _DIM_VARS.setdefault(name, Var(name))
 
 
 def is_static(shape) -> bool:

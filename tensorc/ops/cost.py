@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 
+from tensorc.ir import te
 from tensorc.ir.graph import Node
 from tensorc.ops.nn.conv.shapes import unpacked_weight_shape
 from tensorc.ops.catalog import get_op
@@ -88,17 +89,19 @@ _MOVES_DATA_ONLY = {"reshape", "transpose", "concat", "pad", "slice", "broadcast
 
 
 def node_flops(node: Node) -> int:
-    """Floating-point (or integer) operations of one node."""
+    """Floating-point (or integer) operations of one node (at the dims' hints where its
+    shapes are symbolic: te.hint)."""
     rule = FLOPS.get(node.op)
     if rule is not None:
-        return int(rule(node))
+        return te.hint(rule(node))
     if node.op in _MOVES_DATA_ONLY:
         return 0
     if get_op(node.op).pattern == Pattern.REDUCTION:
-        return _input_elements(node)
-    return MATH_FLOPS.get(node.op, 1) * math.prod(node.outputs[0].type.shape)
+        return te.hint(_input_elements(node))
+    return te.hint(MATH_FLOPS.get(node.op, 1) * math.prod(node.outputs[0].type.shape))
 
 
 def bytes_moved(inputs, output) -> int:
-    """The bytes a kernel must read and write at least: each input and the output once."""
-    return sum(v.type.nbytes for v in inputs) + output.type.nbytes
+    """The bytes a kernel must read and write at least: each input and the output once (at
+    the dims' hints where symbolic)."""
+    return te.hint(sum(v.type.nbytes for v in inputs) + output.type.nbytes)

@@ -15,7 +15,10 @@ from typing import Mapping
 
 import numpy as np
 
-from tensorc.errors import ArtifactError, KernelRuntimeError, TensorcError
+from tensorc.errors import ArtifactError, InputError, KernelRuntimeError, TensorcError
+from tensorc.ir import types
+from tensorc.ir.dim_table import DimTable
+from tensorc.ir.dims import evaluate
 from tensorc.runtime.profile import KernelInfo, Profile, build_profile
 from tensorc.runtime.base import CompiledModule, index_out_of_range
 from tensorc.runtime.cpu import NativeLibrary
@@ -34,7 +37,8 @@ class Module(CompiledModule):
     def __init__(self, object_code: bytes, entry: str, inputs: Signature, outputs: Signature,
                  const_pool: np.ndarray, arena_size: int, target: str,
                  source_onnx: bytes | None = None, info: dict | None = None,
-                 kernels: list | None = None, cpu_features: str = ""):
+                 kernels: list | None = None, cpu_features: str = "",
+                 dims: DimTable | None = None):
         super().__init__(inputs, outputs, const_pool, target, source_onnx, info)
         self.object_code = object_code
         self.entry_name = entry
@@ -49,7 +53,11 @@ class Module(CompiledModule):
         # it ran: run and profile refuse it instead
         missing = missing_cpu_features(target, cpu_features)
         self._entry = _refuse(target, missing) if missing else self._library.entry(entry)
-        self._arena = _aligned_empty(arena_size)
+        # symbolic dims (a DimTable): each run reads their values off its inputs, checks
+        # them, sizes its outputs and the arena for them, and passes them to the entry
+        self.dims = dims if dims is not None and dims.is_symbolic() else None
+        self._dim_names = sorted(self.dims.symbols) if self.dims is not None else []
+        self._arena = _aligned_empty(arena_size if not self._dim_names else 64)
         self._pool = _aligned_copy(const_pool)
         # per-call data prepared once: pointer slots (pool and arena fixed), dtypes
         self._in_specs = [(n, s, np.dtype(d)) for n, s, d in self.inputs]
@@ -71,6 +79,8 @@ class Module(CompiledModule):
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run one inference; returns a dict output name -> array."""
+        if self._dim_names:
+            return self._run_symbolic(feeds)
         arrays = self._check_feeds(feeds)
         args = self._args
         k = 0
@@ -83,6 +93,33 @@ class Module(CompiledModule):
             args[k] = out.ctypes.data
             k += 1
             result[name] = out
+        status = self._entry(args, int(self.num_threads), None)
+        if status:
+            raise self._check_failed(status)
+        return result
+
+    def _run_symbolic(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        arrays = self._check_feeds_slowly(feeds)
+        values = self.dims.check({name: a.shape for (name, _, _), a in
+                                  zip(self.inputs, arrays)})
+        arena = evaluate(self.arena_size, values)
+        if arena > types.MAX_TENSOR_BYTES:
+            given = ", ".join(f"{n}={values[n]}" for n in self._dim_names)
+            raise InputError(f"at {given} the model's intermediate tensors need "
+                             f"{arena / (1 << 30):.3g} GiB, over the limit of "
+                             f"{types.MAX_TENSOR_BYTES / (1 << 30):.3g} GiB; run smaller "
+                             f"inputs (or raise tensorc.ir.types.MAX_TENSOR_BYTES)")
+        if arena > self._arena.nbytes:          # the arena only grows
+            self._arena = _aligned_empty(arena)
+        dims = np.array([values[n] for n in self._dim_names], dtype=np.int64)
+        pointers = [a.ctypes.data for a in arrays]
+        result = {}
+        for name, shape, dtype in self._out_specs:
+            out = np.empty(tuple(evaluate(d, values) for d in shape), dtype)
+            pointers.append(out.ctypes.data)
+            result[name] = out
+        pointers += [self._pool.ctypes.data, self._arena.ctypes.data, dims.ctypes.data]
+        args = (ctypes.c_void_p * len(pointers))(*pointers)
         status = self._entry(args, int(self.num_threads), None)
         if status:
             raise self._check_failed(status)
@@ -170,6 +207,9 @@ class Module(CompiledModule):
 
         >>> mod.save("model.tcz", include_source=False)
         """
+        if self._dim_names:
+            raise TensorcError("saving a module over symbolic dims is not supported yet; "
+                               "compile with input_shapes for an artifact of one shape")
         header = {"entry": self.entry_name, "inputs": self.inputs, "outputs": self.outputs,
                   "arena_size": self.arena_size, "target": self.target,
                   "cpu_features": self.cpu_features, "info": self.info,

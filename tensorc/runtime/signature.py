@@ -16,8 +16,13 @@ Signature = list[tuple[str, tuple[int, ...], str]]
 
 
 def describe(sig: Signature) -> str:
-    """``x: float32[1, 3], y: int64[2]``."""
-    return ", ".join(f"{n}: {d}{list(s)}" for n, s, d in sig)
+    """``x: float32[1, 3], y: int64[batch, 2]``."""
+    return ", ".join(f"{n}: {d}{format_dims(s)}" for n, s, d in sig)
+
+
+def format_dims(shape) -> str:
+    """``[batch, 3]``: a shape whose dims may be symbolic."""
+    return f"[{', '.join(str(d) for d in shape)}]"
 
 
 def check_feeds(inputs: Signature, feeds: Mapping[str, Any]) -> list[np.ndarray]:
@@ -50,7 +55,11 @@ def check_feeds(inputs: Signature, feeds: Mapping[str, Any]) -> list[np.ndarray]
                 raise InputError(f"input {name!r}: expected {dtype}{list(shape)}, got "
                                  f"{arr.dtype}{list(arr.shape)}; convert it with "
                                  f".astype(np.{dtype})")
-        if tuple(arr.shape) != shape:
+        if not _matches(tuple(arr.shape), shape):
+            if not all(isinstance(d, int) for d in shape):
+                raise InputError(f"input {name!r}: expected shape {format_dims(shape)}, got "
+                                 f"{list(arr.shape)} ({dtype}): its rank and static dims "
+                                 f"are fixed")
             problem = (f"input {name!r}: expected shape {list(shape)}, got {list(arr.shape)} "
                        f"({dtype}); compile again with")
             error = InputError(f"{problem} input_shapes={{{name!r}: {tuple(arr.shape)}}} for "
@@ -60,6 +69,15 @@ def check_feeds(inputs: Signature, feeds: Mapping[str, Any]) -> list[np.ndarray]
             raise error
         arrays.append(np.ascontiguousarray(arr))
     return arrays
+
+
+def _matches(shape: tuple, declared: tuple) -> bool:
+    """Whether ``shape`` has ``declared``'s rank and static dims (its symbolic dims are the
+    dim table's to check: runtime/module.py)."""
+    if shape == declared:
+        return True
+    return len(shape) == len(declared) and all(
+        not isinstance(d, int) or d == s for s, d in zip(shape, declared))
 
 
 def corrupt(label: str, problem: str) -> ArtifactError:

@@ -294,7 +294,9 @@ class LLVMCodegen:
         args = []
         for buf, offset in s.args:
             ptr = self.fs.buffers[buf]
-            if offset:
+            if isinstance(offset, E.Expr):      # a place after blocks of symbolic size
+                ptr = self.b.gep(ptr, [self.expr(offset)], source_etype=I8)
+            elif offset:
                 ptr = self.b.gep(ptr, [ir.Constant(I64, offset)], source_etype=I8)
             args.append(ptr)
         args += [self.expr(d) for d in s.dims]

@@ -42,8 +42,10 @@ that the micro-kernel streams one contiguous panel (see ``ops/matmul/``):
 """
 from __future__ import annotations
 
-import numpy as np
+import math
 
+
+from tensorc.ir import te
 from tensorc.ir.graph import Graph, Node, Value
 from tensorc.ops.matmul.tile import pack_b_panels, panel_width
 from tensorc.ops.nn import blocked_layout
@@ -78,7 +80,8 @@ def _pack_matmul_weights(graph: Graph, target) -> None:
                 node.inputs[0].type.dtype != "float32":
             continue
         k, n = b.type.shape
-        nr = panel_width(target, n, int(np.prod(node.inputs[0].type.shape[:-1])))
+        # rows at the hints where they are symbolic (te.hint: the panel width is a choice)
+        nr = panel_width(target, n, math.prod(te.hint_shape(node.inputs[0].type.shape[:-1])))
         if (b, nr) not in packed:
             array = pack_b_panels(graph.constants[b], nr)
             packed[(b, nr)] = graph.add_constant(array, f"{b.name}_panels")

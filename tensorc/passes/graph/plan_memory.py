@@ -13,6 +13,8 @@ import numpy as np
 
 from tensorc.errors import SizeLimitError
 from tensorc.ir import types
+from tensorc.ir import te
+from tensorc.ir.dims import Dim, decide, dim_max, is_symbolic
 from tensorc.ir.graph import Graph, Value
 from tensorc.passes.graph.fuse import FusedGroup
 
@@ -26,13 +28,13 @@ class Place:
 
     kind: str
     index: int
-    offset: int = 0
+    offset: int | Dim = 0    # a Dim where sizes before it are symbolic
 
 
 @dataclass
 class MemoryPlan:
     places: dict[Value, Place]
-    arena_size: int
+    arena_size: int | Dim           # a Dim: evaluated for each run's dims
     const_pool: np.ndarray      # uint8, 64-byte aligned blocks
 
     def describe(self) -> str:
@@ -107,13 +109,15 @@ def plan_memory(graph: Graph, groups: list[FusedGroup]) -> MemoryPlan:
             continue
         arena_size = _allocate(out, places, live, arena_size)
     _check_arena(arena_size)
-    return MemoryPlan(places, max(arena_size, ALIGN), pool)
+    return MemoryPlan(places, dim_max(arena_size, ALIGN), pool)
 
 
 def _allocate(v: Value, places: dict, live: list, arena_size: int) -> int:
     """Place ``v`` in the arena at the first gap that fits among the ``live`` blocks (first
     fit); returns the arena size."""
     size = _align(v.type.nbytes)
+    if is_symbolic(size) or any(is_symbolic(b[0]) or is_symbolic(b[1]) for b in live):
+        return _allocate_symbolic(v, size, places, live, arena_size)
     at = 0
     for off, sz, _ in sorted(live, key=lambda b: b[0]):
         if at + size <= off:
@@ -124,8 +128,34 @@ def _allocate(v: Value, places: dict, live: list, arena_size: int) -> int:
     return max(arena_size, at + size)
 
 
-def _check_arena(arena_size: int) -> None:
-    """The arena is allocated when the module loads: refuse one over the size limit now."""
+def _allocate_symbolic(v: Value, size, places: dict, live: list, arena_size):
+    """First fit where sizes are expressions of symbolic dims: the lowest candidate place
+    (0 or the end of a live block, in order of their values at the dims' hints) that the
+    dims' ranges prove clear of every live block at every run; else above all of them (the
+    maximum of their ends, evaluated at run time). Offsets and the arena's size are then
+    expressions that the runtime evaluates for each run's dims."""
+    candidates = [0, *[off + sz for off, sz, _ in live]]
+    candidates.sort(key=te.hint)
+    at = None
+    for c in candidates:
+        if all(decide("le", c + size, off) is True or decide("le", off + sz, c) is True
+               for off, sz, _ in live):
+            at = c
+            break
+    if at is None:
+        at = 0
+        for off, sz, _ in live:
+            at = dim_max(at, off + sz)
+    places[v] = Place("arena", 0, at)
+    live.append((at, size, v))
+    return dim_max(arena_size, at + size)
+
+
+def _check_arena(arena_size) -> None:
+    """The arena is allocated when the module loads: refuse one over the size limit now
+    (one of symbolic size is checked at each run, for its dims)."""
+    if is_symbolic(arena_size):
+        return
     if arena_size > types.MAX_TENSOR_BYTES:
         raise SizeLimitError(
             f"the model needs an arena of {arena_size / (1 << 30):.3g} GiB for its "
