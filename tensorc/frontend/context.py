@@ -125,7 +125,8 @@ class ImportContext:
             return self.const(np.array([int(v) for v in array.reshape(-1)], dtype=dtype)
                               .reshape(array.shape))
         (value,) = self.graph.add_node(
-            "dim_values", [], {"values": tuple(array.reshape(-1)), "shape": array.shape},
+            "dim_values", [], {"values": tuple(array.reshape(-1)), "shape": array.shape,
+                               "dtype": dtype},
             [TensorType(array.shape, dtype)], name=self.node_name or None)
         self.known[value] = array
         return value

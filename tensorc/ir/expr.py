@@ -315,6 +315,8 @@ def guarded_clamp(index: Expr, extent: int) -> Expr:
     tensor contiguously); elsewhere it becomes min/max. Folded to a constant early, a clamp
     into an axis of size 1 would lose the index it clamps.
     """
+    if not isinstance(extent, int):     # a symbolic extent: a plain min/max
+        return minimum(maximum(as_expr(index), const(0)), as_expr(extent - 1))
     return Call("clamp", (as_expr(index), const(0), const(extent - 1)), INDEX)
 
 

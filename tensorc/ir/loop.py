@@ -285,13 +285,17 @@ def symbolic_dims(params: list[Buffer], body: Stmt) -> list[Var]:
     for b in params:
         for d in b.shape:
             add(d)
+    loops = set()
     for st in walk_stmts(body):
         if isinstance(st, For):
-            add(st.extent)
+            loops.add(st.var.name)
         elif isinstance(st, Allocate):
             for d in st.buffer.shape:
                 add(d)
-    return [found[n] for n in sorted(found)]
+        # the loops' extents, and every value that reads a dim (a tensor of dims' values)
+        for e in stmt_exprs(st):
+            add(e)
+    return [found[n] for n in sorted(found) if n not in loops]
 
 
 def stmt_exprs(s: Stmt) -> list[Expr]:

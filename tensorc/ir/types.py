@@ -12,6 +12,7 @@ import numpy as np
 
 from tensorc.errors import ShapeError, SizeLimitError
 from tensorc.ir.dims import Dim, DimLike, bounds
+from tensorc.ir.expr import Expr
 
 # dtype names are numpy's names; bool is "bool"; bfloat16 arrays are ml_dtypes.bfloat16.
 DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
@@ -49,8 +50,10 @@ class TensorType:
     dtype: str
 
     def __post_init__(self):
-        object.__setattr__(self, "shape", tuple(d if isinstance(d, Dim) else int(d)
-                                                for d in self.shape))
+        # a tensor expression's symbolic extent (an index Expr) is a Dim here
+        object.__setattr__(self, "shape", tuple(
+            d if isinstance(d, Dim) else Dim.of(d) if isinstance(d, Expr) else int(d)
+            for d in self.shape))
 
     @property
     def ndim(self) -> int:

@@ -19,3 +19,4 @@ from tensorc.ops import indexing  # noqa: F401  gather*, scatter_*, one_hot, tri
 from tensorc.ops import scan  # noqa: F401  cumsum, cumprod
 from tensorc.ops import resize  # noqa: F401  resize_axis
 from tensorc.ops import image  # noqa: F401  grid_sample, col2im
+from tensorc.ops import dim_values  # noqa: F401  symbolic dims' values as a tensor

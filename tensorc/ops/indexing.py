@@ -286,7 +286,7 @@ def wrap_index(index: E.Expr, size: int) -> E.Expr:
     and clamped into [0, size)."""
     index = E.cast(E.INDEX, index)
     if CHECK_INDICES:
-        index = E.Call("check_index", (index, E.const(size)), E.INDEX)
+        index = E.Call("check_index", (index, E.as_expr(size)), E.INDEX)
     index = E.select(E.Compare("lt", index, E.const(0)), index + size, index)
     return clamp(index, size)
 

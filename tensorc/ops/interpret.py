@@ -21,6 +21,8 @@ MAX_FOLDED_EXPANSION_BYTES = 256 << 20
 def worth_folding(arrays: list[np.ndarray], outputs: list[TensorType]) -> bool:
     """Whether constant folding may evaluate a node of inputs ``arrays`` into ``outputs``:
     not where its results are past MAX_FOLDED_EXPANSION_BYTES and more than its inputs."""
+    if not all(t.is_static for t in outputs):
+        return False        # its size is known at run time only (a Range up to a dim)
     made = sum(t.nbytes for t in outputs)
     return made <= MAX_FOLDED_EXPANSION_BYTES or made <= sum(a.nbytes for a in arrays)
 

@@ -57,7 +57,8 @@ def _compute(name: str):
         # Each output combines the prefix (or suffix) it covers: a reduction over the whole
         # axis with a select, O(n^2) along the axis but one parallel, vectorized kernel.
         axis = attrs["axis"]
-        if x.shape[axis] >= BLOCKED_SCAN_MIN:
+        # (a symbolic axis scans whole: its blocks' size would be a run-time square root)
+        if isinstance(x.shape[axis], int) and x.shape[axis] >= BLOCKED_SCAN_MIN:
             return blocked_scan(name, attrs, x)
         r = te.reduce_axis(x.shape[axis], "r")
         keep = {(False, False): "le", (False, True): "lt", (True, False): "ge",

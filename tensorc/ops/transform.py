@@ -260,21 +260,24 @@ def _transpose_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
 def _concat_compute(attrs: dict, *xs: te.Tensor) -> te.Tensor:
     axis = attrs["axis"]
     shape = list(xs[0].shape)
-    shape[axis] = sum(t.shape[axis] for t in xs)
+    shape[axis] = te.extent_of(sum(t.shape[axis] for t in xs))
 
     def body(*o):
         # the last input's value, replaced by earlier inputs where the index falls in them
-        offsets = np.cumsum([0] + [t.shape[axis] for t in xs])
+        # (offsets along a symbolic axis are expressions of its dims)
+        offsets = [0]
+        for t in xs:
+            offsets.append(te.extent_of(offsets[-1] + t.shape[axis]))
         value = None
         for t, start in reversed(list(zip(xs, offsets[:-1]))):
-            local = o[axis] - int(start)
+            local = o[axis] - start
             index = tuple(E.guarded_clamp(local, t.shape[axis]) if d == axis else o[d]
                           for d in range(len(shape)))
             if value is None:
                 value = t[index]
             else:
-                value = E.select(E.Compare("lt", o[axis], E.const(int(start) + t.shape[axis])),
-                                 t[index], value)
+                end = te.extent_of(start + t.shape[axis])
+                value = E.select(E.Compare("lt", o[axis], E.as_expr(end)), t[index], value)
         return value
     return te.compute(tuple(shape), body, name="concat")
 

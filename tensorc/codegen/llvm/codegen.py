@@ -344,18 +344,20 @@ class LLVMCodegen:
         b.position_at_end(done)
         del self.fs.env[var]
 
-    def check_index(self, index: ir.Value, size: int) -> ir.Value:
+    def check_index(self, index: ir.Value, size: int | ir.Value) -> ir.Value:
         """``index``; where it lies outside [-size, size) in a running lane, the run's status
-        becomes the kernel call's number plus one and ``tensorc_bad_index`` the index."""
+        becomes the kernel call's number plus one and ``tensorc_bad_index`` the index.
+        ``size``: an int, or an i64 value (a symbolic dim's)."""
         b = self.b
         vector = isinstance(index.type, ir.VectorType)
         lanes = index.type.count if vector else None
 
-        def constant(value: int) -> ir.Value:
-            c = ir.Constant(I64, value)
+        def constant(value: int | ir.Value) -> ir.Value:
+            c = ir.Constant(I64, value) if isinstance(value, int) else value
             return self.values.broadcast(c, lanes) if vector else c
         # index + size lies in [0, 2 size) exactly when index is in range: one unsigned compare
-        bad = b.icmp_unsigned(">=", b.add(index, constant(size)), constant(2 * size))
+        twice = 2 * size if isinstance(size, int) else b.add(size, size)
+        bad = b.icmp_unsigned(">=", b.add(index, constant(size)), constant(twice))
         value = index
         if vector:
             lane_mask = self.vectors.lane_mask
@@ -372,7 +374,7 @@ class LLVMCodegen:
             b.store(b.add(b.load(self.current_call, typ=I32), ir.Constant(I32, 1)),
                     self.status)
             b.store(value, self.bad_index)
-            b.store(ir.Constant(I64, size), self.bad_size)
+            b.store(ir.Constant(I64, size) if isinstance(size, int) else size, self.bad_size)
         return index
 
     def pointer(self, buf: Buffer, index: ir.Value) -> ir.Value:

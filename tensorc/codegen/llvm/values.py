@@ -204,7 +204,9 @@ class ValueOps(CodegenPart):
         if e.name == "bitcast":
             return self._bitcast(x, e.args[0].dtype, e.dtype)
         if e.name == "check_index":
-            return self.gen.check_index(x, arith.as_const_int(e.args[1]))
+            size = arith.as_const_int(e.args[1])
+            return self.gen.check_index(x, size if size is not None else
+                                        self.gen.expr(e.args[1]))
         if e.name in ("isnan", "isinf"):
             if e.name == "isnan":
                 return self.b.fcmp_unordered("uno", x, x)
