@@ -279,6 +279,8 @@ def as_expr(value, dtype: str = INDEX) -> Expr:
         return value
     if isinstance(getattr(value, "var", None), Var):     # a te.IterVar stands for its variable
         return value.var
+    if isinstance(getattr(value, "expr", None), Expr):   # a symbolic Dim, its expression
+        return value.expr
     if isinstance(value, bool):
         return Const(value, "bool") if dtype == "bool" else Const(int(value), dtype)
     if isinstance(value, float) and not is_float(dtype):

@@ -42,12 +42,12 @@ def worth_threads(elements: int, depth: int = 1) -> bool:
 def clamp(index: E.Expr, extent: int) -> E.Expr:
     """``index`` clamped into [0, extent): loads stay in bounds even where a select discards
     them (padding, concat)."""
-    return E.minimum(E.maximum(index, 0), extent - 1)
+    return E.minimum(E.maximum(index, 0), E.as_expr(extent - 1))
 
 
 def in_range(index: E.Expr, extent: int) -> E.Expr:
     return E.Logical("and", E.Compare("ge", index, E.const(0)),
-                     E.Compare("lt", index, E.const(extent)))
+                     E.Compare("lt", index, E.as_expr(extent)))
 
 
 def _size(t: Tensor) -> int:

@@ -10,6 +10,7 @@ from typing import Sequence
 from tensorc.errors import ShapeError, SymbolicDimError
 from tensorc.ir.dim_table import active_table
 from tensorc.ir.dims import Dim, DimLike, decide, may_equal
+from tensorc.ir.expr import Expr
 from tensorc.ir.types import DTYPES, TensorType
 
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
@@ -123,6 +124,8 @@ def window_output_size(in_size: DimLike, kernel: int, stride: int, dilation: int
     A symbolic ``in_size`` gives ``(H + p - span)//s + 1``, with ``H + p >= span`` (one window
     at least) a run-time constraint where the ranges do not prove it.
     """
+    if isinstance(in_size, Expr):      # a tensor expression's extent
+        in_size = Dim.of(in_size)
     span = (kernel - 1) * dilation + 1
     room = in_size + pad_begin + pad_end - span
     if isinstance(room, Dim):

@@ -63,6 +63,13 @@ def formulation(attrs: dict, x_shape: tuple[int, ...], w_shape: tuple[int, ...])
         return "blocked_window" if attrs["groups"] > 1 else "blocked"
     if attrs.get("winograd"):
         return "winograd"
+    if not all(isinstance(d, int) for d in x_shape):
+        # symbolic dims: the window formulations, whose computes take run-time extents
+        # (the generic schedule runs them until conv's templates take symbolic shapes)
+        filters = unpacked_weight_shape(attrs, w_shape)[0]
+        if attrs["groups"] > 1 and attrs["groups"] == filters == x_shape[1]:
+            return "depthwise_window"
+        return "direct"
     if attrs.get("filter_lanes"):
         return "filter_lanes"
     if attrs.get("flat_window"):
@@ -112,6 +119,8 @@ def plain_choice(attrs: dict, x: TensorType, w: TensorType, target: Target | Non
     (OIHW weights, the compute's own choice: :func:`formulation`). ``constant``: its weights
     are constants (only those can be repacked); ``weight_bytes``: all the model's weights."""
     filters, per_group = w.shape[:2]
+    if not x.is_static:
+        return None             # symbolic dims: OIHW weights, the direct window
     if constant:
         tile = winograd_cost.tile_size(attrs, x, w, target, weight_bytes)
         if tile:        # the transformed weights in panels of the GEMM tile's rows
@@ -185,6 +194,8 @@ def blocks(attrs: dict, x: TensorType, w: TensorType, target: Target, weight_byt
     float32 convs, plain or depthwise, with filters in whole blocks. The input channels come
     in whole blocks too, except a plain conv's (:func:`plain_input`); a Winograd conv's
     always, and a band of one tile row must fit its buffers (``band_rows``; 2a61620)."""
+    if not x.is_static:
+        return False            # blocked layouts are for static shapes (so far)
     if attrs["groups"] != 1 and not attrs["groups"] == x.shape[1] == w.shape[0]:
         return False
     if x.dtype != "float32" or w.dtype != "float32" or x.ndim != 4 or w.shape[0] % b or \

@@ -25,6 +25,8 @@ def output_spatial(attrs: dict, shape: tuple[int, ...]) -> tuple[int, ...]:
 def overhang(attrs: dict, shape: tuple[int, ...], out: tuple[int, ...]) -> tuple[int, ...]:
     """How far the last ceil-mode window reaches past the end padding, per spatial dim."""
     spatial = len(shape) - 2
+    if not attrs["ceil_mode"]:
+        return (0,) * spatial       # floor mode: every window ends inside the padding
     kernel, strides, pads = attrs["kernel_shape"], attrs["strides"], attrs["pads"]
     dilation = dilations(attrs, spatial)
     return tuple(max(0, (out[i] - 1) * strides[i] + (kernel[i] - 1) * dilation[i] + 1

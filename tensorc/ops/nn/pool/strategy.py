@@ -33,6 +33,8 @@ def formulation(kind: str, attrs: dict, x_shape: tuple[int, ...], is_float: bool
     """
     if attrs.get("layout_block"):
         return "blocked"
+    if not all(isinstance(d, int) for d in x_shape):
+        return "window"     # symbolic dims: the one-pass window takes run-time extents
     if kind == "max_pool":
         if is_float and nan_split(attrs, x_shape):
             return "nan_split"
