@@ -1,0 +1,82 @@
+"""One module for every shape: the symbolic models of models/symbolic.py compiled with their
+dims symbolic, run at each sweep shape (1, odd sizes, primes, an empty KV cache) and checked
+against onnxruntime; the run-time checks of the dims; what input_shapes and dim_ranges
+change."""
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime
+import pytest
+
+import tensorc
+from models.symbolic import SWEEPS, SYMBOLIC_MODELS
+from tensorc.errors import InputError, TensorcError
+from tests.frontend.test_symbolic_models import feeds_for
+
+
+def _session(model):
+    return onnxruntime.InferenceSession(model.SerializeToString(),
+                                        providers=["CPUExecutionProvider"])
+
+
+@pytest.fixture(scope="module", params=sorted(SYMBOLIC_MODELS))
+def compiled(request):
+    model = SYMBOLIC_MODELS[request.param]()
+    return request.param, model, tensorc.compile(model, cache=False)
+
+
+def test_every_sweep_shape_matches_onnxruntime(compiled):
+    name, model, module = compiled
+    assert any(not isinstance(d, int) for _, shape, _ in module.inputs for d in shape)
+    session = _session(model)
+    for k, dims in enumerate(SWEEPS[name]):
+        feeds = feeds_for(model, dims, seed=k)
+        module.num_threads = 1 + k % 2
+        got = module.run(feeds)
+        expected = session.run(None, feeds)
+        for (out, value), ref in zip(got.items(), expected):
+            assert value.shape == ref.shape, (name, dims, out)
+            np.testing.assert_allclose(value, ref, rtol=1e-3, atol=1e-4,
+                                       err_msg=f"{name} at {dims}: {out}")
+
+
+def test_a_larger_run_after_a_smaller_one_grows_the_arena():
+    model = SYMBOLIC_MODELS["bert_encoder"]()
+    module = tensorc.compile(model, cache=False)
+    session = _session(model)
+    for dims in ({"batch": 1, "seq": 2}, {"batch": 4, "seq": 57}, {"batch": 1, "seq": 3}):
+        feeds = feeds_for(model, dims)
+        for value, ref in zip(module.run(feeds).values(), session.run(None, feeds)):
+            np.testing.assert_allclose(value, ref, rtol=1e-3, atol=1e-4)
+
+
+def test_dims_are_checked_at_run_time():
+    model = SYMBOLIC_MODELS["bert_encoder"]()
+    module = tensorc.compile(model, dim_ranges={"seq": (1, 16)}, cache=False)
+    feeds = feeds_for(model, {"batch": 2, "seq": 17})
+    with pytest.raises(InputError, match=r"seq.*17.*\[1, 16\]"):
+        module.run(feeds)
+    feeds = feeds_for(model, {"batch": 2, "seq": 5})
+    feeds["attention_mask"] = feeds["attention_mask"][:, :4].copy()
+    with pytest.raises(InputError, match="attention_mask"):
+        module.run(feeds)
+    feeds = feeds_for(model, {"batch": 2, "seq": 5})
+    feeds["input_ids"] = feeds["input_ids"].reshape(2, 5, 1)
+    with pytest.raises(InputError, match="input_ids"):
+        module.run(feeds)
+
+
+def test_input_shapes_still_build_a_module_of_one_shape():
+    model = SYMBOLIC_MODELS["cnn"]()
+    module = tensorc.compile(model, input_shapes={"x": (2, 3, 32, 32)}, cache=False)
+    assert module.inputs[0][1] == (2, 3, 32, 32)
+    feeds = feeds_for(model, {"batch": 2})
+    np.testing.assert_allclose(module.run(feeds)["logits"],
+                               _session(model).run(None, feeds)[0], rtol=1e-3, atol=1e-4)
+
+
+def test_saving_a_symbolic_module_is_refused_clearly(tmp_path):
+    module = tensorc.compile(SYMBOLIC_MODELS["cnn"](), cache=False)
+    with pytest.raises(TensorcError, match="symbolic dims"):
+        module.save(tmp_path / "m.tcz")
+    assert not (tmp_path / "m.tcz").exists()
