@@ -4,6 +4,7 @@ primes), equals the shape onnxruntime produces at those input shapes."""
 from __future__ import annotations
 
 import numpy as np
+import onnxruntime
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -12,6 +13,8 @@ from helpers import paddle_like_model
 from tensorc.errors import ShapeError, SymbolicDimError, TensorcError
 from tensorc.frontend.model import import_model
 from tensorc.frontend.onnx import import_onnx
+from tensorc.frontend.symbolic_inputs import specialize_dims
+from tensorc.ops.interpret import run_reference
 from tests.frontend.test_symbolic_models import (
     feeds_for, inferred_shapes, onnxruntime_shapes,
 )
@@ -35,13 +38,22 @@ def ints(name, values):
 
 
 def check_sweep(m, sweep):
+    """Shapes, and the numbers of the graph specialized to each sweep shape (numpy
+    references), against onnxruntime."""
     graph = import_onnx(m)
+    session = onnxruntime.InferenceSession(m.SerializeToString(),
+                                           providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
     for dims in sweep:
         feeds = feeds_for(m, dims)
         values = graph.dims.check({n: a.shape for n, a in feeds.items()})
         got = inferred_shapes(graph, values)
         want = onnxruntime_shapes(m, feeds)
         assert {k: got[k] for k in want} == want, dims
+        ours = run_reference(specialize_dims(graph, values), feeds)
+        for name, expected in zip(names, session.run(names, feeds)):
+            np.testing.assert_allclose(ours[name], expected, rtol=1e-5, atol=1e-5,
+                                       err_msg=f"{dims} {name}")
     return graph
 
 
