@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+import numpy as np
 import onnx
 
 from tensorc.errors import ShapeError
 from tensorc.ir.dim_table import DimTable
-from tensorc.ir.dims import Dim
+from tensorc.ir.dims import Dim, evaluate
 from tensorc.ir.graph import Graph
 from tensorc.ir.types import TensorType
 
@@ -122,3 +123,40 @@ def resolve_unified_dims(graph: Graph) -> None:
 
 def symbolic_shape(shape: Sequence[Any]) -> bool:
     return any(isinstance(d, Dim) for d in shape)
+
+
+def specialize_dims(graph: Graph, values: Mapping[str, int]) -> Graph:
+    """A static copy of a symbolic ``graph`` for one set of dim values (what
+    ``graph.dims.check`` returns for a run's input shapes): every type and attribute with its
+    Dims evaluated, each ``dim_values`` node a constant. For tests and the reference
+    interpreter; the compiled artifact stays symbolic.
+
+    >>> static = specialize_dims(graph, graph.dims.check({"ids": (2, 7)}))  # doctest: +SKIP
+    """
+    static = graph.copy()
+    static.dims = DimTable()
+
+    def concrete(value: Any) -> Any:
+        if isinstance(value, Dim):
+            return evaluate(value, values)
+        if isinstance(value, tuple):
+            return tuple(concrete(v) for v in value)
+        if isinstance(value, list):
+            return [concrete(v) for v in value]
+        return value
+
+    for value in static.values():
+        if not value.type.is_static:
+            value.type = TensorType(concrete(value.type.shape), value.type.dtype)
+    kept = []
+    for node in static.nodes:
+        node.attrs = {k: concrete(v) for k, v in node.attrs.items()}
+        if node.op == "dim_values":
+            (out,) = node.outputs
+            array = np.array(node.attrs["values"], dtype=out.type.dtype)
+            out.producer = None
+            static.constants[out] = array.reshape(node.attrs["shape"])
+            continue
+        kept.append(node)
+    static.nodes = kept
+    return static

@@ -15,7 +15,7 @@ carry it, the dims unified with others, and the constraints that must hold at ru
 Shape rules reach the table of the graph being built through :meth:`DimTable.active`
 (a context variable), so ``ops/*`` infer rules keep their signature.
 
->>> table = DimTable(); table.declare("seq", "ids", 1)
+>>> table = DimTable(); seq = table.declare("seq", "ids", 1)
 >>> with table.active():
 ...     table.unify(Dim("seq"), Dim("mask_seq"), "node 'add' broadcasts them")
 Dim('seq')

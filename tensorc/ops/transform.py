@@ -47,8 +47,8 @@ def _reshape_infer(attrs: dict, input_types: list[TensorType]) -> list[TensorTyp
     (x,) = input_types
     shape = tuple(attrs["shape"])
     if any(not isinstance(d, (int, Dim)) or isinstance(d, int) and d < 0 for d in shape):
-        raise ShapeError(f"reshape: target shape {shape} must be non-negative ints or Dims "
-                         f"(the frontend resolves 0 and -1)")
+        raise ShapeError(f"reshape: target shape {shape} must be concrete non-negative ints "
+                         f"or symbolic Dims (the frontend resolves 0 and -1)")
     if not (x.is_static and all(isinstance(d, int) for d in shape)):
         require_dims(math.prod(shape), "==", x.size, f"reshape of {x} to "
                      f"{format_shape(shape)} keeps the element count")

@@ -4,6 +4,7 @@ primes), equals the shape onnxruntime produces at those input shapes."""
 from __future__ import annotations
 
 import numpy as np
+import onnxruntime
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -12,6 +13,8 @@ from helpers import paddle_like_model
 from tensorc.errors import ShapeError, SymbolicDimError, TensorcError
 from tensorc.frontend.model import import_model
 from tensorc.frontend.onnx import import_onnx
+from tensorc.frontend.symbolic_inputs import specialize_dims
+from tensorc.ops.interpret import run_reference
 from tests.frontend.test_symbolic_models import (
     feeds_for, inferred_shapes, onnxruntime_shapes,
 )
@@ -35,13 +38,22 @@ def ints(name, values):
 
 
 def check_sweep(m, sweep):
+    """Shapes, and the numbers of the graph specialized to each sweep shape (numpy
+    references), against onnxruntime."""
     graph = import_onnx(m)
+    session = onnxruntime.InferenceSession(m.SerializeToString(),
+                                           providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
     for dims in sweep:
         feeds = feeds_for(m, dims)
         values = graph.dims.check({n: a.shape for n, a in feeds.items()})
         got = inferred_shapes(graph, values)
         want = onnxruntime_shapes(m, feeds)
         assert {k: got[k] for k in want} == want, dims
+        ours = run_reference(specialize_dims(graph, values), feeds)
+        for name, expected in zip(names, session.run(names, feeds)):
+            np.testing.assert_allclose(ours[name], expected, rtol=1e-5, atol=1e-5,
+                                       err_msg=f"{dims} {name}")
     return graph
 
 
@@ -164,6 +176,20 @@ CASES = {
         [("x", F, ["n", "k", 6])],
         [("i0", np.array(0, np.int64)), ("i1", np.array(1, np.int64)), ints("ax", [0]),
          ints("tail", [3, 2])]), SWEEP_NK),
+    "shape_slice_concat_reshape": (model(
+        [("Shape", ["x"], ["s"], {}), ("Slice", ["s", "z", "m1"], ["head"], {}),
+         ("Concat", ["head", "tail"], ["t"], {"axis": 0}), ("Reshape", ["x", "t"], ["y"], {})],
+        [("x", F, ["n", "k", 6])], [ints("z", [0]), ints("m1", [-1]), ints("tail", [3, 2])]),
+        SWEEP_NK),
+    "mask_expanded_to_scores": (model(
+        [("Unsqueeze", ["m", "ax"], ["m4"], {}), ("Shape", ["m"], ["s"], {}),
+         ("Gather", ["s", "i0"], ["b"], {"axis": 0}), ("Gather", ["s", "i1"], ["q"], {"axis": 0}),
+         ("Unsqueeze", ["b", "a0"], ["b1"], {}), ("Unsqueeze", ["q", "a0"], ["q1"], {}),
+         ("Concat", ["b1", "one", "q1", "q1"], ["t"], {"axis": 0}),
+         ("Expand", ["m4", "t"], ["e"], {}), ("Cast", ["e"], ["y"], {"to": F})],
+        [("m", I64, ["n", "k"])],
+        [ints("ax", [1, 2]), ("i0", np.array(0, np.int64)), ("i1", np.array(1, np.int64)),
+         ints("a0", [0]), ints("one", [1])]), SWEEP_NK),
     "reshape_zero_and_minus_one": (model([("Reshape", ["x", "t"], ["y"], {})],
                                          [("x", F, ["n", "k", 6])], [ints("t", [0, -1, 3])]),
                                    SWEEP_NK),
