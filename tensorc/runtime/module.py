@@ -15,10 +15,9 @@ from typing import Mapping
 
 import numpy as np
 
-from tensorc.errors import ArtifactError, InputError, KernelRuntimeError, TensorcError
-from tensorc.ir import types
+from tensorc.errors import ArtifactError, KernelRuntimeError, TensorcError
 from tensorc.ir.dim_table import DimTable
-from tensorc.ir.dims import evaluate
+from tensorc.runtime.dim_binding import DimBinding
 from tensorc.runtime.profile import KernelInfo, Profile, build_profile
 from tensorc.runtime.base import CompiledModule, index_out_of_range
 from tensorc.runtime.cpu import NativeLibrary
@@ -57,6 +56,8 @@ class Module(CompiledModule):
         # them, sizes its outputs and the arena for them, and passes them to the entry
         self.dims = dims if dims is not None and dims.is_symbolic() else None
         self._dim_names = sorted(self.dims.symbols) if self.dims is not None else []
+        self._binding = DimBinding(self.dims, self.inputs, self.outputs, arena_size) \
+            if self._dim_names else None
         self._arena = _aligned_empty(arena_size if not self._dim_names else 64)
         self._pool = _aligned_copy(const_pool)
         # per-call data prepared once: pointer slots (pool and arena fixed), dtypes
@@ -100,22 +101,14 @@ class Module(CompiledModule):
 
     def _run_symbolic(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         arrays = self._check_feeds_slowly(feeds)
-        values = self.dims.check({name: a.shape for (name, _, _), a in
-                                  zip(self.inputs, arrays)})
-        arena = evaluate(self.arena_size, values)
-        if arena > types.MAX_TENSOR_BYTES:
-            given = ", ".join(f"{n}={values[n]}" for n in self._dim_names)
-            raise InputError(f"at {given} the model's intermediate tensors need "
-                             f"{arena / (1 << 30):.3g} GiB, over the limit of "
-                             f"{types.MAX_TENSOR_BYTES / (1 << 30):.3g} GiB; run smaller "
-                             f"inputs (or raise tensorc.ir.types.MAX_TENSOR_BYTES)")
+        values, shapes, arena = self._binding.bind([a.shape for a in arrays])
         if arena > self._arena.nbytes:          # the arena only grows
             self._arena = _aligned_empty(arena)
-        dims = np.array([values[n] for n in self._dim_names], dtype=np.int64)
+        dims = np.array(values, dtype=np.int64)
         pointers = [a.ctypes.data for a in arrays]
         result = {}
-        for name, shape, dtype in self._out_specs:
-            out = np.empty(tuple(evaluate(d, values) for d in shape), dtype)
+        for (name, _, dtype), shape in zip(self._out_specs, shapes):
+            out = np.empty(shape, dtype)
             pointers.append(out.ctypes.data)
             result[name] = out
         pointers += [self._pool.ctypes.data, self._arena.ctypes.data, dims.ctypes.data]
