@@ -34,8 +34,12 @@ def loop_extents(stage: Stage, root_extents: dict[SVar, int] | None = None
                     raise ScheduleError(
                         f"stage {stage.name}: loop {rel.parent.name} has the symbolic extent "
                         f"{E.format_expr(n)}; split it by a factor, not into nparts")
-                inner = rel.factor
-                outer = ceil_div(n, inner)
+                if rel.factor >= WHOLE_FACTOR:
+                    # a block "as large as the loop" (a schedule's WHOLE): one block
+                    inner, outer = n, 1
+                else:
+                    inner = rel.factor
+                    outer = ceil_div(n, inner)
             elif rel.factor is not None:
                 inner = min(rel.factor, n)
                 outer = -(-n // inner)
@@ -50,6 +54,8 @@ def loop_extents(stage: Stage, root_extents: dict[SVar, int] | None = None
     return ext
 
 
+# a split of a symbolic extent by this factor or more keeps the whole loop inside
+WHOLE_FACTOR = 1 << 20
 # the range lowering assumes for a loop of symbolic extent, for the interval arithmetic of
 # bounds inference and simplification: no dim of a tensor reaches it
 SYMBOLIC_MAX = 1 << 40
@@ -86,7 +92,8 @@ class NestInfo:
                 symbolic = not isinstance(parent, int)
                 # a symbolic extent is never assumed a multiple of the factor; nor does its
                 # last block shift back (the extent may be below the factor)
-                partial = symbolic or ext[rel.outer] * inner != parent
+                partial = (symbolic and inner is not parent) or \
+                    (not symbolic and ext[rel.outer] * inner != parent)
                 if partial and rel.shift_tail and not symbolic:
                     # the last block ends at the extent: no guard, an overlap instead
                     start = E.minimum(start, E.const(ext[rel.parent] - inner))

@@ -76,11 +76,12 @@ class OpDef:
         return fn
 
     def schedule(self, fn: Callable | None = None, *, target: str = "llvm",
-                 space: Callable | None = None):
+                 space: Callable | None = None, symbolic: bool = False):
         """Register the schedule template for ``target`` kind: ``op.schedule(fn)``,
-        ``@op.schedule`` or ``@op.schedule(target="cuda", space=gpu_space)``."""
+        ``@op.schedule`` or ``@op.schedule(target="cuda", space=gpu_space)``; ``symbolic``:
+        it takes symbolic shapes (see Template)."""
         def register(f: Callable) -> Callable:
-            self.templates[target] = Template(f, space)
+            self.templates[target] = Template(f, space, symbolic)
             return f
         return register(fn) if fn is not None else register
 

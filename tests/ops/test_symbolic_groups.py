@@ -18,7 +18,9 @@ from tensorc.target import Target
 TARGET = Target.host()
 
 
-def _build(params, out, anchor=None, hints=None):
+def _build(params, out, anchor=None, hints=None, op=None, attrs=None):
+    """As compiler/kernel.py schedules a group: the anchor op's template where it takes
+    symbolic shapes, else the generic one."""
     sch = create_schedule(out)
     for stage in sch.compute_stages:
         if stage.is_output or stage.op.reduce_axis or stage.op.tag.startswith("anchor:"):
@@ -26,8 +28,10 @@ def _build(params, out, anchor=None, hints=None):
         stage.compute_inline()
     with te.dim_hints(hints or {}):
         template = INJECTIVE["llvm"] if anchor is None else GENERIC
-        space = template.search_space(TARGET, out, anchor, {})
-        template.apply(TARGET, sch, out, anchor, {}, space.default())
+        if op is not None and get_op(op).template("llvm").symbolic:
+            template = get_op(op).template("llvm")
+        space = template.search_space(TARGET, out, anchor, attrs or {})
+        template.apply(TARGET, sch, out, anchor, attrs or {}, space.default())
     return build_kernel(optimize(lower(sch, [*params, out], "group")))
 
 
@@ -81,7 +85,7 @@ def test_matmul_over_symbolic_rows_and_batch():
     a = te.placeholder((batch, seq, 48), name="a")
     w = te.placeholder((48, 40), name="w")
     out = get_op("matmul").compute_fn({}, a, w)
-    kernel = _build([a, w], out, anchor=out)
+    kernel = _build([a, w], out, anchor=out, op="matmul")
     rng = np.random.default_rng(3)
     wv = rng.standard_normal((48, 40)).astype("float32")
     for b, s in [(1, 1), (1, 9), (2, 16), (3, 31)]:
@@ -96,7 +100,7 @@ def test_attention_scores_reduce_over_symbolic_depth():
     q = te.placeholder((4, seq, 16), name="q")
     k = te.placeholder((4, 16, seq), name="k")
     out = get_op("matmul").compute_fn({}, q, k)
-    kernel = _build([q, k], out, anchor=out)
+    kernel = _build([q, k], out, anchor=out, op="matmul")
     rng = np.random.default_rng(4)
     for s in (1, 5, 17, 64):
         qv = rng.standard_normal((4, s, 16)).astype("float32")
@@ -104,6 +108,22 @@ def test_attention_scores_reduce_over_symbolic_depth():
         got = np.empty((4, s, s), "float32")
         kernel(qv, kv, got)
         np.testing.assert_allclose(got, qv @ kv, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("hints", [{}, {"seq": 1}, {"seq": 2048}])
+def test_gemm_template_over_symbolic_depth_and_columns(hints):
+    seq = dim_var("seq")
+    p = te.placeholder((2, 3, seq, seq), name="p")
+    v = te.placeholder((2, 3, seq, 24), name="v")
+    out = get_op("matmul").compute_fn({}, p, v)
+    kernel = _build([p, v], out, anchor=out, op="matmul", hints=hints)
+    rng = np.random.default_rng(6)
+    for s in (1, 4, 15, 33):
+        pv = rng.standard_normal((2, 3, s, s)).astype("float32")
+        vv = rng.standard_normal((2, 3, s, 24)).astype("float32")
+        got = np.empty((2, 3, s, 24), "float32")
+        kernel(pv, vv, got, num_threads=2)
+        np.testing.assert_allclose(got, pv @ vv, rtol=1e-4, atol=1e-4)
 
 
 def test_reduce_mean_over_symbolic_axis():

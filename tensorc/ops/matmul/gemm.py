@@ -30,15 +30,18 @@ class Gemm:
     itemsize: int = 4
     packable_b: bool = True         # B is a [.., K, N] tensor that pack_b may copy in panels
     k_blockable: bool = False
+    symbolic_k: bool = False        # K is a symbolic dim (m, n, k are then at the hints)
 
     @classmethod
     def of_matmul(cls, out: te.Tensor, mm: te.Tensor, attrs: dict) -> Gemm:
         if not mm.op.reduce_axis:
             mm = mm.op.input_tensors()[0]
-        m, n = out.shape[-2:]
+        # symbolic dims at their hints (te.hint): the template's choices, valid at any value
+        m, n = (te.hint(d) for d in out.shape[-2:])
+        depth = mm.op.reduce_axis[0].extent
         nr = attrs.get("b_panel") or 0
-        return cls(m, n, mm.op.reduce_axis[0].extent, batched=out.ndim > 2, b_panel=nr,
-                   k_blockable=True,
+        return cls(m, n, te.hint(depth), batched=out.ndim > 2, b_panel=nr,
+                   k_blockable=True, symbolic_k=not isinstance(depth, int),
                    same_operands=not nr and first_operand(mm.op.body) is second_operand(mm.op.body),
                    itemsize=4 if out.dtype == "float32" else 8)
 

@@ -101,7 +101,7 @@ def _matmul_space(target: Target, out: te.Tensor, mm: te.Tensor, attrs: dict) ->
     return gemm_space(target, Gemm.of_matmul(out, mm, attrs), out.dtype)
 
 
-@matmul.schedule(space=_matmul_space)
+@matmul.schedule(space=_matmul_space, symbolic=True)
 def _matmul_schedule(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tensor,
                      attrs: dict, config) -> None:
     schedule_gemm(target, sch, out, mm, Gemm.of_matmul(out, mm, attrs), config)

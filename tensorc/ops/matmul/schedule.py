@@ -4,7 +4,7 @@ says so. Every choice is a knob of ``space.py``'s :func:`gemm_space`.
 """
 from __future__ import annotations
 
-import numpy as np
+import math
 
 from tensorc.ir import te
 from tensorc.ir.schedule import Schedule
@@ -45,7 +45,8 @@ def schedule_gemm(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tensor, 
         compute_tensor = mm
     outer = sch[out]
     *batch, i, j = axes or outer.op_axis
-    batched = any(extent > 1 for extent in out.shape[:len(batch)])   # dims of one: no batch
+    # dims of one: no batch
+    batched = any(extent > 1 for extent in te.hint_shape(out.shape[:len(batch)]))
     m, n = gemm.m, gemm.n
     cols = tile_columns(n, target.vector_lanes(out.dtype), gemm.b_panel, config["vectors"])
     rows = min(config["rows"], m)
@@ -65,7 +66,7 @@ def schedule_gemm(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tensor, 
     else:
         outer.reorder(jc, ic, *tile_loops, ii, ji)
         block = outer.fuse(*batch, jc, ic)
-    work = np.prod(out.shape) * gemm.k
+    work = math.prod(te.hint_shape(out.shape)) * gemm.k
     if config["parallel"] and work >= 1 << 16:
         outer.parallel(block)
     if config["pack_a"] and rows > 1:
@@ -132,7 +133,7 @@ def _schedule_k_blocked(target: Target, sch: Schedule, out: te.Tensor, mm: te.Te
     stage.unroll(ii)
     stage.vectorize(ji)
     block = stage.fuse(*batch, jc)
-    work = np.prod(out.shape) * partial.shape[-1] * config["k_block"]
+    work = math.prod(te.hint_shape(out.shape)) * te.hint(partial.shape[-1]) * config["k_block"]
     _column_blocks_on_threads(target, sch, out, mm, block, cols, config["col_panels"],
                               config["parallel"] and work >= 1 << 16)
     if config["pack_a"] and rows > 1:
@@ -162,7 +163,7 @@ def _column_blocks_on_threads(target: Target, sch: Schedule, out: te.Tensor, mm:
         return
     epilogue = sch[out]
     *obatch, oi, oj = epilogue.op_axis
-    ojc, oj = epilogue.split(oj, cols * min(col_panels, -(-out.shape[-1] // cols)))
+    ojc, oj = epilogue.split(oj, cols * min(col_panels, -(-te.hint(out.shape[-1]) // cols)))
     oj, ojv = epilogue.split(oj, target.vector_lanes(out.dtype))
     epilogue.reorder(*obatch, ojc, oi, oj, ojv)
     epilogue.vectorize(ojv)
@@ -199,7 +200,8 @@ def _schedule_gemv_streams(target: Target, sch: Schedule, out: te.Tensor, mm: te
     stage.vectorize(ji)
     block = stage.fuse(*batch, i, jc)
     _column_blocks_on_threads(target, sch, out, mm, block, cols, config["col_panels"],
-                              config["parallel"] and np.prod(out.shape) * gemm.k >= 1 << 16)
+                              config["parallel"] and
+                              math.prod(te.hint_shape(out.shape)) * gemm.k >= 1 << 16)
     inner = sch[partial]
     inner.compute_at(stage, jo)
     cl, *cb, ci, cj = inner.op_axis

@@ -90,7 +90,7 @@ def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
     panel_count, tile_count = panels(default), rules.tiles(default)
     width = tile_columns(n, lanes, nr, default_vectors)
     k_choices = [WHOLE] + [c for c in K_BLOCK_CHOICES if c < k and k % c == 0 and
-                           gemm.k_blockable]
+                           gemm.k_blockable and not gemm.symbolic_k]
     k_block = _default_k_block(m, k, k_choices)
     # a column block's panels (of one k block) fit half of L2
     fits_l2 = max(1, (target.l2_bytes // 2) // (width * min(k, k_block) * gemm.itemsize))
@@ -112,11 +112,13 @@ def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
     # x @ x: one tensor is both operands, and a packed copy of it would serve both reads
     # (its region, all of it, recomputed per block): neither is packed
     same = gemm.same_operands
-    pack = (False, True) if tile_count > 2 and not same and not gemm.a_panel else (False,)
+    # a symbolic K: no copy of A or B (its block would need a run-time size), no k blocks
+    pack = (False, True) if tile_count > 2 and not same and not gemm.a_panel and \
+        not gemm.symbolic_k else (False,)
     # a B that is an input, read by several row tiles: pack its column blocks (not with
     # batch dims: a batched B is small (attention), a shared one would be packed per batch)
     pack_b = (False, True) if not nr and m > 1 and not gemm.batched and not same and \
-        gemm.packable_b else (False,)
+        gemm.packable_b and not gemm.symbolic_k else (False,)
     # an A larger than L2: a tile's mr broadcast streams, each a row of A, become one packed
     # stream, packed once per row block against every column, at least PARALLEL_BLOCKS
     # blocks for the threads (1d3d814); not with K in blocks, whose threads share column
@@ -166,7 +168,7 @@ def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
         and k * n * gemm.itemsize >= B_MEMORY_BYTES and next_choices[-1]
     # a GEMV over packed panels of B: each panel read as several streams (K in parts)
     stream_choices = (1, GEMV_STREAMS) if m == 1 and nr and gemm.k_blockable and \
-        k % GEMV_STREAMS == 0 and not gemm.batched else (1,)
+        k % GEMV_STREAMS == 0 and not gemm.batched and not gemm.symbolic_k else (1,)
     streams = stream_choices[-1] if k * n * gemm.itemsize >= GEMV_STREAMS_BYTES else 1
     if streams > 1:
         k_block = WHOLE

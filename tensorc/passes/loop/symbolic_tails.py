@@ -89,12 +89,14 @@ def _point(cmp: E.Compare, loop: For, inner: dict, dims: set[E.Var]) -> E.Expr |
     if bounded is None:
         return None
     rest, _, hi = bounded
-    if E.free_vars(rest) - dims:
-        return None        # the point would move with an outer loop: leave it
+    # ``rest`` may read outer loops' variables (a tile's rows start at its block's): the
+    # point is then computed where the loop starts, as its extent is
     # v < (-rest - hi - 1) // coeff + 1  =  (-rest + coeff - hi - 1) // coeff
     top = arith.simplify(E.const(0) - rest)
     point = arith.simplify((top + (coeff - hi - 1)) // coeff)
     known = {d: (0, SYMBOLIC_MAX) for d in dims}
+    if E.free_vars(top) - dims:
+        known = {}      # an outer loop's variable in it: no lower bound known
     if hi > coeff - 1 or arith.const_bounds(top, known)[0] is None or \
             arith.const_bounds(top, known)[0] < 0:
         point = E.maximum(point, E.const(0))
