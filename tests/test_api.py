@@ -199,9 +199,21 @@ def symbolic_model() -> onnx.ModelProto:
                       initializers={"w": w}, name="symbolic")
 
 
-def test_unbound_symbolic_dim_is_listed() -> None:
+def test_unbound_symbolic_dim_stays_symbolic_on_cpus() -> None:
+    module = tensorc.compile(symbolic_model())
+    assert [str(d) for d in module.inputs[0][1]] == ["N", "7"]
+    w = np.random.default_rng(1).standard_normal((7, 5)).astype(np.float32)
+    for n in (1, 4, 9):
+        x = np.random.default_rng(n).standard_normal((n, 7)).astype(np.float32)
+        z = np.random.default_rng(n + 1).standard_normal((n, 5)).astype(np.float32)
+        np.testing.assert_allclose(module.run({"x": x, "z": z})["y"], x @ w + z, rtol=1e-5,
+                                   atol=1e-5)
+
+
+def test_unbound_symbolic_dim_is_listed_for_cuda() -> None:
+    # the CUDA back end compiles one shape: it lists the dims to bind
     with pytest.raises(ShapeError) as info:
-        tensorc.compile(symbolic_model())
+        tensorc.compile(symbolic_model(), target="cuda")
     message = str(info.value)
     assert "unknown dimensions" in message
     assert "x: float32[N,7]: dim 0 ('N')" in message
@@ -218,7 +230,11 @@ def test_unnamed_unknown_dim_is_listed() -> None:
     model = make_model([helper.make_node("Relu", ["x"], ["y"])],
                        [tensor_info("x", "float32", (None, 3))], ["y"])
     with pytest.raises(ShapeError, match=r"x: float32\[\?,3\]: dim 0 \(unnamed\)"):
-        tensorc.compile(model)
+        tensorc.compile(model, target="cuda")
+    module = tensorc.compile(model)         # on CPUs: a generated name, symbolic
+    assert str(module.inputs[0][1][0]) == "x_dim0"
+    x = np.linspace(-1, 1, 15, dtype=np.float32).reshape(5, 3)
+    np.testing.assert_array_equal(module.run({"x": x})["y"], np.maximum(x, 0))
 
 
 @pytest.mark.parametrize("batch", [1, 3, 17])

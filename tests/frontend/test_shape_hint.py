@@ -55,7 +55,7 @@ def test_hint_without_metadata_says_placeholder() -> None:
 
 def test_compile_error_suggests_the_metadata_shape() -> None:
     with pytest.raises(ShapeError) as info:
-        tensorc.compile(detector_model())
+        tensorc.compile(detector_model(), target="cuda")     # CUDA binds every dim
     message = str(info.value)
     assert "input_shapes={'images': (1, 3, 320, 320)}" in message
     assert "--input-shape images=1x3x320x320" in message
@@ -66,7 +66,7 @@ def test_compile_error_suggests_the_metadata_shape() -> None:
 
 def test_compile_error_says_the_1s_are_placeholders() -> None:
     with pytest.raises(ShapeError) as info:
-        tensorc.compile(detector_model(imgsz=None))
+        tensorc.compile(detector_model(imgsz=None), target="cuda")
     message = str(info.value)
     assert "--input-shape images=1x3x1x1" in message
     assert "dims 2, 3 of 'images' are placeholders" in message
