@@ -100,7 +100,15 @@ class Module(CompiledModule):
         return result
 
     def _run_symbolic(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        arrays = self._check_feeds_slowly(feeds)
+        args, result, _ = self._symbolic_args(self._check_feeds_slowly(feeds))
+        status = self._entry(args, int(self.num_threads), None)
+        if status:
+            raise self._check_failed(status)
+        return result
+
+    def _symbolic_args(self, arrays: list[np.ndarray]):
+        """The entry's arguments for one run over symbolic dims: the inputs, outputs sized
+        for the run's dims, the pool, the arena (grown for them) and the dims' values."""
         values, shapes, arena = self._binding.bind([a.shape for a in arrays])
         if arena > self._arena.nbytes:          # the arena only grows
             self._arena = _aligned_empty(arena)
@@ -113,10 +121,7 @@ class Module(CompiledModule):
             result[name] = out
         pointers += [self._pool.ctypes.data, self._arena.ctypes.data, dims.ctypes.data]
         args = (ctypes.c_void_p * len(pointers))(*pointers)
-        status = self._entry(args, int(self.num_threads), None)
-        if status:
-            raise self._check_failed(status)
-        return result
+        return args, result, dims      # (dims: alive as long as the arguments)
 
     def _check_failed(self, status: int) -> KernelRuntimeError:
         """The error for a run whose kernel call ``status - 1`` failed a runtime check
@@ -156,8 +161,12 @@ class Module(CompiledModule):
         # tensorc.reference imports onnx (about 0.2 s), which running a saved module never needs
         from tensorc.reference import random_inputs
         if feeds is None:
+            if self._dim_names:
+                raise TensorcError(f"this module's dims {', '.join(self._dim_names)} are "
+                                   f"symbolic: profile it with feeds of the shape to time")
             feeds = random_inputs(self.inputs, seed=0)
-        arrays = self._check_feeds(feeds)
+        arrays = self._check_feeds(feeds) if not self._dim_names else \
+            self._check_feeds_slowly(feeds)
         if not self.kernels:
             raise TensorcError("this module has no kernel table to profile (it was saved by "
                                "an older tensorc): compile the model again")
@@ -165,10 +174,13 @@ class Module(CompiledModule):
         if roofline is None:
             roofline = machine_roofline(threads=threads)
         timings = np.zeros(len(self.kernels), dtype=np.int64)
-        outputs = [np.empty(s, d) for _, s, d in self._out_specs]
-        args = self._args
-        for k, a in enumerate([*arrays, *outputs]):
-            args[k] = a.ctypes.data
+        if self._dim_names:
+            args, keep, dims = self._symbolic_args(arrays)
+        else:
+            outputs = [np.empty(s, d) for _, s, d in self._out_specs]
+            args = self._args
+            for k, a in enumerate([*arrays, *outputs]):
+                args[k] = a.ctypes.data
 
         def call(buffer) -> float:
             start = time.perf_counter()

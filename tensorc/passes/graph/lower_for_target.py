@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
+from tensorc.ir.dims import is_symbolic
 from tensorc.ir.graph import Graph, Node, Value, rewrite
 from tensorc.ops.build import emit, infer_types
 from tensorc.ops.interpret import evaluate, worth_folding
@@ -79,7 +80,7 @@ class _Builder:
 
     def reshape(self, x: Value, shape: Sequence[int]) -> Value:
         """Reshape, or nothing when the shape is unchanged."""
-        shape = tuple(int(d) for d in shape)
+        shape = tuple(d if is_symbolic(d) else int(d) for d in shape)
         return x if shape == x.type.shape else self.emit("reshape", [x], shape=shape)
 
     def take(self, x: Value, axis: int, start: int, size: int) -> Value:
@@ -271,9 +272,13 @@ def _rows_merge(node: Node) -> bool:
     streaming all of B)."""
     a, b = node.inputs
     shape = a.type.shape
-    return b.type.ndim == 2 and a.type.ndim >= 3 and \
-        all(isinstance(d, int) for d in shape) and math.prod(shape[:-2]) > 1 and \
-        shape[-2] <= MERGE_ROWS_MAX
+    if b.type.ndim != 2 or a.type.ndim < 3:
+        return False
+    if not all(isinstance(d, int) for d in shape):
+        # symbolic batch or rows: one GEMM over all of them, whatever their number at run
+        # time (never slower than a GEMM per batch entry over a shared B)
+        return True
+    return math.prod(shape[:-2]) > 1 and shape[-2] <= MERGE_ROWS_MAX
 
 
 def _merged_rows(g: Graph, node: Node, readers: Readers) -> list[Value] | None:

@@ -36,7 +36,61 @@ def split_symbolic_tails(func: PrimFunc) -> PrimFunc:
     if not func.dims:
         return func
     dims = {v for v in func.dims}
-    return simplify(func.with_body(_visit(func.body, dims)))
+    body = _drop_held_guards(func.body, [], dims)
+    return simplify(func.with_body(_visit(body, dims)))
+
+
+def _drop_held_guards(s: Stmt, loops: list[tuple[E.Var, E.Expr]], dims: set[E.Var]) -> Stmt:
+    """``s`` with the guards that hold at every iteration of the loops around them made
+    true: a comparison ``a < b`` whose ``a`` never decreases as the loops' variables grow and
+    whose ``b`` reads none of them holds everywhere where it holds with each variable at its
+    last value (``extent - 1``, an expression of the dims). The ranges of simplification
+    cannot see that ``fused // 4 < batch`` for ``fused`` in ``[0, batch * 4)``."""
+    if isinstance(s, For):
+        body = _drop_held_guards(s.body, [*loops, (s.var, s.extent)], dims)
+        return For(s.var, s.extent, s.kind, body, dict(s.annotations))
+    if isinstance(s, Seq):
+        return seq(*[_drop_held_guards(c, loops, dims) for c in s.stmts])
+    if isinstance(s, Allocate):
+        return Allocate(s.buffer, _drop_held_guards(s.body, loops, dims), dict(s.annotations))
+    if isinstance(s, IfThenElse):
+        last = {v: arith.simplify(extent - 1) for v, extent in loops}
+        known = {d: (0, SYMBOLIC_MAX) for d in dims}
+
+        def held(x):
+            if isinstance(x, E.Compare) and x.op == "lt" and \
+                    (E.free_vars(x.a) | E.free_vars(x.b)) & dims and \
+                    not E.free_vars(x.b) & last.keys() and _never_decreases(x.a) and \
+                    E.free_vars(x.a) <= last.keys() | dims:
+                at_end = arith.simplify(E.Compare("lt", E.substitute(x.a, last), x.b), known)
+                if isinstance(at_end, E.Const) and at_end.value:
+                    return E.Const(True, "bool")
+            return None
+        return IfThenElse(E.transform(s.cond, held),
+                          _drop_held_guards(s.then_case, loops, dims),
+                          None if s.else_case is None else
+                          _drop_held_guards(s.else_case, loops, dims), dict(s.annotations))
+    return s
+
+
+def _never_decreases(e: E.Expr) -> bool:
+    """Whether ``e`` never decreases as its variables (loop indices and dims, all >= 0)
+    grow."""
+    if isinstance(e, (E.Var, E.Const)):
+        return True
+    if isinstance(e, E.Binary) and e.op in ("add", "min", "max"):
+        return _never_decreases(e.a) and _never_decreases(e.b)
+    if isinstance(e, E.Binary) and e.op == "sub" and isinstance(e.b, E.Const):
+        return _never_decreases(e.a)
+    if isinstance(e, E.Binary) and e.op in ("mul", "floordiv") and \
+            isinstance(e.b, E.Const) and e.b.value > 0:
+        return _never_decreases(e.a)
+    if isinstance(e, E.Binary) and e.op == "mul" and isinstance(e.a, E.Const) and \
+            e.a.value > 0:
+        return _never_decreases(e.b)
+    if isinstance(e, E.Binary) and e.op == "mul":     # a product of non-negative terms
+        return _never_decreases(e.a) and _never_decreases(e.b)
+    return False
 
 
 def _visit(s: Stmt, dims: set[E.Var]) -> Stmt:
