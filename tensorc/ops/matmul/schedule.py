@@ -57,7 +57,9 @@ def schedule_gemm(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tensor, 
     ic, io = outer.split(io, config["row_tiles"])
     outer.vectorize(ji)
     tile_loops = (jo, io) if config["order"] == "panels" else (io, jo)
-    if n % cols and (batched or config["row_tiles"] < row_tiles):
+    # (symbolic columns end in a partial panel at some runs: the same)
+    if (n % cols or not isinstance(out.shape[-1], int)) and \
+            (batched or config["row_tiles"] < row_tiles):
         # the last column panel overhangs: keep the column blocks out of the parallel loop,
         # serial, where loop partitioning peels that panel off and the other panels' inner
         # loops run without a guard (a parallel loop is never partitioned)

@@ -57,8 +57,22 @@ def _drop_held_guards(s: Stmt, loops: list[tuple[E.Var, E.Expr]], dims: set[E.Va
         last = {v: arith.simplify(extent - 1) for v, extent in loops}
         known = {d: (0, SYMBOLIC_MAX) for d in dims}
 
+        first = {v: E.const(0) for v, _ in loops}
+
         def held(x):
-            if isinstance(x, E.Compare) and x.op == "lt" and \
+            if not isinstance(x, E.Compare):
+                return None
+            if x.op == "lt" and isinstance(x.a, E.Binary) and x.a.op == "floormod" and \
+                    E.same(x.a.b, x.b):
+                return E.Const(True, "bool")        # x % n < n (the loop runs where n > 0)
+            if x.op == "ge" and (E.free_vars(x.a) | E.free_vars(x.b)) & dims and \
+                    not E.free_vars(x.b) & first.keys() and _never_decreases(x.a) and \
+                    E.free_vars(x.a) <= first.keys() | dims:
+                at_start = arith.simplify(E.Compare("ge", E.substitute(x.a, first), x.b),
+                                          known)
+                if isinstance(at_start, E.Const) and at_start.value:
+                    return E.Const(True, "bool")
+            if x.op == "lt" and \
                     (E.free_vars(x.a) | E.free_vars(x.b)) & dims and \
                     not E.free_vars(x.b) & last.keys() and _never_decreases(x.a) and \
                     E.free_vars(x.a) <= last.keys() | dims:
