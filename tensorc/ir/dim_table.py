@@ -29,7 +29,8 @@ from typing import Any, Iterator, Mapping, Sequence
 from tensorc.errors import InputError, ShapeError
 from tensorc.ir.expr import Binary, Const, Var
 from tensorc.ir.dims import (
-    ACTIVE, Dim, DimLike, decide, dim_var, evaluate, substitute_dims,
+    ACTIVE, Dim, DimLike, decide, dim_from_json, dim_to_json, dim_var, evaluate,
+    substitute_dims,
 )
 
 _SYMBOLS = {"==": "eq", ">=": "ge", "<=": "le"}
@@ -302,6 +303,39 @@ class DimTable:
             "unified": {n: str(k) for n, k in self.substitutions.items()},
             "constraints": [c.to_json() for c in self.constraints],
         }
+
+    def state(self) -> dict:
+        """Everything a saved module needs to bind and check its dims, as JSON data
+        (:meth:`from_state` reads it back)."""
+        return {
+            "ranges": {n: [lo, hi] for n, (lo, hi) in self.ranges.items()},
+            "origins": {n: [[i, a] for i, a in places] for n, places in self.origins.items()},
+            "substitutions": {n: dim_to_json(d) for n, d in self.substitutions.items()},
+            "constraints": [{"lhs": dim_to_json(c.lhs), "op": c.op, "rhs": dim_to_json(c.rhs),
+                             "reason": c.reason} for c in self.constraints],
+            "implied": dict(self.implied),
+        }
+
+    @staticmethod
+    def from_state(state: dict) -> DimTable:
+        """The table :meth:`state` describes; a ValueError where it is malformed."""
+        try:
+            ranges = {str(n): (int(lo), None if hi is None else int(hi))
+                      for n, (lo, hi) in state["ranges"].items()}
+            origins = {str(n): [(str(i), int(a)) for i, a in places]
+                       for n, places in state["origins"].items()}
+            substitutions = {str(n): dim_from_json(d)
+                             for n, d in state["substitutions"].items()}
+            constraints = []
+            for c in state["constraints"]:
+                if c["op"] not in _SYMBOLS:
+                    raise ValueError(f"constraint op {c['op']!r}")
+                constraints.append(Constraint(dim_from_json(c["lhs"]), c["op"],
+                                              dim_from_json(c["rhs"]), str(c["reason"])))
+            implied = {str(n): int(v) for n, v in state["implied"].items()}
+        except (KeyError, TypeError, AttributeError) as error:
+            raise ValueError(f"malformed dim table: {error}") from None
+        return DimTable(ranges, origins, substitutions, constraints, "", implied)
 
     def copy(self) -> DimTable:
         return DimTable(dict(self.ranges), {k: list(v) for k, v in self.origins.items()},

@@ -452,3 +452,37 @@ def evaluator(dims: list[DimLike], names: list[str]):
     scope: dict = {}
     exec(compile(source, "<dims>", "exec"), {}, scope)     # noqa: S102 (our own expressions)
     return scope["evaluate"]
+
+
+def dim_to_json(d: DimLike):
+    """An int, or a Dim as ``{"dim": [op, ...]}`` (its canonical form, names by name)."""
+    if isinstance(d, Dim):
+        return {"dim": _key_to_json(d._key)}
+    return int(d)
+
+
+def dim_from_json(obj) -> DimLike:
+    """The inverse of :func:`dim_to_json`; a ValueError for anything else."""
+    if isinstance(obj, int) and not isinstance(obj, bool):
+        return obj
+    if isinstance(obj, dict) and set(obj) == {"dim"}:
+        return Dim.of(_build(_key_from_json(obj["dim"])))
+    raise ValueError(f"not a dim: {obj!r}")
+
+
+def _key_to_json(key: tuple) -> list:
+    if key[0] in ("v", "c"):
+        return list(key)
+    return [key[0], *(_key_to_json(k) for k in key[1:])]
+
+
+def _key_from_json(obj) -> tuple:
+    if not isinstance(obj, list) or not obj or not isinstance(obj[0], str):
+        raise ValueError(f"not a dim expression: {obj!r}")
+    if obj[0] == "v" and len(obj) == 2 and isinstance(obj[1], str):
+        return ("v", obj[1])
+    if obj[0] == "c" and len(obj) == 2 and isinstance(obj[1], int):
+        return ("c", obj[1])
+    if obj[0] in ("add", "sub", "mul", "floordiv", "floormod", "min", "max") and len(obj) == 3:
+        return (obj[0], _key_from_json(obj[1]), _key_from_json(obj[2]))
+    raise ValueError(f"not a dim expression: {obj!r}")
