@@ -11,13 +11,16 @@ same program. :func:`tensorc.ir.lower.lower` turns a schedule into a loop-IR Pri
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
 from tensorc.errors import ScheduleError
 from tensorc.ir import expr as E
 from tensorc.ir.expr import Expr, Load, Reduce, Var, transform
-from tensorc.ir.te import ComputeOp, IterVar, Operation, PlaceholderOp, Tensor, post_order
+from tensorc.ir.te import (
+    ComputeOp, IterVar, Operation, PlaceholderOp, Tensor, extent_of, post_order,
+)
 
 
 class SVar:
@@ -452,6 +455,8 @@ class Schedule:
         self.trace.append(record)
         body: Reduce = op.body
         extents = [iv.extent for iv in op.reduce_axis]
+        if not all(isinstance(n, int) for n in extents):
+            return self._rfactor_symbolic(stage, tensor, op, factor, blocked, lane_first)
         total = 1
         for n in extents:
             total *= n
@@ -482,6 +487,38 @@ class Schedule:
                           Reduce(body.combiner, source, [outer], body.init), op.tag)
         return self._add_partials(stage, tensor, rf_op, lane)
 
+
+    def _rfactor_symbolic(self, stage: Stage, tensor: Tensor, op: ComputeOp, factor: int,
+                          blocked: bool, lane_first: bool) -> Tensor:
+        """rfactor over reduction axes of symbolic extent: the same partials, their count
+        rounded up at run time, every overhanging ``k`` guarded (never assumed whole)."""
+        body: Reduce = op.body
+        extents = [iv.extent for iv in op.reduce_axis]
+        total = extent_of(math.prod(extents))
+        outer_extent = extent_of((total + (factor - 1)) // factor)
+        axis = [IterVar(Var(iv.var.name), iv.extent) for iv in op.axis]
+        if blocked:
+            lane = IterVar(Var("rf.j"), outer_extent)
+            outer = IterVar(Var("rf.k"), factor, "reduce")
+            k = lane.var * factor + outer.var
+        else:
+            lane = IterVar(Var("rf.j"), factor)
+            outer = IterVar(Var("rf.k"), outer_extent, "reduce")
+            k = outer.var * factor + lane.var
+        flat = E.minimum(k, E.as_expr(total - 1))
+        mapping: dict[Var, Expr] = {iv.var: nv.var for iv, nv in zip(op.axis, axis)}
+        # k row-major over the reduction axes: r_i = (k // stride_i) % n_i
+        for pos, (iv, n) in enumerate(zip(op.reduce_axis, extents)):
+            stride = extent_of(math.prod(extents[pos + 1:]))
+            index = flat // E.as_expr(stride) if not (isinstance(stride, int) and
+                                                      stride == 1) else flat
+            mapping[iv.var] = index % E.as_expr(n) if pos > 0 else index
+        source = E.select(E.Compare("lt", k, E.as_expr(total)),
+                          E.substitute(body.source, mapping), body.init)
+        rf_op = ComputeOp(self._unique(f"{op.name}.rf"),
+                          [lane, *axis] if lane_first else [*axis, lane],
+                          Reduce(body.combiner, source, [outer], body.init), op.tag)
+        return self._add_partials(stage, tensor, rf_op, lane)
 
     def rfactor_axis(self, tensor: Tensor, axis: IterVar) -> Tensor:
         """Split one of ``tensor``'s reduction axes off as a new stage's spatial axis:

@@ -14,7 +14,7 @@ from tensorc.ir import expr as E
 from tensorc.ir.bounds import loop_extents
 from tensorc.ir.loop import Buffer, flat_index
 from tensorc.ir.schedule import Schedule, Stage
-from tensorc.ir.te import ComputeOp, Tensor, is_static, post_order
+from tensorc.ir.te import ComputeOp, Tensor, hint, is_static, post_order
 from tensorc.ops.registry import Template
 from tensorc.ops.space import Knob, SearchSpace
 from tensorc.ops.symbolic import schedule_symbolic_injective
@@ -431,11 +431,11 @@ def _row_reduction(t: Tensor, lanes: int) -> bool:
     if not op.reduce_axis or not isinstance(op.body, E.Reduce) or \
             op.body.combiner not in _ROW_COMBINERS:
         return False
-    if t.shape and t.shape[-1] >= lanes:
+    if t.shape and hint(t.shape[-1]) >= lanes:
         return False
     total = 1
     for iv in op.reduce_axis:
-        total *= iv.extent
+        total *= hint(iv.extent)
     if total < lanes:
         return False
     inner = op.reduce_axis[-1].var
@@ -485,7 +485,7 @@ def reduce_in_row(target: Target, sch: Schedule, reduction: Tensor, parent: Stag
 def _row_registers(reduction: Tensor, lanes: int) -> int:
     """Registers of partial results for a row reduction (see ROW_REGISTERS)."""
     registers = ROW_REGISTERS
-    total = math.prod(iv.extent for iv in reduction.op.reduce_axis)
+    total = math.prod(hint(iv.extent) for iv in reduction.op.reduce_axis)
     while registers > 1 and total < 8 * registers * lanes:
         registers //= 2
     return registers

@@ -5,6 +5,8 @@ The frontend expresses opset < 13 versions (which flatten to 2-D at ``axis``) wi
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tensorc.ir import expr as E
@@ -168,19 +170,22 @@ def _row_space(target: Target, out: te.Tensor, anchor: te.Tensor, attrs: dict
     # vectorized nor reduced in vectors, and a small tensor never runs on threads
     knobs = []
     lanes = target.vector_lanes(out.dtype)
-    rows, width = int(np.prod(out.shape[:-1])), out.shape[-1]
+    shape = te.hint_shape(out.shape)        # symbolic dims at their hints
+    rows, width = math.prod(shape[:-1]), shape[-1]
     if width >= lanes:
         knobs += [Knob("rfactor", (True, False), True, "row reductions in vector partial "
                        "results"),
                   Knob("vectorize", (True, False), True, "the finishing pass in vectors")]
-    if np.prod(out.shape) >= PARALLEL_MIN_ELEMENTS:
+    if math.prod(shape) >= PARALLEL_MIN_ELEMENTS:
         knobs.append(Knob("parallel", (True, False), True, "rows on threads"))
-    groups = tuple(g for g in ROW_GROUPS if out.shape[-2] % g == 0)
+    groups = tuple(g for g in ROW_GROUPS if isinstance(out.shape[-2], int) and
+                   out.shape[-2] % g == 0) or (1,)
     if len(groups) > 1:
         default = max(g for g in groups if g == 1 or g * width <= GROUP_ELEMENTS)
         knobs.append(Knob("row_group", groups, default, "rows per step of the row loop, "
                           "their reductions interleaved"))
-    if rows > 1 and width >= lanes and anchor.op.name != "hardmax_index":
+    if rows > 1 and width >= lanes and anchor.op.name != "hardmax_index" and \
+            isinstance(out.shape[-1], int):     # (a prefetch a fixed number of rows ahead)
         knobs.append(Knob("prefetch", (True, False), True, "the pass that computes exp "
                           "asks for the next rows of the input"))
     return SearchSpace(knobs, name="softmax rows") if knobs else EMPTY
@@ -204,9 +209,10 @@ def _row_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tens
     if group > 1:       # (the last row axis split: bounds inference narrows through fuse)
         rows[-1], _ = st.split(rows[-1], group)
     row = st.fuse(*rows)
-    if out.shape[-1] >= lanes and config["vectorize"]:
+    shape = te.hint_shape(out.shape)        # symbolic dims at their hints
+    if shape[-1] >= lanes and config["vectorize"]:
         st.vectorize(st.split(col, lanes)[1])
-    if np.prod(out.shape) >= PARALLEL_MIN_ELEMENTS and config["parallel"]:
+    if math.prod(shape) >= PARALLEL_MIN_ELEMENTS and config["parallel"]:
         st.parallel(row)
     ahead = group * out.shape[-1] if config["prefetch"] else 0
     kept_exp = any(getattr(stage.op, "tag", "") == "anchor:softmax_exp" for stage in sch.stages)
@@ -223,7 +229,7 @@ def _row_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tens
                 _prefetch_ahead(walk, walk.reduce_axis[0], out, ahead, walk.tensor.shape[-1])
         elif tag == "anchor:softmax_exp":
             stage.compute_at(st, row)        # the row's exp values, once
-            if out.shape[-1] >= lanes and config["vectorize"]:
+            if shape[-1] >= lanes and config["vectorize"]:
                 step, inner = stage.split(stage.op_axis[-1], lanes)
                 stage.vectorize(inner)
                 if ahead:
@@ -241,4 +247,4 @@ def _prefetch_ahead(stage, step, out: te.Tensor, elements: int, per_step: int) -
 
 
 for _op in (softmax, log_softmax, hardmax):
-    _op.schedule(_row_schedule, space=_row_space)
+    _op.schedule(_row_schedule, space=_row_space, symbolic=True)

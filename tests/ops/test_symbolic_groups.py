@@ -70,7 +70,7 @@ def test_softmax_over_symbolic_row_length():
     batch, seq = dim_var("batch"), dim_var("seq")
     x = te.placeholder((batch, 4, seq, seq), name="scores")
     out = get_op("softmax").compute_fn({"axis": 3}, x)
-    kernel = _build([x], out, anchor=out)
+    kernel = _build([x], out, anchor=out, op="softmax", attrs={"axis": 3})
     rng = np.random.default_rng(2)
     for b, s in [(1, 1), (1, 7), (2, 16), (3, 33)]:
         a = rng.standard_normal((b, 4, s, s)).astype("float32")
