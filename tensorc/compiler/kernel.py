@@ -7,7 +7,8 @@ the same kernel.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import contextlib
+from dataclasses import dataclass, field
 from typing import Mapping
 
 from tensorc.compiler.timing import CompileTimes
@@ -32,6 +33,12 @@ class Kernel:
     func: PrimFunc
     group: FusedGroup
     key: tuple
+    # over symbolic dims: (condition on the dims, kernel) pairs tried before ``func``, each
+    # scheduled for the dims' values where its condition holds (compiler/variants.py)
+    variants: list = field(default_factory=list)
+
+    def funcs(self) -> list[PrimFunc]:
+        return [*(f for _, f in self.variants), self.func]
 
 
 def inlined_scalar(v: Value, graph: Graph) -> bool:
@@ -87,7 +94,8 @@ def schedule_group(group: FusedGroup, graph: Graph, target: Target, name: str,
     dims, the schedule chooses at ``hints`` (by dim name; te.hint), and a template that does
     not take symbolic shapes yet gives way to the generic one (ops/symbolic.py)."""
     times = times if times is not None else CompileTimes()
-    with times.phase("scheduling", name), te.dim_hints(hints or {}):
+    hinted = te.dim_hints(hints) if hints is not None else contextlib.nullcontext()
+    with times.phase("scheduling", name), hinted:
         params, out, anchor = group_to_te(group, graph)
         sch = create_schedule(out)
         # everything but the anchor and the output is computed inline

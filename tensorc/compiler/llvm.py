@@ -24,7 +24,9 @@ from tensorc.compiler.timing import CompileTimes
 from tensorc.frontend.model import import_model
 from tensorc.ir.dims import as_expr, dim_var, is_symbolic
 from tensorc.ir.graph import Graph
-from tensorc.ir.loop import Buffer, KernelCall, PrimFunc, format_func, seq
+from tensorc.ir.loop import (
+    Buffer, IfThenElse, KernelCall, PrimFunc, Stmt, format_func, seq,
+)
 from tensorc.passes.graph.plan_memory import MemoryPlan
 from tensorc.runtime.module import Module
 from tensorc.target import Target
@@ -65,7 +67,11 @@ def make_entry(graph: Graph, kernels: list[Kernel], plan: MemoryPlan) -> PrimFun
                 args.append((arena, offset))
             else:
                 args.append((by_kind[place.kind][place.index], offset))
-        calls.append(KernelCall(kernel.func.name, args, list(kernel.func.dims)))
+        call: Stmt = KernelCall(kernel.func.name, args, list(kernel.func.dims))
+        for condition, variant in reversed(kernel.variants):    # the first that holds runs
+            call = IfThenElse(condition, KernelCall(variant.name, args, list(variant.dims)),
+                              call)
+        calls.append(call)
     return PrimFunc(ENTRY, [*inputs, *outputs, pool, arena], seq(*calls) if calls else seq(),
                     dims=dims)
 
@@ -89,7 +95,7 @@ def compile_graph(graph: Graph, target: Target, progress: Progress | None = None
 
 def distinct_funcs(lowered: Lowered) -> list[PrimFunc]:
     """Each distinct kernel's PrimFunc once, in the order of first use."""
-    return list({k.func.name: k.func for k in lowered.kernels}.values())
+    return list({f.name: f for k in lowered.kernels for f in k.funcs()}.values())
 
 
 def emit_llvm_ir(lowered: Lowered, entry: PrimFunc, target: Target,
@@ -188,9 +194,10 @@ def inspect_llvm(graph: Graph, target: Target, stage: str) -> str:
     if stage == "loops":
         seen, parts = set(), []
         for k in compiled.kernels:
-            if k.func.name not in seen:
-                seen.add(k.func.name)
-                parts.append(format_func(k.func))
+            for f in k.funcs():
+                if f.name not in seen:
+                    seen.add(f.name)
+                    parts.append(format_func(f))
         parts.append(format_func(compiled.entry))
         return "\n".join(parts)
     return optimized_llvm_ir(compiled, target)

@@ -16,6 +16,7 @@ from typing import Callable, Mapping
 
 from tensorc.compiler.kernel import Kernel, inlined_scalar, schedule_group, workload_key
 from tensorc.compiler.timing import GRAPH_PASS, CompileTimes
+from tensorc.compiler.variants import small_dims_variants
 from tensorc.ir import te
 from tensorc.ir.graph import Graph, Value
 from tensorc.ir.loop import PrimFunc
@@ -70,6 +71,7 @@ def build_kernels(graph: Graph, groups: list[FusedGroup], target: Target,
     template's default. ``times`` collects each kernel's seconds by phase."""
     kernels: list[Kernel] = []
     by_key: dict[tuple, PrimFunc] = {}
+    variants: dict[tuple, list] = {}
     # views move no data, and an empty output needs no kernel
     work = [g for g in groups if not g.view and not _empty(g.output.type.size)]
     for n, group in enumerate(work, 1):
@@ -88,7 +90,8 @@ def build_kernels(graph: Graph, groups: list[FusedGroup], target: Target,
             if configs is not None and not func.attrs["config"]:
                 configs.untunable(key)      # no knobs: nothing a log could hold for it
             by_key[key] = func
-        kernels.append(Kernel(func, group, key))
+            variants[key] = small_dims_variants(group, graph, target, func, times)
+        kernels.append(Kernel(func, group, key, variants[key]))
     return kernels
 
 
