@@ -7,6 +7,7 @@ input's storage, which then lives as long as the view does.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -134,21 +135,36 @@ def _allocate_symbolic(v: Value, size, places: dict, live: list, arena_size):
     dims' ranges prove clear of every live block at every run; else above all of them (the
     maximum of their ends, evaluated at run time). Offsets and the arena's size are then
     expressions that the runtime evaluates for each run's dims."""
-    candidates = [0, *[off + sz for off, sz, _ in live]]
-    candidates.sort(key=te.hint)
+    blocks = [_block(off, sz) for off, sz, _ in live]      # (off, end, hint off, hint end)
+    need = te.hint(size)
+    candidates = sorted([(0, 0), *((end, he) for _, end, _, he in blocks)],
+                        key=lambda c: c[1])
     at = None
-    for c in candidates:
-        if all(decide("le", c + size, off) is True or decide("le", off + sz, c) is True
-               for off, sz, _ in live):
+    for c, h in candidates:
+        # clear at the hints (cheap) before proven clear at every run
+        if any(h + need > ho and he > h for _, _, ho, he in blocks):
+            continue
+        end = c + size
+        if all(decide("le", end, off) is True or decide("le", blk_end, c) is True
+               for off, blk_end, _, _ in blocks):
             at = c
             break
     if at is None:
         at = 0
-        for off, sz, _ in live:
-            at = dim_max(at, off + sz)
+        for _, blk_end, _, _ in blocks:
+            at = dim_max(at, blk_end)
     places[v] = Place("arena", 0, at)
     live.append((at, size, v))
     return dim_max(arena_size, at + size)
+
+
+@functools.lru_cache(maxsize=4096)
+def _block(off, size) -> tuple:
+    """A live block's offset and end, and their values at the hints (Dims hash by value:
+    the arithmetic runs once per block, not once per candidate). The hint values only order
+    and prune the candidates: a place is taken only where decide() proves it clear."""
+    end = off + size
+    return off, end, te.hint(off), te.hint(end)
 
 
 def _check_arena(arena_size) -> None:
