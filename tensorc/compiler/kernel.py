@@ -15,6 +15,8 @@ from tensorc.compiler.timing import CompileTimes
 from tensorc.errors import TensorcError
 from tensorc.ir import expr as E
 from tensorc.ir import te
+from tensorc.ir.dims import bounds as dim_bounds
+from tensorc.ir.dims import dim_var, is_symbolic
 from tensorc.ir.graph import Graph, Value
 from tensorc.ir.loop import PrimFunc
 from tensorc.ir.lower import lower
@@ -46,8 +48,11 @@ def inlined_scalar(v: Value, graph: Graph) -> bool:
     return v in graph.constants and v.type.size == 1
 
 
-def group_to_te(group: FusedGroup, graph: Graph):
-    """Tensor expressions of a group: placeholders for its inputs, one compute per node."""
+def group_to_te(group: FusedGroup, graph: Graph, kernel_dims: dict | None = None):
+    """Tensor expressions of a group: placeholders for its inputs, one compute per node.
+    With ``kernel_dims`` (a dict it fills), each compound symbolic dim of an input
+    (``(H - 1)//4 + 1``) is a dim of the kernel's own (``d.0``), whose value its caller
+    computes: the kernel's index arithmetic then reads one parameter, not the expression."""
     tensors: dict[Value, te.Tensor] = {}
     params: list[te.Tensor] = []
     for k, v in enumerate(group.inputs):
@@ -56,9 +61,32 @@ def group_to_te(group: FusedGroup, graph: Graph):
             c = E.Const(value, v.type.dtype)
             tensors[v] = te.compute(v.type.shape, lambda *i, c=c: c, name=f"scalar{k}")
             continue
-        t = te.placeholder(v.type.shape, v.type.dtype, name=f"in{k}")
+        shape = v.type.shape if kernel_dims is None else \
+            tuple(_kernel_dim(d, kernel_dims) for d in v.type.shape)
+        t = te.placeholder(shape, v.type.dtype, name=f"in{k}")
         tensors[v] = t
         params.append(t)
+    with _kernel_table(graph, kernel_dims or {}):
+        out, anchor = _computes(group, tensors)
+    return params, out, anchor
+
+
+@contextlib.contextmanager
+def _kernel_table(graph: Graph, kernel_dims: dict):
+    """With kernel dims, the shape rules that computes call decide on a copy of the graph's
+    dim table that knows them (their ranges their expressions'), and record into it."""
+    if not kernel_dims:
+        yield
+        return
+    table = graph.dims.copy()
+    for n, d in kernel_dims.items():
+        lo, hi = dim_bounds(d)
+        table.ranges[n] = (lo if lo is not None else 0, hi)
+    with table.active():
+        yield
+
+
+def _computes(group: FusedGroup, tensors: dict):
     anchor = None
     for node in group.nodes:
         opdef = get_op(node.op)
@@ -68,7 +96,19 @@ def group_to_te(group: FusedGroup, graph: Graph):
         tensors[node.outputs[0]] = out
         if node is group.anchor:
             anchor = out
-    return params, tensors[group.output], anchor
+    return tensors[group.output], anchor
+
+
+def _kernel_dim(d, kernel_dims: dict):
+    """``d``, or for a compound symbolic dim the kernel dim standing for it."""
+    if not is_symbolic(d) or d.is_name:
+        return d
+    for name, expr in kernel_dims.items():
+        if expr == d:
+            return dim_var(name)
+    name = f"d.{len(kernel_dims)}"
+    kernel_dims[name] = d
+    return dim_var(name)
 
 
 def group_template(group: FusedGroup, target: Target) -> Template:
@@ -95,8 +135,12 @@ def schedule_group(group: FusedGroup, graph: Graph, target: Target, name: str,
     not take symbolic shapes yet gives way to the generic one (ops/symbolic.py)."""
     times = times if times is not None else CompileTimes()
     hinted = te.dim_hints(hints) if hints is not None else contextlib.nullcontext()
-    with times.phase("scheduling", name), hinted:
-        params, out, anchor = group_to_te(group, graph)
+    with times.phase("scheduling", name), hinted, contextlib.ExitStack() as stack:
+        kernel_dims: dict = {}
+        params, out, anchor = group_to_te(group, graph, kernel_dims)
+        # a kernel dim's hint is its expression's at the dims' hints
+        own = {n: te.hint(d) for n, d in kernel_dims.items()}
+        stack.enter_context(te.dim_hints({**te.current_hints(), **own}))
         sch = create_schedule(out)
         # everything but the anchor and the output is computed inline
         anchor_stages = _anchor_stages(sch, anchor)
@@ -118,7 +162,8 @@ def schedule_group(group: FusedGroup, graph: Graph, target: Target, name: str,
         func = lower(sch, [*params, out], name)
     with times.phase("loop passes", name):
         func = loop_passes.optimize(func)
-    func.attrs.update(config=config, trace=list(sch.trace))
+    # the kernel dims' values, for its callers (compiler/llvm.py's entry)
+    func.attrs.update(config=config, trace=list(sch.trace), dim_values=kernel_dims)
     return func
 
 

@@ -67,13 +67,20 @@ def make_entry(graph: Graph, kernels: list[Kernel], plan: MemoryPlan) -> PrimFun
                 args.append((arena, offset))
             else:
                 args.append((by_kind[place.kind][place.index], offset))
-        call: Stmt = KernelCall(kernel.func.name, args, list(kernel.func.dims))
+        call: Stmt = KernelCall(kernel.func.name, args, _dim_args(kernel.func))
         for condition, variant in reversed(kernel.variants):    # the first that holds runs
-            call = IfThenElse(condition, KernelCall(variant.name, args, list(variant.dims)),
+            call = IfThenElse(condition, KernelCall(variant.name, args, _dim_args(variant)),
                               call)
         calls.append(call)
     return PrimFunc(ENTRY, [*inputs, *outputs, pool, arena], seq(*calls) if calls else seq(),
                     dims=dims)
+
+
+def _dim_args(func: PrimFunc) -> list:
+    """The values a kernel's dims take in the entry: a graph dim itself, a kernel dim the
+    expression of graph dims it stands for (compiler/kernel.py)."""
+    own = func.attrs.get("dim_values", {})
+    return [as_expr(own[v.name]) if v.name in own else v for v in func.dims]
 
 
 def compile_graph(graph: Graph, target: Target, progress: Progress | None = None,

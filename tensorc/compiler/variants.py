@@ -15,6 +15,7 @@ from __future__ import annotations
 from tensorc.compiler.kernel import schedule_group
 from tensorc.compiler.timing import CompileTimes
 from tensorc.ir import expr as E
+from tensorc.ir.dims import as_expr
 from tensorc.ir.graph import Graph
 from tensorc.ir.loop import PrimFunc
 from tensorc.passes.graph.fuse import FusedGroup
@@ -35,5 +36,8 @@ def small_dims_variants(group: FusedGroup, graph: Graph, target: Target, func: P
                            hints={v.name: SMALL_HINT for v in func.dims})
     if small.attrs["trace"] == func.attrs["trace"]:
         return []
-    condition = E.all_of(*[E.Compare("le", v, E.const(SMALL_MAX)) for v in func.dims])
+    # over the caller's dims: a kernel dim stands for an expression of them
+    own = func.attrs.get("dim_values", {})
+    condition = E.all_of(*[E.Compare("le", as_expr(own[v.name]) if v.name in own else v,
+                                     E.const(SMALL_MAX)) for v in func.dims])
     return [(condition, small)]

@@ -60,6 +60,11 @@ def dim_hints(values: Mapping[str, int]) -> Iterator[None]:
         _HINTS.reset(token)
 
 
+def current_hints() -> dict[str, int]:
+    """The hints in force (by dim name)."""
+    return dict(_HINTS.get() or {})
+
+
 def hint(extent) -> int:
     """An extent's value for a schedule's choices: itself where it is an int, else the
     expression evaluated at the dims' hints."""

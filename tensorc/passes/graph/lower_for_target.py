@@ -144,6 +144,8 @@ def _split_groups(g: Graph, conv: Node) -> bool:
 
 def _lower_conv(g: Graph, conv: Node, readers: Readers) -> list[Value] | None:
     x, w = conv.inputs
+    if _symbolic_gemm_conv(g, conv):
+        return [_conv_as_im2col_gemm(g, conv)]
     if _split_groups(g, conv):
         if _bias_add(conv, readers) is not None:
             return None             # split where its bias is added (_grouped_conv_with_bias)
@@ -152,6 +154,29 @@ def _lower_conv(g: Graph, conv: Node, readers: Readers) -> list[Value] | None:
             any(k > 1 for k in w.type.shape[2:]):    # (a pointwise one runs as a GEMM as it is)
         return [_conv3d_as_conv2d(g, conv)]
     return None
+
+
+def _symbolic_gemm_conv(g: Graph, conv: Node) -> bool:
+    """A dense 2-D float conv with constant OIHW weights over symbolic dims: its templates
+    take static shapes, the matmul template symbolic ones (ops/nn/im2col.py)."""
+    x, w = conv.inputs
+    return not x.type.is_static and x.type.ndim == 4 and conv.attrs["groups"] == 1 and \
+        g.is_constant(w) and w.type.ndim == 4 and x.type.dtype in ("float32", "float64") \
+        and not any(k in conv.attrs for k in ("kernel_block", "winograd", "layout_block"))
+
+
+def _conv_as_im2col_gemm(g: Graph, conv: Node) -> Value:
+    """conv(x, W) as W[F, C*KH*KW] @ im2col(x)[N, C*KH*KW, OH*OW], reshaped to
+    [N, F, OH, OW]."""
+    x, w = conv.inputs
+    builder = _Builder(g, conv.name)
+    filters, channels, kh, kw = w.type.shape
+    weights = builder.reshape(w, (filters, channels * kh * kw))
+    patches = builder.emit("im2col", [x], kernel=(kh, kw), strides=tuple(conv.attrs["strides"]),
+                           pads=tuple(conv.attrs["pads"]),
+                           dilations=tuple(conv.attrs["dilations"]))
+    product = builder.emit("matmul", [weights, patches])
+    return builder.reshape(product, conv.outputs[0].type.shape)
 
 
 def _bias_add(conv: Node, readers: Readers) -> Node | None:
