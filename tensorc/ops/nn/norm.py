@@ -9,6 +9,8 @@ lrn{size, alpha, beta, bias}: x / (bias + alpha / size * sum of squares of nearb
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tensorc.errors import ShapeError
@@ -18,6 +20,7 @@ from tensorc.ir.schedule import Schedule
 from tensorc.ir.types import TensorType
 from tensorc.ops.reduce import reduce_over
 from tensorc.ops.registry import Pattern, define
+from tensorc.ops.symbolic import schedule_generic
 from tensorc.ops.schedules import (
     PARALLEL_MIN_ELEMENTS,
     clamp,
@@ -139,7 +142,10 @@ def _normalize_reference(attrs: dict, x: np.ndarray) -> list[np.ndarray]:
 def _normalize_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
     axes, mode = tuple(attrs["axes"]), attrs["mode"]
     groups = attrs.get("groups", 1)
-    count = int(np.prod([x.shape[a] for a in axes])) // groups
+    count = te.extent_of(math.prod(x.shape[a] for a in axes) // groups)
+    # 1 / count: a constant, or over symbolic axes computed at run time
+    inverse_count = E.Const(1.0 / count, x.dtype) if isinstance(count, int) else \
+        E.Const(1.0, x.dtype) / E.cast(x.dtype, count)
     eps = E.Const(attrs["epsilon"], x.dtype)
     one, zero = E.Const(1, x.dtype), E.Const(0, x.dtype)
     source, out_shape = x, x.shape
@@ -159,7 +165,7 @@ def _normalize_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
         total = reduce_over(source, axes, True, "sum", name="norm_sum", tag="anchor:norm_sum")
 
         def mean(index):
-            return t_at(total, index) * E.Const(1.0 / count, x.dtype)
+            return t_at(total, index) * inverse_count
 
         def t_at(t: te.Tensor, index: tuple) -> E.Expr:      # a row statistic, by source index
             return t[tuple(E.const(0) if d in axes else i for d, i in enumerate(index))]
@@ -168,21 +174,21 @@ def _normalize_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
                           name="norm_var", tag="anchor:norm_var")
         if mode == "layer":
             inv = te.compute(dev.shape, lambda *o: one / E.call(
-                "sqrt", dev[o] * E.Const(1.0 / count, x.dtype) + eps),
+                "sqrt", dev[o] * inverse_count + eps),
                 name="norm_inv", tag="anchor:norm_inv")
         else:
             inv = te.compute(dev.shape, lambda *o: one / (E.call(
-                "sqrt", dev[o] * E.Const(1.0 / count, x.dtype)) + eps),
+                "sqrt", dev[o] * inverse_count) + eps),
                 name="norm_inv", tag="anchor:norm_inv")
-        return te.compute(out_shape, lambda *i: (x[i] - stat(total, i) * E.Const(
-            1.0 / count, x.dtype)) * stat(inv, i), name="normalize")
+        return te.compute(out_shape, lambda *i: (x[i] - stat(total, i) * inverse_count) *
+                          stat(inv, i), name="normalize")
     squares = mode != "l1"
     total = reduce_over(source, axes, True, "sum",
                         lambda index, v: v * v if squares else E.call("fabs", v),
                         name="norm_sum", tag="anchor:norm_sum")
     if mode == "rms":
         inv = te.compute(total.shape, lambda *o: one / E.call(
-            "sqrt", total[o] * E.Const(1.0 / count, x.dtype) + eps),
+            "sqrt", total[o] * inverse_count + eps),
             name="norm_inv", tag="anchor:norm_inv")
     else:
         def reciprocal(*o):
@@ -192,7 +198,7 @@ def _normalize_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
     return te.compute(x.shape, lambda *i: x[i] * stat(inv, i), name="normalize")
 
 
-@normalize.schedule
+@normalize.schedule(symbolic=True)
 def _normalize_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
                         attrs: dict, config) -> None:
     """Over trailing axes (layer, instance, group norm): one row per leading index, rows in
@@ -201,21 +207,27 @@ def _normalize_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: t
     axes = tuple(attrs["axes"])
     ndim = len(out.shape)
     st = sch[out]
+    groups = attrs.get("groups", 1)
+    if not te.is_static(out.shape) and (groups != 1 or axes != tuple(range(axes[0], ndim))
+                                        or axes[0] == 0):
+        schedule_generic(target, sch, out, anchor, attrs)   # (over symbolic dims)
+        return
     if axes != tuple(range(axes[0], ndim)) or axes[0] == 0:
         schedule_injective(target, sch, out)
         return
     leading, trailing = st.op_axis[:axes[0]], st.op_axis[axes[0]:]
-    groups = attrs.get("groups", 1)
     if groups != 1:       # rows are (n, channel group): split the channel axis
         group, channel = st.split(trailing[0], out.shape[1] // groups)
         leading, trailing = [*leading, group], [channel, *trailing[1:]]
     row = st.fuse(*leading) if len(leading) > 1 else leading[0]
     col = st.fuse(*trailing) if len(trailing) > 1 else trailing[0]
-    width = int(np.prod(out.shape[axes[0]:])) // groups
+    # symbolic dims at their hints (a symbolic row: whole vectors and a guarded tail)
+    width = math.prod(te.hint_shape(out.shape[axes[0]:])) // groups
     lanes = target.vector_lanes(out.dtype)
     if width >= lanes:
-        st.vectorize(st.split(col, vector_block(width, lanes))[1])
-    if np.prod(out.shape) >= PARALLEL_MIN_ELEMENTS:
+        block = vector_block(width, lanes) if te.is_static(out.shape[axes[0]:]) else lanes
+        st.vectorize(st.split(col, block)[1])
+    if math.prod(te.hint_shape(out.shape)) >= PARALLEL_MIN_ELEMENTS:
         st.parallel(row)
     for stage in list(sch.stages):  # producers first: each lands inside its reader's row
         tag = getattr(stage.op, "tag", "")
