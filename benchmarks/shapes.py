@@ -34,6 +34,7 @@ import tensorc  # noqa: E402
 from benchmarks.common import format_table, geomean  # noqa: E402
 from models.symbolic import SYMBOLIC_MODELS  # noqa: E402
 from tensorc.benchmark import time_alternating  # noqa: E402
+from tensorc.errors import TensorcError  # noqa: E402
 from tensorc.frontend.model import import_model  # noqa: E402
 from tensorc.reference import onnxruntime_session, run_session  # noqa: E402
 
@@ -44,30 +45,52 @@ ODD_SIZES = (3, 7, 13, 17, 31, 37, 61, 97, 127)
 DRAW_MAX = 127
 
 
-def dim_ranges(model) -> dict[str, tuple[int, int | None]]:
-    """Each symbolic dim's range, with the lower bounds the model implies (a window that must
-    fit: an OCR line at least 4 wide)."""
+def dim_table(model):
+    """The model's dim table: each symbolic dim's range (with the lower bounds the model
+    implies: an OCR line at least 4 wide) and the constraints a run must meet."""
     _, graph = import_model(model, None, symbolic=True)
-    return {var.name: bounds for var, bounds in graph.dims.bounds().items()
-            if var.name in graph.dims.symbols}
+    return graph.dims
 
 
-def draw_shapes(ranges: dict, count: int, rng: random.Random) -> list[dict[str, int]]:
-    """``count`` assignments of the dims: the first at each range's low end (1, or 0 where
-    the range starts there), the second at the high end where finite, the rest from
-    ODD_SIZES within range."""
-    lows = {n: lo for n, (lo, _) in ranges.items()}
-    shapes = [lows]
+def _valid(model, table, dims: dict[str, int]) -> bool:
+    try:
+        table.check(concrete_inputs(model, dims))
+    except TensorcError:
+        return False
+    return True
+
+
+def draw_shapes(model, table, count: int, rng: random.Random) -> list[dict[str, int]]:
+    """``count`` assignments of the dims that the model's constraints admit: the first at
+    each range's low end (1, or 0 where the range starts there; the next values the model
+    admits where it does not), the second at the high end where finite, the rest from
+    ODD_SIZES within range (and other sizes where no odd one is admitted: a detector whose
+    map must halve evenly)."""
+    ranges = {var.name: bounds for var, bounds in table.bounds().items()
+              if var.name in table.symbols}
+    shapes: list[dict[str, int]] = []
+    low = {n: lo for n, (lo, _) in ranges.items()}
+    for step in range(DRAW_MAX):
+        pick = {n: v + step for n, v in low.items()}
+        if _valid(model, table, pick):
+            shapes.append(pick)
+            break
     if any(hi is not None for _, hi in ranges.values()):
-        shapes.append({n: hi if hi is not None else min(DRAW_MAX, max(lo, 17))
-                       for n, (lo, hi) in ranges.items()})
-    while len(shapes) < count:
+        high = {n: hi if hi is not None else min(DRAW_MAX, max(lo, 17))
+                for n, (lo, hi) in ranges.items()}
+        if _valid(model, table, high):
+            shapes.append(high)
+    sizes = list(ODD_SIZES) + list(range(2, DRAW_MAX + 1))
+    for _ in range(2000):
+        if len(shapes) >= count:
+            break
         pick = {}
         for n, (lo, hi) in ranges.items():
             top = hi if hi is not None else DRAW_MAX
-            choices = [s for s in ODD_SIZES if lo <= s <= top] or [lo]
-            pick[n] = rng.choice(choices)
-        if pick not in shapes:
+            odd = [s for s in ODD_SIZES if lo <= s <= top]
+            pick[n] = rng.choice(odd) if odd and rng.random() < 0.8 else \
+                rng.choice([s for s in sizes if lo <= s <= top] or [lo])
+        if pick not in shapes and _valid(model, table, pick):
             shapes.append(pick)
     return shapes[:count]
 
@@ -104,7 +127,7 @@ def run(names: list[str], count: int, seed: int, threads: list[int], seconds: fl
         symbolic = tensorc.compile(model, cache=False)
         symbolic_compile = time.perf_counter() - start
         static_compiles, entries = [], []
-        for k, dims in enumerate(draw_shapes(dim_ranges(model), count, rng)):
+        for k, dims in enumerate(draw_shapes(model, dim_table(model), count, rng)):
             shapes = concrete_inputs(model, dims)
             start = time.perf_counter()
             static = tensorc.compile(model, input_shapes=shapes, cache=False)
@@ -114,9 +137,9 @@ def run(names: list[str], count: int, seed: int, threads: list[int], seconds: fl
                 symbolic.num_threads = static.num_threads = n
                 session = onnxruntime_session(model, num_threads=n)
                 timings = time_alternating({
-                    "symbolic": lambda: symbolic.run(feeds),
-                    "static": lambda: static.run(feeds),
-                    "onnxruntime": lambda: run_session(session, feeds),
+                    "symbolic": lambda m=symbolic, f=feeds: m.run(f),
+                    "static": lambda m=static, f=feeds: m.run(f),
+                    "onnxruntime": lambda s=session, f=feeds: run_session(s, f),
                 }, seconds=seconds)
                 ms = {k: t.median_ms for k, t in timings.items()}
                 entries.append({"dims": dims, "threads": n, **ms})
