@@ -28,9 +28,17 @@ from tensorc.target import Target
 
 @dataclass
 class Kernel:
-    func: PrimFunc
+    """One kernel call of a model: the group it computes, its workload key, and its scheduled
+    loop IR (None where its object code came from the kernel cache, unscheduled)."""
+    func: PrimFunc | None
     group: FusedGroup
     key: tuple
+    name: str = ""          # what reports call it (k3_conv...); func.name by default
+    symbol: str = ""        # the function the entry calls; name by default
+
+    def __post_init__(self) -> None:
+        self.name = self.name or self.func.name
+        self.symbol = self.symbol or self.name
 
 
 def inlined_scalar(v: Value, graph: Graph) -> bool:

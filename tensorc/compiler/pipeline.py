@@ -125,7 +125,7 @@ def kernel_infos(lowered: Lowered) -> list[KernelInfo]:
         group = kernel.group
         inputs = [v for v in group.inputs if not inlined_scalar(v, graph)]
         out = group.output
-        infos.append(KernelInfo(kernel.func.name, tuple(n.op for n in group.nodes),
+        infos.append(KernelInfo(kernel.name, tuple(n.op for n in group.nodes),
                                 tuple(out.type.shape), out.type.dtype,
                                 sum(node_flops(n) for n in group.nodes),
                                 bytes_moved(inputs, out),

@@ -43,21 +43,34 @@ LANE_PADDING = 64        # elements past a local block's end, for masked-off vec
 TIMESPEC = ir.LiteralStructType([I64, I64])      # struct timespec {tv_sec; tv_nsec} on x86-64
 
 
-class LLVMCodegen:
-    """Builds one LLVM module from PrimFuncs."""
+# How a module holds the run's state (thread count, status, the call running, the bad index
+# and size): "own" (one module with every kernel and the entry: internal globals), "define"
+# (the entry's module when each kernel has a module of its own: it defines them, exported) or
+# "declare" (a kernel's own module: it uses the entry module's).
+STATE_LINKAGE = ("own", "define", "declare")
 
-    def __init__(self, target: Target, name: str = "tensorc"):
+
+class LLVMCodegen:
+    """Builds one LLVM module from PrimFuncs; ``state`` (see STATE_LINKAGE) says whether the
+    module is the whole program, or the entry or one kernel of a program linked from several
+    objects (compiler/kernel_objects.py)."""
+
+    def __init__(self, target: Target, name: str = "tensorc", state: str = "own"):
         _init_llvm()
+        if state not in STATE_LINKAGE:
+            raise ValueError(f"state must be one of {STATE_LINKAGE}, got {state!r}")
         self.target = target
+        self.state = state
         self.module = ir.Module(name)
         self.module.triple = target.triple
         self.num_threads = self._global_i32("tensorc_num_threads")
         self.status = self._global_i32("tensorc_status")
         self.current_call = self._global_i32("tensorc_call")   # the kernel call running
         self.bad_index = opaque(ir.GlobalVariable(self.module, I64, "tensorc_bad_index"))
-        self.bad_index.initializer = ir.Constant(I64, 0)
         self.bad_size = opaque(ir.GlobalVariable(self.module, I64, "tensorc_bad_size"))
-        self.bad_size.initializer = ir.Constant(I64, 0)
+        if state != "declare":
+            self.bad_index.initializer = ir.Constant(I64, 0)
+            self.bad_size.initializer = ir.Constant(I64, 0)
         self.functions: dict[str, ir.Function] = {}
         self.fs: FunctionState | None = None
         self.in_parallel = False        # emitting the body of an outlined parallel loop
@@ -69,9 +82,18 @@ class LLVMCodegen:
 
     def _global_i32(self, name: str) -> ir.GlobalVariable:
         var = opaque(ir.GlobalVariable(self.module, I32, name))
-        var.initializer = ir.Constant(I32, 0)
-        var.linkage = "internal"
+        if self.state != "declare":
+            var.initializer = ir.Constant(I32, 0)
+        if self.state == "own":
+            var.linkage = "internal"
         return var
+
+    def declare_kernel(self, name: str, num_params: int) -> ir.Function:
+        """A kernel defined in another module (``state="define"``), for the entry to call."""
+        fn = self.declare(name, VOID, [PTR] * num_params)
+        fn.attributes.add("nounwind")
+        self.functions[name] = fn
+        return fn
 
     def declare(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
         fn = self.module.globals.get(name)
