@@ -152,10 +152,12 @@ def compile_llvm_module(proto, graph: Graph, target: Target, start: float,
             progress(note)
         elif note:
             configs.warn()
+    # the source model is serialized when the module is first saved or checked: seconds for
+    # a model with large weights, which a compile that is never saved should not pay
     with times.phase("module creation"):
         mod = Module([entry_obj, *objects], ENTRY, input_signature(lowered),
                      output_signature(lowered), plan.const_pool, plan.arena_size,
-                     str(target), proto.SerializeToString(), info, kernel_infos(lowered),
+                     str(target), proto.SerializeToString, info, kernel_infos(lowered),
                      target.features)
     if num_threads is not None:
         mod.num_threads = num_threads

@@ -28,12 +28,13 @@ class Module(CompiledModule):
     """Native code for a whole model: one call into it per inference.
 
     Not safe to ``run`` from several threads at once (the arena is shared); use one Module per
-    thread.
+    thread. ``object_code``: one object, or the objects to link together; ``source_onnx``:
+    the model's bytes, a buffer, or a function that makes them when first needed.
     """
 
     def __init__(self, object_code: bytes | list[bytes], entry: str, inputs: Signature,
                  outputs: Signature, const_pool: np.ndarray, arena_size: int, target: str,
-                 source_onnx: bytes | None = None, info: dict | None = None,
+                 source_onnx=None, info: dict | None = None,
                  kernels: list | None = None, cpu_features: str = ""):
         super().__init__(inputs, outputs, const_pool, target, source_onnx, info)
         # the objects linked together: the entry's, then each kernel's (one object before)
@@ -66,11 +67,17 @@ class Module(CompiledModule):
 
     @property
     def source_onnx(self) -> bytes | None:
-        """The source ONNX model; a loaded module's is a view of the artifact until asked
-        for (copying a large model's weights would cost more than the rest of a load)."""
-        if self._source_onnx is not None and not isinstance(self._source_onnx, bytes):
-            self._source_onnx = bytes(self._source_onnx)
-        return self._source_onnx
+        """The source ONNX model. Made when first asked for: a loaded module holds a view of
+        the artifact, a compiled one may hold a function that serializes the model (for a
+        model with large weights, copying or serializing them would cost more than the rest
+        of a load, or seconds of a compile that is never saved)."""
+        source = self._source_onnx
+        if callable(source):
+            source = source()
+        if source is not None and not isinstance(source, bytes):
+            source = bytes(source)
+        self._source_onnx = source
+        return source
 
     @source_onnx.setter
     def source_onnx(self, value) -> None:
