@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from tensorc.codegen.llvm.expr_facts import ExprFacts
 from tensorc.codegen.llvm.function_state import FunctionState, opaque
 from tensorc.codegen.llvm.ir_types import I1, I8, I32, I64, PTR, VOID
 from tensorc.codegen.llvm.memory import VectorMemory
@@ -74,6 +75,7 @@ class LLVMCodegen:
         self.functions: dict[str, ir.Function] = {}
         self.fs: FunctionState | None = None
         self.in_parallel = False        # emitting the body of an outlined parallel loop
+        self.facts = ExprFacts()       # uses_var and linear_coeff, answered once each
         self.values = ValueOps(self)
         self.vectors = VectorLoops(self)
         self.memory = VectorMemory(self)
@@ -383,7 +385,7 @@ class LLVMCodegen:
     def expr(self, e: E.Expr, lanes: int | None = None) -> ir.Value:
         """Emit ``e``; inside a vector loop (``lanes`` set) values that depend on the loop
         variable are vectors, the others stay scalars."""
-        if lanes is not None and not E.uses_var(e, self.vectors.var) and \
+        if lanes is not None and not self.facts.uses_var(e, self.vectors.var) and \
                 not isinstance(e, E.Var):
             lanes = None
         b = self.b
