@@ -22,10 +22,12 @@ from onnx import helper
 
 import models
 import tensorc
+from tensorc.autotune.records import BestConfigs, workload_hash
 from tensorc.cli.main import main
 from tensorc.compiler import object_cache
 from tensorc.compiler import kernel_objects
 from tensorc.compiler.kernel_objects import kernel_jobs
+from tensorc.compiler.llvm import compile_model
 from tensorc.compiler.object_cache import STATS, ObjectCache, cached_emit_object, kernel_key
 from tensorc.compiler.pipeline import optimize_graph
 from tensorc.frontend.model import import_model
@@ -339,3 +341,30 @@ def test_processes_writing_one_entry_at_once_leave_a_whole_entry(tmp_path) -> No
     got = ObjectCache(tmp_path, 1 << 30).get("shared")
     assert got is not None and len(set(got)) == 1 and STATS["corrupt"] == 0
     assert not list(tmp_path.glob(".tmp-*"))
+
+
+def _configs_for(jobs: list, bogus: bool) -> BestConfigs:
+    """A tuning log's configs: none recorded, or for every kernel a config with a knob no
+    space has (rejected when scheduled; the default is used)."""
+    best = {workload_hash(job.workload): {"config": {"no_such_knob": 1}} for job in jobs} \
+        if bogus else {}
+    return BestConfigs(log="tune.jsonl", best=best)
+
+
+@pytest.mark.filterwarnings("ignore::tensorc.autotune.records.TuningLogNote")
+@pytest.mark.parametrize("bogus", [False, True])
+def test_a_cache_hit_tells_the_tuning_log_what_a_build_would(kernels, bogus) -> None:
+    """Untunable kernels and rejected configs are remembered with the object: a warm compile
+    reports the same tuning summary as the cold one."""
+    target = Target.host()
+    jobs = _jobs("lenet5", target)
+    path = str(models.path("lenet5"))
+    summaries = []
+    for _ in range(2):
+        STATS.clear()
+        mod = compile_model(path, target, configs=_configs_for(jobs, bogus))
+        summaries.append(mod.info["tuning"])
+    assert STATS["hits"] == len(jobs) + 1 and STATS["misses"] == 0     # the second compile
+    assert summaries[0] == summaries[1]
+    assert summaries[1]["rejected_configs"] == (len(jobs) if bogus else 0)
+    assert 0 < summaries[1]["default_kernels"] <= len(jobs)
