@@ -143,11 +143,11 @@ def build_objects(graph: Graph, jobs: list[KernelJob], target: Target, times: Co
     # the largest kernels first, so that no worker starts a long one last
     todo.sort(key=lambda k: -sum(node_flops(n) for n in jobs[k].group.nodes))
     start = time.perf_counter()
-    built = _build_in_pool(graph, jobs, todo, target) if len(todo) > 1 else {}
+    built, workers = _build_in_pool(graph, jobs, todo, target) if len(todo) > 1 else ({}, 1)
     for k in todo:
         if k not in built:          # a worker failed on it, or there was no pool
             built[k] = build_kernel(jobs[k], graph, target, isolate=True)
-    times.parallel = (min(len(todo), usable_cpus()), time.perf_counter() - start)
+    times.parallel = (workers, time.perf_counter() - start)
     for k, build in built.items():
         builds[k] = build
         for phase, seconds in build.phases.items():
@@ -166,12 +166,14 @@ def build_objects(graph: Graph, jobs: list[KernelJob], target: Target, times: Co
 
 
 def _build_in_pool(graph: Graph, jobs: list[KernelJob], todo: list[int], target: Target
-                   ) -> dict[int, KernelBuild]:
-    """The builds the pool's workers finished; the ones they failed on are left out."""
+                   ) -> tuple[dict[int, KernelBuild], int]:
+    """The builds the pool's workers finished (the ones they failed on are left out), and
+    how many workers it had (1: no pool)."""
     global _WORK
     workers = min(len(todo), usable_cpus())
-    if workers < 2:
-        return {}
+    # a daemonic process (a multiprocessing.Pool's worker) may not start processes
+    if workers < 2 or multiprocessing.current_process().daemon:
+        return {}, 1
     built: dict[int, KernelBuild] = {}
     _WORK = (graph, jobs, target)
     try:
@@ -183,9 +185,11 @@ def _build_in_pool(graph: Graph, jobs: list[KernelJob], todo: list[int], target:
                     built[futures[future]] = future.result()
                 except Exception:   # noqa: BLE001 (built again here, which names the error)
                     pass
+    except (OSError, AssertionError, RuntimeError):
+        pass        # no processes to be had (limits, a sandbox): what was built is kept
     finally:
         _WORK = None
-    return built
+    return built, workers
 
 
 # A cache entry: one JSON line (what the tuning log learns of the kernel), then the object

@@ -368,3 +368,24 @@ def test_a_cache_hit_tells_the_tuning_log_what_a_build_would(kernels, bogus) -> 
     assert summaries[0] == summaries[1]
     assert summaries[1]["rejected_configs"] == (len(jobs) if bogus else 0)
     assert 0 < summaries[1]["default_kernels"] <= len(jobs)
+
+
+def _compile_mlp_in_a_daemon(queue) -> None:
+    mod = tensorc.compile(str(models.path("mlp")), cache=False)
+    x = {"x": np.ones((1, 784), np.float32)}
+    queue.put((mod.compile_times.parallel[0], mod.run(x)["y"]))
+
+
+def test_a_daemonic_process_compiles_without_workers(monkeypatch) -> None:
+    """A multiprocessing.Pool's worker may start no processes: its kernels are built in it."""
+    monkeypatch.setattr(kernel_objects, "usable_cpus", lambda: 2)
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_compile_mlp_in_a_daemon, args=(queue,), daemon=True)
+    child.start()
+    workers, y = queue.get(timeout=300)
+    child.join()
+    assert child.exitcode == 0 and workers == 1
+    expected = tensorc.compile(str(models.path("mlp")), cache=False).run(
+        {"x": np.ones((1, 784), np.float32)})["y"]
+    np.testing.assert_array_equal(y, expected)
