@@ -6,7 +6,7 @@ script. The small ones (mlp, lenet5) are checked in; the others are generated on
 >>> import models
 >>> sorted(models.MODELS)  # doctest: +NORMALIZE_WHITESPACE
 ['audio', 'bert', 'bert_base', 'detector', 'efficientnet', 'gpt2', 'inception', 'lenet5',
- 'lstm', 'mlp', 'mobilenetv2', 'resnet', 'resnet50', 'squeezenet', 'yolo']
+ 'lstm', 'mlp', 'mobilenetv2', 'resnet', 'resnet50', 'squeezenet', 'vit', 'yolo']
 >>> model = models.load("mlp")
 """
 
@@ -24,7 +24,7 @@ import onnx
 MODELS_DIR = Path(__file__).resolve().parent
 # Imported lazily, so that `python -m models.<name>` does not import its own module twice.
 _NAMES = ("mlp", "lenet5", "resnet", "resnet50", "mobilenetv2", "bert", "bert_base", "gpt2",
-          "detector", "lstm", "squeezenet", "inception", "efficientnet", "yolo", "audio")
+          "detector", "lstm", "squeezenet", "inception", "efficientnet", "yolo", "audio", "vit")
 # Models whose .onnx is generated (gitignored) rather than checked in; rebuilt when their
 # script or a shared builder is newer than the file, so a stale copy is never used.
 GENERATED = frozenset(_NAMES) - {"mlp", "lenet5"}

@@ -28,3 +28,13 @@ def test_compile_time_benchmark_measures_one_model(capsys):
         assert result[key] > 0, key
     assert "LLVM optimization" in result["cold_phases"]
     assert all(seconds >= 0 for seconds in result["cold_phases"].values())
+    workers, wall = result["cold_kernels"]
+    assert workers >= 1 and wall > 0
+
+
+def test_compile_time_benchmark_table(capsys):
+    from benchmarks import compile_time
+    assert compile_time.main(["--models", "mlp"]) == 0
+    out = capsys.readouterr().out
+    assert "cold compile" in out and "ort session" in out and "LLVM opt" in out
+    assert sum(line.startswith("mlp ") for line in out.splitlines()) == 2

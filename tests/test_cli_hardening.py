@@ -55,7 +55,7 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_json_error_is_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad.tcz"
-    bad.write_bytes(b"TCZ3" + b"\0" * 100)
+    bad.write_bytes(b"TCZ4" + b"\0" * 100)
     assert main(["run", str(bad), "--json"]) == 2
     report = json.loads(capsys.readouterr().out)
     assert report["type"] == "ArtifactError" and "corrupt" in report["error"]

@@ -33,6 +33,7 @@ SHAPES = {
     "efficientnet": ({"input": (1, 3, 224, 224)}, {"logits": (1, 1000)}),
     "yolo": ({"images": (1, 3, 416, 416)}, {"output0": (1, 10647, 85)}),
     "audio": ({"waveform": (1, 1, 16000)}, {"logits": (1, 12)}),
+    "vit": ({"pixel_values": (1, 3, 224, 224)}, {"logits": (1, 1000)}),
 }
 # scripts in models/ that are not models
 HELPERS = {"__init__", "_builder", "demo", "transformer"}

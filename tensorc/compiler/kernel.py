@@ -32,12 +32,22 @@ from tensorc.target import Target
 
 @dataclass
 class Kernel:
-    func: PrimFunc
+    """One kernel call of a model: the group it computes, its workload key, and its scheduled
+    loop IR (None where its object code came from the kernel cache, unscheduled)."""
+    func: PrimFunc | None
     group: FusedGroup
     key: tuple
-    # over symbolic dims: (condition on the dims, kernel) pairs tried before ``func``, each
-    # scheduled for the dims' values where its condition holds (compiler/variants.py)
+    name: str = ""          # what reports call it (k3_conv...); func.name by default
+    symbol: str = ""        # the function the entry calls; name by default
+    # over symbolic dims, how the entry calls it: (condition on the dims or None, symbol,
+    # the values of the kernel's dims), the first whose condition holds (compiler/variants.py)
+    calls: list = field(default_factory=list)
+    # (condition, PrimFunc) variants scheduled in this process (compile_graph, inspect)
     variants: list = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.name = self.name or self.func.name
+        self.symbol = self.symbol or self.name
 
     def funcs(self) -> list[PrimFunc]:
         return [*(f for _, f in self.variants), self.func]

@@ -3,6 +3,11 @@ distinct kernel and one entry function that calls them all over the caller's arr
 constant pool and a static arena; LLVM's optimizer and code generator make the object code of
 a :class:`tensorc.runtime.module.Module`.
 
+A compile (:func:`compile_llvm_module`) builds each distinct kernel as an object of its own,
+on every core and through the kernel cache (compiler/kernel_objects.py), and the entry as one
+more; ``tensorc inspect`` and the IR snapshots (:func:`compile_graph`) see the same kernels as
+one module:
+
     Lowered -> make_entry -> LLVM IR (codegen/llvm/) -> object code -> Module
 
 >>> compiled = compile_graph(graph, Target.from_string("llvm"))
@@ -16,18 +21,22 @@ from dataclasses import dataclass
 from tensorc.codegen.llvm.codegen import LLVMCodegen
 from tensorc.codegen.llvm.objects import optimize_module
 from tensorc.compiler.kernel import Kernel, inlined_scalar
-from tensorc.compiler.object_cache import cached_emit_object, default_cache, loop_ir_key
+from tensorc.compiler.kernel_objects import build_objects, kernel_jobs
+from tensorc.compiler.object_cache import cached_emit_object, default_cache
 from tensorc.compiler.pipeline import (
-    Lowered, Progress, input_signature, kernel_infos, lower_graph, output_signature,
+    Lowered, Progress, input_signature, kernel_infos, lower_graph, optimize_graph,
+    output_signature,
 )
 from tensorc.compiler.timing import CompileTimes
+from tensorc.compiler.variants import call_forms
 from tensorc.frontend.model import import_model
 from tensorc.ir.dims import as_expr, dim_var, is_symbolic
 from tensorc.ir.graph import Graph
 from tensorc.ir.loop import (
     Buffer, IfThenElse, KernelCall, PrimFunc, Stmt, format_func, seq,
 )
-from tensorc.passes.graph.plan_memory import MemoryPlan
+from tensorc.passes.graph.fuse import fuse
+from tensorc.passes.graph.plan_memory import MemoryPlan, plan_memory
 from tensorc.runtime.module import Module
 from tensorc.target import Target
 
@@ -67,20 +76,15 @@ def make_entry(graph: Graph, kernels: list[Kernel], plan: MemoryPlan) -> PrimFun
                 args.append((arena, offset))
             else:
                 args.append((by_kind[place.kind][place.index], offset))
-        call: Stmt = KernelCall(kernel.func.name, args, _dim_args(kernel.func))
-        for condition, variant in reversed(kernel.variants):    # the first that holds runs
-            call = IfThenElse(condition, KernelCall(variant.name, args, _dim_args(variant)),
-                              call)
+        call: Stmt | None = None
+        # over symbolic dims: the kernel's calls, the first whose condition holds
+        for condition, symbol, values in reversed(kernel.calls or
+                                                  [(None, kernel.symbol, [])]):
+            this = KernelCall(symbol, args, list(values))
+            call = this if call is None else IfThenElse(condition, this, call)
         calls.append(call)
     return PrimFunc(ENTRY, [*inputs, *outputs, pool, arena], seq(*calls) if calls else seq(),
                     dims=dims)
-
-
-def _dim_args(func: PrimFunc) -> list:
-    """The values a kernel's dims take in the entry: a graph dim itself, a kernel dim the
-    expression of graph dims it stands for (compiler/kernel.py)."""
-    own = func.attrs.get("dim_values", {})
-    return [as_expr(own[v.name]) if v.name in own else v for v in func.dims]
 
 
 def compile_graph(graph: Graph, target: Target, progress: Progress | None = None,
@@ -129,14 +133,41 @@ def compile_llvm_module(proto, graph: Graph, target: Target, start: float,
     """``tensorc.compile(..., target="llvm")``: the Module of an imported graph; ``configs``
     (a ``records.BestConfigs``) gives tuned schedules by workload. ``times`` collects the
     seconds of each phase; the Module keeps it as ``compile_times``. ``cache``: read and
-    write the on-disk object cache."""
+    write the on-disk kernel cache.
+
+    Each distinct kernel becomes an object of its own, built on every core or read from the
+    cache (compiler/kernel_objects.py); the entry function is one more object."""
     times = times if times is not None else CompileTimes()
-    lowered = lower_graph(graph, target, progress, configs, times)
-    entry = make_entry(lowered.graph, lowered.kernels, lowered.plan)
-    obj = _object_code(lowered, entry, target, times, progress, cache)
-    info = {"kernels": len({k.func.name for k in lowered.kernels}),
-            "groups": len(lowered.groups), "compile_seconds":
-            round(time.perf_counter() - start, 3)}
+    output_names = [v.name for v in graph.outputs]
+    # symbolic dims: comparisons decided by their ranges (the kernels' builds activate the
+    # table themselves, in their workers)
+    with graph.dims.active():
+        graph = optimize_graph(graph, target, times)
+        with times.phase("fusion"):
+            groups = fuse(graph)
+        jobs, kernels = kernel_jobs(graph, groups, configs, target)
+        store = default_cache() if cache else None
+        objects, metas = build_objects(graph, jobs, target, times, store, configs, progress)
+        with times.phase("memory plan"):
+            plan = plan_memory(graph, groups)
+    meta_of = {job.workload: meta for job, meta in zip(jobs, metas)}
+    for kernel in kernels:
+        kernel.calls = call_forms(kernel.symbol, meta_of[kernel.key])
+    lowered = Lowered(graph, groups, kernels, plan, output_names)
+    entry = make_entry(graph, kernels, plan)
+    with times.phase("LLVM IR emission"):
+        cg = LLVMCodegen(target, graph.name, state="define")
+        for job, meta in zip(jobs, metas):
+            buffers = len(_call_args(job, graph))
+            for _, symbol, values in call_forms(job.symbol, meta) or [(None, job.symbol, [])]:
+                cg.declare_kernel(symbol, buffers, len(values))
+        cg.add_entry(entry)
+        entry_ir = str(cg.module)
+    if progress:
+        progress("compiling the entry function")
+    entry_obj = cached_emit_object(entry_ir, target, times.add, cache)
+    info = {"kernels": len(jobs), "groups": len(groups),
+            "compile_seconds": round(time.perf_counter() - start, 3)}
     if configs is not None:
         info["tuning"] = configs.summary()
         note = configs.note()
@@ -144,42 +175,24 @@ def compile_llvm_module(proto, graph: Graph, target: Target, start: float,
             progress(note)
         elif note:
             configs.warn()
+    # the source model is serialized when the module is first saved or checked: seconds for
+    # a model with large weights, which a compile that is never saved should not pay
     with times.phase("module creation"):
-        mod = Module(obj, ENTRY, input_signature(lowered), output_signature(lowered),
-                     lowered.plan.const_pool, lowered.plan.arena_size, str(target),
-                     proto.SerializeToString(), info, kernel_infos(lowered), target.features,
-                     lowered.graph.dims)
+        mod = Module([entry_obj, *objects], ENTRY, input_signature(lowered),
+                     output_signature(lowered), plan.const_pool, plan.arena_size,
+                     str(target), proto.SerializeToString, info, kernel_infos(lowered),
+                     target.features, graph.dims)
     if num_threads is not None:
         mod.num_threads = num_threads
     mod.compile_times = times.finish()
     return mod
 
 
-def _object_code(lowered: Lowered, entry: PrimFunc, target: Target, times: CompileTimes,
-                 progress: Progress | None, cache: bool) -> bytes:
-    """The module's object code: from the cache by its loop IR when it holds it (no LLVM IR
-    emitted, no LLVM run), else emitted (LLVM through the cache by its IR) and stored."""
-    if progress:
-        progress(f"lowered {len(distinct_funcs(lowered))} distinct kernels for "
-                 f"{len(lowered.kernels)} groups")
-    store = default_cache() if cache else None
-    key = None
-    if store is not None:
-        with times.phase("kernel cache"):
-            key = loop_ir_key(lowered.graph.name, distinct_funcs(lowered), entry, target)
-            obj = store.get(key) if key is not None else None
-        if obj is not None:
-            if progress:
-                progress("object code from the cache")
-            return obj
-    llvm_ir = emit_llvm_ir(lowered, entry, target, times)
-    if progress:
-        progress("running LLVM")
-    obj = cached_emit_object(llvm_ir, target, times.add, cache)
-    if key is not None:
-        with times.phase("kernel cache"):
-            store.put(key, obj)
-    return obj
+def _call_args(job, graph: Graph) -> list:
+    """The buffers a call of ``job``'s kernel passes: its inputs that are not inlined
+    scalars, then its output (as make_entry passes them)."""
+    group = job.group
+    return [v for v in group.inputs if not inlined_scalar(v, graph)] + [group.output]
 
 
 def compile_model(model, target: Target, input_shapes=None, num_threads: int | None = None,

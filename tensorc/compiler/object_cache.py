@@ -1,14 +1,13 @@
 """Compiled object code cached on disk, so that compiling a model again (in a new process
-too) skips LLVM IR emission and LLVM's optimizer and code generator.
+too) skips scheduling, lowering, LLVM IR emission and LLVM for every kernel it holds.
 
-An entry is keyed by everything that decides the object code: what the code generator is
+An entry is keyed by everything that decides its object code: what the code generator is
 given, the target (string, triple, CPU and its features), a hash of tensorc's own source files
-(the code generator, the pass pipeline and the target machine settings live there), and the
-LLVM and llvmlite versions. What the code generator is given is either the LLVM IR text before
-optimization (:func:`object_key`; the tuner's builders) or the loop IR itself, the scheduled
-PrimFuncs and the entry function pickled (:func:`loop_ir_key`; a model's compile, which then
-skips LLVM IR emission too): both stand for the workload keys, configs, traces and memory
-plan, and everything else a schedule read, exactly. Entries
+(the schedules, the code generator, the pass pipeline and the target machine settings live
+there), and the LLVM and llvmlite versions. What the code generator is given is either a
+kernel's workload key and tuned config (:func:`kernel_key`, known before scheduling: a
+model's kernels, one object each, compiler/kernel_objects.py) or LLVM IR text before
+optimization (:func:`object_key`: the entry function, and the tuner's builders). Entries
 live in ``cache_root()/kernels`` (``$TENSORC_CACHE_DIR`` moves it; set to an empty string it
 disables the cache), hold a checksum of their bytes (a corrupt entry is counted, deleted and
 rebuilt, never loaded), are written to a temporary file and renamed into place (several
@@ -24,8 +23,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
-import pickle
 import tempfile
 import time
 from collections import Counter
@@ -70,16 +69,13 @@ def object_key(llvm_ir: str, target: Target) -> str:
     return _key("llvm-ir", llvm_ir.encode(), target)
 
 
-def loop_ir_key(module_name: str, funcs: list, entry, target: Target) -> str | None:
-    """The cache key of the module LLVMCodegen(target, module_name) makes of ``funcs``
-    (PrimFuncs, in order) and ``entry``: their pickle, which holds every field and attr the
-    code generator reads (and equal loop IR pickles equally in every process: no sets, no
-    ids). None when something in them cannot be pickled: then the IR key is the only one."""
-    try:
-        data = pickle.dumps((module_name, funcs, entry), protocol=5)
-    except (pickle.PicklingError, TypeError, AttributeError):
-        return None
-    return _key("loop-ir", data, target)
+def kernel_key(workload: tuple, config: dict | None, target: Target) -> str:
+    """The cache key of one kernel (compiler/kernel_objects.py), known before it is
+    scheduled: its workload key (the group's ops, attrs, shapes, dtypes and inlined scalars;
+    equal keys already mean one kernel within a model) and its tuned config (None: the
+    template's default, itself decided by the rest of the key)."""
+    config_text = "default" if config is None else json.dumps(config, sort_keys=True)
+    return _key("kernel", f"{workload!r}\0{config_text}".encode(), target)
 
 
 def _key(kind: str, data: bytes, target: Target) -> str:

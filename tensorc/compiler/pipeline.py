@@ -16,7 +16,7 @@ from typing import Callable, Mapping
 
 from tensorc.compiler.kernel import Kernel, inlined_scalar, schedule_group, workload_key
 from tensorc.compiler.timing import GRAPH_PASS, CompileTimes
-from tensorc.compiler.variants import small_dims_variants
+from tensorc.compiler.variants import call_forms, kernel_meta, small_dims_variants
 from tensorc.ir import te
 from tensorc.ir.graph import Graph, Value
 from tensorc.ir.loop import PrimFunc
@@ -91,7 +91,8 @@ def build_kernels(graph: Graph, groups: list[FusedGroup], target: Target,
                 configs.untunable(key)      # no knobs: nothing a log could hold for it
             by_key[key] = func
             variants[key] = small_dims_variants(group, graph, target, func, times)
-        kernels.append(Kernel(func, group, key, variants[key]))
+        kernels.append(Kernel(func, group, key, variants=variants[key],
+                              calls=call_forms(func.name, kernel_meta(func, variants[key]))))
     return kernels
 
 
@@ -138,8 +139,10 @@ def kernel_infos(lowered: Lowered) -> list[KernelInfo]:
         group = kernel.group
         inputs = [v for v in group.inputs if not inlined_scalar(v, graph)]
         out = group.output
-        infos.append(KernelInfo(kernel.func.name, tuple(n.op for n in group.nodes),
-                                tuple(out.type.shape), out.type.dtype,
+        infos.append(KernelInfo(kernel.name, tuple(n.op for n in group.nodes),
+                                # (symbolic dims by name: a saved module's table is JSON)
+                                tuple(d if isinstance(d, int) else str(d)
+                                      for d in out.type.shape), out.type.dtype,
                                 sum(node_flops(n) for n in group.nodes),
                                 bytes_moved(inputs, out),
                                 tuple(n.name or n.op for n in group.nodes)))

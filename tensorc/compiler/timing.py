@@ -24,15 +24,17 @@ GRAPH_PASS = "graph pass "
 
 
 class CompileTimes:
-    """Seconds spent in each phase of one compile, and in each kernel's Python-side phases
-    (scheduling, lowering, loop passes, LLVM IR emission); ``total`` is set when the compile
-    returns. Several kernels' LLVM optimization is one call on one module, so it is a phase
-    only, not split per kernel."""
+    """Seconds spent in each phase of one compile, and in each kernel (scheduling, lowering,
+    loop passes, LLVM IR emission and, where each kernel is a module of its own, LLVM);
+    ``total`` is set when the compile returns."""
 
     def __init__(self) -> None:
         self.phases: dict[str, float] = {}
         self.kernels: dict[str, float] = {}
         self.total = 0.0
+        # (worker processes, wall seconds) of the kernels' parallel build, whose phases are
+        # summed over the workers (compiler/kernel_objects.py); None when nothing was built
+        self.parallel: tuple[int, float] | None = None
         self._start = time.perf_counter()
 
     def add(self, phase: str, seconds: float, kernel: str | None = None) -> None:
@@ -75,9 +77,14 @@ class CompileTimes:
         if other > 0.0005:
             lines.append(f"  {'other':<34} {other:8.3f} s {_share(other, total)}")
         lines.append(f"  {'total':<34} {total:8.3f} s")
+        if self.parallel is not None and self.parallel[0] > 1:
+            workers, wall = self.parallel
+            lines.append(f"(the kernels were built by {workers} processes in {wall:.3f} s of "
+                         f"wall time: their phases add up the processes' seconds)")
         slowest = self.slowest_kernels(kernels)
         if slowest:
-            lines.append("slowest kernels (scheduling, lowering, loop passes, IR emission):")
+            lines.append("slowest kernels (scheduling, lowering, loop passes, IR emission, "
+                         "LLVM):")
             for name, seconds in slowest:
                 lines.append(f"  {name:<34} {seconds:8.3f} s")
         return "\n".join(lines)

@@ -1,4 +1,5 @@
-"""Kernel variants over symbolic dims: one more schedule where every dim is small.
+"""Kernel variants over symbolic dims: one more schedule where every dim is small, and how
+the entry calls a kernel over symbolic dims.
 
 A kernel over symbolic dims is scheduled at the dims' hints (te.hint): tiles for dims of
 about DEFAULT_HINT. Where the dims are far smaller at run time (a 7-token sequence), those
@@ -8,14 +9,19 @@ another schedule, the entry calls it when every dim the kernel reads is at most 
 a predicate over a range, never one value (both kernels serve every value correctly; the
 predicate only picks the faster). Groups whose two schedules agree keep one kernel.
 
->>> kernel.variants      # [(batch <= 16 && seq <= 16, k3_fused_matmul_small)]
+A kernel's *call meta* (:func:`kernel_meta`, JSON data: kept with its object in the kernel
+cache) lists the dims its function takes, the expressions of graph dims its own dims stand
+for (compiler/kernel.py), and its variants; :func:`call_forms` turns it into the calls the
+entry makes.
+
+>>> kernel.calls      # [(batch <= 8 && seq <= 8, 'k3_small', [batch, seq]), (None, 'k3', ...)]
 """
 from __future__ import annotations
 
 from tensorc.compiler.kernel import schedule_group
 from tensorc.compiler.timing import CompileTimes
 from tensorc.ir import expr as E
-from tensorc.ir.dims import as_expr
+from tensorc.ir.dims import as_expr, dim_from_json, dim_to_json, dim_var
 from tensorc.ir.graph import Graph
 from tensorc.ir.loop import PrimFunc
 from tensorc.passes.graph.fuse import FusedGroup
@@ -23,6 +29,7 @@ from tensorc.target import Target
 
 SMALL_HINT = 4
 SMALL_MAX = 8
+SMALL_SUFFIX = "_small"
 
 
 def small_dims_variants(group: FusedGroup, graph: Graph, target: Target, func: PrimFunc,
@@ -32,12 +39,44 @@ def small_dims_variants(group: FusedGroup, graph: Graph, target: Target, func: P
     if not func.dims:
         return []
     # (the template's default at small dims: a tuned config is the large dims' choice)
-    small = schedule_group(group, graph, target, f"{func.name}_small", None, times,
+    small = schedule_group(group, graph, target, f"{func.name}{SMALL_SUFFIX}", None, times,
                            hints={v.name: SMALL_HINT for v in func.dims})
     if small.attrs["trace"] == func.attrs["trace"]:
         return []
-    # over the caller's dims: a kernel dim stands for an expression of them
+    return [(_small_dims(_dim_args(small)), small)]
+
+
+def kernel_meta(func: PrimFunc, variants: list[tuple[E.Expr, PrimFunc]]) -> dict:
+    """What the entry needs to call a kernel over symbolic dims ({} for a static one): its
+    dims, those of its own that stand for expressions, and its variants' (by suffix)."""
+    if not func.dims:
+        return {}
+
+    def one(f: PrimFunc) -> dict:
+        return {"dims": [v.name for v in f.dims],
+                "dim_values": {n: dim_to_json(d) for n, d in
+                               f.attrs.get("dim_values", {}).items()}}
+    return {**one(func), "variants": [{"suffix": f.name[len(func.name):], **one(f)}
+                                      for _, f in variants]}
+
+
+def call_forms(symbol: str, meta: dict) -> list:
+    """The entry's calls of a kernel with ``meta`` (:func:`kernel_meta`): (condition or
+    None, symbol, the values of its dims as expressions of the graph's), tried in order."""
+    if not meta:
+        return []
+
+    def args(m: dict) -> list[E.Expr]:
+        own = {n: dim_from_json(d) for n, d in m["dim_values"].items()}
+        return [as_expr(own[n]) if n in own else dim_var(n) for n in m["dims"]]
+    forms = [(_small_dims(args(v)), symbol + v["suffix"], args(v)) for v in meta["variants"]]
+    return [*forms, (None, symbol, args(meta))]
+
+
+def _dim_args(func: PrimFunc) -> list[E.Expr]:
     own = func.attrs.get("dim_values", {})
-    condition = E.all_of(*[E.Compare("le", as_expr(own[v.name]) if v.name in own else v,
-                                     E.const(SMALL_MAX)) for v in func.dims])
-    return [(condition, small)]
+    return [as_expr(own[v.name]) if v.name in own else v for v in func.dims]
+
+
+def _small_dims(values: list[E.Expr]) -> E.Expr:
+    return E.all_of(*[E.Compare("le", v, E.const(SMALL_MAX)) for v in values])

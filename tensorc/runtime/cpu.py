@@ -58,16 +58,21 @@ def _load_gomp() -> None:
 
 
 class NativeLibrary:
-    """Object code linked into this process; ``address(name)`` finds a function."""
+    """Object code linked into this process: one object, or several that call each other (a
+model's entry and its kernels, compiler/kernel_objects.py); ``address(name)`` finds a
+function."""
 
-    def __init__(self, object_code: bytes):
+    def __init__(self, object_code: bytes | list[bytes]):
         import llvmlite.binding as llvm
         _init_llvm()
         _load_gomp()
         threadpool.install()      # tensorc_parallel, which parallel loops call
         tm = llvm.Target.from_default_triple().create_target_machine()
         self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
-        self._engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
+        objects = [object_code] if isinstance(object_code, (bytes, bytearray, memoryview)) \
+            else object_code
+        for obj in objects:
+            self._engine.add_object_file(llvm.ObjectFileRef.from_data(bytes(obj)))
         self._engine.finalize_object()
 
     def address(self, name: str) -> int:

@@ -18,5 +18,6 @@ def load(path: str | Path) -> CompiledModule:
     the code needs are checked before any code is linked."""
     header, sections = artifact.read(path)
     if artifact.kind(header) == "cuda":
-        return load_cuda(path, header, sections)
+        # the CUDA module takes its sections as bytes (its constants go to the device anyway)
+        return load_cuda(path, header, {name: bytes(data) for name, data in sections.items()})
     return load_cpu(path, header, sections)

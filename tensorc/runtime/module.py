@@ -30,16 +30,19 @@ class Module(CompiledModule):
     """Native code for a whole model: one call into it per inference.
 
     Not safe to ``run`` from several threads at once (the arena is shared); use one Module per
-    thread.
+    thread. ``object_code``: one object, or the objects to link together; ``source_onnx``:
+    the model's bytes, a buffer, or a function that makes them when first needed.
     """
 
-    def __init__(self, object_code: bytes, entry: str, inputs: Signature, outputs: Signature,
-                 const_pool: np.ndarray, arena_size: int, target: str,
-                 source_onnx: bytes | None = None, info: dict | None = None,
+    def __init__(self, object_code: bytes | list[bytes], entry: str, inputs: Signature,
+                 outputs: Signature, const_pool: np.ndarray, arena_size: int, target: str,
+                 source_onnx=None, info: dict | None = None,
                  kernels: list | None = None, cpu_features: str = "",
                  dims: DimTable | None = None):
         super().__init__(inputs, outputs, const_pool, target, source_onnx, info)
-        self.object_code = object_code
+        # the objects linked together: the entry's, then each kernel's (one object before)
+        self.object_code: list[bytes] = [object_code] if isinstance(object_code, bytes) \
+            else list(object_code)
         self.entry_name = entry
         self.arena_size = arena_size
         self.cpu_features = cpu_features   # the LLVM feature string the code was built with
@@ -59,7 +62,10 @@ class Module(CompiledModule):
         self._binding = DimBinding(self.dims, self.inputs, self.outputs, arena_size) \
             if self._dim_names else None
         self._arena = _aligned_empty(arena_size if not self._dim_names else 64)
-        self._pool = _aligned_copy(const_pool)
+        # a loaded pool is the artifact's mapping, 64-byte aligned there: used in place (the
+        # kernels only read it)
+        self._pool = const_pool if const_pool.ctypes.data % 64 == 0 else \
+            _aligned_copy(const_pool)
         # per-call data prepared once: pointer slots (pool and arena fixed), dtypes
         self._in_specs = [(n, s, np.dtype(d)) for n, s, d in self.inputs]
         self._out_specs = [(n, s, np.dtype(d)) for n, s, d in self.outputs]
@@ -67,6 +73,24 @@ class Module(CompiledModule):
         self._args = (ctypes.c_void_p * nargs)()
         self._args[nargs - 2] = self._pool.ctypes.data
         self._args[nargs - 1] = self._arena.ctypes.data
+
+    @property
+    def source_onnx(self) -> bytes | None:
+        """The source ONNX model. Made when first asked for: a loaded module holds a view of
+        the artifact, a compiled one may hold a function that serializes the model (for a
+        model with large weights, copying or serializing them would cost more than the rest
+        of a load, or seconds of a compile that is never saved)."""
+        source = self._source_onnx
+        if callable(source):
+            source = source()
+        if source is not None and not isinstance(source, bytes):
+            source = bytes(source)
+        self._source_onnx = source
+        return source
+
+    @source_onnx.setter
+    def source_onnx(self, value) -> None:
+        self._source_onnx = value
 
     @property
     def num_threads(self) -> int:
@@ -220,7 +244,9 @@ class Module(CompiledModule):
                   "cpu_features": self.cpu_features, "info": self.info,
                   "num_threads": self.num_threads,
                   "kernels": [asdict(k) for k in self.kernels]}
-        sections = {"object": self.object_code, "constants": self.const_pool.tobytes()}
+        header["objects"] = len(self.object_code)
+        sections = {f"object.{k}": obj for k, obj in enumerate(self.object_code)}
+        sections["constants"] = self.const_pool
         self._write(path, header, sections, overwrite, include_source)
 
     def __repr__(self) -> str:
@@ -228,8 +254,9 @@ class Module(CompiledModule):
                 f"{self._describe(self.outputs)}; target {self.target})")
 
 
-_HEADER_FIELDS = ("entry", "inputs", "outputs", "arena_size", "target", "cpu_features")
-_SECTIONS = ("object", "constants")
+_HEADER_FIELDS = ("entry", "inputs", "outputs", "arena_size", "target", "cpu_features",
+                  "objects")
+_SECTIONS = ("constants",)
 # the largest arena a module may ask for (the compiler refuses bigger plans long before)
 MAX_ARENA_BYTES = 1 << 40
 
@@ -240,7 +267,8 @@ def load_cpu(path: str | Path, header: dict, sections: dict[str, bytes]) -> Modu
     validate_header(header, sections, str(path))
     check_cpu_features(header["target"], header["cpu_features"], str(path))
     pool = np.frombuffer(sections["constants"], dtype=np.uint8)
-    module = Module(sections["object"], header["entry"], header["inputs"], header["outputs"],
+    objects = [bytes(sections[f"object.{k}"]) for k in range(header["objects"])]
+    module = Module(objects, header["entry"], header["inputs"], header["outputs"],
                     pool, header["arena_size"], header["target"], sections.get("onnx"),
                     header.get("info"), header.get("kernels"), header["cpu_features"])
     try:
@@ -254,7 +282,11 @@ def validate_header(header: dict, sections: dict[str, bytes], label: str) -> Non
     """Check a CPU module's header before anything is allocated or linked: the fields and
     sections it needs, the signature, the entry name, the arena size, the kernel table."""
     missing = [f"header field {key!r}" for key in _HEADER_FIELDS if key not in header]
-    missing += [f"section {name!r}" for name in _SECTIONS if name not in sections]
+    count = header.get("objects")
+    if type(count) is not int or count < 1:
+        raise corrupt(label, f"its object count {count!r} is not a whole number >= 1")
+    names = [*_SECTIONS, *(f"object.{k}" for k in range(count))]
+    missing += [f"section {name!r}" for name in names if name not in sections]
     if missing:
         raise corrupt(label, f"it has no {', '.join(missing)}")
     validate_signature(header, label)

@@ -1,6 +1,8 @@
-"""The on-disk object cache (tensorc/compiler/object_cache.py): hits and misses counted,
-one test per key field, a corrupt entry refused and rebuilt, the size cap evicting the least
-recently used entry, and every way to disable it. Never asserts on timing."""
+"""The on-disk object cache (tensorc/compiler/object_cache.py) and the kernels built through
+it (compiler/kernel_objects.py): hits and misses counted, one test per key field, a corrupt
+entry refused and rebuilt, a kernel shared between models reused, workers that fail, the size
+cap evicting the least recently used entry, and every way to disable it. Never asserts on
+timing."""
 from __future__ import annotations
 
 import dataclasses
@@ -13,18 +15,23 @@ from pathlib import Path
 import llvmlite
 import llvmlite.binding as llvm
 import numpy as np
+import onnx
 import pytest
+from helpers import make_model, tensor_info
+from onnx import helper
 
 import models
 import tensorc
+from tensorc.autotune.records import BestConfigs, workload_hash
 from tensorc.cli.main import main
 from tensorc.compiler import object_cache
-from tensorc.compiler.object_cache import (
-    STATS, ObjectCache, cached_emit_object, loop_ir_key,
-)
-from tensorc.compiler.llvm import distinct_funcs, make_entry
-from tensorc.compiler.pipeline import lower_graph
+from tensorc.compiler import kernel_objects
+from tensorc.compiler.kernel_objects import kernel_jobs
+from tensorc.compiler.llvm import compile_model
+from tensorc.compiler.object_cache import STATS, ObjectCache, cached_emit_object, kernel_key
+from tensorc.compiler.pipeline import optimize_graph
 from tensorc.frontend.model import import_model
+from tensorc.passes.graph.fuse import fuse
 from tensorc.target import Target
 
 IR = "define i32 @answer() {\n  ret i32 42\n}\n"
@@ -42,71 +49,104 @@ def entries(folder) -> list:
     return sorted(folder.glob("*.obj")) if folder.exists() else []
 
 
+def _kernels_of(path: str) -> int:
+    """How many distinct kernels a compile of the model builds."""
+    return tensorc.compile(path, cache=False).info["kernels"]
+
+
 def test_second_compile_of_a_model_hits(kernels) -> None:
     path = str(models.path("lenet5"))
+    count = _kernels_of(path)
     first = tensorc.compile(path)
-    # a miss by the loop IR, then by the LLVM IR; the object stored under both keys
-    assert (STATS["misses"], STATS["hits"], STATS["writes"]) == (2, 0, 2)
+    # each kernel by its key, and the entry function by its IR: all missed, all stored
+    assert (STATS["misses"], STATS["hits"], STATS["writes"]) == (count + 1, 0, count + 1)
     second = tensorc.compile(path)
-    assert (STATS["misses"], STATS["hits"], STATS["writes"]) == (2, 1, 2)
+    assert (STATS["misses"], STATS["hits"], STATS["writes"]) == (count + 1, count + 1,
+                                                                 count + 1)
     assert second.object_code == first.object_code
     assert "kernel cache" in second.compile_times.phases
-    for skipped in ("LLVM IR emission", "LLVM optimization", "object emission"):
+    # nothing of a kernel is built again: not its schedule, loops or LLVM
+    for skipped in ("scheduling", "lowering to loop IR", "loop passes", "LLVM optimization",
+                    "object emission"):
         assert skipped not in second.compile_times.phases
     x = {"x": np.random.default_rng(0).standard_normal((1, 1, 28, 28), np.float32)}
     name = first.outputs[0][0]
     np.testing.assert_array_equal(second.run(x)[name], first.run(x)[name])
-    assert len(entries(kernels)) == 2
+    assert len(entries(kernels)) == count + 1
 
 
-def test_loop_ir_key_is_stable_and_covers_every_attr_and_the_name() -> None:
-    """The same loop IR gives the same key; any attr changes it (even one the code generator
-    ignores: then the LLVM IR key still finds the object), and so does the module name."""
-    _, graph = import_model(str(models.path("mlp")), None)
+def _relu_model(extra: bool) -> onnx.ModelProto:
+    """Relu over x (2, 3); with ``extra``, a second output: Softmax over another input."""
+    nodes = [helper.make_node("Relu", ["x"], ["y"])]
+    inputs = [tensor_info("x", "float32", (2, 3))]
+    outputs = ["y"]
+    if extra:
+        nodes.append(helper.make_node("Softmax", ["z"], ["s"]))
+        inputs.append(tensor_info("z", "float32", (4, 5)))
+        outputs.append("s")
+    return make_model(nodes, inputs, outputs, name="extra" if extra else "plain")
+
+
+def test_a_model_sharing_a_kernel_reuses_it(kernels) -> None:
+    tensorc.compile(_relu_model(False))
+    STATS.clear()
+    mod = tensorc.compile(_relu_model(True))
+    # the Relu kernel from the first model; the Softmax and the new entry built
+    assert (STATS["hits"], STATS["misses"]) == (1, 2)
+    x = np.arange(-3, 3, dtype=np.float32).reshape(2, 3)
+    z = np.random.default_rng(0).standard_normal((4, 5), np.float32)
+    out = mod.run({"x": x, "z": z})
+    np.testing.assert_array_equal(out["y"], np.maximum(x, 0))
+    e = np.exp(z - z.max(-1, keepdims=True))
+    np.testing.assert_allclose(out["s"], e / e.sum(-1, keepdims=True), rtol=1e-5)
+
+
+def _jobs(model: str, target: Target, configs=None) -> list:
+    _, graph = import_model(str(models.path(model)), None)
+    graph = optimize_graph(graph, target)
+    jobs, _ = kernel_jobs(graph, fuse(graph), configs, target)
+    return jobs
+
+
+def test_kernel_key_is_stable_and_covers_workload_and_config() -> None:
     target = Target.host()
-    lowered = lower_graph(graph, target)
-    entry = make_entry(lowered.graph, lowered.kernels, lowered.plan)
-    funcs = distinct_funcs(lowered)
-    key = loop_ir_key(lowered.graph.name, funcs, entry, target)
-    assert key == loop_ir_key(lowered.graph.name, funcs, entry, target)
-    funcs[0].attrs["note"] = "not read by the code generator"
-    assert loop_ir_key(lowered.graph.name, funcs, entry, target) != key
-    assert loop_ir_key("other", funcs, entry, target) != key
+    jobs = _jobs("mlp", target)
+    keys = [job.key for job in jobs]
+    assert keys == [job.key for job in _jobs("mlp", target)]
+    assert len(set(keys)) == len(keys)              # each workload its own key
+    job = jobs[0]
+    assert kernel_key(job.workload, None, target) == job.key
+    assert kernel_key(job.workload, {"tile": 4}, target) != job.key
+    assert kernel_key(job.workload, {"tile": 8}, target) != \
+        kernel_key(job.workload, {"tile": 4}, target)
+    assert job.symbol.startswith("tensorc_kernel_") and job.key.startswith(job.symbol[15:])
 
 
-@pytest.mark.parametrize("change", ["config", "entry offset", "buffer shape", "target"])
-def test_a_changed_loop_ir_field_changes_the_key(change: str) -> None:
-    _, graph = import_model(str(models.path("mlp")), None)
+@pytest.mark.parametrize("change", ["cpu", "cpu_features", "tensorc_source", "llvm_version"])
+def test_a_changed_target_or_version_changes_the_kernel_key(monkeypatch, change) -> None:
     target = Target.host()
-    lowered = lower_graph(graph, target)
-    entry = make_entry(lowered.graph, lowered.kernels, lowered.plan)
-    funcs = distinct_funcs(lowered)
-    key = loop_ir_key(lowered.graph.name, funcs, entry, target)
-    if change == "config":
-        funcs[0].attrs["config"] = {**funcs[0].attrs["config"], "tile": -1}
-    elif change == "entry offset":
-        call = entry.body.stmts[0] if hasattr(entry.body, "stmts") else entry.body
-        buffer, offset = call.args[0]
-        call.args[0] = (buffer, offset + 64)
-    elif change == "buffer shape":
-        funcs[0].params[0].shape = (*funcs[0].params[0].shape[:-1],
-                                    funcs[0].params[0].shape[-1] + 1)
-    else:
+    job = _jobs("mlp", target)[0]
+    if change == "cpu":
         target = dataclasses.replace(target, mcpu="x86-64")
-    assert loop_ir_key(lowered.graph.name, funcs, entry, target) != key
+    elif change == "cpu_features":
+        target = _host_without("avx2")
+    elif change == "tensorc_source":
+        monkeypatch.setattr(object_cache, "source_hash", lambda: "other")
+    else:
+        monkeypatch.setattr(llvm, "llvm_version_info", (1, 0, 0))
+    assert kernel_key(job.workload, None, target) != job.key
 
 
-def test_loop_ir_key_is_the_same_in_every_process(tmp_path) -> None:
+def test_kernel_key_is_the_same_in_every_process(tmp_path) -> None:
     """String hashing is randomized per process: the key must not depend on it, or a warm
     compile in a new process would miss."""
     script = ("import models; from tensorc.frontend.model import import_model;"
-              "from tensorc.compiler.pipeline import lower_graph;"
-              "from tensorc.compiler.llvm import make_entry, distinct_funcs;"
-              "from tensorc.compiler.object_cache import loop_ir_key;"
+              "from tensorc.compiler.pipeline import optimize_graph;"
+              "from tensorc.compiler.kernel_objects import kernel_jobs;"
+              "from tensorc.passes.graph.fuse import fuse;"
               "from tensorc.target import Target; t = Target.host();"
-              "_, g = import_model(str(models.path('lenet5')), None); l = lower_graph(g, t);"
-              "print(loop_ir_key(l.graph.name, distinct_funcs(l),"
-              " make_entry(l.graph, l.kernels, l.plan), t))")
+              "_, g = import_model(str(models.path('lenet5')), None); g = optimize_graph(g, t);"
+              "print(','.join(j.key for j in kernel_jobs(g, fuse(g), None, t)[0]))")
     root = Path(__file__).resolve().parents[2]
     keys = set()
     for seed in ("1", "2"):
@@ -115,6 +155,53 @@ def test_loop_ir_key_is_the_same_in_every_process(tmp_path) -> None:
                              capture_output=True, text=True).stdout.split()
         keys.add(out[-1])
     assert len(keys) == 1
+
+
+def test_a_corrupt_kernel_entry_is_rebuilt(kernels) -> None:
+    path = str(models.path("mlp"))
+    first = tensorc.compile(path)
+    job = _jobs("mlp", Target.host())[0]
+    entry = kernels / f"{job.key}.obj"
+    data = bytearray(entry.read_bytes())
+    data[-7] ^= 0x04
+    entry.write_bytes(bytes(data))
+    STATS.clear()
+    second = tensorc.compile(path)
+    assert (STATS["corrupt"], STATS["misses"], STATS["writes"]) == (1, 1, 1)
+    assert second.object_code == first.object_code
+    x = {"x": np.random.default_rng(1).standard_normal((1, 784), np.float32)}
+    np.testing.assert_array_equal(second.run(x)["y"], first.run(x)["y"])
+
+
+def _dies(index: int):
+    os._exit(3)             # what an LLVM assertion does to a worker
+
+
+def _raises(index: int):
+    raise RuntimeError("a worker's error")
+
+
+@pytest.mark.parametrize("failure", [_dies, _raises])
+def test_kernels_a_worker_fails_on_are_built_here(kernels, monkeypatch, failure) -> None:
+    """A worker that dies or raises costs only its kernels' parallelism: they are built in
+    this process (where a real error would be raised with its own message)."""
+    monkeypatch.setattr(kernel_objects, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(kernel_objects, "_build_in_worker", failure)
+    path = str(models.path("mlp"))
+    mod = tensorc.compile(path)
+    x = {"x": np.random.default_rng(2).standard_normal((1, 784), np.float32)}
+    reference = tensorc.compile(path, cache=False)
+    np.testing.assert_array_equal(mod.run(x)["y"], reference.run(x)["y"])
+
+
+def test_workers_build_the_same_objects_as_one_process(monkeypatch) -> None:
+    path = str(models.path("lenet5"))
+    monkeypatch.setattr(kernel_objects, "usable_cpus", lambda: 1)
+    alone = tensorc.compile(path, cache=False)
+    monkeypatch.setattr(kernel_objects, "usable_cpus", lambda: 2)
+    pooled = tensorc.compile(path, cache=False)
+    assert pooled.compile_times.parallel[0] == 2 and alone.compile_times.parallel[0] == 1
+    assert pooled.object_code == alone.object_code
 
 
 def test_source_hash_covers_tensorc_own_files() -> None:
@@ -230,7 +317,8 @@ def test_cli_no_cache(kernels, tmp_path, capsys) -> None:
     assert main(["compile", str(models.path("mlp")), "-o", str(out), "--no-cache"]) == 0
     assert sum(STATS.values()) == 0 and entries(kernels) == []
     assert main(["compile", str(models.path("mlp")), "-o", str(out)]) == 0
-    assert STATS["writes"] == 2 and len(entries(kernels)) == 2
+    count = _kernels_of(str(models.path("mlp")))
+    assert STATS["writes"] == count + 1 and len(entries(kernels)) == count + 1
 
 
 def _put_many(folder: str, worker: int) -> None:
@@ -253,3 +341,51 @@ def test_processes_writing_one_entry_at_once_leave_a_whole_entry(tmp_path) -> No
     got = ObjectCache(tmp_path, 1 << 30).get("shared")
     assert got is not None and len(set(got)) == 1 and STATS["corrupt"] == 0
     assert not list(tmp_path.glob(".tmp-*"))
+
+
+def _configs_for(jobs: list, bogus: bool) -> BestConfigs:
+    """A tuning log's configs: none recorded, or for every kernel a config with a knob no
+    space has (rejected when scheduled; the default is used)."""
+    best = {workload_hash(job.workload): {"config": {"no_such_knob": 1}} for job in jobs} \
+        if bogus else {}
+    return BestConfigs(log="tune.jsonl", best=best)
+
+
+@pytest.mark.filterwarnings("ignore::tensorc.autotune.records.TuningLogNote")
+@pytest.mark.parametrize("bogus", [False, True])
+def test_a_cache_hit_tells_the_tuning_log_what_a_build_would(kernels, bogus) -> None:
+    """Untunable kernels and rejected configs are remembered with the object: a warm compile
+    reports the same tuning summary as the cold one."""
+    target = Target.host()
+    jobs = _jobs("lenet5", target)
+    path = str(models.path("lenet5"))
+    summaries = []
+    for _ in range(2):
+        STATS.clear()
+        mod = compile_model(path, target, configs=_configs_for(jobs, bogus))
+        summaries.append(mod.info["tuning"])
+    assert STATS["hits"] == len(jobs) + 1 and STATS["misses"] == 0     # the second compile
+    assert summaries[0] == summaries[1]
+    assert summaries[1]["rejected_configs"] == (len(jobs) if bogus else 0)
+    assert 0 < summaries[1]["default_kernels"] <= len(jobs)
+
+
+def _compile_mlp_in_a_daemon(queue) -> None:
+    mod = tensorc.compile(str(models.path("mlp")), cache=False)
+    x = {"x": np.ones((1, 784), np.float32)}
+    queue.put((mod.compile_times.parallel[0], mod.run(x)["y"]))
+
+
+def test_a_daemonic_process_compiles_without_workers(monkeypatch) -> None:
+    """A multiprocessing.Pool's worker may start no processes: its kernels are built in it."""
+    monkeypatch.setattr(kernel_objects, "usable_cpus", lambda: 2)
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_compile_mlp_in_a_daemon, args=(queue,), daemon=True)
+    child.start()
+    workers, y = queue.get(timeout=300)
+    child.join()
+    assert child.exitcode == 0 and workers == 1
+    expected = tensorc.compile(str(models.path("mlp")), cache=False).run(
+        {"x": np.ones((1, 784), np.float32)})["y"]
+    np.testing.assert_array_equal(y, expected)

@@ -3,7 +3,6 @@ tensorc versions, the header's fields, the CPU features the code needs. Saving r
 overwrite what is not an artifact, is atomic, wraps OS errors and respects the umask."""
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import stat
@@ -11,6 +10,7 @@ import struct
 
 import numpy as np
 import pytest
+import xxhash
 from helpers import make_model, tensor_info
 from onnx import helper
 
@@ -37,19 +37,43 @@ def saved(relu, tmp_path_factory) -> bytes:
     return path.read_bytes()
 
 
-def split(raw: bytes) -> tuple[dict, bytes]:
-    """The header and the sections of an artifact's bytes (format 3: the trailing digest
-    covers the magic, the header length and the header; each section has its own)."""
+def split(raw: bytes) -> tuple[dict, dict[str, bytes]]:
+    """The header and the sections of an artifact's bytes (format 4: the trailing digest
+    covers the magic, the header length and the header; each section has its own and starts
+    at a multiple of 64 bytes)."""
     (length,) = struct.unpack_from("<Q", raw, 4)
-    return json.loads(raw[12:12 + length]), raw[12 + length:-32]
+    header = json.loads(raw[12:12 + length])
+    sections, pos = {}, 12 + length
+    for section in header["sections"]:
+        pos += -pos % 64
+        sections[section["name"]] = raw[pos:pos + section["size"]]
+        pos += section["size"]
+    return header, sections
 
 
-def craft(header: dict, body: bytes) -> bytes:
-    """An artifact with a valid checksum over an edited header: the checks behind the
-    checksum must catch what it cannot (a file built by hand)."""
+def spans(raw: bytes) -> dict[str, tuple[int, int]]:
+    """Where each part of an artifact lies: (start, end) by name."""
+    header, _ = split(raw)
+    header_end = 12 + struct.unpack_from("<Q", raw, 4)[0]
+    where = {"magic": (3, 4), "header length": (4, 12), "header": (12, header_end),
+             "trailing digest": (len(raw) - 16, len(raw))}
+    pos = header_end
+    for section in header["sections"]:
+        pos += -pos % 64
+        where[section["name"]] = (pos, pos + section["size"])
+        pos += section["size"]
+    return where
+
+
+def craft(header: dict, sections: dict[str, bytes], tail: bytes = b"") -> bytes:
+    """An artifact with a valid checksum over an edited header (its section table as given):
+    the checks behind the checksum must catch what it cannot (a file built by hand)."""
     head = json.dumps(header).encode()
-    front = b"TCZ3" + struct.pack("<Q", len(head)) + head
-    return front + body + hashlib.sha256(front).digest()
+    front = b"TCZ4" + struct.pack("<Q", len(head)) + head
+    out = bytearray(front)
+    for data in sections.values():
+        out += bytes(-len(out) % 64) + data
+    return bytes(out) + tail + xxhash.xxh3_128_digest(front)
 
 
 @pytest.fixture
@@ -78,22 +102,15 @@ def test_every_bit_flip_is_refused(saved, tmp_path, no_linking) -> None:
         assert "compile the model again" in str(info.value)
 
 
-@pytest.mark.parametrize("where", ["magic", "header length", "header", "object",
-                                   "constants", "onnx", "trailing digest"])
+@pytest.mark.parametrize("where", ["magic", "header length", "header", "object.0",
+                                   "object.1", "constants", "onnx", "trailing digest"])
 @pytest.mark.parametrize("at", ["first", "middle", "last"])
 def test_a_flipped_byte_in_each_section_is_refused(saved, tmp_path, no_linking, where,
                                                    at) -> None:
-    """Format 3 hashes each byte once: the header part by the trailing digest, each section
-    by its own; a flip anywhere is still refused inside load."""
-    header, _ = split(saved)
-    header_end = 12 + struct.unpack_from("<Q", saved, 4)[0]
-    spans = {"magic": (3, 4), "header length": (4, 12), "header": (12, header_end),
-             "trailing digest": (len(saved) - 32, len(saved))}
-    pos = header_end
-    for section in header["sections"]:
-        spans[section["name"]] = (pos, pos + section["size"])
-        pos += section["size"]
-    start, end = spans[where]
+    """Format 4 hashes each byte once: the header part by the trailing digest, each section
+    (the entry's object, a kernel's, the constants, the source model) by its own; a flip
+    anywhere is still refused inside load."""
+    start, end = spans(saved)[where]
     assert end > start, where
     position = {"first": start, "middle": (start + end) // 2, "last": end - 1}[at]
     raw = bytearray(saved)
@@ -103,6 +120,36 @@ def test_a_flipped_byte_in_each_section_is_refused(saved, tmp_path, no_linking, 
     with pytest.raises(ArtifactError, match="corrupt|truncated|another tensorc") as info:
         tensorc.load(path)
     assert "compile the model again" in str(info.value)
+
+
+def test_a_flipped_byte_in_a_large_section_is_refused(tmp_path, request) -> None:
+    """A section of several hashing chunks (hashed on threads): a flip in its last chunk."""
+    model = make_model([helper.make_node("Add", ["x", "w"], ["y"])],
+                       [tensor_info("x", "float32", (5_000_000,))], ["y"],
+                       initializers={"w": np.ones(5_000_000, np.float32)})
+    path = tmp_path / "large.tcz"
+    tensorc.compile(model).save(path, include_source=False)
+    raw = bytearray(path.read_bytes())
+    start, end = spans(bytes(raw))["constants"]
+    assert end - start > tensorc.runtime.artifact.CHUNK
+    raw[end - 100] ^= 0x01
+    path.write_bytes(bytes(raw))
+    request.getfixturevalue("no_linking")
+    with pytest.raises(ArtifactError, match="section constants fails its checksum"):
+        tensorc.load(path)
+
+
+def test_padding_between_sections_must_be_zeros(saved, tmp_path, no_linking) -> None:
+    where = spans(saved)
+    header_end = where["header"][1]
+    first = min(start for name, (start, _) in where.items() if name.startswith("object"))
+    assert first > header_end, "the first section starts right after the header"
+    raw = bytearray(saved)
+    raw[first - 1] ^= 0x01
+    path = tmp_path / "padded.tcz"
+    path.write_bytes(bytes(raw))
+    with pytest.raises(ArtifactError, match="padding before section object.0 is not zeros"):
+        tensorc.load(path)
 
 
 def test_edited_header_field_fails_the_checksum(saved, tmp_path) -> None:
@@ -117,7 +164,7 @@ def test_edited_header_field_fails_the_checksum(saved, tmp_path) -> None:
 def test_bytes_after_the_last_section(saved, tmp_path) -> None:
     header, body = split(saved)
     path = tmp_path / "long.tcz"
-    path.write_bytes(craft(header, body + b"extra"))
+    path.write_bytes(craft(header, body, tail=b"extra"))
     with pytest.raises(ArtifactError, match="5 bytes follow its last section"):
         tensorc.load(path)
 

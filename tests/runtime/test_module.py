@@ -8,6 +8,7 @@ import struct
 import llvmlite.binding as llvm
 import numpy as np
 import pytest
+import xxhash
 from helpers import make_model, ort_run, tensor_info
 from onnx import helper
 
@@ -191,7 +192,7 @@ def test_random_bytes(tmp_path, seed) -> None:
 
 def test_random_bytes_after_the_magic(tmp_path) -> None:
     path = tmp_path / "random.tcz"
-    path.write_bytes(b"TCZ3" + np.random.default_rng(3).bytes(4096))
+    path.write_bytes(b"TCZ4" + np.random.default_rng(3).bytes(4096))
     with pytest.raises(ArtifactError, match="truncated or corrupt"):
         tensorc.load(path)
 
@@ -200,7 +201,7 @@ def test_artifact_of_the_first_format(tmp_path) -> None:
     path = tmp_path / "old.tcz"
     path.write_bytes(b"TCZ1" + np.random.default_rng(3).bytes(4096))
     with pytest.raises(ArtifactError, match=r"another tensorc version \(format 1, this one "
-                       r"reads 3\); compile the model again"):
+                       r"reads 4\); compile the model again"):
         tensorc.load(path)
 
 
@@ -212,7 +213,20 @@ def test_artifact_of_the_second_format(tmp_path) -> None:
     path = tmp_path / "old.tcz"
     path.write_bytes(data + hashlib.sha256(data).digest())
     with pytest.raises(TensorcError, match=r"another tensorc version \(format 2, this one "
-                       r"reads 3\); compile the model again"):
+                       r"reads 4\); compile the model again"):
+        tensorc.load(path)
+
+
+def test_artifact_of_the_third_format(tmp_path) -> None:
+    """Format 3 (SHA-256 per section, sections unaligned, read into memory) is refused by
+    name: an artifact saved by the tensorc before this one."""
+    head = json.dumps({"version": 3, "tensorc_version": tensorc.__version__,
+                       "sections": []}).encode()
+    data = b"TCZ3" + struct.pack("<Q", len(head)) + head
+    path = tmp_path / "old.tcz"
+    path.write_bytes(data + hashlib.sha256(data).digest())
+    with pytest.raises(TensorcError, match=r"another tensorc version \(format 3, this one "
+                       r"reads 4\); compile the model again"):
         tensorc.load(path)
 
 
@@ -229,21 +243,22 @@ def test_onnx_file_is_not_an_artifact(tmp_path) -> None:
 
 
 def _with_header(header: object, body: bytes = b"") -> bytes:
-    """An artifact with ``header`` and ``body`` (sections) and a valid whole-file checksum:
-    what a crafted file looks like, so that the checks behind the checksum are tested."""
+    """An artifact with ``header`` and ``body`` (sections, padded as the header's length
+    puts them) and a valid whole-file checksum: what a crafted file looks like, so that the
+    checks behind the checksum are tested."""
     head = json.dumps(header).encode()
-    front = b"TCZ3" + struct.pack("<Q", len(head)) + head
-    return front + body + hashlib.sha256(front).digest()
+    front = b"TCZ4" + struct.pack("<Q", len(head)) + head
+    return front + body + xxhash.xxh3_128_digest(front)
 
 
-_V = {"version": 3, "tensorc_version": tensorc.__version__}
+_V = {"version": 4, "tensorc_version": tensorc.__version__}
 
 
 @pytest.mark.parametrize("header", [
     {**_V},                                           # no sections, no entry
     {**_V, "sections": []},                           # no object code
-    {**_V, "sections": [{"name": "object"}]},         # a section without size
-    {**_V, "sections": [{"name": "object", "size": -1, "sha256": "0" * 64}]},
+    {**_V, "sections": [{"name": "object.0"}]},       # a section without size
+    {**_V, "sections": [{"name": "object.0", "size": -1, "xxh3": "0" * 32}]},
     [1, 2, 3],                                        # not an object at all
     "TCZ1",
 ])
@@ -260,7 +275,7 @@ def test_other_format_version(saved_bytes, tmp_path) -> None:
     header = json.loads(saved_bytes[12:end])
     header["version"] = 99
     path = tmp_path / "future.tcz"
-    path.write_bytes(_with_header(header, saved_bytes[end:-32]))
+    path.write_bytes(_with_header(header, saved_bytes[end:-16]))
     with pytest.raises(ArtifactError, match="another tensorc version.*99"):
         tensorc.load(path)
 

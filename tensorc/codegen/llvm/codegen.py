@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from tensorc.codegen.llvm.expr_facts import ExprFacts
 from tensorc.codegen.llvm.function_state import FunctionState, opaque
 from tensorc.codegen.llvm.ir_types import I1, I8, I32, I64, PTR, VOID
 from tensorc.codegen.llvm.memory import VectorMemory
@@ -43,24 +44,38 @@ LANE_PADDING = 64        # elements past a local block's end, for masked-off vec
 TIMESPEC = ir.LiteralStructType([I64, I64])      # struct timespec {tv_sec; tv_nsec} on x86-64
 
 
-class LLVMCodegen:
-    """Builds one LLVM module from PrimFuncs."""
+# How a module holds the run's state (thread count, status, the call running, the bad index
+# and size): "own" (one module with every kernel and the entry: internal globals), "define"
+# (the entry's module when each kernel has a module of its own: it defines them, exported) or
+# "declare" (a kernel's own module: it uses the entry module's).
+STATE_LINKAGE = ("own", "define", "declare")
 
-    def __init__(self, target: Target, name: str = "tensorc"):
+
+class LLVMCodegen:
+    """Builds one LLVM module from PrimFuncs; ``state`` (see STATE_LINKAGE) says whether the
+    module is the whole program, or the entry or one kernel of a program linked from several
+    objects (compiler/kernel_objects.py)."""
+
+    def __init__(self, target: Target, name: str = "tensorc", state: str = "own"):
         _init_llvm()
+        if state not in STATE_LINKAGE:
+            raise ValueError(f"state must be one of {STATE_LINKAGE}, got {state!r}")
         self.target = target
+        self.state = state
         self.module = ir.Module(name)
         self.module.triple = target.triple
         self.num_threads = self._global_i32("tensorc_num_threads")
         self.status = self._global_i32("tensorc_status")
         self.current_call = self._global_i32("tensorc_call")   # the kernel call running
         self.bad_index = opaque(ir.GlobalVariable(self.module, I64, "tensorc_bad_index"))
-        self.bad_index.initializer = ir.Constant(I64, 0)
         self.bad_size = opaque(ir.GlobalVariable(self.module, I64, "tensorc_bad_size"))
-        self.bad_size.initializer = ir.Constant(I64, 0)
+        if state != "declare":
+            self.bad_index.initializer = ir.Constant(I64, 0)
+            self.bad_size.initializer = ir.Constant(I64, 0)
         self.functions: dict[str, ir.Function] = {}
         self.fs: FunctionState | None = None
         self.in_parallel = False        # emitting the body of an outlined parallel loop
+        self.facts = ExprFacts()       # uses_var and linear_coeff, answered once each
         self.values = ValueOps(self)
         self.vectors = VectorLoops(self)
         self.memory = VectorMemory(self)
@@ -69,9 +84,19 @@ class LLVMCodegen:
 
     def _global_i32(self, name: str) -> ir.GlobalVariable:
         var = opaque(ir.GlobalVariable(self.module, I32, name))
-        var.initializer = ir.Constant(I32, 0)
-        var.linkage = "internal"
+        if self.state != "declare":
+            var.initializer = ir.Constant(I32, 0)
+        if self.state == "own":
+            var.linkage = "internal"
         return var
+
+    def declare_kernel(self, name: str, num_params: int, num_dims: int = 0) -> ir.Function:
+        """A kernel defined in another module (``state="define"``), for the entry to call:
+        its buffer parameters, then its symbolic dims' values."""
+        fn = self.declare(name, VOID, [PTR] * num_params + [I64] * num_dims)
+        fn.attributes.add("nounwind")
+        self.functions[name] = fn
+        return fn
 
     def declare(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
         fn = self.module.globals.get(name)
@@ -402,7 +427,7 @@ class LLVMCodegen:
     def expr(self, e: E.Expr, lanes: int | None = None) -> ir.Value:
         """Emit ``e``; inside a vector loop (``lanes`` set) values that depend on the loop
         variable are vectors, the others stay scalars."""
-        if lanes is not None and not E.uses_var(e, self.vectors.var) and \
+        if lanes is not None and not self.facts.uses_var(e, self.vectors.var) and \
                 not isinstance(e, E.Var):
             lanes = None
         b = self.b

@@ -16,7 +16,6 @@ from tensorc.codegen.llvm.part import CodegenPart
 from tensorc.codegen.llvm.values import ValueOps, storage_type, type_suffix
 from tensorc.codegen.llvm.vector_index import strip_justified_clamps, two_step
 from tensorc.codegen.llvm.vectors import VectorLoops
-from tensorc.ir import arith
 from tensorc.ir import expr as E
 from tensorc.ir.loop import Buffer, Store, itemsize
 from tensorc.passes.loop.vector_loops import pow2_at_least
@@ -44,8 +43,8 @@ class VectorMemory(CodegenPart):
     def load(self, e: E.Load, lanes: int | None) -> ir.Value:
         buf = e.source
         (index,) = e.indices
-        if lanes is not None and E.uses_var(index, self.vec.var):
-            lin = arith.linear_coeff(index, self.vec.var)
+        if lanes is not None and self.gen.facts.uses_var(index, self.vec.var):
+            lin = self.gen.facts.linear_coeff(index, self.vec.var)
             if lin is not None and lin[1] == 1:
                 ptr = self._at(buf, lin[0])
                 return self.values.from_storage(self._contiguous_load(ptr, buf, lanes, index),
@@ -233,7 +232,7 @@ class VectorMemory(CodegenPart):
         if buf.dtype in ("bool", "bfloat16") or buf.dtype in narrow_dtypes.NARROW_DTYPES:
             return None
         index = strip_justified_clamps(load.indices[0], e.cond)
-        lin = None if index is None else arith.linear_coeff(index, self.vec.var)
+        lin = None if index is None else self.gen.facts.linear_coeff(index, self.vec.var)
         if lin is None or not 1 <= lin[1] <= MAX_SHUFFLE_STRIDE:
             return None
         base, stride = lin
@@ -281,9 +280,9 @@ class VectorMemory(CodegenPart):
         buf = s.buffer
         (index,) = s.indices
         value = self.gen.expr(s.value, lanes)
-        if lanes is not None and E.uses_var(index, self.vec.var):
+        if lanes is not None and self.gen.facts.uses_var(index, self.vec.var):
             value = self.values.broadcast(value, lanes)
-            lin = arith.linear_coeff(index, self.vec.var)
+            lin = self.gen.facts.linear_coeff(index, self.vec.var)
             if lin is not None and lin[1] == 1:
                 ptr = self._at(buf, lin[0])
                 self._contiguous_store(ptr, self.values.to_storage(value, buf.dtype), buf, lanes,

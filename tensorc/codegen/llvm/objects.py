@@ -60,13 +60,6 @@ def emit_object(llvm_ir: str, target: Target,
     child dies, it is compiled again without the SLP vectorizer (our loops are vectorized
     explicitly; SLP only packs leftover scalar code), and if that dies too the error names
     the crash instead of taking the user's process down."""
-    def emit(slp: bool) -> tuple[bytes, float, float]:
-        start = time.perf_counter()
-        mod, tm = optimize_module(llvm_ir, target, slp)
-        optimized = time.perf_counter()
-        obj = tm.emit_object(mod)
-        return obj, optimized - start, time.perf_counter() - optimized
-
     def report(result: tuple[bytes, float, float]) -> bytes:
         obj, optimize_seconds, emit_seconds = result
         if on_phase is not None:
@@ -74,15 +67,36 @@ def emit_object(llvm_ir: str, target: Target,
             on_phase("object emission", emit_seconds)
         return obj
     try:
-        return report(_in_child(emit, True))
+        return report(_in_child(_emit, llvm_ir, target, True))
     except _ChildCrashed:
         pass
     try:
-        return report(_in_child(emit, False))
+        return report(_in_child(_emit, llvm_ir, target, False))
     except _ChildCrashed as crash:
         raise TensorcError(f"LLVM crashed while compiling the generated code ({crash}); this "
                            f"is a bug in tensorc or LLVM: please report it with the model") \
             from None
+
+
+def emit_object_here(llvm_ir: str, target: Target,
+                     on_phase: Callable[[str, float], None] | None = None) -> bytes:
+    """:func:`emit_object` in this process, with the SLP vectorizer: for a process that is
+    itself a disposable child (compiler/kernel_objects.py's workers), whose parent builds the
+    kernel again through :func:`emit_object` if it dies."""
+    obj, optimize_seconds, emit_seconds = _emit(llvm_ir, target, True)
+    if on_phase is not None:
+        on_phase("LLVM optimization", optimize_seconds)
+        on_phase("object emission", emit_seconds)
+    return obj
+
+
+def _emit(llvm_ir: str, target: Target, slp: bool) -> tuple[bytes, float, float]:
+    """(object code, seconds optimizing, seconds emitting)."""
+    start = time.perf_counter()
+    mod, tm = optimize_module(llvm_ir, target, slp)
+    optimized = time.perf_counter()
+    obj = tm.emit_object(mod)
+    return obj, optimized - start, time.perf_counter() - optimized
 
 
 def emit_assembly(llvm_ir: str, target: Target) -> str:

@@ -110,7 +110,7 @@ class RegisterTiles(CodegenPart):
         st = inner.body
         n = arith.as_const_int(inner.extent)
         (index,) = st.indices
-        stride = arith.linear_coeff(index, inner.var)[1]
+        stride = self.gen.facts.linear_coeff(index, inner.var)[1]
         values = []
         saved_mask = self.vec.lane_mask
         self.fs.ranges[s.var] = (0, m - 1)

@@ -69,7 +69,7 @@ class VectorLoops(CodegenPart):
         elif isinstance(st, Store):
             self.gen.memory.store(st, self.lanes)
         elif isinstance(st, IfThenElse):
-            if not E.uses_var(st.cond, loop.var):
+            if not self.gen.facts.uses_var(st.cond, loop.var):
                 with self.b.if_then(self.gen.expr(st.cond)):
                     self.vector_stmt(st.then_case, loop)
                 return
@@ -121,7 +121,7 @@ class VectorLoops(CodegenPart):
             return self.lane_mask
         stride = 0
         if self.lane_mask is not None or not store:
-            lin = arith.linear_coeff(index, self.var)
+            lin = self.gen.facts.linear_coeff(index, self.var)
             if lin is None:
                 return self.lane_mask
             base, stride = lin
@@ -145,7 +145,7 @@ class VectorLoops(CodegenPart):
         elements inside a local buffer's allocation."""
         if index is None or buf.scope != "local":
             return False
-        lin = arith.linear_coeff(index, self.var)
+        lin = self.gen.facts.linear_coeff(index, self.var)
         return lin is not None and lin[1] == 1 and self.in_allocation(buf, lin[0], lanes)
 
     def in_allocation(self, buf: Buffer, base: E.Expr, span: int) -> bool:
@@ -161,7 +161,7 @@ class VectorLoops(CodegenPart):
         """An integer comparison affine in the vector variable, ``base + s*k OP 0`` for lanes
         k: compare the constant lane vector ``s*k`` with ``-base`` in 32-bit lanes (one
         instruction) instead of building 64-bit index vectors."""
-        lin = arith.linear_coeff(e.a - e.b, self.var)
+        lin = self.gen.facts.linear_coeff(e.a - e.b, self.var)
         if lin is None or not is_signed(e.a.dtype) or abs(lin[1]) * lanes >= 1 << 30:
             return None
         base, stride = lin

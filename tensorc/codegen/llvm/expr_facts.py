@@ -1,0 +1,47 @@
+"""What the code generator asks about loop-IR expressions, answered once per expression.
+
+The same expression objects are asked about again and again while a module is emitted: every
+sub-expression of a vector loop's body asks whether it reads the loop's variable (a walk of
+its whole subtree each time), and an unrolled loop emits its body once per iteration, each
+time analysing the same indices (``linear_coeff``). Expressions hash by identity and are never
+changed once built, so the answers are kept by identity (holding the expressions alive, so an
+id is never reused) for the life of one :class:`~tensorc.codegen.llvm.codegen.LLVMCodegen`.
+
+>>> facts = ExprFacts()
+>>> facts.uses_var(i * 4 + j, j)
+True
+"""
+from __future__ import annotations
+
+from tensorc.ir import arith
+from tensorc.ir import expr as E
+
+
+class ExprFacts:
+    """Memoized ``E.uses_var`` and ``arith.linear_coeff`` (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._uses: dict[E.Var, dict[E.Expr, bool]] = {}
+        self._linear: dict[tuple[E.Expr, E.Var], tuple[E.Expr, int] | None] = {}
+
+    def uses_var(self, e: E.Expr, var: E.Var) -> bool:
+        """Whether ``var`` occurs in ``e``; each subtree is walked once per variable."""
+        memo = self._uses.get(var)
+        if memo is None:
+            memo = self._uses[var] = {}
+        return self._uses_var(e, var, memo)
+
+    def _uses_var(self, e: E.Expr, var: E.Var, memo: dict) -> bool:
+        found = memo.get(e)
+        if found is None:
+            found = e is var or any(self._uses_var(c, var, memo) for c in e.children())
+            memo[e] = found
+        return found
+
+    def linear_coeff(self, e: E.Expr, var: E.Var) -> tuple[E.Expr, int] | None:
+        """``arith.linear_coeff(e, var)``: (base, stride) or None."""
+        key = (e, var)
+        if key in self._linear:
+            return self._linear[key]
+        found = self._linear[key] = arith.linear_coeff(e, var)
+        return found
