@@ -17,12 +17,15 @@ import numpy as np
 
 from tensorc.errors import ArtifactError, KernelRuntimeError, TensorcError
 from tensorc.ir.dim_table import DimTable
+from tensorc.ir.dims import dim_from_json, dim_to_json
 from tensorc.runtime.dim_binding import DimBinding
 from tensorc.runtime.profile import KernelInfo, Profile, build_profile
 from tensorc.runtime.base import CompiledModule, index_out_of_range
 from tensorc.runtime.cpu import NativeLibrary
 from tensorc.runtime.machine import machine_roofline
-from tensorc.runtime.signature import Signature, corrupt, validate_signature
+from tensorc.runtime.signature import (
+    Signature, corrupt, signature_from_json, signature_to_json, validate_signature,
+)
 from tensorc.target import missing_cpu_features
 
 
@@ -236,15 +239,16 @@ class Module(CompiledModule):
 
         >>> mod.save("model.tcz", include_source=False)
         """
-        if self._dim_names:
-            raise TensorcError("saving a module over symbolic dims is not supported yet; "
-                               "compile with input_shapes for an artifact of one shape")
-        header = {"entry": self.entry_name, "inputs": self.inputs, "outputs": self.outputs,
-                  "arena_size": self.arena_size, "target": self.target,
+        # symbolic dims as JSON data (ir/dims.py), with the table that binds and checks them
+        header = {"entry": self.entry_name, "inputs": signature_to_json(self.inputs),
+                  "outputs": signature_to_json(self.outputs),
+                  "arena_size": dim_to_json(self.arena_size), "target": self.target,
                   "cpu_features": self.cpu_features, "info": self.info,
                   "num_threads": self.num_threads,
                   "kernels": [asdict(k) for k in self.kernels]}
         header["objects"] = len(self.object_code)
+        if self.dims is not None:
+            header["dims"] = self.dims.state()
         sections = {f"object.{k}": obj for k, obj in enumerate(self.object_code)}
         sections["constants"] = self.const_pool
         self._write(path, header, sections, overwrite, include_source)
@@ -268,9 +272,12 @@ def load_cpu(path: str | Path, header: dict, sections: dict[str, bytes]) -> Modu
     check_cpu_features(header["target"], header["cpu_features"], str(path))
     pool = np.frombuffer(sections["constants"], dtype=np.uint8)
     objects = [bytes(sections[f"object.{k}"]) for k in range(header["objects"])]
-    module = Module(objects, header["entry"], header["inputs"], header["outputs"],
-                    pool, header["arena_size"], header["target"], sections.get("onnx"),
-                    header.get("info"), header.get("kernels"), header["cpu_features"])
+    dims = DimTable.from_state(header["dims"]) if "dims" in header else None
+    module = Module(objects, header["entry"], signature_from_json(header["inputs"]),
+                    signature_from_json(header["outputs"]), pool,
+                    dim_from_json(header["arena_size"]), header["target"],
+                    sections.get("onnx"), header.get("info"), header.get("kernels"),
+                    header["cpu_features"], dims)
     try:
         module.num_threads = header.get("num_threads", 0)
     except TensorcError:
@@ -294,7 +301,17 @@ def validate_header(header: dict, sections: dict[str, bytes], label: str) -> Non
     if not (isinstance(entry, str) and entry.isidentifier()):
         raise corrupt(label, f"its entry function name {entry!r} is not a symbol name")
     arena = header["arena_size"]
-    if type(arena) is not int or not 0 <= arena <= MAX_ARENA_BYTES:
+    symbolic = "dims" in header
+    if symbolic:
+        try:
+            table = DimTable.from_state(header["dims"])
+            arena = dim_from_json(arena)
+        except ValueError as error:
+            raise corrupt(label, f"its symbolic dims cannot be read ({error})") from None
+        unknown = set(getattr(arena, "names", ())) - set(table.symbols)
+        if unknown:
+            raise corrupt(label, f"its arena size names dims it does not declare: {unknown}")
+    elif type(arena) is not int or not 0 <= arena <= MAX_ARENA_BYTES:
         raise corrupt(label, f"its arena size {arena!r} is not a byte count in "
                       f"[0, {MAX_ARENA_BYTES}]")
     for key in ("target", "cpu_features"):

@@ -11,6 +11,7 @@ import ml_dtypes  # noqa: F401  (registers bfloat16 with numpy for signatures th
 import numpy as np
 
 from tensorc.errors import ArtifactError, InputError
+from tensorc.ir.dims import dim_from_json, dim_to_json
 
 Signature = list[tuple[str, tuple[int, ...], str]]
 
@@ -80,6 +81,23 @@ def _matches(shape: tuple, declared: tuple) -> bool:
         not isinstance(d, int) or d == s for s, d in zip(shape, declared))
 
 
+def _symbolic(d) -> bool:
+    """Whether a saved dim is a symbolic dim's JSON form (ir/dims.py)."""
+    try:
+        return not isinstance(dim_from_json(d), int)
+    except ValueError:
+        return False
+
+
+def signature_to_json(sig: Signature) -> list:
+    """A signature as a saved header holds it: symbolic dims as their JSON form."""
+    return [[n, [dim_to_json(d) for d in s], d_type] for n, s, d_type in sig]
+
+
+def signature_from_json(sig: list) -> Signature:
+    return [(n, tuple(dim_from_json(d) for d in s), d_type) for n, s, d_type in sig]
+
+
 def corrupt(label: str, problem: str) -> ArtifactError:
     """The error for a saved module whose header or sections cannot be used."""
     return ArtifactError(f"{label} is corrupt: {problem}; compile the model again")
@@ -98,7 +116,8 @@ def validate_signature(header: dict, label: str) -> None:
                     and entry[0] and isinstance(entry[1], list) and isinstance(entry[2], str)):
                 raise corrupt(label, f"{key} entry {entry!r} is not [name, shape, dtype]")
             name, shape, dtype = entry
-            if not all(type(d) is int and 0 <= d < 1 << 40 for d in shape):
+            if not all((type(d) is int and 0 <= d < 1 << 40) or _symbolic(d)
+                       for d in shape):
                 raise corrupt(label, f"{key[:-1]} {name!r} has shape {shape}")
             try:
                 np.dtype(dtype)

@@ -75,8 +75,33 @@ def test_input_shapes_still_build_a_module_of_one_shape():
                                _session(model).run(None, feeds)[0], rtol=1e-3, atol=1e-4)
 
 
-def test_saving_a_symbolic_module_is_refused_clearly(tmp_path):
+def test_a_saved_symbolic_module_keeps_its_dims(tmp_path):
+    model = SYMBOLIC_MODELS["gpt_decoder_step"]()
+    module = tensorc.compile(model, dim_ranges={"seq": (1, 32), "past": (0, None)},
+                             cache=False)
+    module.save(tmp_path / "m.tcz")
+    loaded = tensorc.load(tmp_path / "m.tcz")
+    assert [[str(d) for d in s] for _, s, _ in loaded.inputs] == \
+        [[str(d) for d in s] for _, s, _ in module.inputs]
+    assert "past + seq" in str(loaded.outputs)
+    session = _session(model)
+    for k, dims in enumerate(SWEEPS["gpt_decoder_step"]):
+        feeds = feeds_for(model, dims, seed=k)
+        for value, ref in zip(loaded.run(feeds).values(), session.run(None, feeds)):
+            np.testing.assert_allclose(value, ref, rtol=1e-3, atol=1e-4)
+    with pytest.raises(InputError, match=r"seq.*33"):          # the range survives too
+        loaded.run(feeds_for(model, {"batch": 1, "seq": 33, "past": 2}))
+
+
+def test_a_saved_symbolic_module_with_a_broken_dim_table_is_refused(tmp_path):
+    import json
     module = tensorc.compile(SYMBOLIC_MODELS["cnn"](), cache=False)
-    with pytest.raises(TensorcError, match="symbolic dims"):
-        module.save(tmp_path / "m.tcz")
-    assert not (tmp_path / "m.tcz").exists()
+    module.save(tmp_path / "m.tcz")
+    from tensorc.runtime import artifact
+    header, sections = artifact.read(tmp_path / "m.tcz")
+    header["dims"]["constraints"] = [{"lhs": {"dim": ["v", 3]}, "op": "==", "rhs": 1,
+                                      "reason": "x"}]
+    artifact.write(tmp_path / "bad.tcz", header, {k: bytes(v) for k, v in sections.items()})
+    with pytest.raises(TensorcError, match="corrupt"):
+        tensorc.load(tmp_path / "bad.tcz")
+    assert json.dumps(header["dims"])       # (JSON data)
