@@ -82,8 +82,10 @@ def input_rule(name: str, shape: Sequence[int], dtype: str) -> str | None:
     return rule[1] if rule else None
 
 
-def random_inputs(signature: Signature, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded random feeds for a (name, shape, dtype) signature.
+def random_inputs(signature: Signature, seed: int = 0,
+                  shapes: Mapping[str, Sequence[int]] | None = None) -> dict[str, np.ndarray]:
+    """Seeded random feeds for a (name, shape, dtype) signature; ``shapes`` gives the
+    shapes of inputs with symbolic dims (a module over symbolic dims runs any of them).
 
     Floats are standard normal, integers uniform in [0, 10), bools fair coin flips, except
     where a name implies more (:func:`input_rule`: masks of ones, a sample rate of 16000,
@@ -93,6 +95,7 @@ def random_inputs(signature: Signature, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     feeds: dict[str, np.ndarray] = {}
     for name, shape, dtype in signature:
+        shape = _concrete_shape(name, shape, (shapes or {}).get(name))
         dt = np.dtype(dtype)
         if dt.kind == "f":
             feeds[name] = rng.standard_normal(shape).astype(dt)
@@ -106,6 +109,26 @@ def random_inputs(signature: Signature, seed: int = 0) -> dict[str, np.ndarray]:
         if rule is not None:
             feeds[name][...] = rule[2](shape)
     return feeds
+
+
+def _concrete_shape(name: str, declared, given) -> tuple[int, ...]:
+    """The shape random values for input ``name`` take: ``given`` (which must keep the
+    declared rank and static dims), else the declared one where it has no symbolic dim."""
+    static = all(isinstance(d, int) for d in declared)
+    text = f"[{', '.join(str(d) for d in declared)}]"
+    if given is None:
+        if not static:
+            example = "x".join(str(d) if isinstance(d, int) else "N" for d in declared)
+            raise TensorcError(f"input {name!r} has symbolic dims {text}: give the shape "
+                               f"to run (Python: shapes={{{name!r}: (...)}}; CLI: "
+                               f"--input-shape {name}={example}, N a size)")
+        return tuple(declared)
+    given = tuple(int(d) for d in given)
+    if len(given) != len(declared) or any(isinstance(d, int) and d != g
+                                          for d, g in zip(declared, given)):
+        raise TensorcError(f"--input-shape {name}={'x'.join(map(str, given))} does not fit "
+                           f"the input's shape {text}")
+    return given
 
 
 def onnxruntime_session(model: ModelSource, num_threads: int | None = None,

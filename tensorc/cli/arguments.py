@@ -246,6 +246,15 @@ def refuse_for_artifact(path: Path, given: list[tuple[str, Any]]) -> None:
                                f"only (compile with it: tensorc compile {flag} ...)")
 
 
+def artifact_shapes(path: Path, module: Any, given) -> dict | None:
+    """The ``--input-shape`` pairs given with an artifact: the shapes to run a module over
+    symbolic dims at; with a module of one shape, a TensorcError (it is compiled already)."""
+    shapes = shape_dict(given)
+    if shapes and all(isinstance(d, int) for _, shape, _ in module.inputs for d in shape):
+        refuse_for_artifact(path, [("--input-shape", given)])
+    return shapes
+
+
 def embedded_source(path: Path, module: Any, use: str) -> bytes:
     """The source ONNX model an artifact embeds, or a TensorcError saying what to do
     instead of ``use`` (e.g. "compare with onnxruntime")."""

@@ -17,7 +17,8 @@ import tensorc
 from tensorc.benchmark import NOISY_SPREAD, format_ms, time_alternating
 from tensorc.cli.arguments import (
     EXIT_CHECK_FAILED, add_check_options, add_input_shape, add_input_value, add_tuning_log,
-    embedded_source, jsonable, positive_float, positive_int, refuse_for_artifact, require_file,
+    artifact_shapes, embedded_source, jsonable, positive_float, positive_int,
+    refuse_for_artifact, require_file,
     shape_dict, subcommand, thread_count, value_dict,
 )
 from tensorc.reference import compare_outputs, onnxruntime_session, random_inputs, run_session
@@ -31,10 +32,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     compile_seconds = None
     if is_artifact(model):
         refuse_for_artifact(model, [("--target", args.target),
-                                    ("--input-shape", args.input_shape),
                                     ("--input-value", args.input_value),
                                     ("--tuning-log", args.tuning_log)])
         module = tensorc.load(model)
+        shapes = artifact_shapes(model, module, args.input_shape)
         source: str | bytes = embedded_source(model, module, "compare with onnxruntime") \
             if args.vs == "onnxruntime" else b""
         saved_threads = module.num_threads if isinstance(module, Module) else 0
@@ -43,11 +44,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         target = module.target
     else:
         module, compile_seconds = _compile(model, args)
+        shapes = None
         source, threads, target = str(model), args.threads or os.cpu_count() or 1, \
             args.target or "llvm"
     if isinstance(module, Module):
         module.num_threads = threads        # the same count for both sides
-    feeds = random_inputs(module.inputs, seed=args.seed)
+    feeds = random_inputs(module.inputs, seed=args.seed, shapes=shapes)
     candidates = {"tensorc": lambda: module.run(feeds)}
     comparison = None
     if args.vs == "onnxruntime":

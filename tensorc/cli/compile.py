@@ -12,8 +12,8 @@ from typing import Any
 
 import tensorc
 from tensorc.cli.arguments import (
-    add_input_shape, add_input_value, add_tuning_log, require_file, shape_dict, subcommand,
-    thread_count, value_dict, writable_output,
+    add_dim_range, add_input_shape, add_input_value, add_tuning_log, range_dict, require_file,
+    shape_dict, subcommand, thread_count, value_dict, writable_output,
 )
 from tensorc.errors import TensorcError
 from tensorc.ir.types import format_shape
@@ -50,6 +50,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         tuning_log=args.tuning_log,
         progress=lambda message: print(f"  {message}", flush=True),
         cache=not args.no_cache,
+        dim_ranges=range_dict(args.dim_range),
     )
     compile_seconds = time.perf_counter() - start
     _print_signature("input ", module.inputs)
@@ -91,6 +92,7 @@ examples:
         "'cuda -arch=sm_90' (also sm_89; several: -arch=sm_80,sm_90) (default: %(default)s)",
     )
     add_input_shape(p)
+    add_dim_range(p)
     add_input_value(p)
     p.add_argument(
         "--threads",

@@ -26,8 +26,10 @@ def artifact_report(path: Path, module: CompiledModule) -> dict[str, Any]:
     info = dict(module.info)
     threads = getattr(module, "num_threads", None)       # None: a GPU module
     signature = [
-        [{"name": n, "shape": list(s), "dtype": d} for n, s, d in sig]
+        [{"name": n, "shape": [d if isinstance(d, int) else str(d) for d in s], "dtype": dt}
+         for n, s, dt in sig]
         for sig in (module.inputs, module.outputs)]
+    dims = getattr(module, "dims", None)         # a module over symbolic dims: its table
     return {
         "artifact": str(path),
         "bytes": path.stat().st_size,
@@ -36,6 +38,8 @@ def artifact_report(path: Path, module: CompiledModule) -> dict[str, Any]:
         "threads": threads,
         "inputs": signature[0],
         "outputs": signature[1],
+        "dims": dims.to_json() if dims is not None else None,
+        "dim_lines": dims.describe() if dims is not None else [],
         "tensorc_version": __version__,          # load() refuses artifacts of other versions
         "source": info.pop("source", None),
         "compiled_at": info.pop("compiled_at", None),
@@ -56,6 +60,7 @@ def format_report(report: dict[str, Any]) -> list[str]:
     for title, key in (("input ", "inputs"), ("output", "outputs")):
         lines += [f"  {title} {e['name']}: {e['dtype']}{format_shape(tuple(e['shape']))}"
                   for e in report[key]]
+    lines += [f"  dim {line}" for line in report.get("dim_lines", [])]
     source = report["source"]
     if source:
         lines.append(f"  source: {source['model']} (sha256 {source['sha256'][:16]}..., "

@@ -16,7 +16,8 @@ from typing import Any
 import tensorc
 from tensorc.cli.arguments import (
     add_input_shape, add_input_value, add_tuning_log, jsonable, non_negative_int,
-    positive_float, refuse_for_artifact, require_file, shape_dict, subcommand, thread_count,
+    artifact_shapes, positive_float, refuse_for_artifact, require_file, shape_dict, subcommand,
+    thread_count,
     value_dict, writable_output,
 )
 from tensorc.errors import TensorcError
@@ -89,10 +90,10 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if not is_artifact(model) and Target.from_string(args.target).kind == "cuda":
         _gpu_device(args)                 # before compiling a module that could not run
     if is_artifact(model):
-        refuse_for_artifact(model, [("--input-shape", args.input_shape),
-                                    ("--input-value", args.input_value),
+        refuse_for_artifact(model, [("--input-value", args.input_value),
                                     ("--tuning-log", args.tuning_log)])
         module = tensorc.load(model)
+        shapes = artifact_shapes(model, module, args.input_shape)
     else:
         def progress(message: str) -> None:
             if not args.json:
@@ -114,7 +115,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
         roofline = Roofline(args.peak_gflops, args.bandwidth, threads, "given")
     else:
         roofline = machine_roofline(threads=threads, remeasure=args.remeasure)
-    feeds = random_inputs(module.inputs, seed=args.seed)
+    feeds = random_inputs(module.inputs, seed=args.seed,
+                          shapes=shapes if is_artifact(model) else None)
     profile = module.profile(feeds, seconds=args.seconds, roofline=roofline, model=model.name)
     if args.trace:
         profile.write_trace(args.trace)

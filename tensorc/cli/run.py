@@ -18,8 +18,8 @@ import onnx
 
 import tensorc
 from tensorc.cli.arguments import (
-    EXIT_CHECK_FAILED, add_check_options, jsonable, parse_input_file, require_file, subcommand,
-    thread_count, writable_output,
+    EXIT_CHECK_FAILED, add_check_options, jsonable, parse_input_file, parse_input_shape,
+    require_file, shape_dict, subcommand, thread_count, writable_output,
 )
 from tensorc.errors import TensorcError
 from tensorc.ir.types import format_shape
@@ -93,6 +93,7 @@ def _load_feeds(
     signature: list[tuple[str, tuple[int, ...], str]],
     seed: int,
     archive: str | None = None,
+    shapes: dict | None = None,
 ) -> tuple[dict[str, np.ndarray], list[str]]:
     """Feeds from the ``--inputs`` archive and ``--input`` files (which win), random (seeded)
     for inputs not given; also returns the names of the random ones."""
@@ -110,7 +111,7 @@ def _load_feeds(
         feeds[name] = _read_array(name, path)
     feeds = {**from_archive, **feeds}
     missing = [entry for entry in signature if entry[0] not in feeds]
-    feeds.update(random_inputs(missing, seed=seed))
+    feeds.update(random_inputs(missing, seed=seed, shapes=shapes))
     return feeds, [name for name, _, _ in missing]
 
 
@@ -149,7 +150,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     module = tensorc.load(str(artifact))
     if args.threads is not None:
         module.num_threads = args.threads
-    feeds, random_names = _load_feeds(args.input, module.inputs, args.seed, args.inputs)
+    feeds, random_names = _load_feeds(args.input, module.inputs, args.seed, args.inputs,
+                                      shape_dict(args.input_shape))
     start = time.perf_counter()
     outputs = module.run(feeds)
     run_ms = (time.perf_counter() - start) * 1e3
@@ -253,6 +255,7 @@ examples:
   tensorc run mlp.tcz --inputs feeds.npz --outputs out.npz
   tensorc run mlp.tcz --check-onnxruntime        # against the model stored in mlp.tcz
   tensorc run mlp.tcz --check-onnxruntime models/mlp.onnx
+  tensorc run bert.tcz --input-shape input_ids=2x17 --input-shape attention_mask=2x17
 
 Exit status: 0 ok, 1 the outputs disagree with onnxruntime, 2 error.
 """,
@@ -292,6 +295,14 @@ Exit status: 0 ok, 1 the outputs disagree with onnxruntime, 2 error.
         metavar="N",
         help="threads to run on, for tensorc and onnxruntime; 0 means all cores "
         "(default: the artifact's setting)",
+    )
+    p.add_argument(
+        "--input-shape",
+        metavar="NAME=SHAPE",
+        type=parse_input_shape,
+        action="append",
+        help="the shape of the random values for an input with symbolic dims, e.g. "
+        "input_ids=2x17 (repeat the flag for several inputs)",
     )
     add_check_options(p)
     p.set_defaults(handler=cmd_run)

@@ -1,0 +1,65 @@
+"""The command line with a model over symbolic dims: ``compile`` keeps them (``--dim-range``
+narrows them), ``info`` lists them, and ``run``, ``bench`` and ``profile`` of the artifact
+take the shape to run with ``--input-shape`` (and say so when it is missing)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import make_model, tensor_info
+from onnx import helper
+
+import tensorc
+from tensorc.cli.main import main
+
+
+@pytest.fixture(scope="module")
+def symbolic(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, np.ndarray]:
+    """y = relu(x @ w) over x[batch, 6], compiled with batch in [1, 16]."""
+    folder = tmp_path_factory.mktemp("symbolic")
+    w = np.random.default_rng(0).standard_normal((6, 5)).astype(np.float32)
+    model = make_model([helper.make_node("MatMul", ["x", "w"], ["m"]),
+                        helper.make_node("Relu", ["m"], ["y"])],
+                       [tensor_info("x", "float32", ("batch", 6))], ["y"],
+                       initializers={"w": w}, name="symbolic_mlp")
+    source = folder / "m.onnx"
+    source.write_bytes(model.SerializeToString())
+    artifact = folder / "m.tcz"
+    assert main(["compile", str(source), "-o", str(artifact), "--dim-range",
+                 "batch=1:16"]) == 0
+    return source, artifact, w
+
+
+def test_compile_keeps_the_dim_and_info_lists_it(symbolic, capsys) -> None:
+    _, artifact, w = symbolic
+    assert main(["info", str(artifact), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["inputs"][0]["shape"] == ["batch", 6]
+    assert report["dims"]["symbols"][0]["range"] == [1, 16]
+    module = tensorc.load(artifact)
+    x = np.linspace(-1, 1, 42, dtype=np.float32).reshape(7, 6)
+    np.testing.assert_allclose(module.run({"x": x})["y"], np.maximum(x @ w, 0), rtol=1e-5,
+                               atol=1e-6)
+
+
+def test_run_needs_the_shape_of_a_symbolic_input(symbolic, capsys) -> None:
+    _, artifact, _ = symbolic
+    assert main(["run", str(artifact)]) == 2
+    assert "--input-shape x=Nx6" in capsys.readouterr().err
+    assert main(["run", str(artifact), "--input-shape", "x=3x6",
+                 "--check-onnxruntime"]) == 0
+    assert "PASS" in capsys.readouterr().out
+    assert main(["run", str(artifact), "--input-shape", "x=3x7"]) == 2
+    assert "does not fit" in capsys.readouterr().err
+    assert main(["run", str(artifact), "--input-shape", "x=17x6"]) == 2     # the range
+    assert "batch" in capsys.readouterr().err
+
+
+def test_bench_and_profile_take_the_shape(symbolic, capsys) -> None:
+    _, artifact, _ = symbolic
+    assert main(["bench", str(artifact), "--input-shape", "x=5x6", "--seconds", "0.1"]) == 0
+    assert main(["profile", str(artifact), "--input-shape", "x=5x6", "--seconds", "0.1",
+                 "--json"]) == 0
+    capsys.readouterr()
