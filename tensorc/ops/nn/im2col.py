@@ -1,6 +1,8 @@
 """im2col{kernel, strides, pads, dilations}: a 2-D conv's input patches, one column per
-output position: x[N, C, H, W] -> P[N, C*KH*KW, OH*OW] with P[n, (c, i, j), (y, x)] =
-x[n, c, y*sh + i*dh - pt, x*sw + j*dw - pl], zero in the padding.
+output position: x[N, C, H, W] -> P[N, C*KH*KW, OH, OW] with P[n, (c, i, j), y, x] =
+x[n, c, y*sh + i*dh - pt, x*sw + j*dw - pl], zero in the padding. (The output positions
+keep two axes, so that a kernel over symbolic dims divides by no run-time width; the GEMM
+reads them flat through a reshape, a view.)
 
 A conv over symbolic spatial dims runs as this op and a matmul by its OIHW weights as a
 [F, C*KH*KW] matrix (passes/graph/lower_for_target.py): the matmul template's symbolic
@@ -33,7 +35,7 @@ def _infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
     n, c, h, w = x.shape
     oh, ow = _output_size(attrs, h, w)
     kh, kw = attrs["kernel"]
-    return [TensorType((n, c * kh * kw, oh * ow), x.dtype)]
+    return [TensorType((n, c * kh * kw, oh, ow), x.dtype)]
 
 
 @im2col.reference
@@ -48,7 +50,7 @@ def _reference(attrs: dict, x: np.ndarray) -> list[np.ndarray]:
         for j in range(kw):
             out[:, :, i, j] = padded[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh,
                                      j * dw:j * dw + sw * (ow - 1) + 1:sw]
-    return [out.reshape(n, c * kh * kw, oh * ow)]
+    return [out.reshape(n, c * kh * kw, oh, ow)]
 
 
 @im2col.compute
@@ -57,14 +59,13 @@ def _compute(attrs: dict, x: te.Tensor) -> te.Tensor:
     (kh, kw), (sh, sw), (dh, dw) = attrs["kernel"], attrs["strides"], attrs["dilations"]
     top, left = attrs["pads"][0], attrs["pads"][1]
     oh, ow = (te.extent_of(d) for d in _output_size(attrs, h, w))
-    width = E.as_expr(ow)
 
-    def body(b, k, q):
+    def body(b, k, oy, ox):
         ch, tap = k // (kh * kw), k % (kh * kw)
-        y = (q // width) * sh + (tap // kw) * dh - top
-        xx = (q % width) * sw + (tap % kw) * dw - left
+        y = oy * sh + (tap // kw) * dh - top
+        xx = ox * sw + (tap % kw) * dw - left
         inside = E.Logical("and", in_range(y, h), in_range(xx, w))
         safe_y = E.minimum(E.maximum(y, E.const(0)), E.as_expr(h - 1))
         safe_x = E.minimum(E.maximum(xx, E.const(0)), E.as_expr(w - 1))
         return E.select(inside, x[b, ch, safe_y, safe_x], E.Const(0, x.dtype))
-    return te.compute((n, c * kh * kw, te.extent_of(oh * ow)), body, name="im2col")
+    return te.compute((n, c * kh * kw, oh, ow), body, name="im2col")

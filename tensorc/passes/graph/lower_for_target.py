@@ -166,8 +166,8 @@ def _symbolic_gemm_conv(g: Graph, conv: Node) -> bool:
 
 
 def _conv_as_im2col_gemm(g: Graph, conv: Node) -> Value:
-    """conv(x, W) as W[F, C*KH*KW] @ im2col(x)[N, C*KH*KW, OH*OW], reshaped to
-    [N, F, OH, OW]."""
+    """conv(x, W) as W[F, C*KH*KW] @ im2col(x)[N, C*KH*KW, OH, OW] (viewed as
+    [N, C*KH*KW, OH*OW]), reshaped to [N, F, OH, OW]."""
     x, w = conv.inputs
     builder = _Builder(g, conv.name)
     filters, channels, kh, kw = w.type.shape
@@ -175,7 +175,8 @@ def _conv_as_im2col_gemm(g: Graph, conv: Node) -> Value:
     patches = builder.emit("im2col", [x], kernel=(kh, kw), strides=tuple(conv.attrs["strides"]),
                            pads=tuple(conv.attrs["pads"]),
                            dilations=tuple(conv.attrs["dilations"]))
-    product = builder.emit("matmul", [weights, patches])
+    n, k, oh, ow = patches.type.shape
+    product = builder.emit("matmul", [weights, builder.reshape(patches, (n, k, oh * ow))])
     return builder.reshape(product, conv.outputs[0].type.shape)
 
 
