@@ -16,10 +16,13 @@ from tensorc.ir import expr as E
 from tensorc.ir import te
 from tensorc.ir.types import TensorType
 from tensorc.ops.registry import Pattern, define
-from tensorc.ops.schedules import in_range
+from tensorc.ops.schedules import in_range, injective_space, schedule_injective
 from tensorc.ops.shape_rules import window_output_size
 
-im2col = define("im2col", Pattern.INJECTIVE)
+# Opaque: a kernel of its own. Every input element is read KH*KW times, so a producer fused
+# into it (a concat's selects, an upsampling's gathers) would be computed that many times.
+im2col = define("im2col", Pattern.OPAQUE)
+im2col.schedule(schedule_injective, space=injective_space, symbolic=True)
 
 
 def _output_size(attrs: dict, h, w) -> tuple:
