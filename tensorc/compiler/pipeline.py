@@ -14,7 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from tensorc.compiler.kernel import Kernel, inlined_scalar, schedule_group, workload_key
+from tensorc.compiler.kernel import (
+    Kernel, apply_layout, inlined_scalar, repackable, schedule_group, workload_key,
+)
 from tensorc.compiler.timing import GRAPH_PASS, CompileTimes
 from tensorc.ir.graph import Graph, Value
 from tensorc.ir.loop import PrimFunc
@@ -80,6 +82,8 @@ def build_kernels(graph: Graph, groups: list[FusedGroup], target: Target,
                 progress(f"[{n}/{len(work)}] scheduling {group.name}")
             config = configs.config_for(key) if configs is not None else None
             try:
+                if config is not None and not repackable(group, graph, target, config):
+                    raise InvalidConfigError("the config repacks weights that are no constant")
                 func = schedule_group(group, graph, target, name, config, times)
             except InvalidConfigError:      # the space changed since the log was written
                 configs.reject(key)
@@ -87,6 +91,8 @@ def build_kernels(graph: Graph, groups: list[FusedGroup], target: Target,
             if configs is not None and not func.attrs["config"]:
                 configs.untunable(key)      # no knobs: nothing a log could hold for it
             by_key[key] = func
+        # a config that picks another layout of the weights: the constant repacked for it
+        apply_layout(group, graph, target, func.attrs["config"])
         kernels.append(Kernel(func, group, key))
     return kernels
 
