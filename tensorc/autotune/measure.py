@@ -238,8 +238,10 @@ def _run_jobs(candidates: Sequence[Candidate], builds: list, options: MeasureOpt
             inputs[task.workload] = task.inputs(seed=0)
         if task.workload not in expected:
             expected[task.workload] = task.reference(inputs[task.workload])
+        # a config that picks another layout of the weights reads them repacked
         jobs.append(RunJob(built.object_code, built.entry, built.params,
-                           inputs[task.workload], expected[task.workload], options,
+                           task.inputs_for(cand.config, inputs[task.workload]),
+                           expected[task.workload], options,
                            cand.inject, return_outputs, task.target))
         where.append(k)
     return jobs, where

@@ -18,7 +18,9 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from tensorc.autotune.records import target_string, workload_hash
-from tensorc.compiler.kernel import group_template, group_to_te, inlined_scalar, schedule_group
+from tensorc.compiler.kernel import (
+    group_space, inlined_scalar, picked_layout, schedule_group,
+)
 from tensorc.compiler.llvm import compile_graph, compile_model
 from tensorc.errors import TensorcError
 from tensorc.frontend.model import import_model
@@ -60,19 +62,32 @@ class Task:
         return Target.from_string(self.target)
 
     def space(self) -> SearchSpace:
-        """The search space of this kernel's schedule template."""
+        """The search space of this kernel: its schedule template's, and where its weights
+        may take other layouts (a conv's Winograd or direct algorithm), the knob that picks
+        one (``compiler.kernel.group_space``)."""
         if self._space is None:
-            target = self.get_target()
-            _, out, anchor = group_to_te(self.group, self.graph)
-            attrs = self.group.anchor.attrs if self.group.anchor is not None else {}
-            self._space = group_template(self.group, target).search_space(target, out,
-                                                                          anchor, attrs)
+            self._space = group_space(self.group, self.graph, self.get_target())
         return self._space
 
     def schedule(self, config: Mapping | None = None):
         """The kernel's lowered PrimFunc for ``config`` (default: the template's choice);
-        ``func.attrs`` hold the config and its trace."""
+        ``func.attrs`` hold the config and its trace. A config that picks another layout of
+        the weights gets a kernel over weights of that layout (:meth:`inputs_for`)."""
         return schedule_group(self.group, self.graph, self.get_target(), self.name, config)
+
+    def inputs_for(self, config: Mapping | None, arrays: Sequence[np.ndarray]
+                   ) -> list[np.ndarray]:
+        """:meth:`inputs` (``arrays``) as the kernel that ``config`` picks reads them: where it
+        picks another layout of the weights, the weights repacked into it (the same weights,
+        so the default's reference output serves)."""
+        picked = picked_layout(self.group, self.get_target(), config)
+        if picked is None:
+            return list(arrays)
+        layouts, value = picked
+        k = self.graph.inputs.index(self.group.anchor.inputs[layouts.operand])
+        arrays = list(arrays)
+        arrays[k] = np.ascontiguousarray(layouts.repack(arrays[k], value))
+        return arrays
 
     def inputs(self, seed: int = 0) -> list[np.ndarray]:
         """Seeded inputs of the kernel's parameters (floats standard normal; integers zero, a

@@ -40,9 +40,12 @@ def _searched_space(space: SearchSpace, threads: int) -> SearchSpace:
     """The part of a task's space that measurements on ``threads`` threads can tell apart:
     timed on one thread, the ``parallel`` knob only adds noise, and a config that won with
     it off by chance ran a kernel on one thread in a 2-thread model (ResNet tuned on one
-    thread: 7.1 -> 8.7 ms at two), so there it keeps its default."""
-    if threads == 1 and "parallel" in space.knobs:
-        return space.pinned(parallel=space.knobs["parallel"].default)
+    thread: 7.1 -> 8.7 ms at two), so there it keeps its default (also each other
+    algorithm's, ``<algorithm>.parallel``)."""
+    parallel = {k: knob.default for k, knob in space.knobs.items()
+                if k == "parallel" or k.endswith(".parallel")}
+    if threads == 1 and parallel:
+        return space.pinned(**parallel)
     return space
 
 

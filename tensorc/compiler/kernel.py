@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
 
 from tensorc.compiler.timing import CompileTimes
 from tensorc.errors import TensorcError
@@ -24,7 +24,9 @@ from tensorc.ir.schedule import create_schedule
 from tensorc.ops.catalog import get_op
 from tensorc.ops.registry import Template
 from tensorc.ops.schedules import INJECTIVE
+from tensorc.ops.space import Config, Knob, SearchSpace
 from tensorc.ops.symbolic import GENERIC
+from tensorc.ops.weight_layouts import WeightLayouts
 from tensorc.passes import loop as loop_passes
 from tensorc.passes.graph.fuse import FusedGroup
 from tensorc.target import Target
@@ -58,11 +60,13 @@ def inlined_scalar(v: Value, graph: Graph) -> bool:
     return v in graph.constants and v.type.size == 1
 
 
-def group_to_te(group: FusedGroup, graph: Graph, kernel_dims: dict | None = None):
-    """Tensor expressions of a group: placeholders for its inputs, one compute per node.
-    With ``kernel_dims`` (a dict it fills), each compound symbolic dim of an input
-    (``(H - 1)//4 + 1``) is a dim of the kernel's own (``d.0``), whose value its caller
-    computes: the kernel's index arithmetic then reads one parameter, not the expression."""
+def group_to_te(group: FusedGroup, graph: Graph, target: Target | None = None,
+                kernel_dims: dict | None = None):
+    """Tensor expressions of a group: placeholders for its inputs, one compute per node
+    (``target``: for the computes that follow the machine). With ``kernel_dims`` (a dict it
+    fills), each compound symbolic dim of an input (``(H - 1)//4 + 1``) is a dim of the
+    kernel's own (``d.0``), whose value its caller computes: the kernel's index arithmetic
+    then reads one parameter, not the expression."""
     tensors: dict[Value, te.Tensor] = {}
     params: list[te.Tensor] = []
     for k, v in enumerate(group.inputs):
@@ -77,7 +81,7 @@ def group_to_te(group: FusedGroup, graph: Graph, kernel_dims: dict | None = None
         tensors[v] = t
         params.append(t)
     with _kernel_table(graph, kernel_dims or {}):
-        out, anchor = _computes(group, tensors)
+        out, anchor = _computes(group, tensors, target)
     return params, out, anchor
 
 
@@ -96,13 +100,15 @@ def _kernel_table(graph: Graph, kernel_dims: dict):
         yield
 
 
-def _computes(group: FusedGroup, tensors: dict):
+def _computes(group: FusedGroup, tensors: dict, target: Target | None):
     anchor = None
     for node in group.nodes:
         opdef = get_op(node.op)
         if opdef.compute_fn is None:
             raise TensorcError(f"op {node.op} has no compute definition")
-        out = opdef.compute_fn(node.attrs, *[tensors[v] for v in node.inputs])
+        args = [tensors[v] for v in node.inputs]
+        out = opdef.compute_fn(node.attrs, *args, target=target) \
+            if opdef.compute_reads_target else opdef.compute_fn(node.attrs, *args)
         tensors[node.outputs[0]] = out
         if node is group.anchor:
             anchor = out
@@ -140,17 +146,30 @@ def schedule_group(group: FusedGroup, graph: Graph, target: Target, name: str,
                    hints: Mapping[str, int] | None = None) -> PrimFunc:
     """One group's kernel, scheduled by its template with ``config`` (by default the
     template's heuristic choice). The PrimFunc's attrs record the config and the trace.
-    ``times`` collects the seconds of scheduling, lowering and loop passes. Over symbolic
-    dims, the schedule chooses at ``hints`` (by dim name; te.hint), and a template that does
-    not take symbolic shapes yet gives way to the generic one (ops/symbolic.py)."""
+    A config that picks another layout of the anchor's weights (:func:`group_space`) gets
+    the kernel over weights of that layout, its parameters in the group's order
+    (:func:`apply_layout` repacks a compiled graph's constant to match). ``times`` collects
+    the seconds of scheduling, lowering and loop passes. Over symbolic dims, the schedule
+    chooses at ``hints`` (by dim name; te.hint), and a template that does not take symbolic
+    shapes yet gives way to the generic one (ops/symbolic.py)."""
     times = times if times is not None else CompileTimes()
     hinted = te.dim_hints(hints) if hints is not None else contextlib.nullcontext()
     with times.phase("scheduling", name), hinted, contextlib.ExitStack() as stack:
+        layouts = anchor_layouts(group, target)
+        if config is not None and layouts is not None:
+            # a record written before a knob joined the space takes that knob's default, the
+            # value the schedule chose before the knob existed, so older logs still apply
+            # (and the knobs of an algorithm it does not pick do not matter)
+            space = group_space(group, graph, target)
+            config = space.validate(space.normalized({**space.default(), **config}))
+            value = config[layouts.knob]
+            if value != layouts.current:
+                graph, group = relaid_group(group, graph, layouts, value)
         kernel_dims: dict = {}
-        params, out, anchor = group_to_te(group, graph, kernel_dims)
+        params, out, anchor = group_to_te(group, graph, target, kernel_dims)
         # a kernel dim's hint is its expression's at the dims' hints
-        own = {n: te.hint(d) for n, d in kernel_dims.items()}
-        stack.enter_context(te.dim_hints({**te.current_hints(), **own}))
+        own_hints = {n: te.hint(d) for n, d in kernel_dims.items()}
+        stack.enter_context(te.dim_hints({**te.current_hints(), **own_hints}))
         sch = create_schedule(out)
         # everything but the anchor and the output is computed inline
         anchor_stages = _anchor_stages(sch, anchor)
@@ -162,12 +181,17 @@ def schedule_group(group: FusedGroup, graph: Graph, target: Target, name: str,
         if not template.symbolic and not all(te.is_static(t.shape) for t in [*params, out]):
             template = GENERIC
         attrs = group.anchor.attrs if group.anchor is not None else {}
-        space = template.search_space(target, out, anchor, attrs)
-        # a record written before a knob joined the space takes that knob's default, the
-        # value the schedule chose before the knob existed, so older tuning logs still apply
-        config = space.default() if config is None else \
-            space.validate({**space.default(), **config})
-        template.apply(target, sch, out, anchor, attrs, config)
+        own = template.search_space(target, out, anchor, attrs)
+        if config is None:
+            config = applied = own.default()
+            if layouts is not None and layouts.new_knob:
+                config = config.replace(**{layouts.knob: layouts.current})
+        elif layouts is None:
+            config = applied = own.validate({**own.default(), **config})
+        else:
+            picks = next(c for c in space.constraints if isinstance(c, PicksLayout))
+            applied = picks.own(config)
+        template.apply(target, sch, out, anchor, attrs, applied)
     with times.phase("lowering to loop IR", name):
         func = lower(sch, [*params, out], name)
     with times.phase("loop passes", name):
@@ -210,3 +234,152 @@ def workload_key(group: FusedGroup, graph: Graph) -> tuple:
             scalar = graph.constants[v].reshape(-1)[0].item()
         ins.append((v.type.shape, v.type.dtype, scalar))
     return tuple(parts), tuple(ins)
+
+
+# ---------------------------------------------------------------------------------------------
+# knobs that pick the layout of the anchor's weights (ops/weight_layouts.py)
+
+def anchor_layouts(group: FusedGroup, target: Target) -> WeightLayouts | None:
+    """The layouts the weights of the group's anchor may take, where it has more than one."""
+    node = group.anchor
+    if node is None or get_op(node.op).layouts_fn is None:
+        return None
+    layouts = get_op(node.op).layouts_fn(node.attrs, [v.type for v in node.inputs], target)
+    return layouts if layouts is not None and len(layouts.attrs) > 1 else None
+
+
+def group_space(group: FusedGroup, graph: Graph, target: Target) -> SearchSpace:
+    """The search space of a group's kernel: its template's; and where the anchor's weights
+    may take other layouts, the knob that picks one, beside the knobs of each layout's
+    schedule. A knob the op adds (a conv's ``algorithm``) keeps the schedule of the layout
+    the node has (the space's default) under its knobs' own names, and each other's under
+    ``<value>.<knob>`` (``winograd.tiles``), each knob at its default where its algorithm is
+    not picked (``SearchSpace.conditions``), so switching the algorithm alone gives the other
+    algorithm's default schedule; a knob the schedule has (a matmul's ``vectors``) takes the
+    values of every layout. A config is checked against the space of the layout it picks.
+
+    >>> group_space(group, graph, Target.from_string("llvm -mcpu=znver4")).knobs["algorithm"]
+    Knob(name='algorithm', choices=('winograd', 'filter_lanes'), default='winograd', doc=...)
+    """
+    layouts = anchor_layouts(group, target)
+    spaces = {}
+    for value in layouts.values if layouts is not None else (None,):
+        g, grp = (graph, group) if layouts is None or value == layouts.current else \
+            relaid_group(group, graph, layouts, value)
+        _, out, anchor = group_to_te(grp, g, target)
+        attrs = grp.anchor.attrs if grp.anchor is not None else {}
+        spaces[value] = group_template(grp, target).search_space(target, out, anchor, attrs)
+    if layouts is None:
+        return spaces[None]
+    picks = PicksLayout(layouts.knob, layouts.current, layouts.new_knob, spaces)
+    knobs: dict[str, Knob] = {}
+    conditions = {}     # a conv's algorithm's knobs matter where it is picked
+    for value, space in spaces.items():
+        for knob in space.knobs.values():
+            name = picks.name(value, knob.name)
+            if layouts.new_knob:
+                conditions[name] = (layouts.knob, value)
+            old = knobs.get(name)
+            knobs[name] = Knob(name, knob.choices, knob.default, knob.doc) if old is None \
+                else Knob(name, old.choices + tuple(c for c in knob.choices
+                                                    if c not in old.choices),
+                          old.default, old.doc)
+    if layouts.new_knob:
+        knobs[layouts.knob] = Knob(layouts.knob, layouts.values, layouts.current,
+                                   "the weights' layout, and so the algorithm (the weights "
+                                   "repacked at compile time)")
+    return SearchSpace(list(knobs.values()), [picks], spaces[layouts.current].name,
+                       conditions)
+
+
+@dataclass(frozen=True)
+class PicksLayout:
+    """The constraint of a group's space with a layout knob: a config is legal in the space
+    of the schedule of the layout it picks. (A class, not a closure: spaces go to the
+    tuner's build processes.)"""
+
+    knob: str
+    current: Any
+    new_knob: bool
+    spaces: dict        # knob value -> the space of that layout's schedule
+
+    def name(self, value, knob: str) -> str:
+        """The name in the group's space of knob ``knob`` of the schedule of ``value``."""
+        if not self.new_knob or value == self.current:
+            return knob
+        return f"{value}.{knob}"
+
+    def own(self, config: Mapping) -> Config:
+        """The values of ``config`` for the knobs of the schedule of the layout it picks."""
+        value = config[self.knob]
+        return Config({k: config[self.name(value, k)] for k in self.spaces[value].knobs})
+
+    def __call__(self, config) -> str | None:
+        return self.spaces[config[self.knob]].violation(self.own(config))
+
+
+def relaid_group(group: FusedGroup, graph: Graph, layouts: WeightLayouts, value
+                 ) -> tuple[Graph, FusedGroup]:
+    """The group as a graph of its own with its anchor in the layout ``value`` picks: its
+    inputs, in the group's order, are the graph's inputs (one-element constants stay
+    constants), the anchor's weights one of the new layout's type."""
+    g = Graph(graph.name)
+    mapping = {}
+    weights = group.anchor.inputs[layouts.operand]
+    for v in group.inputs:
+        if inlined_scalar(v, graph):
+            mapping[v] = g.add_constant(graph.constants[v], v.name)
+        else:
+            mapping[v] = g.add_input(v.name, layouts.types[value] if v is weights else v.type)
+    anchor = None
+    for node in group.nodes:
+        attrs = layouts.attrs[value] if node is group.anchor else node.attrs
+        outs = g.add_node(node.op, [mapping[v] for v in node.inputs], dict(attrs),
+                          [o.type for o in node.outputs], name=node.name)
+        mapping.update(zip(node.outputs, outs))
+        if node is group.anchor:
+            anchor = g.nodes[-1]
+    g.outputs.append(mapping[group.output])
+    return g, FusedGroup(nodes=list(g.nodes), anchor=anchor, kind=group.kind,
+                         inputs=[mapping[v] for v in group.inputs], view=group.view)
+
+
+def picked_layout(group: FusedGroup, target: Target, config: Mapping | None):
+    """(layouts, value) where ``config`` picks another layout of the anchor's weights than
+    the node has, else None."""
+    layouts = anchor_layouts(group, target)
+    if config is None or layouts is None or \
+            config.get(layouts.knob, layouts.current) == layouts.current:
+        return None
+    return layouts, config[layouts.knob]
+
+
+def apply_layout(group: FusedGroup, graph: Graph, target: Target, config: Mapping) -> None:
+    """Where ``config`` (a kernel's, as :func:`schedule_group` recorded it) picks another
+    layout for the anchor's weights than the layout pass wrote: the constant repacked into it
+    and the anchor's attrs and the group's inputs changed in ``graph`` (the old constant
+    dropped where nothing else reads it). The anchor's weights must be a constant
+    (:func:`repackable`)."""
+    picked = picked_layout(group, target, config)
+    if picked is None:
+        return
+    layouts, value = picked
+    node = group.anchor
+    old = node.inputs[layouts.operand]
+    if old not in graph.constants:
+        raise TensorcError(f"{node.name}: {layouts.knob}={value!r} repacks its weights "
+                           f"%{old.name}, which are no constant (check repackable first)")
+    new = graph.add_constant(layouts.repack(graph.constants[old], value),
+                             f"{old.name}_{value}")
+    node.inputs[layouts.operand] = new
+    node.attrs = dict(layouts.attrs[value])
+    group.inputs = [new if v is old else v for v in group.inputs]
+    if not graph.consumers().get(old) and old not in graph.outputs:
+        del graph.constants[old]
+
+
+def repackable(group: FusedGroup, graph: Graph, target: Target, config: Mapping) -> bool:
+    """Whether the layout ``config`` picks for the anchor's weights can be written at compile
+    time: the node's own layout, or weights that are a constant."""
+    picked = picked_layout(group, target, config)
+    return picked is None or group.anchor.inputs[picked[0].operand] in graph.constants

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from tensorc.codegen.llvm.codegen import LLVMCodegen
 from tensorc.codegen.llvm.objects import emit_object, emit_object_here
-from tensorc.compiler.kernel import Kernel, schedule_group, workload_key
+from tensorc.compiler.kernel import Kernel, repackable, schedule_group, workload_key
 from tensorc.compiler.object_cache import ObjectCache, kernel_key
 from tensorc.compiler.pipeline import Progress
 from tensorc.compiler.timing import CompileTimes
@@ -76,6 +76,9 @@ def kernel_jobs(graph: Graph, groups: list[FusedGroup], configs, target: Target
         job = jobs.get(workload)
         if job is None:
             config = configs.config_for(workload) if configs is not None else None
+            if config is not None and not repackable(group, graph, target, config):
+                configs.reject(workload)    # it repacks weights that are no constant
+                config = None
             key = kernel_key(workload, config, target)
             job = KernelJob(group, workload, config, f"k{len(jobs)}_{group.name}",
                             f"tensorc_kernel_{key[:24]}", key)
@@ -137,8 +140,9 @@ def usable_cpus() -> int:
 
 def build_objects(graph: Graph, jobs: list[KernelJob], target: Target, times: CompileTimes,
                   store: ObjectCache | None, configs=None, progress: Progress | None = None
-                  ) -> tuple[list[bytes], list[dict]]:
-    """The object code of each job, in order, and its call meta (compiler/variants.py):
+                  ) -> tuple[list[bytes], list[dict], list[bool]]:
+    """The object code of each job, in order, its call meta (compiler/variants.py) and
+    whether its tuned config was rejected (its template's default built instead):
     from ``store`` where it holds the kernel, else built (on every usable core) and stored.
     ``configs`` hears which kernels were untunable or had their tuned config rejected;
     ``times`` gets every kernel's phases (summed over the workers) and the wall time of the
@@ -174,7 +178,8 @@ def build_objects(graph: Graph, jobs: list[KernelJob], target: Target, times: Co
                 configs.reject(job.workload)
             if not build.tunable:
                 configs.untunable(job.workload)   # no knobs: nothing a log could hold for it
-    return [build.obj for build in builds], [build.meta for build in builds]
+    return [build.obj for build in builds], [build.meta for build in builds], \
+        [build.rejected for build in builds]
 
 
 def _build_in_pool(graph: Graph, jobs: list[KernelJob], todo: list[int], target: Target

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from tensorc.codegen.llvm.codegen import LLVMCodegen
 from tensorc.codegen.llvm.objects import optimize_module
-from tensorc.compiler.kernel import Kernel, inlined_scalar
+from tensorc.compiler.kernel import Kernel, apply_layout, inlined_scalar
 from tensorc.compiler.kernel_objects import build_objects, kernel_jobs
 from tensorc.compiler.object_cache import cached_emit_object, default_cache
 from tensorc.compiler.pipeline import (
@@ -147,7 +147,15 @@ def compile_llvm_module(proto, graph: Graph, target: Target, start: float,
             groups = fuse(graph)
         jobs, kernels = kernel_jobs(graph, groups, configs, target)
         store = default_cache() if cache else None
-        objects, metas = build_objects(graph, jobs, target, times, store, configs, progress)
+        objects, metas, rejected = build_objects(graph, jobs, target, times, store, configs,
+                                                 progress)
+        # a tuned config that picks another layout of a kernel's weights: each of its
+        # groups' constants repacked for it (the kernels were built for that layout)
+        applied = {job.workload: job.config for job, no in zip(jobs, rejected)
+                   if job.config is not None and not no}
+        for kernel in kernels:
+            if kernel.key in applied:
+                apply_layout(kernel.group, graph, target, applied[kernel.key])
         with times.phase("memory plan"):
             plan = plan_memory(graph, groups)
     meta_of = {job.workload: meta for job, meta in zip(jobs, metas)}

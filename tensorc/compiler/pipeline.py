@@ -14,7 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from tensorc.compiler.kernel import Kernel, inlined_scalar, schedule_group, workload_key
+from tensorc.compiler.kernel import (
+    Kernel, apply_layout, inlined_scalar, repackable, schedule_group, workload_key,
+)
 from tensorc.compiler.timing import GRAPH_PASS, CompileTimes
 from tensorc.compiler.variants import call_forms, kernel_meta, small_dims_variants
 from tensorc.ir import te
@@ -83,6 +85,8 @@ def build_kernels(graph: Graph, groups: list[FusedGroup], target: Target,
                 progress(f"[{n}/{len(work)}] scheduling {group.name}")
             config = configs.config_for(key) if configs is not None else None
             try:
+                if config is not None and not repackable(group, graph, target, config):
+                    raise InvalidConfigError("the config repacks weights that are no constant")
                 func = schedule_group(group, graph, target, name, config, times)
             except InvalidConfigError:      # the space changed since the log was written
                 configs.reject(key)
@@ -91,6 +95,8 @@ def build_kernels(graph: Graph, groups: list[FusedGroup], target: Target,
                 configs.untunable(key)      # no knobs: nothing a log could hold for it
             by_key[key] = func
             variants[key] = small_dims_variants(group, graph, target, func, times)
+        # a config that picks another layout of the weights: the constant repacked for it
+        apply_layout(group, graph, target, func.attrs["config"])
         kernels.append(Kernel(func, group, key, variants=variants[key],
                               calls=call_forms(func.name, kernel_meta(func, variants[key]))))
     return kernels

@@ -4,7 +4,12 @@ An entry holds
 - ``infer(attrs, input_types) -> list[TensorType]``: shape and dtype rule;
 - ``pattern``: the fusion class;
 - ``reference(attrs, *arrays) -> list[np.ndarray]``: numpy semantics (constant folding, tests);
-- ``compute(attrs, *te_tensors) -> list[te.Tensor]``: the tensor-expression definition;
+- ``compute(attrs, *te_tensors) -> list[te.Tensor]``: the tensor-expression definition
+  (``compute(attrs, *te_tensors, target=...)`` where it is registered ``reads_target``: a
+  formulation whose tensors follow the machine, such as the flattened conv's padding);
+- ``layouts(attrs, input_types, target) -> WeightLayouts | None``: where a knob of the
+  op's schedule picks the layout of a constant operand (conv's ``algorithm``, matmul's
+  ``vectors``), the layouts it may pick (``ops/weight_layouts.py``);
 - ``schedule``: per target kind ("llvm", "cuda"), a :class:`Template`: the schedule of a
   fused group whose anchor (most complex op) is this op, as a function of a config, and the
   search space that config comes from (see ``ops/space.py``).
@@ -59,6 +64,8 @@ class OpDef:
     infer_fn: Callable | None = None
     reference_fn: Callable | None = None
     compute_fn: Callable | None = None
+    compute_reads_target: bool = False
+    layouts_fn: Callable | None = None
     templates: dict[str, Template] = field(default_factory=dict)   # by target kind
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -71,8 +78,18 @@ class OpDef:
         self.reference_fn = fn
         return fn
 
-    def compute(self, fn: Callable) -> Callable:
-        self.compute_fn = fn
+    def compute(self, fn: Callable | None = None, *, reads_target: bool = False):
+        """Register the compute: ``@op.compute``, or ``@op.compute(reads_target=True)`` for
+        one that takes the target as the keyword ``target`` (None: no target, as in tests
+        that build tensors alone)."""
+        def register(f: Callable) -> Callable:
+            self.compute_fn = f
+            self.compute_reads_target = reads_target
+            return f
+        return register(fn) if fn is not None else register
+
+    def layouts(self, fn: Callable) -> Callable:
+        self.layouts_fn = fn
         return fn
 
     def schedule(self, fn: Callable | None = None, *, target: str = "llvm",

@@ -97,7 +97,8 @@ class SearchSpace:
     """
 
     def __init__(self, knobs: list[Knob] | tuple[Knob, ...] = (),
-                 constraints: list[Constraint] | tuple[Constraint, ...] = (), name: str = ""):
+                 constraints: list[Constraint] | tuple[Constraint, ...] = (), name: str = "",
+                 conditions: Mapping[str, tuple[str, Any]] | None = None):
         self.knobs: dict[str, Knob] = {}
         for knob in knobs:
             if knob.name in self.knobs:
@@ -105,6 +106,10 @@ class SearchSpace:
             self.knobs[knob.name] = knob
         self.constraints = list(constraints)
         self.name = name
+        # knob -> (knob, value): a knob that matters only where another has that value (an
+        # algorithm's own knobs); elsewhere it keeps its default, so that no two configs
+        # build the same schedule
+        self.conditions = dict(conditions or {})
         default = Config({k.name: k.default for k in knobs})
         reason = self.violation(default)
         if reason is not None:
@@ -126,7 +131,17 @@ class SearchSpace:
         does not have are ignored. The configs it yields are legal in this space too."""
         knobs = [Knob(k.name, (values[k.name],), values[k.name], k.doc) if k.name in values
                  else k for k in self.knobs.values()]
-        return SearchSpace(knobs, self.constraints, self.name)
+        return SearchSpace(knobs, self.constraints, self.name, self.conditions)
+
+    def active(self, config: Mapping[str, Any], name: str) -> bool:
+        """Whether knob ``name`` matters in ``config`` (its condition holds, or it has none)."""
+        parent, value = self.conditions.get(name, (None, None))
+        return parent is None or config[parent] == value
+
+    def normalized(self, config: Mapping[str, Any]) -> Config:
+        """``config`` with the knobs that do not matter in it at their defaults."""
+        return Config({n: v if self.active(config, n) else self.knobs[n].default
+                       for n, v in config.items()})
 
     def violation(self, config: Mapping[str, Any]) -> str | None:
         """Why ``config`` is illegal in this space, or None."""
@@ -139,6 +154,10 @@ class SearchSpace:
         for name, knob in self.knobs.items():
             if config[name] not in knob.choices:
                 return (f"knob {name}={config[name]!r} is not one of {list(knob.choices)}")
+            if not self.active(config, name) and config[name] != knob.default:
+                parent, value = self.conditions[name]
+                return (f"knob {name} applies where {parent}={value!r} only; elsewhere it "
+                        f"keeps its default {knob.default!r}")
         for constraint in self.constraints:
             reason = constraint(Config(config))
             if reason is not None:
@@ -167,7 +186,7 @@ class SearchSpace:
     def sample(self, rng: random.Random, tries: int = 1000) -> Config:
         """A random legal config (uniform over knob values, rejecting illegal ones)."""
         for _ in range(tries):
-            config = Config({n: rng.choice(k.choices) for n, k in self.knobs.items()})
+            config = self.normalized({n: rng.choice(k.choices) for n, k in self.knobs.items()})
             if self.violation(config) is None:
                 return config
         return self.default()
@@ -176,7 +195,8 @@ class SearchSpace:
                tries: int = 100) -> Config:
         """``config`` with ``knobs`` knob values changed at random (a legal result, or
         ``config`` itself when none was found)."""
-        names = [n for n, k in self.knobs.items() if len(k.choices) > 1]
+        names = [n for n, k in self.knobs.items()
+                 if len(k.choices) > 1 and self.active(config, n)]
         if not names:
             return config
         for _ in range(tries):
@@ -184,8 +204,9 @@ class SearchSpace:
             for name in rng.sample(names, min(knobs, len(names))):
                 others = [v for v in self.knobs[name].choices if v != config[name]]
                 changed[name] = rng.choice(others)
+            changed = self.normalized(changed)
             if self.violation(changed) is None:
-                return Config(changed)
+                return changed
         return config
 
     def neighbours(self, config: Config) -> list[Config]:
@@ -197,9 +218,11 @@ class SearchSpace:
         """
         found = []
         for name, knob in self.knobs.items():
+            if not self.active(config, name):
+                continue
             for value in knob.choices:
                 if value != config[name]:
-                    changed = config.replace(**{name: value})
+                    changed = self.normalized(config.replace(**{name: value}))
                     if self.violation(changed) is None:
                         found.append(changed)
         return found
@@ -207,9 +230,10 @@ class SearchSpace:
     def crossover(self, a: Config, b: Config, rng: random.Random, tries: int = 20) -> Config:
         """A legal config taking each knob's value from ``a`` or ``b`` (or ``a`` itself)."""
         for _ in range(tries):
-            child = {n: (a[n] if rng.random() < 0.5 else b[n]) for n in self.knobs}
+            child = self.normalized({n: (a[n] if rng.random() < 0.5 else b[n])
+                                     for n in self.knobs})
             if self.violation(child) is None:
-                return Config(child)
+                return child
         return a
 
 

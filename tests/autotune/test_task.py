@@ -63,6 +63,8 @@ def test_every_config_of_a_small_space_builds_and_matches_numpy(which, tiny_soft
              "matmul": matmul_model(8, 32, 16)}[which]
     task = next(t for t in extract_tasks(model, measure=False) if which in t.ops)
     space = task.space()
+    if which == "matmul":   # B's other panel widths (repacked B): test_algorithm_knob.py
+        space = space.pinned(vectors=space.default()["vectors"])
     configs = list(space.configs())
     assert 2 <= len(configs) <= 40
     inputs = task.inputs(seed=3)

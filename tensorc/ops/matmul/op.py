@@ -4,8 +4,10 @@ The frontend turns 1-D operands into 2-D with a reshape, so the core op never se
 
 A constant right operand ``B[K, N]`` is repacked at compile time (``passes/graph/
 alter_layout.py``) into column panels ``[ceil(N/nr), K, nr]`` with attrs ``b_panel=nr`` and
-``n=N`` (``tile.py``). The CPU schedule is the GEMM template: its knobs in ``space.py``, the
-BLIS-style loops around the register-tile micro-kernel in ``schedule.py``.
+``n=N`` (``tile.py``); the schedule's ``vectors`` knob picks the panel width (nr = vectors x
+lanes): the layout pass's by default, another repacks B. The CPU schedule is the GEMM
+template: its knobs in ``space.py``, the BLIS-style loops around the register-tile
+micro-kernel in ``schedule.py``.
 """
 from __future__ import annotations
 
@@ -20,12 +22,13 @@ from tensorc.ir.types import TensorType
 from tensorc.ops.matmul.gemm import Gemm
 from tensorc.ops.matmul.schedule import schedule_gemm
 from tensorc.ops.matmul.space import gemm_space
-from tensorc.ops.matmul.tile import unpack_b_panels
+from tensorc.ops.matmul.tile import PANEL_VECTOR_CHOICES, pack_b_panels, unpack_b_panels
 from tensorc.ops.registry import Pattern, define
 from tensorc.ops.shape_rules import (
     broadcast_shapes, expect_arity, expect_same_dtype, unify_dims,
 )
 from tensorc.ops.space import SearchSpace
+from tensorc.ops.weight_layouts import WeightLayouts
 from tensorc.target import Target
 
 matmul = define("matmul", Pattern.OUT_ELEMWISE_FUSABLE)
@@ -59,6 +62,30 @@ def _reference(attrs: dict, a: np.ndarray, b: np.ndarray) -> list[np.ndarray]:
     if attrs.get("b_panel"):
         b = unpack_b_panels(b, attrs["n"])
     return [np.matmul(a, b)]
+
+
+@matmul.layouts
+def _matmul_layouts(attrs: dict, input_types: list[TensorType], target: Target | None
+                    ) -> WeightLayouts | None:
+    """A packed B's panel widths: the register tile's column vectors (``vectors``), each with
+    B repacked into panels that wide; none wider than B (one vector where B is narrower)."""
+    nr = attrs.get("b_panel")
+    if not nr or target is None or target.kind != "llvm":
+        return None
+    a, b = input_types
+    lanes, n = target.vector_lanes(a.dtype), attrs["n"]
+    if nr % lanes:
+        return None
+    current = nr // lanes
+    values = [current] + [v for v in PANEL_VECTOR_CHOICES
+                          if v != current and v * lanes <= max(lanes, n)]
+
+    def panels(v: int) -> TensorType:
+        return TensorType((-(-n // (v * lanes)), b.shape[1], v * lanes), b.dtype)
+    return WeightLayouts(
+        "vectors", current, {v: {**attrs, "b_panel": v * lanes} for v in values},
+        {v: panels(v) for v in values},
+        lambda array, v: pack_b_panels(unpack_b_panels(array, n), v * lanes), new_knob=False)
 
 
 @matmul.compute

@@ -55,7 +55,8 @@ def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
     m, n, k = gemm.m, gemm.n, gemm.k
     lanes = target.vector_lanes(dtype)
     tile_vectors = micro_tile(target)[1]
-    # a packed B's panel fixes the tile's vectors, and so the rows that fit beside them
+    # a packed B's panel is the tile's vectors (another value of the knob repacks B:
+    # compiler/kernel.py, group_space), and so decides the rows that fit beside them
     tile_rows = micro_tile(target, gemm.b_panel // lanes if gemm.b_panel else tile_vectors)[0]
     candidates = [r for r in (1, 2, 3, 4, 5, 6, 8, 10, 12, 14)
                   if r <= min(m, target.max_tile_rows)] or [1]
@@ -176,7 +177,7 @@ def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
         Knob("rows", rows, default_rows, "rows of the register tile (mr; fixed by a packed "
              "A's panel height)"),
         Knob("vectors", vectors, default_vectors, "column vectors of the register tile "
-             "(nr = vectors * lanes; fixed by the packed B's panel width)"),
+             "(nr = vectors * lanes; a packed B is repacked for it)"),
         Knob("col_panels", col_choices, col_panels, "B panels per column block (nc / nr)"),
         Knob("row_tiles", row_choices, row_tiles, "A strips per row block (mc / mr)"),
         Knob("pack_a", pack, pack_default, "copy each row block of A into mr-row panels"),

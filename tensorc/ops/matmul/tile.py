@@ -14,6 +14,8 @@ from tensorc.target import Target
 # loads 10 vectors per 24 FMAs, a 14 x 2 tile 16 per 28 (measured in 3a4fd88).
 PACKED_PANEL_VECTORS = 4
 GEMV_VECTORS = 4     # a one-row product: 4 accumulator chains hide the FMA latency (902d975)
+# the panel widths (in vectors) a tuning config may repack a constant B into
+PANEL_VECTOR_CHOICES = (1, 2, 3, 4)
 
 
 def pack_b_panels(b: np.ndarray, nr: int) -> np.ndarray:

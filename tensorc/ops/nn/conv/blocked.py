@@ -93,25 +93,22 @@ class PrefetchFits:
 
 
 # A stride-1 conv's channel blocks go outside its tiles where a tile's weights (filter
-# vectors x channels x taps) exceed TILE_WEIGHTS_L1, one channel block's fit in
-# BLOCK_WEIGHTS_L1 and the band's partial sums in BAND_SUMS_L1: each block's weights then
-# serve the band's tiles from L1, where the plain order streams all of them from L2 for every
-# tile; convs past any of the three bounds lost (5ed92ad).
-TILE_WEIGHTS_L1 = 48 << 10
-BLOCK_WEIGHTS_L1 = 24 << 10
-BAND_SUMS_L1 = 48 << 10
+# vectors x channels x taps) exceed L1, one channel block's fit in half of it and the band's
+# partial sums in all of it: each block's weights then serve the band's tiles from L1, where
+# the plain order streams all of them from L2 for every tile; convs past any of the three
+# bounds lost (5ed92ad, with 48 KB of L1).
 
 
 def _weights_outrun_l1(vectors: int, channel_blocks: int, taps: int, band_pixels: int,
-                       out: te.Tensor) -> bool:
-    """Whether a register tile of ``vectors`` filter vectors reads more weights than
-    TILE_WEIGHTS_L1 over its ``channel_blocks`` blocks of input channels, while one block's
-    weights fit BLOCK_WEIGHTS_L1 and the partial sums of a band of ``band_pixels`` outputs
-    BAND_SUMS_L1."""
+                       out: te.Tensor, l1_bytes: int) -> bool:
+    """Whether a register tile of ``vectors`` filter vectors reads more weights than L1
+    (``l1_bytes``) holds over its ``channel_blocks`` blocks of input channels, while one
+    block's weights fit half of it and the partial sums of a band of ``band_pixels`` outputs
+    all of it."""
     vector = out.shape[4] * itemsize(out.dtype)
     block = vectors * out.shape[4] * taps * vector
-    return block * channel_blocks > TILE_WEIGHTS_L1 and block <= BLOCK_WEIGHTS_L1 and \
-        band_pixels * vectors * vector <= BAND_SUMS_L1
+    return block * channel_blocks > l1_bytes and block <= l1_bytes // 2 and \
+        band_pixels * vectors * vector <= l1_bytes
 
 
 def _taps(tile: te.Tensor) -> int:
@@ -203,7 +200,8 @@ def blocked_tile_space(target: Target, out: te.Tensor, tile: te.Tensor, attrs: d
         (taps > 1 and (strided or default_rows == width)) or default_lines == 2)
     if outer_choices[-1] and not default_outer and taps > 1 and not strided and \
             default_bands == 1 and \
-            _weights_outrun_l1(default_vectors, channel_blocks, taps, pixels, out):
+            _weights_outrun_l1(default_vectors, channel_blocks, taps, pixels, out,
+                               target.l1_bytes):
         # a stride-1 conv over a small map whose tile reads more weights than L1 holds
         # (Inception's 1x7 and 7x1 convs onto 17x17) while one channel block's weights and
         # the map's partial sums fit: the blocks outside the tiles, the taps inside each

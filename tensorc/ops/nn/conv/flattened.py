@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from tensorc.errors import TensorcError
 from tensorc.ir import expr as E
 from tensorc.ir import te
 from tensorc.ir.schedule import Schedule
@@ -26,10 +27,6 @@ FLAT_LANES = 16          # q is computed in whole blocks of this many
 FLAT_TILE_FILTERS = 8
 FLAT_TILE_ACCUMULATORS = 24
 FLAT_TILE_VECTORS = 4     # at most
-# The strategy runs this form only where dense convs are not GEMMs, on targets with 512-bit
-# vectors (conv/strategy.py, conv_as_gemm): q is padded to whole default tiles of such a
-# target's registers.
-RUNS_ON = Target("llvm", features="+avx512f")
 
 
 def flat_tile(filters: int, block: int, registers: int) -> tuple[int, int]:
@@ -42,10 +39,15 @@ def flat_tile(filters: int, block: int, registers: int) -> tuple[int, int]:
     return rows, vectors
 
 
-def flattened_compute(attrs: dict, x: te.Tensor, w: te.Tensor, out: tuple[int, ...]
-                      ) -> te.Tensor:
+def flattened_compute(attrs: dict, x: te.Tensor, w: te.Tensor, out: tuple[int, ...],
+                      target: Target | None) -> te.Tensor:
     """flat[n, f, q] = sum over (c, ky, kx) of padded[n, c, q + ky*dh*Wp + kx*dw] *
-    W[f // b, c, ky, kx, f % b], then out[n, f, y, x] = flat[n, f, y*Wp + x]."""
+    W[f // b, c, ky, kx, f % b], then out[n, f, y, x] = flat[n, f, y*Wp + x], q padded to
+    whole default register tiles of ``target``."""
+    if target is None:
+        raise TensorcError("the flattened conv pads its rows to the target's register tile: "
+                           "compute it with a target (the layout pass packs its weights for "
+                           "one)")
     kernel = w.shape[2:-1]
     n_batch, channels, height, width = x.shape
     block = attrs["kernel_block"]
@@ -53,7 +55,7 @@ def flattened_compute(attrs: dict, x: te.Tensor, w: te.Tensor, out: tuple[int, .
     (dh, dw), pads = attrs["dilations"], list(attrs["pads"])
     pitch = width + pads[1] + pads[3]
     # q in whole register tiles of the default (other tiles that divide them: flattened_space)
-    span = FLAT_LANES * flat_tile(filters, block, RUNS_ON.vector_registers)[1]
+    span = FLAT_LANES * flat_tile(filters, block, target.vector_registers)[1]
     steps = -(-out[0] * pitch // span) * span
     # zero rows below the padding, so that the last block's garbage columns read in bounds
     last_read = steps - 1 + (kernel[0] - 1) * dh * pitch + (kernel[1] - 1) * dw

@@ -69,7 +69,8 @@ class Formulation:
     of the stage that the conv stage reads and that shows this formulation (None: the conv
     stage itself reduces); ``blocked``: runs on NCHW[b]c tensors; ``weights``: the name of
     the weight layout that ``pack(w, attrs)`` writes from OIHW weights at compile time (None:
-    OIHW)."""
+    OIHW); ``reads_target``: ``compute`` takes the target too (``compute(attrs, x, w, out,
+    target)``)."""
 
     name: str
     compute: Callable
@@ -79,6 +80,7 @@ class Formulation:
     blocked: bool = False
     weights: str | None = None
     pack: Callable | None = None
+    reads_target: bool = False
 
 
 def _on_inner(schedule: Callable) -> Callable:
@@ -100,7 +102,7 @@ FORMULATIONS: dict[str, Formulation] = {f.name: f for f in (
     Formulation("filter_lanes", filter_lanes_compute, filter_lanes_space,
                 schedule_filter_lanes, stage="conv_lanes", weights="packed", pack=_packed),
     Formulation("flattened", flattened_compute, flattened_space, schedule_flattened,
-                stage="conv_flat", weights="packed", pack=_packed),
+                stage="conv_flat", weights="packed", pack=_packed, reads_target=True),
     Formulation("conv_matmul", conv_matmul_compute, conv_matmul_space, schedule_conv_matmul,
                 stage="conv_matmul", weights="packed", pack=_packed),
     Formulation("conv_gemm", conv_gemm_compute, conv_gemm_space, schedule_conv_gemm,

@@ -5,8 +5,10 @@ attrs: strides, pads (ONNX order: all begins, then all ends), dilations, groups,
 kernel_block (0: weights are OIHW; b > 0: packed [F/b, C/g, *K, b]), winograd (m > 0: 3x3
 weights transformed for F(m x m, 3 x 3), [(m+2)^2, F/b, C, b]; see
 ``conv/winograd_transforms.py``), filter_lanes, flat_window, layout_block (NCHW[b]c
-activations), plain_input. Inputs x[N, C, *S] and w[F, C/groups, *K]; the frontend adds the
-bias with an ``add``. The kernels are the formulations of ``conv/formulations.py``.
+activations), plain_input. Where the weights may take another formulation's layout, the
+kernel's ``algorithm`` knob picks one (``conv/algorithm.py``). Inputs x[N, C, *S] and
+w[F, C/groups, *K]; the frontend adds the bias with an ``add``. The kernels are the
+formulations of ``conv/formulations.py``.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from tensorc.ir.schedule import Schedule
 from tensorc.ir.types import TensorType
 from tensorc.ops.nn import blocked_layout
 from tensorc.ops.nn.conv import strategy, winograd_transforms
+from tensorc.ops.nn.conv.algorithm import conv_layouts
 from tensorc.ops.nn.conv.formulations import FORMULATIONS, formulation_of
 from tensorc.ops.nn.conv.shapes import output_spatial, unpack_weight, unpacked_weight_shape
 from tensorc.ops.nn.windows import pad_spatial, window_slices
@@ -103,15 +106,21 @@ def _sample_input(attrs: dict, k: int, types: list[TensorType], rng) -> np.ndarr
 conv.extra["sample_input"] = _sample_input
 
 
-@conv.compute
-def _conv_compute(attrs: dict, x: te.Tensor, w: te.Tensor) -> te.Tensor:
+conv.layouts(conv_layouts)
+
+
+@conv.compute(reads_target=True)
+def _conv_compute(attrs: dict, x: te.Tensor, w: te.Tensor, target: Target | None = None
+                  ) -> te.Tensor:
     x_type = TensorType(x.shape, x.dtype)
     if attrs.get("layout_block") and not attrs.get("plain_input"):
         x_type = blocked_layout.plain_type(x_type, attrs["layout_block"])
     out = output_spatial(attrs, x_type,
                          TensorType(unpacked_weight_shape(attrs, w.shape), w.dtype))
-    name = strategy.formulation(attrs, x_type.shape, w.shape)
-    return FORMULATIONS[name].compute(attrs, x, w, out)
+    formulation = FORMULATIONS[strategy.formulation(attrs, x_type.shape, w.shape)]
+    if formulation.reads_target:
+        return formulation.compute(attrs, x, w, out, target)
+    return formulation.compute(attrs, x, w, out)
 
 
 def _conv_space(target: Target, out: te.Tensor, conv_t: te.Tensor, attrs: dict

@@ -8,6 +8,11 @@ and stamps its attrs on the node (``winograd``, ``filter_lanes``, ``flat_window`
 attrs (:func:`formulation`): the stamped ones name it, and the weights' layout decides among
 the rest (packed: flattened, pointwise on the GEMM or direct; OIHW: im2col GEMM, depthwise
 window or direct). A conv compiled without a target (or for CUDA) keeps OIHW weights.
+
+The choice is the default of the kernel's ``algorithm`` knob where the weights may take
+another formulation's layout (``conv/algorithm.py``: Winograd or the choice without it, from
+:func:`plain_choice` and :func:`blocked_choice` with ``winograd=False``); a tuned config that
+picks the other has the weights repacked at compile time (``compiler/kernel.py``).
 """
 from __future__ import annotations
 
@@ -114,19 +119,19 @@ def conv_as_gemm(attrs: dict, x_shape, w_shape, target: Target | None = None) ->
 # the layout pass: which formulation, and so which weight layout
 
 def plain_choice(attrs: dict, x: TensorType, w: TensorType, target: Target | None,
-                 weight_bytes: int = 0, constant: bool = True) -> Choice | None:
+                 weight_bytes: int = 0, constant: bool = True,
+                 winograd: bool = True) -> Choice | None:
     """The formulation of a conv outside blocked chains that needs attrs of its own, or None
     (OIHW weights, the compute's own choice: :func:`formulation`). ``constant``: its weights
-    are constants (only those can be repacked); ``weight_bytes``: all the model's weights."""
+    are constants (only those can be repacked); ``weight_bytes``: all the model's weights;
+    ``winograd=False``: the choice among the others (a tuning config's direct conv)."""
     filters, per_group = w.shape[:2]
     if not x.is_static:
         return None             # symbolic dims: OIHW weights, the direct window
     if constant:
-        tile = winograd_cost.tile_size(attrs, x, w, target, weight_bytes)
-        if tile:        # the transformed weights in panels of the GEMM tile's rows
-            return Choice("winograd", {"winograd": tile,
-                                       "kernel_block": filter_panel(target, filters),
-                                       "filters": filters})
+        tile = winograd_cost.tile_size(attrs, x, w, target, weight_bytes) if winograd else 0
+        if tile:
+            return winograd_choice(x, w, target, tile)
         name, stamped, block = "", {}, None
         if w.dtype == "float32" and filter_lanes_wins(attrs, x.shape, w.shape, target):
             # filters in vector lanes: blocks of a vector (the last one padded)
@@ -153,6 +158,19 @@ def plain_choice(attrs: dict, x: TensorType, w: TensorType, target: Target | Non
             flat_conv_wins(attrs, x.shape, w.shape, target.vector_lanes("float32")):
         return Choice("depthwise_flat", {"flat_window": target.vector_lanes("float32")})
     return None
+
+
+def winograd_choice(x: TensorType, w: TensorType, target: Target, tile: int,
+                    b: int = 0) -> Choice:
+    """F(``tile``, 3) of a conv outside blocked chains (the transformed weights in panels of
+    the GEMM tile's rows), or on blocks of ``b`` channels."""
+    filters = w.shape[0]
+    if b:
+        return Choice("winograd_blocked", {"layout_block": b, "winograd": tile,
+                                           "filters": filters,
+                                           "kernel_block": blocked_panel(filters, b)})
+    return Choice("winograd", {"winograd": tile, "kernel_block": filter_panel(target, filters),
+                               "filters": filters})
 
 
 def filter_lanes_wins(attrs: dict, x_shape, w_shape, target: Target) -> bool:
@@ -202,20 +220,23 @@ def blocks(attrs: dict, x: TensorType, w: TensorType, target: Target, weight_byt
             (x.shape[1] % b and not plain_input(attrs, x, b)):
         return False
     tile = winograd_cost.tile_size(attrs, x, w, target, weight_bytes)
-    # a Winograd conv runs on blocks where a band of one tile row fits its buffers
-    return not tile or BLOCKED_WINOGRAD and x.shape[1] % b == 0 and \
+    return not tile or winograd_blocks(attrs, x, w, tile, b)
+
+
+def winograd_blocks(attrs: dict, x: TensorType, w: TensorType, tile: int, b: int) -> bool:
+    """Whether F(``tile``, 3) runs on blocks of ``b`` channels: its input channels in whole
+    blocks, and a band of one tile row fitting its buffers (``band_rows``; 2a61620)."""
+    return BLOCKED_WINOGRAD and x.shape[1] % b == 0 and \
         band_rows(attrs, x.shape, w.shape[0], tile)[1] >= 1
 
 
 def blocked_choice(attrs: dict, x: TensorType, w: TensorType, target: Target,
-                   weight_bytes: int, b: int) -> Choice:
-    """The formulation of a conv of a blocked chain (plain types ``x`` and ``w``)."""
-    tile = winograd_cost.tile_size(attrs, x, w, target, weight_bytes)
+                   weight_bytes: int, b: int, winograd: bool = True) -> Choice:
+    """The formulation of a conv of a blocked chain (plain types ``x`` and ``w``);
+    ``winograd=False``: the choice among the others."""
+    tile = winograd_cost.tile_size(attrs, x, w, target, weight_bytes) if winograd else 0
     if tile:
-        filters = w.shape[0]
-        return Choice("winograd_blocked", {"layout_block": b, "winograd": tile,
-                                           "filters": filters,
-                                           "kernel_block": blocked_panel(filters, b)})
+        return winograd_choice(x, w, target, tile, b)
     stamped = {"layout_block": b, "kernel_block": b}
     if plain_input(attrs, x, b):
         stamped["plain_input"] = True

@@ -45,13 +45,14 @@ HOT_MODEL_BYTES = 8 << 20
 
 
 def tile_size(attrs: dict, x: TensorType, w: TensorType, target: Target | None,
-              model_weight_bytes: int = 0) -> int:
+              model_weight_bytes: int = 0, direct: bool = True) -> int:
     """m of the F(m x m, 3 x 3) a conv (OIHW weights ``w``) runs as, or 0 (the direct conv):
     float32 convs that ``eligible`` admits, with at least MIN_CHANNELS channels and filters,
     on CPU targets with 256-bit vectors or wider (weights of a conv compiled without a target
     stay OIHW) and not ``-winograd=0``, where the cost model estimates F(m, 3) fastest.
     ``model_weight_bytes``: all the model's weights (0: unknown), which say whether they stay
-    in the caches between runs.
+    in the caches between runs. ``direct=False``: the fastest F(m, 3) where Winograd may run
+    (0 where none may), for the tuner to weigh against the direct conv.
 
     >>> tile_size({"strides": (1, 1), "dilations": (1, 1), "groups": 1, "pads": (1,) * 4},
     ...           TensorType((1, 64, 56, 56), "float32"),
@@ -68,12 +69,12 @@ def tile_size(attrs: dict, x: TensorType, w: TensorType, target: Target | None,
     lanes = target.vector_lanes("float32")
     hot = 0 < model_weight_bytes <= HOT_MODEL_BYTES
     costs = {0: _weights_bound(_direct_cycles(attrs, x.shape, filters, lanes),
-                               KERNEL * KERNEL * filters * channels, hot)}
+                               KERNEL * KERNEL * filters * channels, hot)} if direct else {}
     for m in TILE_SIZES:
         if not _streams(attrs, x.shape, filters, m):
             costs[m] = _weights_bound(_winograd_cycles(attrs, x.shape, filters, m, lanes),
                                       (m + KERNEL - 1) ** 2 * filters * channels, hot)
-    return min(costs, key=costs.get)
+    return min(costs, key=costs.get) if costs else 0
 
 
 def _weights_bound(cycles: float, weights: int, hot: bool) -> float:
