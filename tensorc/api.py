@@ -89,7 +89,9 @@ def _compile(model, target, input_shapes, tuning_log, num_threads, progress, inp
     times = CompileTimes()
     start = time.perf_counter()
     with times.phase("python imports"):
-        from tensorc.frontend.model import import_model  # start-up cost: see the top
+        from tensorc.frontend.model import (  # start-up cost: see the top
+            import_model, symbolic_dims_error,
+        )
     with times.phase("import and validation"):
         # the CUDA back end compiles one shape: its symbolic dims must be bound
         proto, graph = import_model(model, input_shapes, input_values, dim_ranges,
@@ -115,11 +117,7 @@ def _compile(model, target, input_shapes, tuning_log, num_threads, progress, inp
             module = compile_llvm_module(proto, graph, tgt, start, num_threads, progress,
                                          configs, times, cache)
         except SymbolicDimError as error:
-            free = ", ".join(graph.dims.symbols)
-            raise SymbolicDimError(
-                f"{error}\nThis model's symbolic dims ({free}) reach code that does not take "
-                f"symbolic shapes yet; compile it for one shape with input_shapes= (CLI: "
-                f"--input-shape NAME=DxDx...)", error.dim).with_traceback(None) from None
+            raise symbolic_dims_error(error, proto, input_shapes) from None
     module.info.update(_provenance(model, input_shapes, input_values))
     return module
 

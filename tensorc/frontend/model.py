@@ -5,11 +5,13 @@ shares (compile, inspect, tune), with the inputs the user fixed bound as constan
 """
 from __future__ import annotations
 
-from tensorc.errors import ConstantRequiredError
+import onnx
+
+from tensorc.errors import ConstantRequiredError, SymbolicDimError
 from tensorc.frontend.bind import (
     bind_input_values, input_value_hint, negative_dims_as_symbols,
 )
-from tensorc.frontend.onnx import import_onnx, load_model
+from tensorc.frontend.onnx import import_onnx, load_model, unbound_dims_message
 
 
 def with_input_values(model, input_values):
@@ -36,4 +38,17 @@ def import_model(model, input_shapes, input_values=None, dim_ranges=None, symbol
         if hint:
             error.args = (f"{error}\n{hint}",)
         raise error.with_traceback(None) from None
+    except SymbolicDimError as error:
+        raise symbolic_dims_error(error, proto, input_shapes, label) from None
     return proto, graph
+
+
+def symbolic_dims_error(error: SymbolicDimError, model, input_shapes, label: str | None = None
+                        ) -> SymbolicDimError:
+    """``error`` (code that needs a symbolic dim's value) with the model's open dims listed
+    and how to compile it for one shape instead."""
+    proto, name = load_model(model) if not isinstance(model, onnx.ModelProto) or label is None \
+        else (model, label)
+    fix = unbound_dims_message(proto, input_shapes or {}, name)
+    text = f"{error}\nThis needs concrete shapes so far: " + (fix or "pass input_shapes")
+    return SymbolicDimError(text, error.dim).with_traceback(None)

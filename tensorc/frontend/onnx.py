@@ -310,6 +310,15 @@ def _check_given_shape(spec: _InputSpec, given: Sequence[int], symbols: dict[str
     return shape
 
 
+def unbound_dims_message(proto: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int]],
+                         label: str) -> str | None:
+    """The inputs whose dims ``input_shapes`` leaves open, the nodes that read them, and how
+    to bind them (None where every dim is bound): the fix for a model whose symbolic dims
+    reach code that needs them concrete."""
+    _, _, unbound = bind_input_shapes(proto, input_shapes, label)
+    return _unbound_message(unbound, label, proto) if unbound else None
+
+
 def _unbound_message(unbound: list[_InputSpec], label: str, proto: onnx.ModelProto) -> str:
     readers: dict[str, list[str]] = {spec.name: [] for spec in unbound}
     for index, node in _all_nodes(proto.graph):

@@ -394,8 +394,9 @@ def _scatter_nd_compute(attrs: dict, data: te.Tensor, indices: te.Tensor,
     lead_vars = [a.var for a in axes][:len(lead)]
 
     def hits(o):
-        return E.all_of(*[E.eq(wrap_index(indices[tuple(lead_vars) + (j,)], data.shape[j]),
-                               o[j]) for j in range(depth)]) or E.Const(True, "bool")
+        found = E.all_of(*[E.eq(wrap_index(indices[tuple(lead_vars) + (j,)], data.shape[j]),
+                                o[j]) for j in range(depth)])
+        return found if found is not None else E.Const(True, "bool")
 
     def update_at(o, flat):
         if flat is None:
