@@ -32,7 +32,7 @@ from tensorc.codegen.llvm.codegen import LLVMCodegen
 from tensorc.codegen.llvm.objects import emit_object, emit_object_here
 from tensorc.compiler.kernel import Kernel, repackable, schedule_group, workload_key
 from tensorc.compiler.object_cache import ObjectCache, kernel_key
-from tensorc.compiler.pipeline import Progress
+from tensorc.compiler.pipeline import Progress, empty_at_every_run
 from tensorc.compiler.timing import CompileTimes
 from tensorc.compiler.variants import kernel_meta, small_dims_variants
 from tensorc.ir.graph import Graph
@@ -71,7 +71,7 @@ def kernel_jobs(graph: Graph, groups: list[FusedGroup], configs, target: Target
     jobs: dict[tuple, KernelJob] = {}
     kernels: list[Kernel] = []
     # views move no data, and an empty output needs no kernel
-    for group in (g for g in groups if not g.view and not _empty(g.output.type.size)):
+    for group in (g for g in groups if not g.view and not empty_at_every_run(g.output.type.size)):
         workload = workload_key(group, graph)
         job = jobs.get(workload)
         if job is None:
@@ -85,12 +85,6 @@ def kernel_jobs(graph: Graph, groups: list[FusedGroup], configs, target: Target
             jobs[workload] = job
         kernels.append(Kernel(None, group, workload, job.name, job.symbol))
     return list(jobs.values()), kernels
-
-
-def _empty(size) -> bool:
-    """Whether a tensor of ``size`` elements is empty at every run (a symbolic size may be 0
-    at some runs: its kernel then runs no iteration)."""
-    return isinstance(size, int) and size == 0
 
 
 def build_kernel(job: KernelJob, graph: Graph, target: Target, isolate: bool = True

@@ -75,7 +75,7 @@ def build_kernels(graph: Graph, groups: list[FusedGroup], target: Target,
     by_key: dict[tuple, PrimFunc] = {}
     variants: dict[tuple, list] = {}
     # views move no data, and an empty output needs no kernel
-    work = [g for g in groups if not g.view and not _empty(g.output.type.size)]
+    work = [g for g in groups if not g.view and not empty_at_every_run(g.output.type.size)]
     for n, group in enumerate(work, 1):
         key = workload_key(group, graph)
         func = by_key.get(key)
@@ -102,7 +102,7 @@ def build_kernels(graph: Graph, groups: list[FusedGroup], target: Target,
     return kernels
 
 
-def _empty(size) -> bool:
+def empty_at_every_run(size) -> bool:
     """Whether a tensor of ``size`` elements is empty at every run (a symbolic size may be 0
     at some runs: its kernel runs no iteration then)."""
     return isinstance(size, int) and size == 0

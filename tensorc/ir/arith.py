@@ -392,7 +392,7 @@ def simplify(e: Expr, bounds: Bounds | None = None) -> Expr:
         if is_int(a.dtype):
             diff = simplify(Binary("sub", a, b), bounds)
             lo, hi = const_bounds(diff, bounds)
-            decided = _decide(e.op, lo, hi)
+            decided = decide_interval(e.op, lo, hi)
             if decided is not None and not checks_index(diff):
                 return Const(decided, "bool")
         if isinstance(a, Const) and isinstance(b, Const):
@@ -444,8 +444,9 @@ def _fold_clamp(kids: tuple[Expr, ...], bounds: Bounds) -> Expr:
     return Call("clamp", kids, x.dtype)
 
 
-def _decide(op: str, lo, hi) -> bool | None:
-    """Decide ``diff op 0`` from diff's interval."""
+def decide_interval(op: str, lo, hi) -> bool | None:
+    """Decide ``diff op 0`` (op lt le gt ge eq ne) from diff's interval [lo, hi] (None:
+    unbounded); None where the interval does not."""
     if op == "lt":
         return True if hi is not None and hi < 0 else (False if lo is not None and lo >= 0
                                                       else None)
@@ -463,7 +464,7 @@ def _decide(op: str, lo, hi) -> bool | None:
             return True
         return False if (lo is not None and lo > 0) or (hi is not None and hi < 0) else None
     if op == "ne":
-        d = _decide("eq", lo, hi)
+        d = decide_interval("eq", lo, hi)
         return None if d is None else not d
     return None
 
@@ -523,3 +524,21 @@ def _merge_divisions(e: Expr) -> Expr:
             rest = Affine(inner.terms, 0, inner.dtype)
             return Binary("add", Binary("floordiv", rest.to_expr(), b), const(k, e.dtype))
     return Binary(e.op, a, b) if (a is not e.a or b is not e.b) else e
+
+
+def never_decreases(e: Expr) -> bool:
+    """Whether ``e`` never decreases as its variables (all >= 0: loop indices, dims) grow:
+    sums, min/max, products of such terms, floor division by a positive constant, minus a
+    constant."""
+    if isinstance(e, (Var, Const)):
+        return True
+    if isinstance(e, Binary) and e.op in ("add", "min", "max", "mul"):
+        if e.op == "mul" and any(isinstance(x, Const) and x.value < 0 for x in (e.a, e.b)):
+            return False
+        return never_decreases(e.a) and never_decreases(e.b)
+    if isinstance(e, Binary) and e.op == "sub" and isinstance(e.b, Const):
+        return never_decreases(e.a)
+    if isinstance(e, Binary) and e.op == "floordiv" and isinstance(e.b, Const) and \
+            e.b.value > 0:
+        return never_decreases(e.a)
+    return False

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Sequence
 
 from tensorc.errors import InputError, ShapeError
-from tensorc.ir.expr import Binary, Const, Var
+from tensorc.ir.arith import never_decreases
 from tensorc.ir.dims import (
     ACTIVE, Dim, DimLike, decide, dim_from_json, dim_to_json, dim_var, evaluate,
     substitute_dims,
@@ -196,7 +196,7 @@ class DimTable:
         """Where ``diff >= 0`` involves one dim and grows with it (sums, positive multiples,
         floor divisions by positive constants: window sizes), the least value of the dim
         that satisfies it, found by bisection, becomes an implied lower bound."""
-        if not isinstance(diff, Dim) or len(diff.names) != 1 or not _monotone(diff.expr):
+        if not isinstance(diff, Dim) or len(diff.names) != 1 or not never_decreases(diff.expr):
             return
         (name,) = diff.names
         lo, hi = self.bounds()[dim_var(name)]
@@ -341,20 +341,6 @@ class DimTable:
         return DimTable(dict(self.ranges), {k: list(v) for k, v in self.origins.items()},
                         dict(self.substitutions), list(self.constraints), self.site,
                         dict(self.implied))
-
-
-def _monotone(e) -> bool:
-    """Whether an expression never decreases as its variables grow."""
-    if isinstance(e, (Var, Const)):
-        return True
-    if isinstance(e, Binary) and e.op in ("add", "min", "max"):
-        return _monotone(e.a) and _monotone(e.b)
-    if isinstance(e, Binary) and e.op == "sub" and isinstance(e.b, Const):
-        return _monotone(e.a)
-    if isinstance(e, Binary) and e.op in ("mul", "floordiv") and isinstance(e.b, Const) \
-            and e.b.value > 0:
-        return _monotone(e.a)
-    return False
 
 
 def active_table() -> DimTable | None:

@@ -23,7 +23,7 @@ import contextvars
 from typing import Iterator, Mapping, Union
 
 from tensorc.errors import SymbolicDimError
-from tensorc.ir.arith import const_bounds, simplify, simplify_nonnegative
+from tensorc.ir.arith import const_bounds, decide_interval, simplify, simplify_nonnegative
 from tensorc.ir.expr import INDEX, Binary, Const, Expr, Var, substitute, walk
 
 # One Var per dim name, so that equal names are one atom to the affine form (it keys vars by
@@ -261,29 +261,11 @@ def describe_ranges(d: Dim) -> str:
 
 def decide(op: str, a: DimLike, b: DimLike) -> bool | None:
     """``a op b`` for op in lt le gt ge eq ne where the ranges settle it, else None."""
+    if op not in ("lt", "le", "gt", "ge", "eq", "ne"):
+        raise ValueError(op)
     diff = a - b
-    if not isinstance(diff, Dim):
-        return {"lt": diff < 0, "le": diff <= 0, "gt": diff > 0, "ge": diff >= 0,
-                "eq": diff == 0, "ne": diff != 0}[op]
-    lo, hi = bounds(diff)
-    if op == "lt":
-        return True if hi is not None and hi < 0 else (False if lo is not None and lo >= 0
-                                                      else None)
-    if op == "le":
-        return True if hi is not None and hi <= 0 else (False if lo is not None and lo > 0
-                                                       else None)
-    if op == "gt":
-        return decide("lt", b, a)
-    if op == "ge":
-        return decide("le", b, a)
-    if op == "eq":
-        if lo == hi == 0:
-            return True
-        return False if (lo is not None and lo > 0) or (hi is not None and hi < 0) else None
-    if op == "ne":
-        same = decide("eq", a, b)
-        return None if same is None else not same
-    raise ValueError(op)
+    lo, hi = bounds(diff) if isinstance(diff, Dim) else (diff, diff)
+    return decide_interval(op, lo, hi)
 
 
 def provably_equal(a: DimLike, b: DimLike) -> bool:

@@ -12,7 +12,7 @@ import numpy as np
 from tensorc.codegen.llvm.codegen import LLVMCodegen
 from tensorc.codegen.llvm.objects import emit_object
 from tensorc.errors import InputError, KernelRuntimeError, TensorcError
-from tensorc.ir import arith
+from tensorc.ir.dims import Dim, evaluate
 from tensorc.ir import expr as E
 from tensorc.ir.loop import KernelCall, PrimFunc
 from tensorc.runtime.cpu import NativeLibrary
@@ -40,7 +40,8 @@ class Kernel:
                 raise InputError(f"{self.func.name}: parameter {buf.name} needs a contiguous "
                                  f"{buf.dtype}{list(buf.shape)} numpy array, got "
                                  f"{type(arr).__name__}")
-            shape = tuple(evaluate_dim(d, values) for d in buf.shape)
+            shape = tuple(evaluate(Dim.of(d) if isinstance(d, E.Expr) else d, values)
+                          for d in buf.shape)
             if tuple(arr.shape) != shape or arr.dtype != np.dtype(buf.dtype) \
                     or not arr.flags.c_contiguous:
                 layout = "" if arr.flags.c_contiguous else "non-contiguous "
@@ -68,17 +69,6 @@ class Kernel:
             raise InputError(f"{self.func.name}: no parameter's shape gives the value of dim "
                              f"{', '.join(missing)}; pass dims={{name: value}}")
         return values
-
-
-def evaluate_dim(d: int | E.Expr, values: dict[str, int]) -> int:
-    """A dim's value once its symbolic dims have ``values`` (by name)."""
-    if isinstance(d, int):
-        return d
-    e = arith.simplify(E.substitute(d, {v: E.const(values[v.name]) for v in E.free_vars(d)}))
-    n = arith.as_const_int(e)
-    if n is None:
-        raise InputError(f"dim {E.format_expr(d)} does not evaluate to an integer")
-    return n
 
 
 def build_kernel(func: PrimFunc, target: Target | str | None = None) -> Kernel:

@@ -66,7 +66,7 @@ def _drop_held_guards(s: Stmt, loops: list[tuple[E.Var, E.Expr]], dims: set[E.Va
                     E.same(x.a.b, x.b):
                 return E.Const(True, "bool")        # x % n < n (the loop runs where n > 0)
             if x.op == "ge" and (E.free_vars(x.a) | E.free_vars(x.b)) & dims and \
-                    not E.free_vars(x.b) & first.keys() and _never_decreases(x.a) and \
+                    not E.free_vars(x.b) & first.keys() and arith.never_decreases(x.a) and \
                     E.free_vars(x.a) <= first.keys() | dims:
                 at_start = arith.simplify(E.Compare("ge", E.substitute(x.a, first), x.b),
                                           known)
@@ -74,7 +74,7 @@ def _drop_held_guards(s: Stmt, loops: list[tuple[E.Var, E.Expr]], dims: set[E.Va
                     return E.Const(True, "bool")
             if x.op == "lt" and \
                     (E.free_vars(x.a) | E.free_vars(x.b)) & dims and \
-                    not E.free_vars(x.b) & last.keys() and _never_decreases(x.a) and \
+                    not E.free_vars(x.b) & last.keys() and arith.never_decreases(x.a) and \
                     E.free_vars(x.a) <= last.keys() | dims:
                 at_end = arith.simplify(E.Compare("lt", E.substitute(x.a, last), x.b), known)
                 if isinstance(at_end, E.Const) and at_end.value:
@@ -85,26 +85,6 @@ def _drop_held_guards(s: Stmt, loops: list[tuple[E.Var, E.Expr]], dims: set[E.Va
                           None if s.else_case is None else
                           _drop_held_guards(s.else_case, loops, dims), dict(s.annotations))
     return s
-
-
-def _never_decreases(e: E.Expr) -> bool:
-    """Whether ``e`` never decreases as its variables (loop indices and dims, all >= 0)
-    grow."""
-    if isinstance(e, (E.Var, E.Const)):
-        return True
-    if isinstance(e, E.Binary) and e.op in ("add", "min", "max"):
-        return _never_decreases(e.a) and _never_decreases(e.b)
-    if isinstance(e, E.Binary) and e.op == "sub" and isinstance(e.b, E.Const):
-        return _never_decreases(e.a)
-    if isinstance(e, E.Binary) and e.op in ("mul", "floordiv") and \
-            isinstance(e.b, E.Const) and e.b.value > 0:
-        return _never_decreases(e.a)
-    if isinstance(e, E.Binary) and e.op == "mul" and isinstance(e.a, E.Const) and \
-            e.a.value > 0:
-        return _never_decreases(e.b)
-    if isinstance(e, E.Binary) and e.op == "mul":     # a product of non-negative terms
-        return _never_decreases(e.a) and _never_decreases(e.b)
-    return False
 
 
 def _visit(s: Stmt, dims: set[E.Var]) -> Stmt:
