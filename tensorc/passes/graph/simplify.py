@@ -8,6 +8,10 @@
 - a one-input elementwise op (an activation) of a concat that feeds nothing else applies to
   each of the concat's inputs instead, where it fuses into their producers (a conv's
   epilogue) and leaves the concat a view that moves no data;
+- an elementwise op reading a reshape of a value that feeds nothing else runs on the value
+  before the reshape (its other operands broadcast over the trailing dims the reshape keeps,
+  or are reshaped alike), the reshape after it: a matmul over merged rows keeps its bias and
+  activation as its epilogue instead of a kernel of their own;
 - dead nodes and unused constants are removed.
 """
 from __future__ import annotations
@@ -42,6 +46,8 @@ def simplify(g: Graph) -> Graph:
     g = rewrite(g, _drop_no_op)
     uses = _use_counts(g)
     g = rewrite(g, lambda g, node: _sink_into_concat(g, node, uses))
+    uses = _use_counts(g)
+    g = rewrite(g, lambda g, node: _sink_reshape(g, node, uses))
     return eliminate_dead_code(g)
 
 
@@ -120,6 +126,56 @@ def _sink_into_concat(g: Graph, node: Node, uses: dict[str, int]) -> list[Value]
     joined = emit(g, "concat", parts, **concat.attrs)
     uses[joined.name] = uses.get(node.outputs[0].name, 0)    # the next op may sink too
     return [joined]
+
+
+# elementwise ops whose operands broadcast as numpy's do, and nothing else in their attrs
+# depends on the shape
+_NOT_SUNK = ("batch_norm", "prelu", "bitcast")
+
+
+def _sink_reshape(g: Graph, node: Node, uses: dict[str, int]) -> list[Value] | None:
+    """``f(reshape(x), y)`` -> ``reshape(f(x, y'))``: fused after a reshape (a view), f was a
+    kernel of its own; on ``x`` it joins the epilogue of x's producer. Each other operand
+    ``y`` broadcasts over trailing dims that the reshape keeps (a bias: y' is y) or has the
+    output's shape (y' is its reshape, a view too)."""
+    if len(node.outputs) != 1 or node.op in _NOT_SUNK or \
+            get_op(node.op).pattern not in (Pattern.ELEMWISE, Pattern.BROADCAST):
+        return None
+    out = node.outputs[0].type.shape
+    for position, value in enumerate(node.inputs):
+        reshape = value.producer
+        if reshape is None or reshape.op != "reshape" or uses.get(value.name, 0) != 1 or \
+                value.type.shape != out:
+            continue
+        source = reshape.inputs[0]
+        before = source.type.shape
+        kept = 0        # trailing dims the reshape leaves as they are
+        while kept < min(len(before), len(out)) and before[-1 - kept] == out[-1 - kept]:
+            kept += 1
+        operands = []
+        for k, other in enumerate(node.inputs):
+            if k == position:
+                operands.append(source)
+                continue
+            shape = other.type.shape
+            if shape == out:
+                operands.append(emit(g, "reshape", [other], shape=tuple(before)))
+                continue
+            lead = 0
+            while lead < len(shape) and shape[lead] == 1:
+                lead += 1
+            if len(shape) - lead > kept:
+                break
+            operands.append(other if lead == 0 or len(shape) <= len(before) else
+                            emit(g, "reshape", [other], shape=tuple(shape[lead:])))
+        else:
+            result = emit(g, node.op, operands, **node.attrs)
+            if result.type.shape != tuple(before):
+                return None
+            sunk = emit(g, "reshape", [result], shape=tuple(out))
+            uses[sunk.name] = uses.get(node.outputs[0].name, 0)    # the next op may sink too
+            return [sunk]
+    return None
 
 
 # op -> (neutral element, input positions where it may stand)

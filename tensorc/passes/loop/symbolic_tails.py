@@ -13,7 +13,13 @@ comparison replaced by true, then the rest as it was:
           for (x', 0, (N + 7) // 8 - N // 8)  for (y, 0, 8)  if ((x' + N // 8)*8 + y < N) ...
 
 A parallel loop keeps one loop whose iterations branch on the cut (as partition.py does for
-constant cuts: one team, no second wait). partition.py cuts at constant points; this pass
+constant cuts: one team, no second wait).
+
+The tail of a split by a small factor F runs at most one tile, whose guarded rows are the
+dim's remainder ``N % F``: it becomes one guard-free copy per remainder, each with its rows
+unrolled (``N`` written as ``q*F + c`` decides every guard), chosen at run time. A guarded
+register tile of 6 rows computing one row took 5x the unguarded row (a decode step's
+projection). partition.py cuts at constant points; this pass
 only fires on comparisons that involve a symbolic dim, so static kernels are untouched.
 """
 from __future__ import annotations
@@ -22,10 +28,13 @@ from tensorc.ir import arith
 from tensorc.ir import expr as E
 from tensorc.ir.bounds import SYMBOLIC_MAX, relaxed_interval
 from tensorc.ir.loop import Allocate, For, IfThenElse, PrimFunc, Seq, Stmt, map_stmt, seq
+from tensorc.passes.loop import partition
 from tensorc.passes.loop.partition import _comparisons, _conditions, _loop_ranges
-from tensorc.passes.loop.simplify import simplify
+from tensorc.passes.loop.simplify import simplify, simplify_stmt
 
 SPLIT_KINDS = ("serial", "parallel")
+# the largest split factor whose remainders get a copy of the tail each
+MAX_TAIL_CASES = 8
 
 
 def split_symbolic_tails(func: PrimFunc) -> PrimFunc:
@@ -90,9 +99,9 @@ def _drop_held_guards(s: Stmt, loops: list[tuple[E.Var, E.Expr]], dims: set[E.Va
 def _visit(s: Stmt, dims: set[E.Var]) -> Stmt:
     if isinstance(s, For):
         if s.kind in SPLIT_KINDS:
-            point = _cut(s, dims)
-            if point is not None:
-                return _split(s, point, dims)
+            cut = _cut(s, dims)
+            if cut is not None:
+                return _split(s, *cut, dims)
         return For(s.var, s.extent, s.kind, _visit(s.body, dims), dict(s.annotations))
     if isinstance(s, Seq):
         return seq(*[_visit(c, dims) for c in s.stmts])
@@ -105,7 +114,7 @@ def _visit(s: Stmt, dims: set[E.Var]) -> Stmt:
     return s
 
 
-def _cut(loop: For, dims: set[E.Var]) -> E.Expr | None:
+def _cut(loop: For, dims: set[E.Var]) -> tuple[E.Expr, E.Compare] | None:
     """The first run-time point below which a comparison inside ``loop`` that involves a
     symbolic dim holds for every iteration of the loops inside (clamped to the loop's
     range), or None."""
@@ -115,7 +124,7 @@ def _cut(loop: For, dims: set[E.Var]) -> E.Expr | None:
         for cmp in _comparisons(cond):
             point = _point(cmp, loop, inner, dims)
             if point is not None:
-                return point
+                return point, cmp
     return None
 
 
@@ -156,7 +165,7 @@ def _point(cmp: E.Compare, loop: For, inner: dict, dims: set[E.Var]) -> E.Expr |
     return arith.simplify(point)
 
 
-def _split(loop: For, point: E.Expr, dims: set[E.Var]) -> Stmt:
+def _split(loop: For, point: E.Expr, cmp: E.Compare, dims: set[E.Var]) -> Stmt:
     inner = _loop_ranges(loop.body, {})
     inner.pop(loop.var, None)
 
@@ -174,11 +183,57 @@ def _split(loop: For, point: E.Expr, dims: set[E.Var]) -> Stmt:
     whole = map_stmt(loop.body, holds)
     if loop.kind == "parallel":
         body = IfThenElse(E.Compare("lt", loop.var, point), _visit(whole, dims),
+                          _remainder_cases(loop.body, loop.var, point, cmp, dims) or
                           _visit(loop.body, dims))
         return For(loop.var, loop.extent, loop.kind, body, dict(loop.annotations))
     main = _visit(For(loop.var, point, loop.kind, whole, dict(loop.annotations)), dims)
     var = E.Var(loop.var.name)
     tail_body = map_stmt(loop.body, lambda e: E.substitute(e, {loop.var: var + point}))
-    tail = For(var, arith.simplify(loop.extent - point), loop.kind,
-               _visit(tail_body, dims), dict(loop.annotations))
+    extent = arith.simplify(loop.extent - point)
+    cases = _remainder_cases(loop.body, loop.var, point, cmp, dims, extent)
+    if cases is not None:
+        return seq(main, cases)
+    tail = For(var, extent, loop.kind, _visit(tail_body, dims), dict(loop.annotations))
     return seq(main, tail)
+
+
+def _remainder_cases(body: Stmt, var: E.Var, at: E.Expr, cmp: E.Compare, dims: set[E.Var],
+                     extent: E.Expr | None = None) -> Stmt | None:
+    """``body`` run at ``var = at``, the tail tile of a split by a factor F whose guard is
+    ``cmp`` (``... + F * var < N``), as one copy per remainder c = N % F in 1..F-1, with N
+    written q*F + c: the copies' guards are constant comparisons of the rows' loop variables
+    (partitioned away), their indices read q as N // F. None where the guard is not of that
+    form, F is over MAX_TAIL_CASES, or a copy keeps a guard on N. ``extent``: the tail
+    loop's, which must be 1 where the remainder is not 0 and 0 where it is."""
+    diff = cmp.a - cmp.b if cmp.op == "lt" else \
+        cmp.a - cmp.b - 1 if cmp.op == "le" else cmp.b - cmp.a
+    lin = arith.linear_coeff(diff, var)
+    if lin is None or not 1 < lin[1] <= MAX_TAIL_CASES:
+        return None
+    base, factor = lin
+    dim = next((d for d in sorted(dims & E.free_vars(base), key=lambda v: v.name)
+                if (arith.linear_coeff(base, d) or (None, 0))[1] == -1), None)
+    if dim is None:
+        return None
+    q = E.Var(f"{dim.name}.q")
+    ranges = {q: (0, SYMBOLIC_MAX)}
+    if extent is not None:
+        for c in range(factor):
+            runs = arith.simplify(E.substitute(extent, {dim: q * factor + c}), ranges)
+            if arith.as_const_int(runs) != (1 if c else 0):
+                return None
+    at_tile = map_stmt(body, lambda e: E.substitute(e, {var: at}))
+    cases = None
+    for c in range(factor - 1, 0, -1):
+        copy = map_stmt(at_tile, lambda e, c=c: E.substitute(e, {dim: q * factor + c}))
+        copy = simplify_stmt(partition._visit(simplify_stmt(copy, ranges) or seq(), ranges)
+                             or seq(), ranges)
+        if copy is None:
+            copy = seq()
+        if any(dim in E.free_vars(x) or q in E.free_vars(x)
+               for x in _conditions(copy, selects=True)):
+            return None
+        copy = map_stmt(copy, lambda e: E.substitute(e, {q: dim // factor}))
+        remainder = E.Compare("eq", dim % factor, E.const(c))
+        cases = IfThenElse(remainder, copy, cases)
+    return cases
