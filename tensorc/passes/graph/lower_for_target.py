@@ -166,17 +166,30 @@ def _symbolic_gemm_conv(g: Graph, conv: Node) -> bool:
 
 
 def _conv_as_im2col_gemm(g: Graph, conv: Node) -> Value:
-    """conv(x, W) as W[F, C*KH*KW] @ im2col(x)[N, C*KH*KW, OH, OW] (viewed as
+    """conv(x, W) as W[F, C*KH*KW] @ im2col(x)[N, C, KH, KW, OH, OW] (viewed as
     [N, C*KH*KW, OH*OW]), reshaped to [N, F, OH, OW]."""
     x, w = conv.inputs
     builder = _Builder(g, conv.name)
     filters, channels, kh, kw = w.type.shape
     weights = builder.reshape(w, (filters, channels * kh * kw))
-    patches = builder.emit("im2col", [x], kernel=(kh, kw), strides=tuple(conv.attrs["strides"]),
-                           pads=tuple(conv.attrs["pads"]),
-                           dilations=tuple(conv.attrs["dilations"]))
-    n, k, oh, ow = patches.type.shape
-    product = builder.emit("matmul", [weights, builder.reshape(patches, (n, k, oh * ow))])
+    if (kh, kw) == (1, 1) and tuple(conv.attrs["strides"]) == (1, 1) and \
+            not any(conv.attrs["pads"]):
+        patches = x         # a pointwise conv: its patches are its input
+    else:
+        pads = tuple(conv.attrs["pads"])
+        if any(pads):
+            # padded first (a copy of the input, 1/(KH*KW) of the patches): the patches
+            # are then plain strided copies, where a select per element at every border
+            # test ran the patches at a few GB/s
+            top, left, bottom, right = pads
+            x = builder.emit("pad", [x], pads=(0, 0, top, left, 0, 0, bottom, right),
+                             mode="constant", value=0.0)
+        patches = builder.emit("im2col", [x], kernel=(kh, kw),
+                               strides=tuple(conv.attrs["strides"]), pads=(0, 0, 0, 0),
+                               dilations=tuple(conv.attrs["dilations"]))
+    n, oh, ow = patches.type.shape[0], *patches.type.shape[-2:]
+    columns = builder.reshape(patches, (n, channels * kh * kw, oh * ow))
+    product = builder.emit("matmul", [weights, columns])
     return builder.reshape(product, conv.outputs[0].type.shape)
 
 
