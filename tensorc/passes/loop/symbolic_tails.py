@@ -120,7 +120,9 @@ def _cut(loop: For, dims: set[E.Var]) -> tuple[E.Expr, E.Compare] | None:
     range), or None."""
     inner = _loop_ranges(loop.body, {})
     inner.pop(loop.var, None)
-    for cond in _conditions(loop.body, selects=False):
+    # guards first (a split's), then selects (a padding's border at a symbolic width)
+    for cond in [*_conditions(loop.body, selects=False),
+                 *_select_conditions(loop.body)]:
         for cmp in _comparisons(cond):
             point = _point(cmp, loop, inner, dims)
             if point is not None:
@@ -146,6 +148,8 @@ def _point(cmp: E.Compare, loop: For, inner: dict, dims: set[E.Var]) -> E.Expr |
     if bounded is None:
         return None
     rest, _, hi = bounded
+    if E.free_vars(rest) & _inner_vars(loop.body):
+        return None     # an inner loop of symbolic extent: no point for all its iterations
     # ``rest`` may read outer loops' variables (a tile's rows start at its block's): the
     # point is then computed where the loop starts, as its extent is
     # v < (-rest - hi - 1) // coeff + 1  =  (-rest + coeff - hi - 1) // coeff
@@ -169,6 +173,8 @@ def _split(loop: For, point: E.Expr, cmp: E.Compare, dims: set[E.Var]) -> Stmt:
     inner = _loop_ranges(loop.body, {})
     inner.pop(loop.var, None)
 
+    held: list[E.Compare] = []
+
     def holds(e: E.Expr) -> E.Expr:
         # every comparison that holds below the same point (the init, update and store
         # nests of one stage each test the same guard with their own loop variables)
@@ -176,9 +182,10 @@ def _split(loop: For, point: E.Expr, cmp: E.Compare, dims: set[E.Var]) -> Stmt:
             if isinstance(x, E.Compare):
                 p = _point(x, loop, inner, dims)
                 if p is not None and E.same(p, point):
+                    held.append(x)
                     return E.Const(True, "bool")
             return None
-        return E.transform(e, fn)
+        return _drop_clamps(E.transform(e, fn), held)
 
     whole = map_stmt(loop.body, holds)
     if loop.kind == "parallel":
@@ -195,6 +202,45 @@ def _split(loop: For, point: E.Expr, cmp: E.Compare, dims: set[E.Var]) -> Stmt:
         return seq(main, cases)
     tail = For(var, extent, loop.kind, _visit(tail_body, dims), dict(loop.annotations))
     return seq(main, tail)
+
+
+def _inner_vars(s: Stmt) -> set[E.Var]:
+    out, stack = set(), [s]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, For):
+            out.add(x.var)
+        stack.extend(x.children())
+    return out
+
+
+def _select_conditions(s: Stmt) -> list[E.Expr]:
+    conds = _conditions(s, selects=True)
+    guards = {id(c) for c in _conditions(s, selects=False)}
+    return [c for c in conds if id(c) not in guards]
+
+
+def _drop_clamps(e: E.Expr, held: list[E.Compare]) -> E.Expr:
+    """``e`` without the upper clamps ``min(x, b - 1)`` (``x`` itself, or a lower clamp of
+    it to 0) that a held comparison ``x < b`` makes no-ops: a padding's load clamps its
+    index into the input, and where the border test holds, the clamp is what keeps the
+    load a gather."""
+    bounds = [(arith.expr_key(arith.simplify(c.a)), arith.simplify(c.b - 1))
+              for c in held if c.op == "lt"]
+    if not bounds:
+        return e
+
+    def fn(x):
+        if isinstance(x, E.Binary) and x.op == "min":
+            inner = x.a
+            if isinstance(inner, E.Binary) and inner.op == "max" and \
+                    isinstance(inner.b, E.Const) and inner.b.value <= 0:
+                inner = inner.a         # max(x, c) <= b - 1 too, where c <= 0 <= b - 1
+            key, top = arith.expr_key(arith.simplify(inner)), arith.simplify(x.b)
+            if any(k == key and E.same(top, t) for k, t in bounds):
+                return fn(x.a) or x.a
+        return None
+    return E.transform(e, fn)
 
 
 def _remainder_cases(body: Stmt, var: E.Var, at: E.Expr, cmp: E.Compare, dims: set[E.Var],
