@@ -11,7 +11,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -133,6 +133,17 @@ class Module(CompiledModule):
         if status:
             raise self._check_failed(status)
         return result
+
+    def arena_bytes(self, shapes: Mapping[str, Sequence[int]] | None = None) -> int:
+        """The bytes of intermediate tensors a run takes: the static plan's arena, or for a
+        module over symbolic dims, its plan evaluated at the inputs' ``shapes`` (name ->
+        shape; an InputError where they break the model's constraints)."""
+        if not self._dim_names:
+            return self.arena_size
+        if shapes is None:
+            raise TensorcError(f"this module's dims {', '.join(self._dim_names)} are "
+                               f"symbolic: give the input shapes to size its arena at")
+        return self._binding.bind([tuple(shapes[n]) for n, _, _ in self.inputs])[2]
 
     def _run_symbolic(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         arrays = self._symbolic_feeds(feeds)
