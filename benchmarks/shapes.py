@@ -10,8 +10,9 @@ compiled statically for that shape, and onnxruntime, at 1 and 2 threads; and it 
 compile time of the symbolic module beside the static ones.
 
 The targets (issue: symbolic shapes): at every shape the symbolic module at most 1.10x the
-static one (geomean at most 1.05x) and at most onnxruntime's latency; its compile at most 2x a
-static compile.
+static one (geomean at most 1.05x) and at most onnxruntime's latency, its intermediate
+tensors (the arena its memory plan sizes for the shape) at most 1.2x the static plan's; its
+compile at most 2x a static compile.
 
     python -m benchmarks.shapes                          # every model, 4 shapes each
     python -m benchmarks.shapes --models bert_encoder --shapes 6 --seed 7 --json
@@ -142,12 +143,14 @@ def run(names: list[str], count: int, seed: int, threads: list[int], seconds: fl
                     "onnxruntime": lambda s=session, f=feeds: run_session(s, f),
                 }, seconds=seconds)
                 ms = {k: t.median_ms for k, t in timings.items()}
-                entries.append({"dims": dims, "threads": n, **ms})
+                memory = symbolic.arena_bytes(shapes) / max(static.arena_bytes(), 1)
+                entries.append({"dims": dims, "threads": n, **ms, "memory_ratio": memory})
                 rows.append([name, " ".join(f"{d}={v}" for d, v in dims.items()), str(n),
                              f"{ms['symbolic']:.3f}", f"{ms['static']:.3f}",
                              f"{ms['onnxruntime']:.3f}",
                              f"{ms['symbolic'] / ms['static']:.2f}x",
-                             f"{ms['symbolic'] / ms['onnxruntime']:.2f}x"])
+                             f"{ms['symbolic'] / ms['onnxruntime']:.2f}x",
+                             f"{memory:.2f}x"])
         ratios = [e["symbolic"] / e["static"] for e in entries]
         report["models"][name] = {
             "symbolic_compile_s": round(symbolic_compile, 2),
@@ -156,6 +159,7 @@ def run(names: list[str], count: int, seed: int, threads: list[int], seconds: fl
             "worst_symbolic_over_static": round(max(ratios), 3),
             "worst_symbolic_over_onnxruntime": round(
                 max(e["symbolic"] / e["onnxruntime"] for e in entries), 3),
+            "worst_memory_ratio": round(max(e["memory_ratio"] for e in entries), 3),
             "runs": entries}
     report["table"] = rows
     return report
@@ -179,15 +183,17 @@ def main(argv: list[str] | None = None) -> None:
         return
     print(f"seed {seed} (rerun the same sweep with --seed {seed})\n")
     print(format_table(["model", "dims", "thr", "symbolic ms", "static ms", "onnxrt ms",
-                        "sym/static", "sym/ort"], report["table"]))
+                        "sym/static", "sym/ort", "arena sym/static"], report["table"]))
     print()
     summary = [[name, f"{m['geomean_symbolic_over_static']:.2f}x",
                 f"{m['worst_symbolic_over_static']:.2f}x",
                 f"{m['worst_symbolic_over_onnxruntime']:.2f}x",
+                f"{m['worst_memory_ratio']:.2f}x",
                 f"{m['symbolic_compile_s']:.1f}", f"{m['static_compile_s_median']:.1f}"]
                for name, m in report["models"].items()]
     print(format_table(["model", "geomean sym/static", "worst sym/static", "worst sym/ort",
-                        "symbolic compile s", "static compile s (median)"], summary))
+                        "worst arena sym/static", "symbolic compile s",
+                        "static compile s (median)"], summary))
 
 
 if __name__ == "__main__":

@@ -154,17 +154,19 @@ def tune(model, input_shapes: Mapping[str, Sequence[int]] | None = None,
 
 
 def inspect(model, stage: str = "graph", input_shapes=None, target: str | Target = "llvm",
-            input_values=None) -> str:
+            input_values=None, dim_ranges=None) -> str:
     """The model's IR after a pipeline stage: graph, fused, loops, llvm (CPU targets) or
     cuda (CUDA C, with ptxas's resources per kernel when nvcc is there; for a CPU target,
-    that of the default CUDA architecture)."""
+    that of the default CUDA architecture). Dims no ``input_shapes`` binds stay symbolic on
+    CPU targets, as ``compile`` keeps them."""
     from tensorc.compiler.pipeline import optimize_graph  # start-up cost (top)
     from tensorc.passes.graph.fuse import format_groups, fuse  # start-up cost (top)
     if stage not in STAGES:
         raise TensorcError(f"unknown stage {stage!r}: choose one of {', '.join(STAGES)}")
     tgt = Target.from_string(target)
     from tensorc.frontend.model import import_model  # start-up cost: see the top
-    _, graph = import_model(model, input_shapes, input_values)
+    symbolic = tgt.kind != "cuda" and stage != "cuda"
+    _, graph = import_model(model, input_shapes, input_values, dim_ranges, symbolic=symbolic)
     # run the pipeline only as far as the stage asked for
     if stage == "graph":
         return str(optimize_graph(graph, tgt))

@@ -146,11 +146,9 @@ def kernel_infos(lowered: Lowered) -> list[KernelInfo]:
         inputs = [v for v in group.inputs if not inlined_scalar(v, graph)]
         out = group.output
         infos.append(KernelInfo(kernel.name, tuple(n.op for n in group.nodes),
-                                # (symbolic dims by name: a saved module's table is JSON)
-                                tuple(d if isinstance(d, int) else str(d)
-                                      for d in out.type.shape), out.type.dtype,
-                                sum(node_flops(n) for n in group.nodes),
-                                bytes_moved(inputs, out),
+                                tuple(out.type.shape), out.type.dtype,
+                                sum(node_flops(n, exact=True) for n in group.nodes),
+                                bytes_moved(inputs, out, exact=True),
                                 tuple(n.name or n.op for n in group.nodes)))
     return infos
 

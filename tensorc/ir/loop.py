@@ -407,7 +407,9 @@ def format_stmt(s: Stmt, indent: int = 0) -> str:
         return (f"{pad}{name}[0] = thread_{s.combiner}({name}[0], {s.thread_axis}, "
                 f"{s.extent})\n")
     if isinstance(s, KernelCall):
-        args = ", ".join(f"{b.name}+{off}" if off else b.name for b, off in s.args)
+        args = ", ".join(b.name if isinstance(off, int) and off == 0 else
+                         f"{b.name}+{format_expr(off) if isinstance(off, Expr) else off}"
+                         for b, off in s.args)
         return f"{pad}call {s.func}({args})\n"
     return f"{pad}{type(s).__name__}\n"
 

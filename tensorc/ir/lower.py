@@ -386,6 +386,8 @@ class _Lowering:
         out = []
         spatial = [sv for sv in st.root_vars if sv.kind == "spatial"]
         for sv, n in zip(spatial, st.tensor.shape):
+            if sv.name in st.overcomputed:
+                continue
             idx = info.root_index[sv]
             for cond in (E.Compare("ge", idx, E.const(0)), E.Compare("lt", idx, as_index(n))):
                 c = arith.simplify(cond, self.var_ranges)

@@ -68,6 +68,9 @@ class Stage:
         self.scope = "global"
         self.is_output = False
         self.condition: Tensor | None = None   # compute_if: computed where it is nonzero
+        # spatial root loops along which an attached local stage may run past its tensor's
+        # domain (overcompute): no guard there
+        self.overcomputed: set[str] = set()
         self._init_vars()
 
     def _init_vars(self) -> None:
@@ -217,6 +220,20 @@ class Stage:
 
     def unroll(self, var) -> None:
         self._annotate("unroll", var, "unrolled")
+
+    def overcompute(self, var) -> None:
+        """Let this local stage, computed at another's loop, run its whole region along root
+        loop ``var`` where the region overhangs the tensor's domain, with no guard: the
+        values past the domain are computed and never read. For a register tile whose
+        reads along ``var`` stay inside buffers sized to the region (a block's patches): the
+        tail block of a symbolic extent then runs its multiply-adds unguarded."""
+        sv = next((r for r in self.root_vars if r.name == getattr(var, "name", var)), None)
+        if sv is None or sv.kind != "spatial" or self.scope != "local":
+            raise ScheduleError(f"overcompute takes a spatial root loop of a local stage, "
+                                f"got {getattr(var, 'name', var)!r} of {self.name} "
+                                f"({self.scope})")
+        self._record("overcompute", var=sv.name)
+        self.overcomputed.add(sv.name)
 
     def prefetch(self, tensor: Tensor, var, offset: int, along: tuple[Stage, object] | None =
                  None, level: int = 1) -> None:

@@ -44,7 +44,7 @@ def replay(schedule: Schedule, trace: Sequence[dict]) -> Schedule:
             stage.fuse(*rec["vars"])
         elif prim == "reorder":
             stage.reorder(*rec["vars"])
-        elif prim in ("vectorize", "parallel", "unroll"):
+        elif prim in ("vectorize", "parallel", "unroll", "overcompute"):
             getattr(stage, prim)(rec["var"])
         elif prim == "bind":
             stage.bind(rec["var"], rec["thread_axis"])

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 
 from tensorc.ir import te
+from tensorc.ir.dims import DimLike
 from tensorc.ir.graph import Node
 from tensorc.ops.nn.conv.shapes import unpacked_weight_shape
 from tensorc.ops.catalog import get_op
@@ -88,20 +89,23 @@ _MOVES_DATA_ONLY = {"reshape", "transpose", "concat", "pad", "slice", "broadcast
                     "cast", "bitcast"}
 
 
-def node_flops(node: Node) -> int:
-    """Floating-point (or integer) operations of one node (at the dims' hints where its
-    shapes are symbolic: te.hint)."""
+def node_flops(node: Node, exact: bool = False) -> DimLike:
+    """Floating-point (or integer) operations of one node: where its shapes are symbolic, at
+    the dims' hints (te.hint), or with ``exact`` the expression of the dims."""
     rule = FLOPS.get(node.op)
     if rule is not None:
-        return te.hint(rule(node))
-    if node.op in _MOVES_DATA_ONLY:
-        return 0
-    if get_op(node.op).pattern == Pattern.REDUCTION:
-        return te.hint(_input_elements(node))
-    return te.hint(MATH_FLOPS.get(node.op, 1) * math.prod(node.outputs[0].type.shape))
+        flops = rule(node)
+    elif node.op in _MOVES_DATA_ONLY:
+        flops = 0
+    elif get_op(node.op).pattern == Pattern.REDUCTION:
+        flops = _input_elements(node)
+    else:
+        flops = MATH_FLOPS.get(node.op, 1) * math.prod(node.outputs[0].type.shape)
+    return flops if exact else te.hint(flops)
 
 
-def bytes_moved(inputs, output) -> int:
+def bytes_moved(inputs, output, exact: bool = False) -> DimLike:
     """The bytes a kernel must read and write at least: each input and the output once (at
-    the dims' hints where symbolic)."""
-    return te.hint(sum(v.type.nbytes for v in inputs) + output.type.nbytes)
+    the dims' hints where symbolic, or with ``exact`` the expression of the dims)."""
+    nbytes = sum(v.type.nbytes for v in inputs) + output.type.nbytes
+    return nbytes if exact else te.hint(nbytes)

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -73,9 +73,17 @@ class Module(CompiledModule):
         self._in_specs = [(n, s, np.dtype(d)) for n, s, d in self.inputs]
         self._out_specs = [(n, s, np.dtype(d)) for n, s, d in self.outputs]
         nargs = len(self.inputs) + len(self.outputs) + 2
-        self._args = (ctypes.c_void_p * nargs)()
+        # a symbolic module's entry takes the dims' values last
+        self._args = (ctypes.c_void_p * (nargs + bool(self._dim_names)))()
         self._args[nargs - 2] = self._pool.ctypes.data
         self._args[nargs - 1] = self._arena.ctypes.data
+        # a run's input shapes -> (dims' values, output shapes): binding evaluates the dims'
+        # expressions and checks every constraint, which costs about as much as the kernels
+        # of a small model; a service sees few distinct shapes, so each is bound once
+        self._bound: dict[tuple, tuple[np.ndarray, list[tuple[int, ...]]]] = {}
+        # what the fast path checks of each input: dtype, rank and its static dims
+        self._static_axes = [[(k, d) for k, d in enumerate(s) if isinstance(d, int)]
+                             for _, s, _ in self.inputs]
 
     @property
     def source_onnx(self) -> bytes | None:
@@ -113,12 +121,12 @@ class Module(CompiledModule):
         args = self._args
         k = 0
         for a in arrays:
-            args[k] = a.ctypes.data
+            args[k] = data_address(a)
             k += 1
         result = {}
         for name, shape, dtype in self._out_specs:
             out = np.empty(shape, dtype)
-            args[k] = out.ctypes.data
+            args[k] = data_address(out)
             k += 1
             result[name] = out
         status = self._entry(args, int(self.num_threads), None)
@@ -126,29 +134,67 @@ class Module(CompiledModule):
             raise self._check_failed(status)
         return result
 
+    def arena_bytes(self, shapes: Mapping[str, Sequence[int]] | None = None) -> int:
+        """The bytes of intermediate tensors a run takes: the static plan's arena, or for a
+        module over symbolic dims, its plan evaluated at the inputs' ``shapes`` (name ->
+        shape; an InputError where they break the model's constraints)."""
+        if not self._dim_names:
+            return self.arena_size
+        if shapes is None:
+            raise TensorcError(f"this module's dims {', '.join(self._dim_names)} are "
+                               f"symbolic: give the input shapes to size its arena at")
+        return self._binding.bind([tuple(shapes[n]) for n, _, _ in self.inputs])[2]
+
     def _run_symbolic(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        args, result, _ = self._symbolic_args(self._check_feeds_slowly(feeds))
+        arrays = self._symbolic_feeds(feeds)
+        args, result, _ = self._symbolic_args(arrays)
         status = self._entry(args, int(self.num_threads), None)
         if status:
             raise self._check_failed(status)
         return result
 
+    def _symbolic_feeds(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        # fast path as _check_feeds, the dims' values left to the binding
+        if type(feeds) is dict and len(feeds) == len(self._in_specs):
+            arrays = []
+            for (name, shape, dtype), static in zip(self._in_specs, self._static_axes):
+                arr = feeds.get(name)
+                if type(arr) is not np.ndarray or arr.dtype != dtype or \
+                        arr.ndim != len(shape) or not arr.flags.c_contiguous or \
+                        any(arr.shape[k] != d for k, d in static):
+                    break
+                arrays.append(arr)
+            else:
+                return arrays
+        return self._check_feeds_slowly(feeds)
+
     def _symbolic_args(self, arrays: list[np.ndarray]):
         """The entry's arguments for one run over symbolic dims: the inputs, outputs sized
         for the run's dims, the pool, the arena (grown for them) and the dims' values."""
-        values, shapes, arena = self._binding.bind([a.shape for a in arrays])
-        if arena > self._arena.nbytes:          # the arena only grows
-            self._arena = _aligned_empty(arena)
-        dims = np.array(values, dtype=np.int64)
-        pointers = [a.ctypes.data for a in arrays]
+        key = tuple(a.shape for a in arrays)
+        bound = self._bound.get(key)
+        if bound is None:
+            values, shapes, arena = self._binding.bind(list(key))
+            if arena > self._arena.nbytes:          # the arena only grows
+                self._arena = _aligned_empty(arena)
+                self._args[len(arrays) + len(shapes) + 1] = self._arena.ctypes.data
+            if len(self._bound) >= _BOUND_SHAPES:
+                self._bound.clear()
+            bound = self._bound[key] = (np.array(values, dtype=np.int64), shapes)
+        dims, shapes = bound
+        args = self._args
+        k = 0
+        for a in arrays:
+            args[k] = data_address(a)
+            k += 1
         result = {}
         for (name, _, dtype), shape in zip(self._out_specs, shapes):
             out = np.empty(shape, dtype)
-            pointers.append(out.ctypes.data)
+            args[k] = data_address(out)
+            k += 1
             result[name] = out
-        pointers += [self._pool.ctypes.data, self._arena.ctypes.data, dims.ctypes.data]
-        args = (ctypes.c_void_p * len(pointers))(*pointers)
-        return args, result, dims      # (dims: alive as long as the arguments)
+        args[k + 2] = data_address(dims)
+        return args, result, dims
 
     def _check_failed(self, status: int) -> KernelRuntimeError:
         """The error for a run whose kernel call ``status - 1`` failed a runtime check
@@ -193,7 +239,7 @@ class Module(CompiledModule):
                                    f"symbolic: profile it with feeds of the shape to time")
             feeds = random_inputs(self.inputs, seed=0)
         arrays = self._check_feeds(feeds) if not self._dim_names else \
-            self._check_feeds_slowly(feeds)
+            self._symbolic_feeds(feeds)
         if not self.kernels:
             raise TensorcError("this module has no kernel table to profile (it was saved by "
                                "an older tensorc): compile the model again")
@@ -207,7 +253,7 @@ class Module(CompiledModule):
             outputs = [np.empty(s, d) for _, s, d in self._out_specs]
             args = self._args
             for k, a in enumerate([*arrays, *outputs]):
-                args[k] = a.ctypes.data
+                args[k] = data_address(a)
 
         def call(buffer) -> float:
             start = time.perf_counter()
@@ -226,7 +272,11 @@ class Module(CompiledModule):
             samples.append(timings.tolist())
             plain.append(call(None))
             spent += plain[-1]
-        return build_profile(self.kernels, samples, plain, roofline, model)
+        kernels = self.kernels
+        if self._dim_names:     # the figures of this run's dims
+            values = dict(zip(self._dim_names, dims.tolist()))
+            kernels = [k.at(values) for k in kernels]
+        return build_profile(kernels, samples, plain, roofline, model)
 
     # saving ------------------------------------------------------------------------------
     def save(self, path: str | Path, overwrite: bool = False,
@@ -245,7 +295,7 @@ class Module(CompiledModule):
                   "arena_size": dim_to_json(self.arena_size), "target": self.target,
                   "cpu_features": self.cpu_features, "info": self.info,
                   "num_threads": self.num_threads,
-                  "kernels": [asdict(k) for k in self.kernels]}
+                  "kernels": [k.to_json() for k in self.kernels]}
         header["objects"] = len(self.object_code)
         if self.dims is not None:
             header["dims"] = self.dims.state()
@@ -352,6 +402,32 @@ def _refuse(target: str, missing: list[str]):
             f"lacks: {', '.join(missing)}; save it and run it on such a machine, or compile "
             f"it for target 'llvm' (this machine) to run it here")
     return entry
+
+
+def _array_data_reader():
+    """A function giving an array's data address. ``ndarray.ctypes.data`` builds a ctypes
+    helper object per call (3-5 us: a decode step with six arrays spent more in it than in
+    its kernels); CPython's id is the object's address, and NumPy's array struct keeps the
+    data pointer right after the object header (the layout its C API's PyArray_DATA reads).
+    Used only where a probe confirms that layout, else the slow reader."""
+    offset = 2 * ctypes.sizeof(ctypes.c_void_p)     # the header: reference count, type
+    at = ctypes.c_void_p.from_address
+
+    def fast(a: np.ndarray) -> int:
+        return at(id(a) + offset).value or 0
+
+    def slow(a: np.ndarray) -> int:
+        return a.ctypes.data
+    if sys.implementation.name != "cpython":
+        return slow
+    probes = [np.empty(5, np.float32), np.arange(12, dtype=np.int64).reshape(3, 4)[1:]]
+    return fast if all(fast(p) == p.ctypes.data for p in probes) else slow
+
+
+data_address = _array_data_reader()
+
+# distinct input shapes whose binding a module keeps
+_BOUND_SHAPES = 64
 
 
 def check_num_threads(value: int) -> int:

@@ -23,8 +23,10 @@ import json
 import statistics
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Mapping
 
 from tensorc.errors import TensorcError
+from tensorc.ir.dims import DimLike, dim_from_json, dim_to_json, evaluate
 from tensorc.ir.types import format_shape
 from tensorc.runtime.machine import Roofline, machine_roofline
 
@@ -35,16 +37,31 @@ class KernelInfo:
 
     name: str                   # the kernel function (shared by identical workloads)
     ops: tuple[str, ...]        # the graph ops fused into it, in order
-    shape: tuple[int, ...]      # its output's shape
+    # its output's shape, FLOPs and bytes: expressions of the dims in a module over symbolic
+    # dims (``at`` gives a run's figures)
+    shape: tuple[DimLike, ...]
     dtype: str
-    flops: int
-    bytes: int
+    flops: DimLike
+    bytes: DimLike
     nodes: tuple[str, ...] = ()  # the graph nodes fused into it (named after ONNX nodes)
+
+    def at(self, values: Mapping[str, int]) -> KernelInfo:
+        """The figures of a run whose symbolic dims take ``values``."""
+        return replace(self, shape=tuple(evaluate(d, values) for d in self.shape),
+                       flops=evaluate(self.flops, values), bytes=evaluate(self.bytes, values))
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "ops": list(self.ops),
+                "shape": [dim_to_json(d) for d in self.shape], "dtype": self.dtype,
+                "flops": dim_to_json(self.flops), "bytes": dim_to_json(self.bytes),
+                "nodes": list(self.nodes)}
 
     @staticmethod
     def from_json(data: dict) -> KernelInfo:
-        return KernelInfo(str(data["name"]), tuple(data["ops"]), tuple(data["shape"]),
-                          str(data["dtype"]), int(data["flops"]), int(data["bytes"]),
+        return KernelInfo(str(data["name"]), tuple(data["ops"]),
+                          tuple(dim_from_json(d) for d in data["shape"]),
+                          str(data["dtype"]), dim_from_json(data["flops"]),
+                          dim_from_json(data["bytes"]),
                           tuple(str(n) for n in data.get("nodes", ())))
 
 

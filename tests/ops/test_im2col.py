@@ -51,7 +51,7 @@ def test_reference_times_weights_is_the_conv(case):
     x = rng.standard_normal((2, 3, 9, 11))
     w = rng.standard_normal((4, 3, *case[0]))
     (patches,) = get_op("im2col").reference_fn(_attrs(*case), x)
-    got = np.einsum("fk,nkyx->nfyx", w.reshape(4, -1), patches)
+    got = np.einsum("fcij,ncijyx->nfyx", w, patches)
     want = _direct_conv(x, w, *case[1:])
     np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-10, atol=1e-10)
 

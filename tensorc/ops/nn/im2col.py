@@ -1,8 +1,10 @@
 """im2col{kernel, strides, pads, dilations}: a 2-D conv's input patches, one column per
-output position: x[N, C, H, W] -> P[N, C*KH*KW, OH, OW] with P[n, (c, i, j), y, x] =
-x[n, c, y*sh + i*dh - pt, x*sw + j*dw - pl], zero in the padding. (The output positions
-keep two axes, so that a kernel over symbolic dims divides by no run-time width; the GEMM
-reads them flat through a reshape, a view.)
+output position: x[N, C, H, W] -> P[N, C, KH, KW, OH, OW] with P[n, c, i, j, y, x] =
+x[n, c, y*sh + i*dh - pt, x*sw + j*dw - pl], zero in the padding. The GEMM reads it as
+[N, C*KH*KW, OH*OW] through a reshape, a view. Every axis its own: a kernel over symbolic
+dims divides by no run-time width, and the kernel offsets (i, j) are loop variables of
+constant range, not a quotient and remainder of a merged axis at every element (the merged
+form ran at 3 GB/s).
 
 A conv over symbolic spatial dims runs as this op and a matmul by its OIHW weights as a
 [F, C*KH*KW] matrix (passes/graph/lower_for_target.py): the matmul template's symbolic
@@ -38,7 +40,7 @@ def _infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
     n, c, h, w = x.shape
     oh, ow = _output_size(attrs, h, w)
     kh, kw = attrs["kernel"]
-    return [TensorType((n, c * kh * kw, oh, ow), x.dtype)]
+    return [TensorType((n, c, kh, kw, oh, ow), x.dtype)]
 
 
 @im2col.reference
@@ -53,7 +55,7 @@ def _reference(attrs: dict, x: np.ndarray) -> list[np.ndarray]:
         for j in range(kw):
             out[:, :, i, j] = padded[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh,
                                      j * dw:j * dw + sw * (ow - 1) + 1:sw]
-    return [out.reshape(n, c * kh * kw, oh, ow)]
+    return [out]
 
 
 @im2col.compute
@@ -63,12 +65,13 @@ def _compute(attrs: dict, x: te.Tensor) -> te.Tensor:
     top, left = attrs["pads"][0], attrs["pads"][1]
     oh, ow = (te.extent_of(d) for d in _output_size(attrs, h, w))
 
-    def body(b, k, oy, ox):
-        ch, tap = k // (kh * kw), k % (kh * kw)
-        y = oy * sh + (tap // kw) * dh - top
-        xx = ox * sw + (tap % kw) * dw - left
+    def body(b, ch, i, j, oy, ox):
+        y = oy * sh + i * dh - top
+        xx = ox * sw + j * dw - left
+        if not any(attrs["pads"]):
+            return x[b, ch, y, xx]      # every window inside the input
         inside = E.Logical("and", in_range(y, h), in_range(xx, w))
         safe_y = E.minimum(E.maximum(y, E.const(0)), E.as_expr(h - 1))
         safe_x = E.minimum(E.maximum(xx, E.const(0)), E.as_expr(w - 1))
         return E.select(inside, x[b, ch, safe_y, safe_x], E.Const(0, x.dtype))
-    return te.compute((n, c * kh * kw, oh, ow), body, name="im2col")
+    return te.compute((n, c, kh, kw, oh, ow), body, name="im2col")

@@ -144,8 +144,8 @@ def _split_groups(g: Graph, conv: Node) -> bool:
 
 def _lower_conv(g: Graph, conv: Node, readers: Readers) -> list[Value] | None:
     x, w = conv.inputs
-    if _symbolic_gemm_conv(g, conv):
-        return [_conv_as_im2col_gemm(g, conv)]
+    if _symbolic_gemm_conv(g, conv) and any(conv.attrs["pads"]):
+        return [_padded_first(g, conv)]
     if _split_groups(g, conv):
         if _bias_add(conv, readers) is not None:
             return None             # split where its bias is added (_grouped_conv_with_bias)
@@ -157,27 +157,24 @@ def _lower_conv(g: Graph, conv: Node, readers: Readers) -> list[Value] | None:
 
 
 def _symbolic_gemm_conv(g: Graph, conv: Node) -> bool:
-    """A dense 2-D float conv with constant OIHW weights over symbolic dims: its templates
-    take static shapes, the matmul template symbolic ones (ops/nn/im2col.py)."""
+    """A dense 2-D float conv over symbolic dims: it runs as a GEMM along its output rows
+    (ops/nn/conv/conv_gemm.py), which reads an unpadded input."""
     x, w = conv.inputs
     return not x.type.is_static and x.type.ndim == 4 and conv.attrs["groups"] == 1 and \
-        g.is_constant(w) and w.type.ndim == 4 and x.type.dtype in ("float32", "float64") \
+        w.type.ndim == 4 and x.type.dtype in ("float32", "float64") \
         and not any(k in conv.attrs for k in ("kernel_block", "winograd", "layout_block"))
 
 
-def _conv_as_im2col_gemm(g: Graph, conv: Node) -> Value:
-    """conv(x, W) as W[F, C*KH*KW] @ im2col(x)[N, C*KH*KW, OH, OW] (viewed as
-    [N, C*KH*KW, OH*OW]), reshaped to [N, F, OH, OW]."""
+def _padded_first(g: Graph, conv: Node) -> Value:
+    """conv(x) as conv(pad(x)) with no padding of its own: the padding a kernel of its own,
+    so that the GEMM's patches are plain strided reads (a padding inside it is a select and
+    a clamped load at every tap of every output)."""
     x, w = conv.inputs
+    top, left, bottom, right = conv.attrs["pads"]
     builder = _Builder(g, conv.name)
-    filters, channels, kh, kw = w.type.shape
-    weights = builder.reshape(w, (filters, channels * kh * kw))
-    patches = builder.emit("im2col", [x], kernel=(kh, kw), strides=tuple(conv.attrs["strides"]),
-                           pads=tuple(conv.attrs["pads"]),
-                           dilations=tuple(conv.attrs["dilations"]))
-    n, k, oh, ow = patches.type.shape
-    product = builder.emit("matmul", [weights, builder.reshape(patches, (n, k, oh * ow))])
-    return builder.reshape(product, conv.outputs[0].type.shape)
+    padded = builder.emit("pad", [x], pads=(0, 0, top, left, 0, 0, bottom, right),
+                          mode="constant", value=0.0)
+    return builder.emit("conv", [padded, w], **{**conv.attrs, "pads": (0, 0, 0, 0)})
 
 
 def _bias_add(conv: Node, readers: Readers) -> Node | None:

@@ -8,6 +8,10 @@
 - a one-input elementwise op (an activation) of a concat that feeds nothing else applies to
   each of the concat's inputs instead, where it fuses into their producers (a conv's
   epilogue) and leaves the concat a view that moves no data;
+- an elementwise op reading a reshape of a value that feeds nothing else runs on the value
+  before the reshape (its other operands broadcast over the trailing dims the reshape keeps,
+  or are reshaped alike), the reshape after it: a matmul over merged rows keeps its bias and
+  activation as its epilogue instead of a kernel of their own;
 - dead nodes and unused constants are removed.
 """
 from __future__ import annotations
@@ -42,6 +46,8 @@ def simplify(g: Graph) -> Graph:
     g = rewrite(g, _drop_no_op)
     uses = _use_counts(g)
     g = rewrite(g, lambda g, node: _sink_into_concat(g, node, uses))
+    uses = _use_counts(g)
+    g = rewrite(g, lambda g, node: _sink_reshape(g, node, uses))
     return eliminate_dead_code(g)
 
 
@@ -120,6 +126,68 @@ def _sink_into_concat(g: Graph, node: Node, uses: dict[str, int]) -> list[Value]
     joined = emit(g, "concat", parts, **concat.attrs)
     uses[joined.name] = uses.get(node.outputs[0].name, 0)    # the next op may sink too
     return [joined]
+
+
+# elementwise ops whose operands broadcast as numpy's do, and nothing else in their attrs
+# depends on the shape
+_NOT_SUNK = ("batch_norm", "prelu", "bitcast")
+
+
+def _sink_reshape(g: Graph, node: Node, uses: dict[str, int]) -> list[Value] | None:
+    """``f(reshape(x), y)`` -> ``reshape(f(x, y'))``: fused after a reshape (a view), f was a
+    kernel of its own; on ``x`` it joins the epilogue of x's producer (a conv as a GEMM over
+    merged positions, a matmul over merged rows). Each other operand ``y`` varies only along
+    leading or trailing dims that the reshape keeps (a bias: y' is y, or its reshape) or has
+    the output's shape (y' is its reshape, a view too)."""
+    if len(node.outputs) != 1 or node.op in _NOT_SUNK or \
+            get_op(node.op).pattern not in (Pattern.ELEMWISE, Pattern.BROADCAST):
+        return None
+    out = node.outputs[0].type.shape
+    for position, value in enumerate(node.inputs):
+        reshape = value.producer
+        if reshape is None or reshape.op != "reshape" or uses.get(value.name, 0) != 1 or \
+                value.type.shape != out:
+            continue
+        source = reshape.inputs[0]
+        before = tuple(source.type.shape)
+        operands = [source if k == position else _operand_before(g, other, out, before)
+                    for k, other in enumerate(node.inputs)]
+        if any(v is None for v in operands):
+            continue
+        result = emit(g, node.op, operands, **node.attrs)
+        if result.type.shape != before:
+            return None
+        sunk = emit(g, "reshape", [result], shape=tuple(out))
+        uses[sunk.name] = uses.get(node.outputs[0].name, 0)    # the next op may sink too
+        return [sunk]
+    return None
+
+
+def _operand_before(g: Graph, other: Value, out: tuple, before: tuple) -> Value | None:
+    """An operand broadcast to ``out`` as the same values broadcast to ``before`` (the
+    reshape's input shape), or None where the reshape mixes the dims it varies along."""
+    shape = tuple(other.type.shape)
+    if shape == out:
+        return emit(g, "reshape", [other], shape=before)
+    while len(shape) > len(out) and shape[0] == 1:
+        shape = shape[1:]
+    if len(shape) > len(out):
+        return None
+    most = min(len(before), len(out))
+    tail = 0
+    while tail < most and before[-1 - tail] == out[-1 - tail]:
+        tail += 1
+    head = 0
+    while head < most - tail and before[head] == out[head]:
+        head += 1
+    padded = (1,) * (len(out) - len(shape)) + shape
+    if any(d != 1 for d in padded[head:len(out) - tail]):
+        return None
+    new = padded[:head] + (1,) * (len(before) - head - tail) + padded[len(out) - tail:]
+    while len(new) > len(shape) and new[0] == 1:
+        new = new[1:]       # no leading ones the operand did not have
+    return other if new == tuple(other.type.shape) else \
+        emit(g, "reshape", [other], shape=new)
 
 
 # op -> (neutral element, input positions where it may stand)

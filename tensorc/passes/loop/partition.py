@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from tensorc.ir import arith
 from tensorc.ir import expr as E
+from tensorc.ir.bounds import SYMBOLIC_MAX
 from tensorc.ir.loop import (
     Allocate, For, IfThenElse, PrimFunc, Seq, Stmt, Store, interleaved_tile, map_stmt, seq,
 )
@@ -24,6 +25,7 @@ MAX_PIECES = 4         # a loop is split into at most this many ranges
 MAX_SMALL_PIECES = 64
 PIECES_BUDGET = 4096
 PARTITIONED = ("serial", "parallel", "unrolled")
+MAX_SYMBOLIC_CUTS = 2   # constant cuts of a loop of symbolic extent (a padding's start)
 
 
 def partition_loops(func: PrimFunc) -> PrimFunc:
@@ -42,11 +44,13 @@ def _visit(s: Stmt, ranges: dict) -> Stmt:
         # are in range)
         n = arith.as_const_int(s.extent)
         cuts = []
-        if n is not None and s.kind in PARTITIONED and not _declares_shared(s.body) and \
-                interleaved_tile(s) is None:
+        if s.kind in PARTITIONED and not _declares_shared(s.body) and \
+                interleaved_tile(s) is None and (n is not None or s.kind != "parallel"):
             cuts = _breakpoints(s, n, ranges)
         if cuts and s.kind == "parallel":
             return _parallel_pieces(s, [0, *cuts, n], ranges)
+        if cuts and n is None:
+            return seq(*_symbolic_pieces(s, cuts, ranges))
         pieces = _split(s, [0, *cuts, n]) if cuts else [s]
         out = []
         for loop in pieces:
@@ -152,9 +156,35 @@ def _undivided(cmp: E.Compare) -> E.Compare:
     return E.Compare("lt" if cmp.op == "le" else "ge", a.a, E.const((k + 1) * d, b.dtype))
 
 
-def _breakpoints(loop: For, n: int, ranges: dict) -> list[int]:
+def _symbolic_pieces(loop: For, cuts: list[int], ranges: dict) -> list[Stmt]:
+    """The pieces of a loop of symbolic extent E cut at constant points: each piece but the
+    last runs up to its length, fewer where E ends inside it; the last runs what is left."""
+    out = []
+    points = [0, *cuts]
+    for k, start in enumerate(points):
+        var = E.Var(loop.var.name)
+        left = E.maximum(loop.extent - start, E.const(0)) if start else loop.extent
+        inner = dict(ranges)
+        if k + 1 < len(points):
+            length = points[k + 1] - start
+            extent = arith.simplify(E.minimum(left, E.const(length)))
+            inner[var] = (0, length - 1)
+        else:
+            extent = arith.simplify(left)
+            inner[var] = (0, SYMBOLIC_MAX)
+        shifted = var + start if start else var
+        body = map_stmt(loop.body, lambda e, v=shifted: E.substitute(e, {loop.var: v}))
+        body = simplify_stmt(_visit(body, inner), inner)
+        if body is not None:
+            out.append(For(var, extent, loop.kind, body))
+    return out
+
+
+def _breakpoints(loop: For, n: int | None, ranges: dict) -> list[int]:
     """Values of the loop variable where some condition inside may change from decided to
-    undecided (over all inner iterations) or back: each starts a new piece."""
+    undecided (over all inner iterations) or back: each starts a new piece. For a loop of
+    symbolic extent (``n`` None), the points of comparisons that read no symbolic dim, at
+    most MAX_SYMBOLIC_CUTS of them."""
     inner = _loop_ranges(loop.body, ranges)
     inner.pop(loop.var, None)
     cuts: set[int] = set()
@@ -170,6 +200,8 @@ def _breakpoints(loop: For, n: int, ranges: dict) -> list[int]:
             if lin is None or lin[1] == 0:
                 continue
             base, coeff = lin
+            if n is None and not E.free_vars(base) <= inner.keys():
+                continue        # a symbolic dim: symbolic_tails.py cuts there
             lo, hi = arith.const_bounds(arith.simplify(base, inner), inner)
             if lo is None or hi is None:
                 continue
@@ -180,8 +212,10 @@ def _breakpoints(loop: For, n: int, ranges: dict) -> list[int]:
                     point = -(bound // coeff)       # ceil(-bound / coeff)
                 else:
                     point = bound // -coeff + 1     # floor(bound / -coeff) + 1
-                if 0 < point < n:
+                if 0 < point and (n is None or point < n):
                     cuts.add(int(point))
+    if n is None:
+        return sorted(cuts) if len(cuts) <= MAX_SYMBOLIC_CUTS else []
     if len(cuts) + 1 > MAX_PIECES and (len(cuts) + 1 > MAX_SMALL_PIECES or
                                        (len(cuts) + 1) * _size(loop.body) > PIECES_BUDGET):
         return []

@@ -13,7 +13,13 @@ comparison replaced by true, then the rest as it was:
           for (x', 0, (N + 7) // 8 - N // 8)  for (y, 0, 8)  if ((x' + N // 8)*8 + y < N) ...
 
 A parallel loop keeps one loop whose iterations branch on the cut (as partition.py does for
-constant cuts: one team, no second wait). partition.py cuts at constant points; this pass
+constant cuts: one team, no second wait).
+
+The tail of a split by a small factor F runs at most one tile, whose guarded rows are the
+dim's remainder ``N % F``: it becomes one guard-free copy per remainder, each with its rows
+unrolled (``N`` written as ``q*F + c`` decides every guard), chosen at run time. A guarded
+register tile of 6 rows computing one row took 5x the unguarded row (a decode step's
+projection). partition.py cuts at constant points; this pass
 only fires on comparisons that involve a symbolic dim, so static kernels are untouched.
 """
 from __future__ import annotations
@@ -22,10 +28,13 @@ from tensorc.ir import arith
 from tensorc.ir import expr as E
 from tensorc.ir.bounds import SYMBOLIC_MAX, relaxed_interval
 from tensorc.ir.loop import Allocate, For, IfThenElse, PrimFunc, Seq, Stmt, map_stmt, seq
+from tensorc.passes.loop import partition
 from tensorc.passes.loop.partition import _comparisons, _conditions, _loop_ranges
-from tensorc.passes.loop.simplify import simplify
+from tensorc.passes.loop.simplify import simplify, simplify_stmt
 
 SPLIT_KINDS = ("serial", "parallel")
+# the largest split factor whose remainders get a copy of the tail each
+MAX_TAIL_CASES = 8
 
 
 def split_symbolic_tails(func: PrimFunc) -> PrimFunc:
@@ -90,9 +99,9 @@ def _drop_held_guards(s: Stmt, loops: list[tuple[E.Var, E.Expr]], dims: set[E.Va
 def _visit(s: Stmt, dims: set[E.Var]) -> Stmt:
     if isinstance(s, For):
         if s.kind in SPLIT_KINDS:
-            point = _cut(s, dims)
-            if point is not None:
-                return _split(s, point, dims)
+            cut = _cut(s, dims)
+            if cut is not None:
+                return _split(s, *cut, dims)
         return For(s.var, s.extent, s.kind, _visit(s.body, dims), dict(s.annotations))
     if isinstance(s, Seq):
         return seq(*[_visit(c, dims) for c in s.stmts])
@@ -105,17 +114,19 @@ def _visit(s: Stmt, dims: set[E.Var]) -> Stmt:
     return s
 
 
-def _cut(loop: For, dims: set[E.Var]) -> E.Expr | None:
+def _cut(loop: For, dims: set[E.Var]) -> tuple[E.Expr, E.Compare] | None:
     """The first run-time point below which a comparison inside ``loop`` that involves a
     symbolic dim holds for every iteration of the loops inside (clamped to the loop's
     range), or None."""
     inner = _loop_ranges(loop.body, {})
     inner.pop(loop.var, None)
-    for cond in _conditions(loop.body, selects=False):
+    # guards first (a split's), then selects (a padding's border at a symbolic width)
+    for cond in [*_conditions(loop.body, selects=False),
+                 *_select_conditions(loop.body)]:
         for cmp in _comparisons(cond):
             point = _point(cmp, loop, inner, dims)
             if point is not None:
-                return point
+                return point, cmp
     return None
 
 
@@ -137,6 +148,8 @@ def _point(cmp: E.Compare, loop: For, inner: dict, dims: set[E.Var]) -> E.Expr |
     if bounded is None:
         return None
     rest, _, hi = bounded
+    if E.free_vars(rest) & _inner_vars(loop.body):
+        return None     # an inner loop of symbolic extent: no point for all its iterations
     # ``rest`` may read outer loops' variables (a tile's rows start at its block's): the
     # point is then computed where the loop starts, as its extent is
     # v < (-rest - hi - 1) // coeff + 1  =  (-rest + coeff - hi - 1) // coeff
@@ -156,9 +169,11 @@ def _point(cmp: E.Compare, loop: For, inner: dict, dims: set[E.Var]) -> E.Expr |
     return arith.simplify(point)
 
 
-def _split(loop: For, point: E.Expr, dims: set[E.Var]) -> Stmt:
+def _split(loop: For, point: E.Expr, cmp: E.Compare, dims: set[E.Var]) -> Stmt:
     inner = _loop_ranges(loop.body, {})
     inner.pop(loop.var, None)
+
+    held: list[E.Compare] = []
 
     def holds(e: E.Expr) -> E.Expr:
         # every comparison that holds below the same point (the init, update and store
@@ -167,18 +182,104 @@ def _split(loop: For, point: E.Expr, dims: set[E.Var]) -> Stmt:
             if isinstance(x, E.Compare):
                 p = _point(x, loop, inner, dims)
                 if p is not None and E.same(p, point):
+                    held.append(x)
                     return E.Const(True, "bool")
             return None
-        return E.transform(e, fn)
+        return _drop_clamps(E.transform(e, fn), held)
 
     whole = map_stmt(loop.body, holds)
     if loop.kind == "parallel":
         body = IfThenElse(E.Compare("lt", loop.var, point), _visit(whole, dims),
+                          _remainder_cases(loop.body, loop.var, point, cmp, dims) or
                           _visit(loop.body, dims))
         return For(loop.var, loop.extent, loop.kind, body, dict(loop.annotations))
     main = _visit(For(loop.var, point, loop.kind, whole, dict(loop.annotations)), dims)
     var = E.Var(loop.var.name)
     tail_body = map_stmt(loop.body, lambda e: E.substitute(e, {loop.var: var + point}))
-    tail = For(var, arith.simplify(loop.extent - point), loop.kind,
-               _visit(tail_body, dims), dict(loop.annotations))
+    extent = arith.simplify(loop.extent - point)
+    cases = _remainder_cases(loop.body, loop.var, point, cmp, dims, extent)
+    if cases is not None:
+        return seq(main, cases)
+    tail = For(var, extent, loop.kind, _visit(tail_body, dims), dict(loop.annotations))
     return seq(main, tail)
+
+
+def _inner_vars(s: Stmt) -> set[E.Var]:
+    out, stack = set(), [s]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, For):
+            out.add(x.var)
+        stack.extend(x.children())
+    return out
+
+
+def _select_conditions(s: Stmt) -> list[E.Expr]:
+    conds = _conditions(s, selects=True)
+    guards = {id(c) for c in _conditions(s, selects=False)}
+    return [c for c in conds if id(c) not in guards]
+
+
+def _drop_clamps(e: E.Expr, held: list[E.Compare]) -> E.Expr:
+    """``e`` without the upper clamps ``min(x, b - 1)`` (``x`` itself, or a lower clamp of
+    it to 0) that a held comparison ``x < b`` makes no-ops: a padding's load clamps its
+    index into the input, and where the border test holds, the clamp is what keeps the
+    load a gather."""
+    bounds = [(arith.expr_key(arith.simplify(c.a)), arith.simplify(c.b - 1))
+              for c in held if c.op == "lt"]
+    if not bounds:
+        return e
+
+    def fn(x):
+        if isinstance(x, E.Binary) and x.op == "min":
+            inner = x.a
+            if isinstance(inner, E.Binary) and inner.op == "max" and \
+                    isinstance(inner.b, E.Const) and inner.b.value <= 0:
+                inner = inner.a         # max(x, c) <= b - 1 too, where c <= 0 <= b - 1
+            key, top = arith.expr_key(arith.simplify(inner)), arith.simplify(x.b)
+            if any(k == key and E.same(top, t) for k, t in bounds):
+                return fn(x.a) or x.a
+        return None
+    return E.transform(e, fn)
+
+
+def _remainder_cases(body: Stmt, var: E.Var, at: E.Expr, cmp: E.Compare, dims: set[E.Var],
+                     extent: E.Expr | None = None) -> Stmt | None:
+    """``body`` run at ``var = at``, the tail tile of a split by a factor F whose guard is
+    ``cmp`` (``... + F * var < N``), as one copy per remainder c = N % F in 1..F-1, with N
+    written q*F + c: the copies' guards are constant comparisons of the rows' loop variables
+    (partitioned away), their indices read q as N // F. None where the guard is not of that
+    form, F is over MAX_TAIL_CASES, or a copy keeps a guard on N. ``extent``: the tail
+    loop's, which must be 1 where the remainder is not 0 and 0 where it is."""
+    diff = cmp.a - cmp.b if cmp.op == "lt" else \
+        cmp.a - cmp.b - 1 if cmp.op == "le" else cmp.b - cmp.a
+    lin = arith.linear_coeff(diff, var)
+    if lin is None or not 1 < lin[1] <= MAX_TAIL_CASES:
+        return None
+    base, factor = lin
+    dim = next((d for d in sorted(dims & E.free_vars(base), key=lambda v: v.name)
+                if (arith.linear_coeff(base, d) or (None, 0))[1] == -1), None)
+    if dim is None:
+        return None
+    q = E.Var(f"{dim.name}.q")
+    ranges = {q: (0, SYMBOLIC_MAX)}
+    if extent is not None:
+        for c in range(factor):
+            runs = arith.simplify(E.substitute(extent, {dim: q * factor + c}), ranges)
+            if arith.as_const_int(runs) != (1 if c else 0):
+                return None
+    at_tile = map_stmt(body, lambda e: E.substitute(e, {var: at}))
+    cases = None
+    for c in range(factor - 1, 0, -1):
+        copy = map_stmt(at_tile, lambda e, c=c: E.substitute(e, {dim: q * factor + c}))
+        copy = simplify_stmt(partition._visit(simplify_stmt(copy, ranges) or seq(), ranges)
+                             or seq(), ranges)
+        if copy is None:
+            copy = seq()
+        if any(dim in E.free_vars(x) or q in E.free_vars(x)
+               for x in _conditions(copy, selects=True)):
+            return None
+        copy = map_stmt(copy, lambda e: E.substitute(e, {q: dim // factor}))
+        remainder = E.Compare("eq", dim % factor, E.const(c))
+        cases = IfThenElse(remainder, copy, cases)
+    return cases

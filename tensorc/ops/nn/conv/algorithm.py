@@ -35,6 +35,8 @@ def conv_layouts(attrs: dict, input_types: list[TensorType], target: Target | No
     if target is None or target.kind != "llvm" or len(input_types) != 2:
         return None
     x, w = input_types
+    if not x.is_static:
+        return None     # over symbolic dims: the rows GEMM on OIHW weights, no other
     b = attrs.get("layout_block", 0)
     plain_x = blocked_layout.plain_type(x, b) if b and not attrs.get("plain_input") else x
     base = {k: v for k, v in attrs.items() if k not in FORMULATION_ATTRS}

@@ -41,6 +41,9 @@ ROW_GEMM_CHANNELS = 8
 # filter counts divide, not 14 and a tail (12e5634).
 SHALLOW_GEMM_DEPTH = 64
 SHALLOW_FILTER_TILE = 8
+# Over symbolic dims a row's last block is partial at most widths: blocks of GEMM_COLUMNS,
+# not twice that, waste less of it (a 16-wide row in a 32-wide block computed half garbage)
+SYMBOLIC_COLUMNS = GEMM_COLUMNS
 
 
 def gemm_columns(depth: int) -> int:
@@ -65,6 +68,8 @@ def pointwise(attrs: dict, w_shape) -> bool:
 
 def conv_gemm_compute(attrs: dict, x: te.Tensor, w: te.Tensor, out: tuple[int, ...]
                       ) -> te.Tensor:
+    if not te.is_static(x.shape):
+        return _rows_over_symbolic_dims(attrs, x, w, out)
     kernel = w.shape[2:]
     n_batch, channels = x.shape[:2]
     spatial = x.ndim - 2
@@ -163,6 +168,65 @@ def conv_gemm_compute(attrs: dict, x: te.Tensor, w: te.Tensor, out: tuple[int, .
     return te.compute((n_batch, filters, *out), result, name="conv")
 
 
+def _rows_over_symbolic_dims(attrs: dict, x: te.Tensor, w: te.Tensor, out) -> te.Tensor:
+    """The GEMM along output rows over symbolic dims: a block's patches read the input
+    directly (the graph pads a symbolic conv's input first: passes/graph/lower_for_target.py),
+    strided where the conv is; the last block of a row is guarded, not shifted back (a row
+    may be narrower than a block)."""
+    (kh, kw), (sh, sw), (dh, dw) = w.shape[2:], attrs["strides"], attrs["dilations"]
+    n_batch, channels = x.shape[:2]
+    filters = w.shape[0]
+    padded = padded_input(x, tuple(attrs["pads"]))
+    grid = tuple(te.extent_of(d) for d in out)
+    depth = channels * kh * kw
+
+    def patch(n, k, y, q):
+        c, i, j = unflatten_index(k, (channels, kh, kw))
+        return padded[n, c, y * sh + i * dh, q * sw + j * dw]
+    patches = te.compute((n_batch, depth, *grid), patch, name="im2col",
+                         tag="anchor:im2col_rows", axis_names=["n", "k", "y", "q"])
+    rk = te.reduce_axis(depth, "rk")
+    acc = te.accumulator_dtype(x.dtype)
+
+    def weight(f, k):
+        return w[(f, *unflatten_index(k, (channels, kh, kw)))]
+    gemm = te.compute((n_batch, filters, *grid), lambda n, f, y, q: te.sum_(
+        E.cast(acc, weight(f, rk.var)) * E.cast(acc, patches[n, rk, y, q]), axis=rk),
+        name="conv_gemm", tag="anchor:conv_gemm", axis_names=["n", "f", "y", "q"])
+    return te.compute((n_batch, filters, *grid),
+                      lambda n, f, y, q: E.cast(x.dtype, gemm[n, f, y, q]), name="conv")
+
+
+def schedule_conv_gemm_symbolic(target: Target, sch: Schedule, out: te.Tensor,
+                                conv_t: te.Tensor, attrs: dict, config) -> None:
+    """``_schedule_gemm_rows`` over symbolic dims: rows (batch x output rows) in parallel,
+    per block of GEMM_COLUMNS columns the patches copied once, each register tile of
+    filters accumulated over K and written through the epilogue; the last block of each row
+    guarded (passes/loop/symbolic_tails.py runs the others without the guard)."""
+    gemm = conv_t.op.input_tensors()[0]
+    patches = next(t for t in gemm.op.input_tensors() if t.op.name == "im2col")
+    local = sch.cache_write(gemm, "local")
+    sch[gemm].compute_inline()
+    st = sch[out]
+    n, f, y, q = st.op_axis
+    fo, fi = st.split(f, config["filter_tile"])
+    qo, qi = st.split(q, SYMBOLIC_COLUMNS)
+    st.reorder(n, y, qo, fo, fi, qi)
+    st.vectorize(qi)
+    # rows on threads inside the batch loop: fused with it, the fused loop's quotient by a
+    # run-time height is a guard no range decides, tested at every multiply-add
+    if config["parallel"] and worth_threads(math.prod(te.hint_shape(out.shape)),
+                                            reduction_depth(gemm)):
+        st.parallel(y)
+    accumulate_in_registers(sch, local, st, fo)
+    # a row's last block: its multiply-adds past the row's end read the block's patch
+    # buffer only; the epilogue's store keeps the guard
+    sch[local].overcompute(sch[local].op_axis[-1])
+    ps = sch[patches]
+    ps.compute_at(st, qo)
+    ps.vectorize(ps.op_axis[-1])
+
+
 def gemm_tile(target: Target, rows: int, columns: int) -> tuple[int, int]:
     """The register tile of a GEMM micro-kernel: (rows, vectors across ``columns``). The
     accumulators, one row of column vectors and a broadcast value must fit the vector
@@ -179,7 +243,7 @@ def conv_gemm_space(target: Target, out: te.Tensor, conv_t: te.Tensor, attrs: di
     last tile of filters is guarded); ``parallel``: blocks of columns on threads."""
     filters = out.shape[1]
     depth = reduction_depth(conv_t.op.input_tensors()[0])
-    columns = gemm_columns(depth)
+    columns = gemm_columns(depth) if te.is_static(out.shape) else SYMBOLIC_COLUMNS
     vectors = max(1, columns // target.vector_lanes(out.dtype))
     limit = (target.vector_registers - vectors - 1) // vectors
     default = gemm_tile(target, filters, columns)[0]

@@ -21,12 +21,14 @@ from tensorc.ir.types import TensorType
 from tensorc.ops.nn import blocked_layout
 from tensorc.ops.nn.conv import strategy, winograd_transforms
 from tensorc.ops.nn.conv.algorithm import conv_layouts
+from tensorc.ops.nn.conv.conv_gemm import schedule_conv_gemm_symbolic
 from tensorc.ops.nn.conv.formulations import FORMULATIONS, formulation_of
 from tensorc.ops.nn.conv.shapes import output_spatial, unpack_weight, unpacked_weight_shape
 from tensorc.ops.nn.windows import pad_spatial, window_slices
 from tensorc.ops.registry import Pattern, define
 from tensorc.ops.shape_rules import check_window_attrs, expect_arity, expect_same_dtype
 from tensorc.ops.space import SearchSpace
+from tensorc.ops.symbolic import GENERIC
 from tensorc.target import Target
 
 conv = define("conv", Pattern.OUT_ELEMWISE_FUSABLE)
@@ -123,14 +125,32 @@ def _conv_compute(attrs: dict, x: te.Tensor, w: te.Tensor, target: Target | None
     return formulation.compute(attrs, x, w, out)
 
 
+def _symbolic_rows(out: te.Tensor, conv_t: te.Tensor, attrs: dict) -> bool | None:
+    """Over symbolic dims: whether the group is the GEMM along output rows, the one
+    formulation with a schedule for them (None: static shapes)."""
+    if te.is_static(out.shape):
+        return None
+    return formulation_of(out, conv_t, attrs).name == "conv_gemm"
+
+
 def _conv_space(target: Target, out: te.Tensor, conv_t: te.Tensor, attrs: dict
                 ) -> SearchSpace:
     """The knobs of the group's formulation."""
+    rows = _symbolic_rows(out, conv_t, attrs)
+    if rows is False:
+        return GENERIC.search_space(target, out, conv_t, attrs)
     return formulation_of(out, conv_t, attrs).space(target, out, conv_t, attrs)
 
 
-@conv.schedule(space=_conv_space)
+@conv.schedule(space=_conv_space, symbolic=True)
 def _conv_schedule(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.Tensor,
                    attrs: dict, config) -> None:
-    """The schedule of the group's formulation (``conv/formulations.py``)."""
-    formulation_of(out, conv_t, attrs).schedule(target, sch, out, conv_t, attrs, config)
+    """The schedule of the group's formulation (``conv/formulations.py``); over symbolic
+    dims, the rows GEMM's or the generic one (``ops/symbolic.py``)."""
+    rows = _symbolic_rows(out, conv_t, attrs)
+    if rows is None:
+        formulation_of(out, conv_t, attrs).schedule(target, sch, out, conv_t, attrs, config)
+    elif rows:
+        schedule_conv_gemm_symbolic(target, sch, out, conv_t, attrs, config)
+    else:
+        GENERIC.apply(target, sch, out, conv_t, attrs, config)

@@ -74,6 +74,8 @@ def formulation(attrs: dict, x_shape: tuple[int, ...], w_shape: tuple[int, ...])
         filters = unpacked_weight_shape(attrs, w_shape)[0]
         if attrs["groups"] > 1 and attrs["groups"] == filters == x_shape[1]:
             return "depthwise_window"
+        if attrs["groups"] == 1 and len(x_shape) == 4 and not any(attrs["pads"]):
+            return "conv_gemm"      # along output rows (the graph padded its input)
         return "direct"
     if attrs.get("filter_lanes"):
         return "filter_lanes"
