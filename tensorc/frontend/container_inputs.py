@@ -16,7 +16,7 @@ tensor inputs only.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import onnx
 from onnx import helper
@@ -73,6 +73,23 @@ def flatten_container_inputs(proto: onnx.ModelProto,
     return copy, shapes, values
 
 
+# the names of the nodes this module puts at the top of the graph: "<input> (sequence input)"
+_MADE_HERE = (" (sequence input)", " (empty optional)")
+
+
+def numbered_nodes(graph: onnx.GraphProto) -> Iterator[tuple[int, onnx.NodeProto]]:
+    """(index, node) for the nodes of ``graph``, each numbered as in the model as given: the
+    nodes :func:`flatten_container_inputs` put first get negative numbers, so that an
+    unnamed node keeps the number ("#3") a message names it by."""
+    made = 0
+    for node in graph.node:
+        if not (len(node.output) == 1 and
+                any(node.name == node.output[0] + suffix for suffix in _MADE_HERE)):
+            break
+        made += 1
+    return enumerate(graph.node, start=-made)
+
+
 def _sequence_input(name: str, elem: onnx.TypeProto, shapes: dict[str, Any],
                     values: dict[str, Any], label: str
                     ) -> tuple[list[onnx.ValueInfoProto], onnx.NodeProto]:
@@ -104,9 +121,9 @@ def _sequence_input(name: str, elem: onnx.TypeProto, shapes: dict[str, Any],
         elements.append(element)
     if elements:
         node = helper.make_node("SequenceConstruct", [e.name for e in elements], [name],
-                                name=f"{name} (sequence input)")
+                                name=name + _MADE_HERE[0])
     else:
-        node = helper.make_node("SequenceEmpty", [], [name], name=f"{name} (sequence input)",
+        node = helper.make_node("SequenceEmpty", [], [name], name=name + _MADE_HERE[0],
                                 dtype=elem.tensor_type.elem_type)
     return elements, node
 
@@ -121,7 +138,7 @@ def _optional_input(spec: onnx.ValueInfoProto, shapes: dict[str, Any], values: d
         if name in shapes:
             raise ShapeError(f"{label}: input {name!r}: input_values makes the optional "
                              f"empty (None), but input_shapes gives it a shape; drop one")
-        return [], helper.make_node("Optional", [], [name], name=f"{name} (empty optional)",
+        return [], helper.make_node("Optional", [], [name], name=name + _MADE_HERE[1],
                                     type=elem)
     if elem.HasField("sequence_type"):
         return _sequence_input(name, elem.sequence_type.elem_type, shapes, values, label)

@@ -19,7 +19,7 @@ import onnx
 
 from tensorc.errors import InvalidModelError, ModelLoadError, ShapeError, UnsupportedOpError
 from tensorc.frontend import converters  # noqa: F401  (importing it registers the converters)
-from tensorc.frontend.container_inputs import flatten_container_inputs
+from tensorc.frontend.container_inputs import flatten_container_inputs, numbered_nodes
 from tensorc.frontend.containers import (
     EmptyOptional, ImportValue, element_name,
 )
@@ -65,7 +65,7 @@ def import_onnx(model: str | Path | onnx.ModelProto,
     context = new_context(proto, opset, input_shapes or {}, label, dim_ranges, symbolic)
     graph, env = context.graph, context.env
     with graph.dims.active():
-        for index, node in enumerate(onnx_graph.node):
+        for index, node in numbered_nodes(onnx_graph):
             convert_node(context, node, index, env)
         graph.outputs = _bind_outputs(graph, onnx_graph, env, label)
         resolve_unified_dims(graph)
@@ -138,7 +138,7 @@ def _check_structure(proto: onnx.ModelProto, label: str) -> None:
                              f"truncated or not an ONNX model?)")
     graph = proto.graph
     defined = {v.name for v in graph.input} | {t.name for t in graph.initializer} | {""}
-    for index, node in enumerate(graph.node):
+    for index, node in numbered_nodes(graph):
         for name in node.input:
             if name not in defined:
                 raise ModelLoadError(f"{label}: node {node_label(node, index)} reads {name!r}, "
@@ -173,7 +173,7 @@ def default_opset(proto: onnx.ModelProto, label: str) -> int:
 def _all_nodes(graph: onnx.GraphProto):
     """(index, node) for every node of ``graph`` and of the subgraphs its nodes hold (If
     branches, Loop and Scan bodies)."""
-    for index, node in enumerate(graph.node):
+    for index, node in numbered_nodes(graph):
         yield index, node
         for attribute in node.attribute:
             for sub in ([attribute.g] if attribute.type == onnx.AttributeProto.GRAPH
