@@ -142,7 +142,9 @@ class TensorcRep(BackendRep):
 
     def _frozen_value(self, feeds: dict[str, Any], name: str) -> np.ndarray:
         (value,) = [v for v in self.model.graph.input if v.name == name]
-        dtype = helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type)
+        type = value.type.optional_type.elem_type if value.type.HasField("optional_type") \
+            else value.type   # an optional tensor, given: its tensor
+        dtype = helper.tensor_dtype_to_np_dtype(type.tensor_type.elem_type)
         return np.array(feeds[name], dtype=dtype, order="C")    # keeps 0-d arrays 0-d
 
     def _compile(self, shapes: tuple | None, frozen: dict[str, np.ndarray]) -> Module:

@@ -135,3 +135,18 @@ def test_a_sequence_input_takes_a_list():
     with pytest.raises(InputError, match="input 'xs' is a sequence: expected a list of arrays, "
                                          "got ndarray"):
         rep.run([np.zeros(3, np.float32), None])
+
+
+def test_an_optional_input_that_decides_a_shape_is_compiled_in():
+    """Reshape to the shape an optional input holds: compiled for the value given."""
+    optional = helper.make_optional_type_proto(
+        helper.make_tensor_type_proto(TensorProto.INT64, [2]))
+    nodes = [helper.make_node("OptionalGetElement", ["shape"], ["s"]),
+             helper.make_node("Reshape", ["x", "s"], ["y"])]
+    model = make_model(nodes, [tensor_info("x", "float32", [2, 3]),
+                               helper.make_value_info("shape", optional)], ["y"], opset=18)
+    rep = TensorcBackend.prepare(model, num_threads=1)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    (y,) = rep.run([x, np.array([3, 2], np.int64)])
+    np.testing.assert_array_equal(y, x.reshape(3, 2))
+    assert rep.frozen_inputs == ["shape"]

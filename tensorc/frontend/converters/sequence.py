@@ -37,6 +37,9 @@ def _sequence(value: ImportValue | None, what: str) -> TensorSequence:
 def _position(ctx: ImportContext, value: Value, length: int, insert: bool = False) -> int:
     """A position in a sequence of ``length`` (negative counts from the end; an insertion
     may also go at the end), which must be known when compiling."""
+    if not isinstance(value, Value):
+        raise InvalidModelError(f"its position is {describe(value)}; it must be a tensor "
+                                f"holding one integer")
     if ctx.value_of(value) is None:
         raise ConstantRequiredError(
             f"its position input %{value.name} ({value.type}) is computed at run time; "
@@ -84,6 +87,9 @@ def sequence_at(ctx: ImportContext, inputs: list[ImportValue]) -> Value:
 @converter("SequenceInsert", since=11, containers=True)
 def sequence_insert(ctx: ImportContext, inputs: list[ImportValue]) -> TensorSequence:
     sequence, tensor = _sequence(inputs[0], "input"), inputs[1]
+    if not isinstance(tensor, Value):
+        raise InvalidModelError(f"the value inserted is {describe(tensor)}; a sequence holds "
+                                f"tensors only")
     if sequence.dtype is not None and tensor.type.dtype != sequence.dtype:
         raise InvalidModelError(f"the tensor inserted is {tensor.type}, the sequence holds "
                                 f"{sequence.dtype} tensors; cast it (Cast) to "
