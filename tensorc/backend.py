@@ -10,6 +10,11 @@ A model with symbolic input dims is compiled on the first ``run``, with the shap
 arrays given; each new combination of input shapes compiles once more and is cached. An input
 that tensorc needs as a constant (a Reshape shape, Reduce axes) is compiled in as the value
 given to ``run``, once per value.
+
+ONNX sequences and optionals are resolved while compiling (frontend/containers.py): a sequence
+input is given as a list of arrays and compiled for its length and element shapes, an optional
+input as an array (or list) or None, each combination compiled once; a sequence output comes
+back as a list of arrays, an empty optional output as None.
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ from onnx.backend.base import Backend, BackendRep, Device, DeviceType, namedtupl
 
 from tensorc import api
 from tensorc.errors import ConstantRequiredError, InputError, TensorcError
+from tensorc.frontend.containers import element_name
 from tensorc.runtime.module import Module
 
 # Keyword arguments of prepare() that ONNX's test runner passes along with its own
@@ -53,7 +59,13 @@ class TensorcRep(BackendRep):
         self.frozen_inputs: list[str] = []
         self._outputs_type = namedtupledict("Outputs", self.output_names)
         self._modules: dict[tuple, Module] = {}
-        self._lazy = _has_unknown_dims(model, set(self.input_names))
+        # "tensor", "sequence", "optional tensor" or "optional sequence", by name
+        self._kinds = {v.name: _kind(v.type) for v in model.graph.input
+                       if v.name in self.input_names}
+        self._output_kinds = {v.name: _kind(v.type) for v in model.graph.output}
+        # a sequence's length and an optional's presence are compiled in: known at run()
+        self._lazy = _has_unknown_dims(model, set(self.input_names)) or \
+            any(kind != "tensor" for kind in self._kinds.values())
         if not self._lazy:
             # Compile now, so that an unsupported model fails in prepare(), as ONNX expects.
             try:
@@ -75,8 +87,34 @@ class TensorcRep(BackendRep):
         module = self._modules[()] if not self._lazy else self._module_for(feeds)
         if self.frozen_inputs:
             feeds = {n: v for n, v in feeds.items() if n not in self.frozen_inputs}
-        results = module.run(feeds)
-        return self._outputs_type(*(results[n] for n in self.output_names))
+        results = module.run(self._flat_feeds(feeds))
+        return self._outputs_type(*(self._output(results, n) for n in self.output_names))
+
+    def _flat_feeds(self, feeds: dict[str, Any]) -> dict[str, Any]:
+        """The module's feeds: a sequence's elements as ``x[0]``, ``x[1]``, ...; an empty
+        optional none (it is compiled in)."""
+        flat: dict[str, Any] = {}
+        for name, value in feeds.items():
+            kind = self._kinds.get(name, "tensor")
+            if kind.endswith("sequence") and value is not None:
+                flat.update((element_name(name, k), v) for k, v in enumerate(value))
+            elif value is not None or kind == "tensor":
+                flat[name] = value
+        return flat
+
+    def _output(self, results: dict[str, np.ndarray], name: str) -> Any:
+        """Output ``name`` as ONNX has it: an array, a list of arrays for a sequence, None for
+        an empty optional."""
+        if name in results:
+            return results[name]
+        items, k = [], 0
+        while element_name(name, k) in results:
+            items.append(results[element_name(name, k)])
+            k += 1
+        kind = self._output_kinds.get(name, "tensor")
+        if items or kind.endswith("sequence") and not kind.startswith("optional"):
+            return items
+        return None   # an empty optional (an optional sequence with no elements reads so too)
 
     def _module_for(self, feeds: dict[str, Any]) -> Module:
         missing = [n for n in self.input_names if n not in feeds]
@@ -84,10 +122,8 @@ class TensorcRep(BackendRep):
             raise InputError(f"run() got no value for input(s) {missing}; the model takes "
                              f"{', '.join(self.input_names)}")
         for name in self.input_names:
-            if not isinstance(feeds[name], (np.ndarray, np.generic, int, float, bool)):
-                raise InputError(f"input {name!r}: expected an array, got "
-                                 f"{type(feeds[name]).__name__}; tensorc takes tensors only")
-        shapes = tuple(tuple(int(d) for d in np.shape(feeds[n])) for n in self.input_names)
+            _check_feed(name, feeds[name], self._kinds[name])
+        shapes = tuple(_feed_shape(feeds[n], self._kinds[n]) for n in self.input_names)
         while True:
             key = (shapes, *(self._frozen_value(feeds, n).tobytes() for n in self.frozen_inputs))
             module = self._modules.get(key)
@@ -106,7 +142,9 @@ class TensorcRep(BackendRep):
 
     def _frozen_value(self, feeds: dict[str, Any], name: str) -> np.ndarray:
         (value,) = [v for v in self.model.graph.input if v.name == name]
-        dtype = helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type)
+        type = value.type.optional_type.elem_type if value.type.HasField("optional_type") \
+            else value.type   # an optional tensor, given: its tensor
+        dtype = helper.tensor_dtype_to_np_dtype(type.tensor_type.elem_type)
         return np.array(feeds[name], dtype=dtype, order="C")    # keeps 0-d arrays 0-d
 
     def _compile(self, shapes: tuple | None, frozen: dict[str, np.ndarray]) -> Module:
@@ -119,11 +157,14 @@ class TensorcRep(BackendRep):
             model.graph.input.extend(kept)
             model.graph.initializer.extend(numpy_helper.from_array(a, n)
                                            for n, a in frozen.items())
-        input_shapes = None
+        input_shapes, empty = None, {}
         if shapes is not None:
-            input_shapes = {n: s for n, s in zip(self.input_names, shapes) if n not in frozen}
+            input_shapes = {n: s for n, s in zip(self.input_names, shapes)
+                            if n not in frozen and s is not None}
+            # an empty optional is fixed at compile time, as input_values says it
+            empty = {n: None for n, s in zip(self.input_names, shapes) if s is None}
         return api.compile(model, target=self.target, input_shapes=input_shapes,
-                           num_threads=self.num_threads)
+                           input_values=empty or None, num_threads=self.num_threads)
 
     def _feeds(self, inputs: Any) -> dict[str, Any]:
         """Name every input. Values stay as given (numpy scalars included): Module.run checks
@@ -140,6 +181,39 @@ class TensorcRep(BackendRep):
             raise InputError(f"run() got {len(inputs)} input(s), but the model takes "
                              f"{len(names)}: {', '.join(names) or 'none'}")
         return dict(zip(names, inputs))
+
+
+def _kind(type: onnx.TypeProto) -> str:
+    """What a model input or output holds: "tensor", "sequence", "optional tensor" or
+    "optional sequence" (a type that declares none counts as a tensor)."""
+    if type.HasField("optional_type"):
+        return "optional " + _kind(type.optional_type.elem_type)
+    return "sequence" if type.HasField("sequence_type") else "tensor"
+
+
+def _check_feed(name: str, value: Any, kind: str) -> None:
+    arrays = (np.ndarray, np.generic, int, float, bool)
+    if value is None and kind.startswith("optional"):
+        return
+    if kind.endswith("sequence"):
+        if not isinstance(value, (list, tuple)) or \
+                not all(isinstance(v, arrays) for v in value):
+            raise InputError(f"input {name!r} is a sequence: expected a list of arrays, got "
+                             f"{type(value).__name__}")
+    elif not isinstance(value, arrays):
+        raise InputError(f"input {name!r}: expected an array, got {type(value).__name__}; "
+                         f"tensorc takes tensors, lists of them (sequences) and None (an "
+                         f"empty optional)")
+
+
+def _feed_shape(value: Any, kind: str) -> Any:
+    """What a feed compiles for: an array's shape, a sequence's element shapes (as
+    input_shapes takes them), None for an empty optional."""
+    if value is None:
+        return None
+    if kind.endswith("sequence"):
+        return tuple(tuple(int(d) for d in np.shape(v)) for v in value)
+    return tuple(int(d) for d in np.shape(value))
 
 
 # what ImportContext.require_constant says of an input computed at run time

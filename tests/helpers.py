@@ -138,3 +138,25 @@ def branch_on_input_model() -> onnx.ModelProto:
                               tensor_info("sr", "int64", [])], ["y"],
                       initializers={"k": np.array(16000, np.int64)})
 
+
+
+# --- sequences and optionals ------------------------------------------------------------------
+
+
+def seq_info(name: str, dtype: str, shape: Sequence[int | str | None] | None
+             ) -> onnx.ValueInfoProto:
+    """A value info of a sequence of ``dtype`` tensors of ``shape``."""
+    elem = helper.make_tensor_type_proto(_ELEM_TYPES[dtype], shape)
+    return helper.make_value_info(name, helper.make_sequence_type_proto(elem))
+
+
+def flat(values: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """Feeds or outputs as a tensorc module has them: a sequence ``y`` (a list) as ``y[0]``,
+    ``y[1]``, ...; None (an empty optional) left out."""
+    result: dict[str, np.ndarray] = {}
+    for name, value in values.items():
+        if isinstance(value, (list, tuple)):
+            result.update((f"{name}[{k}]", np.asarray(v)) for k, v in enumerate(value))
+        elif value is not None:
+            result[name] = np.asarray(value)
+    return result

@@ -25,6 +25,8 @@ from tensorc.errors import (
 from tensorc.frontend.bind import (
     bind_input_values, input_value_hint, negative_dims_as_symbols,
 )
+from tensorc.frontend.container_inputs import flatten_container_inputs, numbered_nodes
+from tensorc.frontend.containers import EmptyOptional, ImportValue, TensorSequence
 from tensorc.frontend.context import ImportContext, convert_node, node_label
 from tensorc.frontend.registry import find_converter
 from tensorc.frontend.shape_hint import ShapeHint, shape_hint
@@ -32,6 +34,8 @@ from tensorc.frontend.onnx import (
     DEFAULT_DOMAINS, _all_nodes, _check_structure, _input_specs, bind_input_shapes,
     default_opset, load_model, new_context, unsupported_reasons,
 )
+from tensorc.ir.dim_table import DimTable
+from tensorc.ir.graph import Value
 from tensorc.ir.types import TensorType, format_shape
 
 # Issue kinds: the op itself (type, opset or domain), an attribute the converter does not
@@ -234,12 +238,20 @@ def check_model(model: str | Path | onnx.ModelProto,
     (False, ['NonZero'])
     """
     proto, label = load_model(model)
+    try:  # sequence and optional inputs become tensor inputs, as compile has them
+        proto, input_shapes, input_values = flatten_container_inputs(proto, input_shapes,
+                                                                     input_values, label)
+        containers = None
+    except ShapeError as error:  # a sequence input's length not given: ops still listed
+        containers = str(error).removeprefix(f"{label}: ")
     proto = bind_input_values(negative_dims_as_symbols(proto), input_values, label)
     _check_structure(proto, label)
     opset = default_opset(proto, label)
     versions = {e.domain or "ai.onnx": int(e.version) for e in proto.opset_import}
     ops: dict[tuple[str, str], OpReport] = {}
     for index, node in _all_nodes(proto.graph):
+        if index < 0:
+            continue  # made by tensorc from a sequence or optional input (container_inputs.py)
         op = _op_report(ops, node, opset, versions)
         op.nodes.append(_name(node, index))
         op_level = node.domain not in DEFAULT_DOMAINS or find_converter(node.op_type,
@@ -247,6 +259,9 @@ def check_model(model: str | Path | onnx.ModelProto,
         for reason in unsupported_reasons(node, opset):
             _add_issue(op, OP if op_level else ATTRIBUTE, reason, _name(node, index), True)
     problems: list[str] = []
+    if containers is not None:
+        return CheckReport(label, int(proto.ir_version), versions, [], list(ops.values()),
+                           [containers], "not tried: a sequence input's length is not given")
     try:
         _input_specs(proto, label)
     except ShapeError as error:  # an input the model declares, not one the user gave
@@ -318,8 +333,7 @@ def _trial_conversion(proto: onnx.ModelProto, opset: int, label: str,
     env = context.env
     if dims.ranges:
         found["dims"] = dims.to_json()
-    found["outputs"] = {o.name: str(TensorType(dims.resolve_shape(env[o.name].type.shape),
-                                               env[o.name].type.dtype))
+    found["outputs"] = {o.name: _describe_output(env[o.name], dims)
                         for o in proto.graph.output if env.get(o.name) is not None}
     if symbolic:
         return (f"tried with the unbound input dims symbolic ({', '.join(dims.symbols)}): "
@@ -328,12 +342,23 @@ def _trial_conversion(proto: onnx.ModelProto, opset: int, label: str,
     return "tried on every node the converter table accepts, with every input shape bound"
 
 
+def _describe_output(value: ImportValue, dims: DimTable) -> str:
+    """An output's type, dims by name; a sequence's element types, an empty optional."""
+    def tensor(v: Value) -> str:
+        return str(TensorType(dims.resolve_shape(v.type.shape), v.type.dtype))
+    if isinstance(value, TensorSequence):
+        return f"sequence [{', '.join(tensor(v) for v in value.items)}]"
+    if isinstance(value, EmptyOptional):
+        return f"empty optional ({value.kind})"
+    return tensor(value)
+
+
 def _convert_each(context: ImportContext, proto: onnx.ModelProto, opset: int, label: str,
                   ops: dict[tuple[str, str], OpReport], versions: dict[str, int],
                   untried: list[str], symbolic: bool) -> None:
     env = context.env
     failed: set[str] = set()  # outputs of nodes that were not converted
-    for index, node in enumerate(proto.graph.node):
+    for index, node in numbered_nodes(proto.graph):
         # the node and the nodes of its subgraphs (If branches, Loop and Scan bodies)
         subtree = [n for _, n in _all_nodes(onnx.GraphProto(node=[node]))]
         reads = {name for n in subtree for name in n.input}
@@ -357,7 +382,7 @@ def _convert_each(context: ImportContext, proto: onnx.ModelProto, opset: int, la
             _add_issue(_op_report(ops, node, opset, versions), kind, reason,
                        _name(node, index), certain)
             failed.update(node.output)
-    producers = {name: (index, node) for index, node in enumerate(proto.graph.node)
+    producers = {name: (index, node) for index, node in numbered_nodes(proto.graph)
                  for name in node.output}
     for output in proto.graph.output:
         if output.name not in failed and env.get(output.name) is None \

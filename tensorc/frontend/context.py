@@ -15,6 +15,9 @@ from tensorc.errors import (
     ConstantRequiredError, InvalidModelError, ModelLoadError, ShapeError, SymbolicDimError,
     TensorcError, UnsupportedOpError,
 )
+from tensorc.frontend.containers import (
+    CONTAINER_TYPES, ImportValue, describe, is_container,
+)
 from tensorc.frontend.registry import find_converter
 from tensorc.frontend.shape_values import apply_shape_op, as_object, has_dims
 from tensorc.frontend.validate import check_input_types, check_node
@@ -64,17 +67,18 @@ class ImportContext:
     """What a converter may do: emit core ops (folding constants) and read constants."""
 
     def __init__(self, graph: Graph, opset: int, label: str,
-                 env: dict[str, Value | None] | None = None):
+                 env: dict[str, ImportValue | None] | None = None):
         self.graph = graph
         self.opset = opset
         self.label = label
         self.node_name = ""  # the ONNX node being converted; its core nodes take its name
-        self.env = env if env is not None else {}   # ONNX names in scope -> values
+        # ONNX names in scope -> values (sequences and optionals: frontend/containers.py)
+        self.env = env if env is not None else {}
         # shape values holding symbolic dims (frontend/shape_values.py): value -> object array
         self.known: dict[Value, np.ndarray] = {}
 
-    def inline_graph(self, body: onnx.GraphProto, inputs: Sequence[Value | None]
-                     ) -> list[Value]:
+    def inline_graph(self, body: onnx.GraphProto, inputs: Sequence[ImportValue | None]
+                     ) -> list[ImportValue]:
         """Convert a subgraph (an If branch, a Loop or Scan body) in place: its inputs are
         bound to ``inputs``, the names of the enclosing scopes stay visible; returns the
         values of its outputs."""
@@ -186,7 +190,8 @@ def _shape_arithmetic(context: ImportContext, node: onnx.NodeProto,
                       ) -> Value | None:
     """The node evaluated on shape values holding symbolic dims, where it reads one and the
     shape-arithmetic table takes its op (frontend/shape_values.py); None otherwise."""
-    if len(node.output) != 1 or not any(v in context.known for v in inputs if v is not None):
+    if len(node.output) != 1 or any(is_container(v) for v in inputs) or \
+            not any(v in context.known for v in inputs if v is not None):
         return None
     arrays = [None if v is None else context.value_of(v) for v in inputs]
     if any(a is None for v, a in zip(inputs, arrays) if v is not None):
@@ -245,21 +250,27 @@ def _attribute_values(node: onnx.NodeProto, label: str) -> dict[str, Any]:
 
 
 def convert_node(context: ImportContext, node: onnx.NodeProto, index: int,
-                  env: dict[str, Value | None]) -> None:
+                  env: dict[str, ImportValue | None]) -> None:
     where = (f"{context.label}: node {node_label(node, index)} ({node.op_type}, opset "
              f"{context.opset})")
     check_node(node, context.opset, where)
-    inputs: list[Value | None] = []
+    inputs: list[ImportValue | None] = []
     for name in node.input:
         value = env.get(name) if name else None
         if name and value is None:
             raise UnsupportedOpError(f"{where}: input {name!r} is an output tensorc does not "
                                      f"compute (e.g. MaxPool indices, training statistics)")
         inputs.append(value)
-    check_input_types(node, context.opset, [v.type.dtype if v is not None else None
+    check_input_types(node, context.opset, [v.type.dtype if isinstance(v, Value) else None
                                             for v in inputs], where)
     entry = find_converter(node.op_type, context.opset)
     assert entry is not None  # _check_supported ran first
+    if not entry.containers:
+        for name, value in zip(node.input, inputs):
+            if is_container(value):
+                raise InvalidModelError(f"{where}: input {name!r} is {describe(value)}, but "
+                                        f"{node.op_type} takes tensors; take the tensor out "
+                                        f"first (SequenceAt, OptionalGetElement)")
     context.node_name = node.name or f"{node.op_type}_{index}"
     context.num_outputs = len(node.output)  # Split without sizes splits into this many
     context.graph.dims.site = f"node {node_label(node, index)} ({node.op_type})"
@@ -269,7 +280,7 @@ def convert_node(context: ImportContext, node: onnx.NodeProto, index: int,
         if outputs is None:
             outputs = entry.fn(context, inputs, **attributes)
     except TensorcError as error:
-        described = ", ".join(f"{n or '<none>'}: {v.type if v else '-'}"
+        described = ", ".join(f"{n or '<none>'}: {describe(v)}"
                               for n, v in zip(node.input, inputs))
         # the same error (type and attributes kept), its message placed in the model
         error.args = (f"{where}: {error}\n  inputs: {described}",)
@@ -282,7 +293,7 @@ def convert_node(context: ImportContext, node: onnx.NodeProto, index: int,
                          f"attributes and inputs give") from None
     except Exception as error:
         symbolic = [f"{n} {v.type}" for n, v in zip(node.input, inputs)
-                    if v is not None and not v.type.is_static]
+                    if isinstance(v, Value) and not v.type.is_static]
         if symbolic:  # most likely arithmetic of a converter not ported to symbolic dims
             raise SymbolicDimError(
                 f"{where}: tensorc cannot convert this node with symbolic dims yet "
@@ -294,7 +305,7 @@ def convert_node(context: ImportContext, node: onnx.NodeProto, index: int,
                          f"{error}); its inputs or attributes are probably invalid for "
                          f"{node.op_type} (if they are valid, this is a bug in tensorc: please "
                          f"report it)") from error
-    if isinstance(outputs, Value):
+    if isinstance(outputs, (Value, *CONTAINER_TYPES)):
         outputs = (outputs,)
     for position, name in enumerate(node.output):
         if name:

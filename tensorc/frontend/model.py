@@ -11,6 +11,7 @@ from tensorc.errors import ConstantRequiredError, SymbolicDimError
 from tensorc.frontend.bind import (
     bind_input_values, input_value_hint, negative_dims_as_symbols,
 )
+from tensorc.frontend.container_inputs import flatten_container_inputs
 from tensorc.frontend.onnx import import_onnx, load_model, unbound_dims_message
 
 
@@ -30,6 +31,9 @@ def import_model(model, input_shapes, input_values=None, dim_ranges=None, symbol
     left unbound stay symbolic where ``symbolic`` (``tensorc check``), else are a ShapeError
     asking for concrete shapes (compiling a symbolic graph to kernels is not done yet)."""
     proto, label = load_model(model)
+    # sequence and optional inputs become tensor inputs first: the module takes those
+    proto, input_shapes, input_values = flatten_container_inputs(proto, input_shapes,
+                                                                 input_values, label)
     proto = bind_input_values(negative_dims_as_symbols(proto), input_values, label)
     try:
         graph = import_onnx(proto, input_shapes, dim_ranges, label=label, symbolic=symbolic)

@@ -19,6 +19,10 @@ import onnx
 
 from tensorc.errors import InvalidModelError, ModelLoadError, ShapeError, UnsupportedOpError
 from tensorc.frontend import converters  # noqa: F401  (importing it registers the converters)
+from tensorc.frontend.container_inputs import flatten_container_inputs, numbered_nodes
+from tensorc.frontend.containers import (
+    EmptyOptional, ImportValue, element_name,
+)
 from tensorc.frontend.context import (
     ImportContext, convert_node, element_dtype, node_label, tensor_to_array,
 )
@@ -51,6 +55,9 @@ def import_onnx(model: str | Path | onnx.ModelProto,
     """
     proto, default_label = load_model(model)
     label = label or default_label
+    # sequence and optional inputs: one tensor input per element (a no-op where
+    # import_model did it already)
+    proto, input_shapes, _ = flatten_container_inputs(proto, input_shapes, None, label)
     _check_structure(proto, label)
     opset = default_opset(proto, label)
     _check_supported(proto, opset, label)
@@ -58,7 +65,7 @@ def import_onnx(model: str | Path | onnx.ModelProto,
     context = new_context(proto, opset, input_shapes or {}, label, dim_ranges, symbolic)
     graph, env = context.graph, context.env
     with graph.dims.active():
-        for index, node in enumerate(onnx_graph.node):
+        for index, node in numbered_nodes(onnx_graph):
             convert_node(context, node, index, env)
         graph.outputs = _bind_outputs(graph, onnx_graph, env, label)
         resolve_unified_dims(graph)
@@ -131,7 +138,7 @@ def _check_structure(proto: onnx.ModelProto, label: str) -> None:
                              f"truncated or not an ONNX model?)")
     graph = proto.graph
     defined = {v.name for v in graph.input} | {t.name for t in graph.initializer} | {""}
-    for index, node in enumerate(graph.node):
+    for index, node in numbered_nodes(graph):
         for name in node.input:
             if name not in defined:
                 raise ModelLoadError(f"{label}: node {node_label(node, index)} reads {name!r}, "
@@ -166,7 +173,7 @@ def default_opset(proto: onnx.ModelProto, label: str) -> int:
 def _all_nodes(graph: onnx.GraphProto):
     """(index, node) for every node of ``graph`` and of the subgraphs its nodes hold (If
     branches, Loop and Scan bodies)."""
-    for index, node in enumerate(graph.node):
+    for index, node in numbered_nodes(graph):
         yield index, node
         for attribute in node.attribute:
             for sub in ([attribute.g] if attribute.type == onnx.AttributeProto.GRAPH
@@ -341,9 +348,11 @@ def _unbound_message(unbound: list[_InputSpec], label: str, proto: onnx.ModelPro
             f"\nPass concrete shapes, e.g. {hint.python} or {hint.cli}{note}")
 
 
-def _bind_outputs(graph: Graph, onnx_graph: onnx.GraphProto, env: dict[str, Value | None],
-                  label: str) -> list[Value]:
-    """The graph outputs, each carrying its ONNX name (copied where a value cannot)."""
+def _bind_outputs(graph: Graph, onnx_graph: onnx.GraphProto,
+                  env: dict[str, ImportValue | None], label: str) -> list[Value]:
+    """The graph outputs, each carrying its ONNX name (copied where a value cannot); a
+    sequence output is one output per element, ``y[0]``, ``y[1]``, ... (see
+    frontend/containers.py), an empty optional none."""
     outputs: list[Value] = []
     inputs = set(graph.inputs)
     for output in onnx_graph.output:
@@ -351,24 +360,40 @@ def _bind_outputs(graph: Graph, onnx_graph: onnx.GraphProto, env: dict[str, Valu
         if value is None:
             raise UnsupportedOpError(f"{label}: output {output.name!r} is an output tensorc "
                                      f"does not compute")
-        if value.name != output.name:
-            if value in outputs or value in inputs:
-                # One value cannot carry two names: give this output its own copy.
-                if graph.is_constant(value):
-                    value = graph.add_constant(graph.constants[value])
-                else:
-                    (value,) = graph.add_node("reshape", [value], {"shape": value.type.shape},
-                                              [value.type])
-            graph.rename(value, output.name)
-        elif value in outputs:
-            raise ModelLoadError(f"{label}: output {output.name!r} is listed twice")
-        declared = output.type.tensor_type.elem_type if output.type.HasField(
-            "tensor_type") else 0
-        if declared and element_dtype(declared, label, f"output {output.name!r}") \
-                != value.type.dtype:
-            raise InvalidModelError(
-                f"{label}: output {output.name!r} is declared as "
-                f"{onnx.TensorProto.DataType.Name(declared)}, but the model computes "
-                f"{value.type.dtype} for it; fix the output's declared type")
-        outputs.append(value)
+        if isinstance(value, EmptyOptional):
+            continue
+        named = [(output.name, value)] if isinstance(value, Value) else \
+            [(element_name(output.name, k), v) for k, v in enumerate(value.items)]
+        declared = _declared_elem_type(output.type)
+        for name, value in named:
+            if value.name != name:
+                if value in outputs or value in inputs:
+                    # One value cannot carry two names: give this output its own copy.
+                    if graph.is_constant(value):
+                        value = graph.add_constant(graph.constants[value])
+                    else:
+                        (value,) = graph.add_node("reshape", [value],
+                                                  {"shape": value.type.shape}, [value.type])
+                graph.rename(value, name)
+            elif value in outputs:
+                raise ModelLoadError(f"{label}: output {name!r} is listed twice")
+            if declared and element_dtype(declared, label, f"output {name!r}") \
+                    != value.type.dtype:
+                raise InvalidModelError(
+                    f"{label}: output {name!r} is declared as "
+                    f"{onnx.TensorProto.DataType.Name(declared)}, but the model computes "
+                    f"{value.type.dtype} for it; fix the output's declared type")
+            outputs.append(value)
+    if not outputs:
+        raise ShapeError(f"{label}: every output is an empty sequence or an empty optional, "
+                         f"so the model computes no tensor; tensorc needs at least one")
     return outputs
+
+
+def _declared_elem_type(type: onnx.TypeProto) -> int:
+    """The element type an output declares (of its tensors, for a sequence or an optional);
+    0 where it declares none."""
+    while type.HasField("optional_type") or type.HasField("sequence_type"):
+        type = (type.optional_type if type.HasField("optional_type")
+                else type.sequence_type).elem_type
+    return type.tensor_type.elem_type if type.HasField("tensor_type") else 0

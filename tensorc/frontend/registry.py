@@ -3,7 +3,9 @@
 A converter is ``fn(ctx, inputs, **attributes) -> Value | tuple[Value | None, ...]``: its
 keyword arguments are the ONNX attribute names with their ONNX defaults, ``inputs`` holds one
 Value per ONNX input (None for an omitted optional input). It builds core ops with
-``ctx.emit`` (which folds constants) and reads constant inputs with ``ctx.constant``.
+``ctx.emit`` (which folds constants) and reads constant inputs with ``ctx.constant``. Only a
+converter registered with ``containers=True`` is given sequences and optionals (see
+frontend/containers.py) as inputs; the others see tensors only.
 """
 from __future__ import annotations
 
@@ -19,13 +21,16 @@ class Converter:
     until: int | None  # inclusive; None: every later opset
     fn: Callable
     attributes: frozenset[str]  # the ONNX attributes the converter understands
+    containers: bool = False  # takes sequences and optionals as inputs
 
 
 CONVERTERS: dict[str, list[Converter]] = {}
 
 
-def converter(op_type: str, since: int = 1, until: int | None = None) -> Callable:
-    """Register ``fn`` as the converter of ``op_type`` for opsets ``since..until``.
+def converter(op_type: str, since: int = 1, until: int | None = None,
+              containers: bool = False) -> Callable:
+    """Register ``fn`` as the converter of ``op_type`` for opsets ``since..until``;
+    ``containers``: it takes sequences and optionals as inputs, not only tensors.
 
     >>> @converter("Relu", since=6)
     ... def relu(ctx, inputs):
@@ -36,7 +41,7 @@ def converter(op_type: str, since: int = 1, until: int | None = None) -> Callabl
         attributes = frozenset(name for name, p in params.items()
                                if p.kind is inspect.Parameter.KEYWORD_ONLY)
         CONVERTERS.setdefault(op_type, []).append(
-            Converter(op_type, since, until, fn, attributes))
+            Converter(op_type, since, until, fn, attributes, containers))
         return fn
     return register
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import make_model, tensor_info
-from onnx import helper
+from helpers import make_model, seq_info, tensor_info
+from onnx import TensorProto, helper
 
 from tensorc import InputError, TensorcError, UnsupportedOpError
 from tensorc.backend import TensorcBackend
@@ -94,3 +94,59 @@ def test_wrong_number_of_inputs_names_the_inputs():
     rep = TensorcBackend.prepare(_add_mul_model())
     with pytest.raises(InputError, match="got 1 input.*takes 2: x, y"):
         rep.run([np.zeros((2, 3), np.float32)])
+
+
+def _sequence_model():
+    """ys = [x * 2 for x in xs]; n = len(xs); opt passes through."""
+    body = helper.make_graph([helper.make_node("Add", ["e", "e"], ["d"])], "body",
+                             [tensor_info("e", "float32", None)],
+                             [tensor_info("d", "float32", None)])
+    optional = helper.make_optional_type_proto(
+        helper.make_tensor_type_proto(TensorProto.FLOAT, [2]))
+    nodes = [helper.make_node("SequenceMap", ["xs"], ["ys"], body=body),
+             helper.make_node("SequenceLength", ["xs"], ["n"]),
+             helper.make_node("Identity", ["opt"], ["opt_out"])]
+    return make_model(nodes, [seq_info("xs", "float32", None),
+                              helper.make_value_info("opt", optional)],
+                      [seq_info("ys", "float32", None), tensor_info("n", "int64", []),
+                       helper.make_value_info("opt_out", optional)])
+
+
+def test_sequences_and_optionals_as_lists_and_none():
+    """A sequence input is a list of arrays, compiled for its length and shapes; a sequence
+    output comes back as a list; an optional input may be None, and then its output is."""
+    rep = TensorcBackend.prepare(_sequence_model(), num_threads=1)
+    xs = [np.arange(3, dtype=np.float32), np.ones((2, 2), np.float32)]
+    ys, n, opt = rep.run([xs, np.array([1, 2], np.float32)])
+    assert isinstance(ys, list) and len(ys) == 2
+    for x, y in zip(xs, ys):
+        np.testing.assert_array_equal(y, x * 2)
+    assert n.item() == 2
+    np.testing.assert_array_equal(opt, [1, 2])
+    ys, n, opt = rep.run({"xs": xs[:1], "opt": None})
+    assert len(ys) == 1 and n.item() == 1 and opt is None
+    assert rep.compiled_count == 2      # one module per length and presence
+    rep.run({"xs": [xs[1] + 1], "opt": None})
+    assert rep.compiled_count == 3      # another element shape
+
+
+def test_a_sequence_input_takes_a_list():
+    rep = TensorcBackend.prepare(_sequence_model(), num_threads=1)
+    with pytest.raises(InputError, match="input 'xs' is a sequence: expected a list of arrays, "
+                                         "got ndarray"):
+        rep.run([np.zeros(3, np.float32), None])
+
+
+def test_an_optional_input_that_decides_a_shape_is_compiled_in():
+    """Reshape to the shape an optional input holds: compiled for the value given."""
+    optional = helper.make_optional_type_proto(
+        helper.make_tensor_type_proto(TensorProto.INT64, [2]))
+    nodes = [helper.make_node("OptionalGetElement", ["shape"], ["s"]),
+             helper.make_node("Reshape", ["x", "s"], ["y"])]
+    model = make_model(nodes, [tensor_info("x", "float32", [2, 3]),
+                               helper.make_value_info("shape", optional)], ["y"], opset=18)
+    rep = TensorcBackend.prepare(model, num_threads=1)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    (y,) = rep.run([x, np.array([3, 2], np.int64)])
+    np.testing.assert_array_equal(y, x.reshape(3, 2))
+    assert rep.frozen_inputs == ["shape"]

@@ -345,3 +345,43 @@ def test_check_agrees_with_compile_on_bundled_models(name: str):
     assert report.supported, str(report)
     module = tensorc.compile(models.load(name), input_shapes=shapes)
     assert {n: s for n, s, _ in module.inputs} == shapes
+
+
+def _list_code_model() -> onnx.ModelProto:
+    """torch.stack([relu(p) for p in x.split(2)]) on a sequence input's first element."""
+    body = helper.make_graph([helper.make_node("Relu", ["e"], ["r"])], "body",
+                             [tensor_info("e", "float32", None)],
+                             [tensor_info("r", "float32", None)])
+    nodes = [helper.make_node("SequenceAt", ["xs", "zero"], ["x"], name="first"),
+             helper.make_node("SplitToSequence", ["x", "two"], ["parts"], name="split"),
+             helper.make_node("SequenceMap", ["parts"], ["relus"], body=body, name="map"),
+             helper.make_node("ConcatFromSequence", ["relus"], ["y"], axis=0, new_axis=1,
+                              name="stack"),
+             helper.make_node("Optional", ["y"], ["o"], name="opt"),
+             helper.make_node("OptionalHasElement", ["o"], ["has"], name="has")]
+    elem = helper.make_tensor_type_proto(TensorProto.FLOAT, None)
+    return make_model(nodes, [helper.make_value_info("xs", helper.make_sequence_type_proto(
+        elem))], ["y", "has", "parts"], opset=18,
+        initializers={"zero": np.array(0, np.int64), "two": np.array(2, np.int64)})
+
+
+def test_sequence_and_optional_ops_are_supported():
+    report = tensorc.check(_list_code_model(), input_shapes={"xs": [(4, 3)]})
+    assert report.supported, str(report)
+    assert [op.op_type for op in report.ops] == [  # the model's ops, none of tensorc's own
+        "SequenceAt", "SplitToSequence", "SequenceMap", "Relu", "ConcatFromSequence",
+        "Optional", "OptionalHasElement"]
+    assert [i.name for i in report.inputs] == ["xs[0]"]
+    assert report.outputs == {"y": "float32[2,2,3]", "has": "bool[]",
+                              "parts": "sequence [float32[2,3], float32[2,3]]"}
+
+
+def test_a_sequence_input_without_its_length_is_a_problem_not_an_error():
+    report = tensorc.check(_list_code_model())
+    assert not report.supported
+    assert all(op.ok for op in report.ops)      # every op is still reported supported
+    assert report.problems == [
+        "input 'xs' is a sequence of float32 tensors; tensorc resolves sequences while "
+        "compiling and needs its length: give one shape per element with input_shapes, e.g. "
+        "{'xs': [(2, 3), (4, 3)]} (None for an element of the declared type)"]
+    assert report.conversion == "not tried: a sequence input's length is not given"

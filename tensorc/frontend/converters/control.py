@@ -2,9 +2,10 @@
 
 - If with a constant condition converts only the branch taken. Otherwise both branches are
   converted and each output is ``where(cond, then, else)``: both run, the entry function picks
-  the result at run time. Branch outputs must then agree in shape and dtype.
-- Loop needs a trip count or condition known at import; its body is unrolled. Scan outputs
-  are stacked along a new first axis.
+  the result at run time. Branch outputs must then agree in shape and dtype (sequences: in
+  length and element types, optionals: in presence).
+- Loop needs a trip count or condition known at import; its body is unrolled (a sequence it
+  carries grows step by step at import). Scan outputs are stacked along a new first axis.
 - Scan is unrolled over the scanned axis (scan_input_axes / directions and
   scan_output_axes / directions respected).
 """
@@ -16,16 +17,18 @@ import numpy as np
 import onnx
 
 from tensorc.errors import ConstantRequiredError, ShapeError, UnsupportedOpError
+from tensorc.frontend.containers import describe, is_container
 from tensorc.frontend.converters.common import normalize_axis, reshape
 from tensorc.frontend.converters.rnn import (
     MAX_UNROLLED_ITERATIONS, check_unrolled_steps, take,
 )
+from tensorc.frontend.converters.sequence import where_branches
 from tensorc.frontend.context import ImportContext, graph_inputs_of
 from tensorc.frontend.registry import converter
 from tensorc.ir.graph import Value
 
 
-@converter("If", since=1)
+@converter("If", since=1, containers=True)
 def if_(ctx: ImportContext, inputs: list[Value], *, then_branch: onnx.GraphProto,
         else_branch: onnx.GraphProto) -> tuple[Value, ...]:
     cond = inputs[0]
@@ -40,6 +43,17 @@ def if_(ctx: ImportContext, inputs: list[Value], *, then_branch: onnx.GraphProto
     flag = reshape(ctx, cond, ())
     outputs = []
     for k, (a, b) in enumerate(zip(then_values, else_values)):
+        if is_container(a) or is_container(b):  # element by element, where they agree
+            selected = where_branches(ctx, flag, a, b)
+            if selected is None:
+                raise ConstantRequiredError(
+                    f"If: output {k} is {describe(a)} in the then-branch but {describe(b)} "
+                    f"in the else-branch, and the condition is only known at run time; "
+                    f"tensorc resolves sequences and optionals while compiling",
+                    tuple(n for n in graph_inputs_of(cond)
+                          if n in {v.name for v in ctx.graph.inputs}))
+            outputs.append(selected)
+            continue
         if a.type != b.type:
             # the condition's inputs, bound to values, fold the If (see tensorc.compile's
             # input_values); the error names them
@@ -61,7 +75,7 @@ def _stack(ctx: ImportContext, values: Sequence[Value], axis: int) -> Value:
     return expanded[0] if len(expanded) == 1 else ctx.emit("concat", expanded, axis=axis)
 
 
-@converter("Loop", since=1)
+@converter("Loop", since=1, containers=True)  # sequences and optionals may be carried
 def loop(ctx: ImportContext, inputs: list[Value | None], *, body: onnx.GraphProto
          ) -> tuple[Value, ...]:
     trip_count, cond, *carried = inputs

@@ -95,7 +95,7 @@ def concat(ctx: ImportContext, inputs: list[Value], *, axis: int = 1) -> Value:
     return present[0] if len(present) == 1 else ctx.emit("concat", present, axis=axis)
 
 
-@converter("Identity", since=1)
+@converter("Identity", since=1, containers=True)  # a sequence or optional passes through
 def identity(ctx: ImportContext, inputs: list[Value]) -> Value:
     return inputs[0]
 
