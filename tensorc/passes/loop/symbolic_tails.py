@@ -277,8 +277,8 @@ def _remainder_cases(body: Stmt, var: E.Var, at: E.Expr, cmp: E.Compare, dims: s
         if copy is None:
             copy = seq()
         if any(dim in E.free_vars(x) or q in E.free_vars(x)
-               for x in _conditions(copy, selects=True)):
-            return None
+               for cond in _conditions(copy, selects=True) for x in _comparisons(cond)):
+            return None     # a guard on N left (a load's index may read q: not a guard)
         copy = map_stmt(copy, lambda e: E.substitute(e, {q: dim // factor}))
         remainder = E.Compare("eq", dim % factor, E.const(c))
         cases = IfThenElse(remainder, copy, cases)
