@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from tensorc.errors import TensorcError
-from tensorc.reference import DEFAULT_ATOL, DEFAULT_RTOL
+from tensorc.reference import DEFAULT_ATOL, DEFAULT_RTOL, DEFAULT_STEPS
 from tensorc.runtime.module import check_num_threads
 
 EXIT_CHECK_FAILED = 1
@@ -364,6 +364,15 @@ def add_check_options(parser: argparse.ArgumentParser) -> None:
         type=non_negative_float,
         default=DEFAULT_ATOL,
         help="absolute tolerance of the onnxruntime check (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--steps",
+        type=non_negative_float,
+        default=DEFAULT_STEPS,
+        metavar="N",
+        help="for a quantized (int8) model, an output within N quantization steps of "
+        "onnxruntime's also passes: the two round some values differently at each layer "
+        "(default: %(default)g)",
     )
     parser.add_argument(
         "--seed", type=non_negative_int, default=0,

@@ -24,7 +24,8 @@ from tensorc.cli.arguments import (
 from tensorc.errors import TensorcError
 from tensorc.ir.types import format_shape
 from tensorc.reference import (
-    compare_outputs, format_comparison, input_rule, random_inputs, run_onnxruntime,
+    compare_outputs, format_comparison, input_rule, quantization_steps, random_inputs,
+    run_onnxruntime,
 )
 from tensorc.runtime.artifact import is_artifact
 
@@ -158,8 +159,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     comparison = None
     if args.check_onnxruntime is not None:
-        expected = run_onnxruntime(_source_model(args, module), feeds, args.threads)
-        comparison = compare_outputs(outputs, expected, rtol=args.rtol, atol=args.atol)
+        source = _source_model(args, module)
+        expected = run_onnxruntime(source, feeds, args.threads)
+        comparison = compare_outputs(outputs, expected, rtol=args.rtol, atol=args.atol,
+                                     steps=quantization_steps(source), max_steps=args.steps)
 
     if args.outputs:
         try:
@@ -187,22 +190,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             ],
         }
         if comparison is not None:
-            report["check"] = {
-                "reference": "onnxruntime",
-                "passed": comparison.passed,
-                "rtol": comparison.rtol,
-                "atol": comparison.atol,
-                "outputs": [
-                    {
-                        "name": d.name,
-                        "max_abs": d.max_abs,
-                        "max_rel": d.max_rel,
-                        "passed": d.passed,
-                        "problem": d.problem,
-                    }
-                    for d in comparison.outputs
-                ],
-            }
+            report["check"] = comparison.to_json()
         if args.outputs:
             report["outputs_file"] = args.outputs
         print(json.dumps(jsonable(report), indent=2, allow_nan=False))
@@ -223,9 +211,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             )
         print(f"ran in {run_ms:.3f} ms (first call)")
         if comparison is not None:
-            print(
-                f"check against onnxruntime (rtol {comparison.rtol:g}, atol {comparison.atol:g}):"
-            )
+            print(f"check against onnxruntime ({comparison.tolerance()}):")
             for line in format_comparison(comparison):
                 print(f"  {line}")
             print("PASS" if comparison.passed else "FAIL")
