@@ -9,6 +9,7 @@ values, thread counts), the flags several commands take, the help layout, and th
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -256,13 +257,29 @@ def artifact_shapes(path: Path, module: Any, given) -> dict | None:
 
 
 def embedded_source(path: Path, module: Any, use: str) -> bytes:
-    """The source ONNX model an artifact embeds, or a TensorcError saying what to do
-    instead of ``use`` (e.g. "compare with onnxruntime")."""
-    if module.source_onnx is None:
-        raise TensorcError(f"{path} does not embed its source model (compiled with "
-                           f"--no-source), which is needed to {use}: give the .onnx model "
-                           f"instead, or compile without --no-source")
-    return module.source_onnx
+    """The source ONNX model of an artifact: the one it embeds (compiled with --keep-source),
+    else the file it was compiled from, where that is still there unchanged (the path and
+    SHA-256 its provenance records); otherwise a TensorcError saying what to do instead of
+    ``use`` (e.g. "compare with onnxruntime")."""
+    if module.source_onnx is not None:
+        return module.source_onnx
+    source = (module.info or {}).get("source") or {}
+    recorded = source.get("path")
+    why = "and its provenance records no source file"
+    if recorded:
+        file = Path(recorded)
+        try:
+            data = file.read_bytes()
+        except OSError:
+            why = f"and the model it was compiled from, {recorded}, is not there"
+        else:
+            if hashlib.sha256(data).hexdigest() == source.get("sha256"):
+                return data
+            why = (f"and the model it was compiled from, {recorded}, has changed since "
+                   f"(its SHA-256 differs)")
+    raise TensorcError(f"{path} does not embed its source model (artifacts leave it out "
+                       f"unless compiled with --keep-source), {why}; it is needed to {use}: "
+                       f"give the .onnx model, or compile with --keep-source")
 
 
 def jsonable(value: Any) -> Any:

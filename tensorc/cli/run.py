@@ -18,8 +18,8 @@ import onnx
 
 import tensorc
 from tensorc.cli.arguments import (
-    EXIT_CHECK_FAILED, add_check_options, jsonable, parse_input_file, parse_input_shape,
-    require_file, shape_dict, subcommand, thread_count, writable_output,
+    EXIT_CHECK_FAILED, add_check_options, embedded_source, jsonable, parse_input_file,
+    parse_input_shape,    require_file, shape_dict, subcommand, thread_count, writable_output,
 )
 from tensorc.errors import TensorcError
 from tensorc.ir.types import format_shape
@@ -116,16 +116,13 @@ def _load_feeds(
     return feeds, [name for name, _, _ in missing]
 
 
-def _source_model(args: argparse.Namespace, module: Any) -> str | bytes:
+def _source_model(args: argparse.Namespace, artifact: Path, module: Any) -> str | bytes:
     if args.check_onnxruntime:
         return str(require_file(args.check_onnxruntime, "ONNX model"))
-    source = getattr(module, "source_onnx", None)
-    if not source:
-        raise TensorcError(
-            f"{args.model} does not contain its source ONNX model; "
-            "pass it explicitly: --check-onnxruntime model.onnx"
-        )
-    return source
+    try:
+        return embedded_source(artifact, module, "compare with onnxruntime")
+    except TensorcError as error:
+        raise TensorcError(f"{error} (--check-onnxruntime model.onnx)") from None
 
 
 def _looks_like_onnx(path: Path) -> bool:
@@ -159,7 +156,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     comparison = None
     if args.check_onnxruntime is not None:
-        source = _source_model(args, module)
+        source = _source_model(args, artifact, module)
         expected = run_onnxruntime(source, feeds, args.threads)
         comparison = compare_outputs(outputs, expected, rtol=args.rtol, atol=args.atol,
                                      steps=quantization_steps(source), max_steps=args.steps)
@@ -239,7 +236,7 @@ examples:
   tensorc run mlp.tcz
   tensorc run mlp.tcz --input x=x.npy --json
   tensorc run mlp.tcz --inputs feeds.npz --outputs out.npz
-  tensorc run mlp.tcz --check-onnxruntime        # against the model stored in mlp.tcz
+  tensorc run mlp.tcz --check-onnxruntime        # against the model mlp.tcz came from
   tensorc run mlp.tcz --check-onnxruntime models/mlp.onnx
   tensorc run bert.tcz --input-shape input_ids=2x17 --input-shape attention_mask=2x17
 
@@ -272,8 +269,9 @@ Exit status: 0 ok, 1 the outputs disagree with onnxruntime, 2 error.
         nargs="?",
         const="",
         help="also run the model with onnxruntime and compare the outputs, printing PASS or "
-        "FAIL; without a file, the ONNX model stored in the artifact is used (put this flag "
-        "after the artifact's name)",
+        "FAIL; without a file, the model the artifact was compiled from (embedded with "
+        "compile --keep-source, else the file it was compiled from, if unchanged; put this "
+        "flag after the artifact's name)",
     )
     p.add_argument(
         "--threads",
