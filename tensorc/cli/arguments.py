@@ -165,6 +165,22 @@ def positive_float(text: str) -> float:
     return value
 
 
+def duration(text: str) -> float:
+    """An argument type: a time budget > 0 in seconds, written 90, 90s, 20m or 1.5h."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    body = text.strip().lower()
+    scale = units.get(body[-1:], 1)
+    try:
+        value = float(body[:-1] if body[-1:] in units else body) * scale
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"cannot read the duration {text!r}: use e.g. 90s, "
+                                         f"20m, 1h") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a duration > 0 such as 90s, 20m or 1h, "
+                                         f"got {text!r}")
+    return value
+
+
 def non_negative_float(text: str) -> float:
     """An argument type: a finite number >= 0 (tolerances)."""
     value = _number(text)
