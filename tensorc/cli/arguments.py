@@ -290,6 +290,11 @@ def embedded_source(path: Path, module: Any, use: str) -> bytes:
             why = f"and the model it was compiled from, {recorded}, is not there"
         else:
             if hashlib.sha256(data).hexdigest() == source.get("sha256"):
+                values = source.get("input_values")
+                if values:      # the inputs it was compiled with fixed, as it embeds them
+                    # (here: the frontend costs 'tensorc --help' half a second)
+                    from tensorc.frontend.model import with_input_values
+                    return with_input_values(str(file), values).SerializeToString()
                 return data
             why = (f"and the model it was compiled from, {recorded}, has changed since "
                    f"(its SHA-256 differs)")
