@@ -4,6 +4,7 @@ every error a user can cause through it."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -260,3 +261,28 @@ def test_run_with_another_shape_says_how_in_cli_syntax(tmp_path: Path,
     err = capsys.readouterr().err
     assert "compile again with --input-shape x=2x784" in err, err
     assert "input_shapes=" not in err
+
+
+def test_inspect_const_names_do_not_collide_with_the_models(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A torch export names its layers c0, c1 (initializers c1.weight, c1.bias); the graph
+    printed %c0 and %c1 for reshaped biases beside them, %c0 holding c1.bias (issue 38)."""
+    from onnx import TensorProto, helper
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+             for name, shape in (("c1.weight", (6, 3, 3, 3)), ("c1.bias", (6,)),
+                                 ("c0.weight", (6, 6, 3, 3)), ("c0.bias", (6,)))]
+    nodes = [helper.make_node("Conv", ["x", "c1.weight", "c1.bias"], ["a"], pads=[1] * 4),
+             helper.make_node("Relu", ["a"], ["r"]),
+             helper.make_node("Conv", ["r", "c0.weight", "c0.bias"], ["y"], pads=[1] * 4)]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, 8, 8])], inits)
+    path = tmp_path / "names.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    assert main(["inspect", str(path), "--stage", "graph"]) == 0
+    text = capsys.readouterr().out
+    names = set(re.findall(r"%([\w.]+)", text))
+    stems = {name.split(".")[0] for name in names if "." in name}
+    assert stems == {"c0", "c1"}
+    assert not names & stems, text              # no %c0 beside %c0.weight
