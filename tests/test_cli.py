@@ -286,3 +286,44 @@ def test_inspect_const_names_do_not_collide_with_the_models(
     stems = {name.split(".")[0] for name in names if "." in name}
     assert stems == {"c0", "c1"}
     assert not names & stems, text              # no %c0 beside %c0.weight
+
+
+def test_compile_reports_progress_while_kernels_build(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        tmp_path: Path) -> None:
+    """The LLVM build was 8-20 s of silence (issue 38): it now says how far it is."""
+    import tensorc.compiler.kernel_objects as kernel_objects
+    monkeypatch.setattr(kernel_objects, "PROGRESS_SECONDS", 0.0)
+    assert main(["compile", str(models.path("lenet5")), "-o", str(tmp_path / "l.tcz"),
+                 "--no-cache"]) == 0
+    lines = [line.strip() for line in capsys.readouterr().out.splitlines()]
+    total = int(next(line for line in lines if line.startswith("building")).split()[1])
+    built = [line for line in lines if line.startswith("built ")]
+    assert [int(line.split()[1]) for line in built] == list(range(1, total + 1))
+    assert built[-1].startswith(f"built {total} of {total} kernels (")
+
+
+def test_scheduling_steps_do_not_skip() -> None:
+    """Repeated workloads are scheduled once; the steps counted all groups and skipped
+    ([12/20] -> [14/20])."""
+    from onnx import TensorProto, helper
+
+    from tensorc.compiler.pipeline import lower_graph
+    from tensorc.frontend.model import import_model
+    from tensorc.target import Target
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((16, 16)).astype(np.float32), f"w{k}")
+             for k in range(3)]
+    nodes = [helper.make_node("MatMul", ["x", "w0"], ["a"]), helper.make_node("Relu", ["a"], ["b"]),
+             helper.make_node("MatMul", ["b", "w1"], ["c"]), helper.make_node("Relu", ["c"], ["d"]),
+             helper.make_node("MatMul", ["d", "w2"], ["e"]), helper.make_node("Tanh", ["e"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 16])], inits)
+    _, imported = import_model(helper.make_model(graph, opset_imports=[
+        helper.make_opsetid("", 17)]), None)
+    lines: list[str] = []
+    lowered = lower_graph(imported, Target.from_string("llvm"), lines.append)
+    steps = [line.split("]")[0] + "]" for line in lines if line.startswith("[")]
+    assert len(lowered.kernels) == 3 and len(steps) == 2      # two matmul+relu alike
+    assert steps == ["[1/2]", "[2/2]"]
