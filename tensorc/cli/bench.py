@@ -1,7 +1,7 @@
 """``tensorc bench``: a model's latency (median of repeated runs after a warm-up), side by side
 with onnxruntime's on the same inputs and thread count when asked.
 
-    $ tensorc bench models/resnet.onnx --vs onnxruntime --threads 1
+    $ tensorc bench resnet.onnx --vs onnxruntime --threads 1
 """
 
 from __future__ import annotations
@@ -148,8 +148,8 @@ def add_bench_parser(commands: Any) -> None:
         "onnxruntime (same thread count, all graph optimizations) run in turn.",
         """\
 examples:
-  tensorc bench models/mlp.onnx
-  tensorc bench models/resnet.onnx --vs onnxruntime --threads 1
+  tensorc bench mlp.onnx
+  tensorc bench resnet.onnx --input-shape input=1x3x224x224 --vs onnxruntime --threads 1
 
 Exit status: 0 ok, 1 the outputs disagree with onnxruntime, 2 error.
 """,

@@ -1,6 +1,6 @@
 """``tensorc check``: which ops of a model tensorc supports, without compiling it.
 
-    $ tensorc check models/bert.onnx --input-shape input_ids=1x128 --json
+    $ tensorc check bert.onnx --input-shape input_ids=1x128 --json
 """
 
 from __future__ import annotations
@@ -63,9 +63,9 @@ def add_check_parser(commands: Any) -> None:
         "time and the outputs' symbolic shapes are reported), so one run lists every problem.",
         """\
 examples:
-  tensorc check models/resnet.onnx
-  tensorc check models/bert.onnx --input-shape input_ids=1x128 --json
-  tensorc check decoder.onnx --dim-range seq=1:512 --dim-range past=0:
+  tensorc check resnet.onnx
+  tensorc check bert.onnx --input-shape input_ids=1x32 --json
+  tensorc check bert.onnx --dim-range sequence=1:64 --dim-range batch=1:8
 
 Exit status: 0 every op is supported, 1 something is not, 2 error (a missing or broken file).
 """,

@@ -1,7 +1,7 @@
 """``tensorc compile``: an ONNX model into a .tcz artifact, which ``tensorc run`` and
 ``tensorc.load`` use without compiling again.
 
-    $ tensorc compile models/mlp.onnx -o mlp.tcz --threads 2
+    $ tensorc compile mlp.onnx -o mlp.tcz --threads 2
 """
 
 from __future__ import annotations
@@ -73,9 +73,9 @@ def add_compile_parser(commands: Any) -> None:
         "'tensorc run' and tensorc.load() use without recompiling.",
         """\
 examples:
-  tensorc compile models/mlp.onnx -o mlp.tcz
-  tensorc compile models/resnet.onnx -o resnet.tcz --input-shape input=1x3x224x224 --threads 2
-  tensorc compile models/mlp.onnx -o mlp-gpu.tcz --target "cuda -arch=sm_90"
+  tensorc compile mlp.onnx -o mlp.tcz
+  tensorc compile resnet.onnx -o resnet.tcz --input-shape input=1x3x224x224 --threads 2
+  tensorc compile mlp.onnx -o mlp-gpu.tcz --target "cuda -arch=sm_90"
 """,
     )
     p.add_argument("model", help="the ONNX model file")

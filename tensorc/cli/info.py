@@ -116,6 +116,7 @@ def add_info_parser(commands: Any) -> None:
         "tensorc version, when), and whether it embeds its source model. Nothing is run.",
         """\
 examples:
+  tensorc compile mlp.onnx -o mlp.tcz
   tensorc info mlp.tcz
   tensorc info mlp.tcz --json
 """,

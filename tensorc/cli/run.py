@@ -233,11 +233,14 @@ def add_run_parser(commands: Any) -> None:
         "1.",
         """\
 examples:
+  tensorc compile mlp.onnx -o mlp.tcz
   tensorc run mlp.tcz
-  tensorc run mlp.tcz --input x=x.npy --json
-  tensorc run mlp.tcz --inputs feeds.npz --outputs out.npz
+  tensorc run mlp.tcz --outputs out.npz --json
   tensorc run mlp.tcz --check-onnxruntime        # against the model mlp.tcz came from
-  tensorc run mlp.tcz --check-onnxruntime models/mlp.onnx
+  tensorc run mlp.tcz --check-onnxruntime mlp.onnx
+  python -c "import numpy as np; np.savez('feeds.npz', x=np.ones((1, 784), np.float32))"
+  tensorc run mlp.tcz --inputs feeds.npz         # or one array: --input x=x.npy
+  tensorc compile bert.onnx -o bert.tcz
   tensorc run bert.tcz --input-shape input_ids=2x17 --input-shape attention_mask=2x17
 
 Exit status: 0 ok, 1 the outputs disagree with onnxruntime, 2 error.

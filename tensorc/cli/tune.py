@@ -2,7 +2,7 @@
 cluster's workers), appending every measurement to a log that ``tensorc compile
 --tuning-log`` applies; the tuner itself is ``tensorc.autotune``.
 
-    $ tensorc tune models/resnet.onnx --trials 300 --log resnet.jsonl
+    $ tensorc tune resnet.onnx --trials 300 --log resnet.jsonl
 """
 
 from __future__ import annotations
@@ -36,10 +36,11 @@ def add_tune_parser(commands: Any) -> None:
         "--tuning-log LOG' applies the fastest, and --resume continues a stopped run.",
         """\
 examples:
-  tensorc tune models/resnet.onnx --trials 300 --log resnet.jsonl
-  tensorc tune models/resnet.onnx --time 20m --log resnet.jsonl --resume --threads 2
-  tensorc tune models/resnet.onnx --trials 2000 --cluster tcp://scheduler:8786
-  tensorc compile models/resnet.onnx -o resnet.tcz --tuning-log resnet.jsonl
+  tensorc tune mlp.onnx --trials 64 --log mlp.jsonl
+  tensorc tune mlp.onnx --time 20m --log mlp.jsonl --resume --threads 2
+  tensorc tune mlp.onnx --trials 2000 --log mlp.jsonl --cluster tcp://scheduler:8786
+  tensorc compile mlp.onnx -o mlp.tcz --tuning-log mlp.jsonl
+  tensorc tune resnet.onnx --input-shape input=1x3x224x224 --time 20m --log resnet.jsonl
 """)
     p.add_argument("model", help="the ONNX model file")
     budget = p.add_mutually_exclusive_group(required=True)
