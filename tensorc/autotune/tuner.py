@@ -376,6 +376,9 @@ def tune(model, input_shapes: Mapping[str, Sequence[int]] | None = None,
             own_executor.close()
     if end_to_end and not any(t.trials for t in result.tasks):
         say("no kernel was measured: no end-to-end comparison")
+    elif end_to_end and deadline is not None and time.monotonic() + reserve / 2 > deadline:
+        say("not timing the model end to end: the time budget is spent (a batch of "
+            "measurements ran long)")
     elif end_to_end:
         say("timing the model end to end: default and tuned alternating until their "
             "medians settle")

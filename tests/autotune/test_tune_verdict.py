@@ -80,7 +80,10 @@ def test_the_time_budget_bounds_the_whole_run(tiny_matmul, tmp_path) -> None:
     elapsed = time.monotonic() - start
     assert elapsed < budget + 2.5, (elapsed, lines)
     assert result.trials >= 1 and result.seconds == pytest.approx(elapsed, abs=0.5)
-    assert result.end_to_end["verdict"]["pairs"] >= 5
+    if result.end_to_end:       # (skipped where a slow batch left no time for it)
+        assert result.end_to_end["verdict"]["pairs"] >= 5
+    else:
+        assert any("the time budget is spent" in line for line in lines)
     with pytest.raises(tensorc.TensorcError, match="leaves no time to search: extracting"):
         tensorc.tune(tiny_matmul, time_budget=1.0, log=tmp_path / "u.jsonl", threads=1)
 
