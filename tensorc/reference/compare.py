@@ -275,11 +275,12 @@ def format_comparison(comparison: Comparison) -> list[str]:
 
 def _format_one(diff: OutputDiff, comparison: Comparison) -> str:
     verdict = "PASS" if diff.passed else "FAIL"
-    text = f"{diff.name}: max abs err {diff.max_abs:.3g}, max rel err {diff.max_rel:.3g}"
+    text = f"{diff.name}: max abs err {diff.max_abs:.3g}"
+    if diff.steps is not None and not diff.problem:
+        text += f" = {diff.steps:.3g} steps of {diff.step:.3g} ({diff.step_source})"
+    text += f", max rel err {diff.max_rel:.3g}"
     if diff.problem:
         return f"{text}  {verdict}  ({diff.problem})"
-    if diff.steps is not None:
-        text += f" = {diff.steps:.3g} steps of {diff.step:.3g} ({diff.step_source})"
     if diff.decided_by == "steps":
         why = (f"by quantization steps: {diff.steps:.3g} <= {comparison.max_steps:g} steps "
                f"(rtol/atol alone would fail)")
