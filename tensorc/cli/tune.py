@@ -67,9 +67,13 @@ examples:
     add_input_shape(p)
     add_input_value(p)
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    p.add_argument("--plot", metavar="PNG", help="draw best-so-far speed-up against trials")
+    p.add_argument("--plot", metavar="PNG",
+                   help="draw each task's search curve (best-so-far speed-up against "
+                   "trials) and its confirmed speed-up, with the end-to-end verdict")
     p.add_argument("--no-end-to-end", action="store_true",
-                   help="skip timing the whole model default vs tuned at the end")
+                   help="skip timing the whole model default vs tuned at the end (which "
+                   "alternates the two until their medians settle, and recommends the log "
+                   "only when tuned is faster beyond the noise)")
     p.add_argument("--cold-cache", action="store_true",
                    help="time each call of a candidate after flushing the caches, as a "
                    "kernel finds its weights inside a model (slower tuning; its records "
