@@ -29,6 +29,8 @@ _NAMES = ("mlp", "lenet5", "resnet", "resnet50", "mobilenetv2", "bert", "bert_ba
 # script or a shared builder is newer than the file, so a stale copy is never used.
 GENERATED = frozenset(_NAMES) - {"mlp", "lenet5"}
 _SHARED = ("_builder.py", "transformer.py")
+# mlp, lenet5, resnet and bert are the examples tensorc ships: their builders live there
+EXAMPLES_DIR = MODELS_DIR.parent / "tensorc" / "examples"
 
 
 def _module(name: str) -> ModuleType:
@@ -62,6 +64,7 @@ def path(name: str) -> Path:
     # its script, the shared builders, and the other scripts it names in DEPENDS
     sources = [Path(module.__file__)] + [MODELS_DIR / shared for shared in
                                          (*_SHARED, *getattr(module, "DEPENDS", ()))]
+    sources += EXAMPLES_DIR.glob("*.py")    # the builders the example models moved to
     newest = max(source.stat().st_mtime for source in sources)
     stale = name in GENERATED and file.exists() and file.stat().st_mtime < newest
     if not file.exists() or stale:

@@ -1,4 +1,5 @@
-"""MLP 784-256-128-10 (Gemm + Relu, Softmax at the end), input "x" [1, 784], opset 17."""
+"""MLP 784-256-128-10: the example tensorc ships, built in tensorc/examples/mlp.py (``python -m
+tensorc.examples`` writes it anywhere); run as a script, this writes models/mlp.onnx."""
 
 from __future__ import annotations
 
@@ -6,26 +7,7 @@ from pathlib import Path
 
 import onnx
 
-from models._builder import GraphBuilder, float_input
-
-NAME = "mlp"
-# Concrete input shapes for compiling and benchmarking; None: the model's shapes are fixed.
-INPUT_SHAPES: dict[str, tuple[int, ...]] | None = None
-
-
-def build() -> onnx.ModelProto:
-    """Build the MLP with seeded random weights.
-
-    >>> build().graph.input[0].name
-    'x'
-    """
-    b = GraphBuilder(seed=784)
-    h = b.node("Relu", [b.gemm("x", 784, 256)])
-    h = b.node("Relu", [b.gemm(h, 256, 128)])
-    logits = b.gemm(h, 128, 10, gain=1.0)
-    b.node("Softmax", [logits], output="y", axis=-1)
-    return b.model(NAME, [float_input("x", [1, 784])], [float_input("y", [1, 10])])
-
+from tensorc.examples.mlp import INPUT_SHAPES, NAME, build  # noqa: F401
 
 if __name__ == "__main__":
     path = Path(__file__).with_name(f"{NAME}.onnx")

@@ -123,13 +123,18 @@ def _compile(model, target, input_shapes, tuning_log, num_threads, progress, inp
 
 
 def _provenance(model, input_shapes, input_values) -> dict:
-    """Where a module came from, for ``tensorc info``: the source model's name and SHA-256,
+    """Where a module came from, for ``tensorc info``: the source model's name, absolute path
+    (a model given as a file) and SHA-256,
     the shapes and values it was compiled with, and when (UTC)."""
+    path = None
     if isinstance(model, (str, Path)):
         data, name = Path(model).read_bytes(), Path(model).name
+        path = str(Path(model).resolve())   # what 'run --check-onnxruntime' reads, unchanged
     else:
         data, name = model.SerializeToString(), model.graph.name or "<ModelProto>"
     source = {"model": name, "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+    if path is not None:
+        source["path"] = path
     if input_shapes:
         source["input_shapes"] = {k: list(v) for k, v in input_shapes.items()}
     if input_values:

@@ -4,6 +4,7 @@ every error a user can cause through it."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -260,3 +261,69 @@ def test_run_with_another_shape_says_how_in_cli_syntax(tmp_path: Path,
     err = capsys.readouterr().err
     assert "compile again with --input-shape x=2x784" in err, err
     assert "input_shapes=" not in err
+
+
+def test_inspect_const_names_do_not_collide_with_the_models(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A torch export names its layers c0, c1 (initializers c1.weight, c1.bias); the graph
+    printed %c0 and %c1 for reshaped biases beside them, %c0 holding c1.bias (issue 38)."""
+    from onnx import TensorProto, helper
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+             for name, shape in (("c1.weight", (6, 3, 3, 3)), ("c1.bias", (6,)),
+                                 ("c0.weight", (6, 6, 3, 3)), ("c0.bias", (6,)))]
+    nodes = [helper.make_node("Conv", ["x", "c1.weight", "c1.bias"], ["a"], pads=[1] * 4),
+             helper.make_node("Relu", ["a"], ["r"]),
+             helper.make_node("Conv", ["r", "c0.weight", "c0.bias"], ["y"], pads=[1] * 4)]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, 8, 8])], inits)
+    path = tmp_path / "names.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    assert main(["inspect", str(path), "--stage", "graph"]) == 0
+    text = capsys.readouterr().out
+    names = set(re.findall(r"%([\w.]+)", text))
+    stems = {name.split(".")[0] for name in names if "." in name}
+    assert stems == {"c0", "c1"}
+    assert not names & stems, text              # no %c0 beside %c0.weight
+
+
+def test_compile_reports_progress_while_kernels_build(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        tmp_path: Path) -> None:
+    """The LLVM build was 8-20 s of silence (issue 38): it now says how far it is."""
+    import tensorc.compiler.kernel_objects as kernel_objects
+    monkeypatch.setattr(kernel_objects, "PROGRESS_SECONDS", 0.0)
+    assert main(["compile", str(models.path("lenet5")), "-o", str(tmp_path / "l.tcz"),
+                 "--no-cache"]) == 0
+    lines = [line.strip() for line in capsys.readouterr().out.splitlines()]
+    total = int(next(line for line in lines if line.startswith("building")).split()[1])
+    built = [line for line in lines if line.startswith("built ")]
+    assert [int(line.split()[1]) for line in built] == list(range(1, total + 1))
+    assert built[-1].startswith(f"built {total} of {total} kernels (")
+
+
+def test_scheduling_steps_do_not_skip() -> None:
+    """Repeated workloads are scheduled once; the steps counted all groups and skipped
+    ([12/20] -> [14/20])."""
+    from onnx import TensorProto, helper
+
+    from tensorc.compiler.pipeline import lower_graph
+    from tensorc.frontend.model import import_model
+    from tensorc.target import Target
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((16, 16)).astype(np.float32), f"w{k}")
+             for k in range(3)]
+    nodes = [helper.make_node("MatMul", ["x", "w0"], ["a"]), helper.make_node("Relu", ["a"], ["b"]),
+             helper.make_node("MatMul", ["b", "w1"], ["c"]), helper.make_node("Relu", ["c"], ["d"]),
+             helper.make_node("MatMul", ["d", "w2"], ["e"]), helper.make_node("Tanh", ["e"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 16])], inits)
+    _, imported = import_model(helper.make_model(graph, opset_imports=[
+        helper.make_opsetid("", 17)]), None)
+    lines: list[str] = []
+    lowered = lower_graph(imported, Target.from_string("llvm"), lines.append)
+    steps = [line.split("]")[0] + "]" for line in lines if line.startswith("[")]
+    assert len(lowered.kernels) == 3 and len(steps) == 2      # two matmul+relu alike
+    assert steps == ["[1/2]", "[2/2]"]

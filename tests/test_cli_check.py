@@ -125,12 +125,12 @@ def test_help_has_an_example(capsys: pytest.CaptureFixture[str]) -> None:
         main(["check", "--help"])
     assert info.value.code == 0
     out = capsys.readouterr().out
-    assert "tensorc check models/resnet.onnx" in out
+    assert "tensorc check resnet.onnx" in out
     assert "--input-shape" in out and "--json" in out
     assert "Exit status: 0 every op is supported, 1 something is not, 2 error" in out
     with pytest.raises(SystemExit):
         main(["--help"])
-    assert "tensorc check models/mlp.onnx" in capsys.readouterr().out
+    assert "tensorc check mlp.onnx" in capsys.readouterr().out
 
 
 def test_check_with_input_values(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

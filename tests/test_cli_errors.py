@@ -110,3 +110,48 @@ def test_nonsense_values_are_refused(command: str, flag: str, value: str, expect
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert f"argument {flag}: {expected}" in err, err
+
+
+def _external_data_model(folder: Path) -> Path:
+    """A MatMul whose weight lives in weights.bin beside the model."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = numpy_helper.from_array(np.ones((64, 64), np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])], "ext",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])], [weight])
+    path = folder / "ext.onnx"
+    onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+                    str(path), save_as_external_data=True, location="weights.bin",
+                    size_threshold=0)
+    return path
+
+
+@pytest.mark.parametrize("command", [["compile"], ["check"], ["inspect"], ["bench"]])
+def test_a_missing_external_data_file(command: list[str], tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Reported as the missing file it is, not as a corrupt model (issue 38)."""
+    model = _external_data_model(tmp_path)
+    (tmp_path / "weights.bin").unlink()
+    extra = ["-o", str(tmp_path / "m.tcz")] if command == ["compile"] else []
+    assert main([*command, str(model), *extra]) == 2
+    err = capsys.readouterr().err
+    assert "corrupt" not in err and "Traceback" not in err
+    assert f"keeps tensor data in external files, and {tmp_path / 'weights.bin'} is missing " \
+           f"(tensor w)" in err
+    assert "beside the model" in err
+    with pytest.raises(tensorc.TensorcError, match="weights.bin is missing"):
+        tensorc.compile(str(model))
+
+
+def test_a_truncated_external_data_file(tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    model = _external_data_model(tmp_path)
+    data = tmp_path / "weights.bin"
+    data.write_bytes(data.read_bytes()[:100])
+    assert main(["compile", str(model), "-o", str(tmp_path / "m.tcz")]) == 2
+    err = capsys.readouterr().err
+    assert f"{data} is shorter than the tensor data the model reads from it (tensor w" in err

@@ -142,15 +142,31 @@ def test_compile_into_a_read_only_directory(tmp_path: Path,
         tmp_path.chmod(0o755)
 
 
-def test_compile_without_the_source_model(tmp_path: Path,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
-    out = tmp_path / "mlp.tcz"
-    assert main(["compile", MLP, "-o", str(out), "--no-source"]) == 0
-    assert tensorc.load(out).source_onnx is None
+def test_artifacts_keep_the_source_model_only_when_asked(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Artifacts were 2x the model's size, embedding it by default (issue 38): now only with
+    --keep-source; without it, the checks read the file compiled from while it is unchanged."""
+    model = tmp_path / "mlp.onnx"
+    model.write_bytes(Path(MLP).read_bytes())
+    lean, kept = tmp_path / "mlp.tcz", tmp_path / "mlp-kept.tcz"
+    assert main(["compile", str(model), "-o", str(lean)]) == 0
+    assert main(["compile", str(model), "-o", str(kept), "--keep-source"]) == 0
+    assert tensorc.load(lean).source_onnx is None
+    assert tensorc.load(kept).source_onnx == model.read_bytes()
+    assert kept.stat().st_size - lean.stat().st_size >= model.stat().st_size
+    assert main(["compile", str(model), "-o", str(lean), "--no-source"]) == 0   # old scripts
     capsys.readouterr()
-    assert main(["run", str(out), "--check-onnxruntime"]) == 2
-    assert "--check-onnxruntime model.onnx" in _error(capsys)
-    assert main(["run", str(out), "--check-onnxruntime", MLP]) == 0
+    assert main(["run", str(lean), "--check-onnxruntime"]) == 0          # the file, unchanged
+    assert capsys.readouterr().out.rstrip().endswith("PASS")
+    onnx.save(relu_model(), model)                                       # the file changed
+    assert main(["run", str(lean), "--check-onnxruntime"]) == 2
+    error = _error(capsys)
+    assert "has changed since" in error and "--keep-source" in error
+    assert "--check-onnxruntime model.onnx" in error
+    assert main(["run", str(kept), "--check-onnxruntime"]) == 0          # embedded: no file
+    model.unlink()
+    assert main(["bench", str(lean), "--vs", "onnxruntime", "--repeat", "3"]) == 2
+    assert f"the model it was compiled from, {model}, is not there" in _error(capsys)
 
 
 def test_bench_shows_compile_progress(capsys: pytest.CaptureFixture[str]) -> None:

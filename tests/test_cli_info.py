@@ -19,8 +19,14 @@ MLP = str(models.path("mlp"))
 def artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("info")
     paths = {"with": folder / "mlp.tcz", "without": folder / "mlp-nosrc.tcz"}
-    assert main(["compile", MLP, "-o", str(paths["with"]), "--threads", "1"]) == 0
-    assert main(["compile", MLP, "-o", str(paths["without"]), "--no-source"]) == 0
+    assert main(["compile", MLP, "-o", str(paths["with"]), "--threads", "1",
+                 "--keep-source"]) == 0
+    assert main(["compile", MLP, "-o", str(paths["without"])]) == 0
+    copy = folder / "gone.onnx"                 # compiled from a file since removed
+    copy.write_bytes(Path(MLP).read_bytes())
+    paths["orphan"] = folder / "orphan.tcz"
+    assert main(["compile", str(copy), "-o", str(paths["orphan"])]) == 0
+    copy.unlink()
     return paths
 
 
@@ -35,7 +41,7 @@ def test_info_shows_signature_target_threads_and_provenance(
     assert "threads: 1" in out
     assert f"tensorc {tensorc.__version__}" in out
     digest = hashlib.sha256(Path(MLP).read_bytes()).hexdigest()
-    assert f"source: mlp.onnx (sha256 {digest[:16]}" in out
+    assert f"source: {Path(MLP).resolve()} (sha256 {digest[:16]}" in out
     assert "embeds its source model" in out
     assert main(["info", str(artifacts["with"]), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
@@ -60,7 +66,9 @@ def test_inspect_an_artifact_shows_its_info(artifacts: dict[str, Path],
     assert "input  x: float32[1,784]" in out and "threads: 1" in out
     assert main(["inspect", str(artifacts["with"]), "--stage", "fused"]) == 0
     assert "matmul" in capsys.readouterr().out           # the embedded model's IR
-    assert main(["inspect", str(artifacts["without"]), "--stage", "fused"]) == 2
+    assert main(["inspect", str(artifacts["without"]), "--stage", "fused"]) == 0
+    assert "matmul" in capsys.readouterr().out           # the model it was compiled from
+    assert main(["inspect", str(artifacts["orphan"]), "--stage", "fused"]) == 2
     err = capsys.readouterr().err
     assert "does not embed its source model" in err and "corrupt" not in err
 
@@ -80,7 +88,7 @@ def test_bench_an_artifact(artifacts: dict[str, Path],
     report = json.loads(captured.out)
     assert report["check_passed"] and report["threads"] == 1 and report["compile_s"] is None
     assert "compiling" not in captured.err
-    assert main(["bench", str(artifacts["without"]), "--vs", "onnxruntime"]) == 2
+    assert main(["bench", str(artifacts["orphan"]), "--vs", "onnxruntime"]) == 2
     err = capsys.readouterr().err
     assert "does not embed its source model" in err and "corrupt" not in err
     assert main(["bench", str(artifacts["with"]), "--input-shape", "x=2x784"]) == 2
@@ -94,7 +102,7 @@ def test_check_an_artifact(artifacts: dict[str, Path],
     assert main(["check", str(artifacts["with"])]) == 0
     out = capsys.readouterr().out
     assert "result: every op is supported" in out and "x: float32[1,784]" in out
-    assert main(["check", str(artifacts["without"])]) == 2
+    assert main(["check", str(artifacts["orphan"])]) == 2
     err = capsys.readouterr().err
     assert "compiled already" in err and "corrupt" not in err
 

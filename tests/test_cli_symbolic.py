@@ -63,3 +63,51 @@ def test_bench_and_profile_take_the_shape(symbolic, capsys) -> None:
     assert main(["profile", str(artifact), "--input-shape", "x=5x6", "--seconds", "0.1",
                  "--json"]) == 0
     capsys.readouterr()
+
+
+def _pooled_model(path: Path, metadata: dict | None = None) -> Path:
+    """x[N,3,H,W] -> MaxPool 3x3 -> Relu -> y, beside an unrelated input z[M] -> Neg -> w."""
+    import onnx
+    nodes = [helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[3, 3]),
+             helper.make_node("Relu", ["p"], ["y"]), helper.make_node("Neg", ["z"], ["w"])]
+    model = make_model(nodes, [tensor_info("x", "float32", ("N", 3, "H", "W")),
+                               tensor_info("z", "float32", ("M",))],
+                       [tensor_info("y", "float32", None), tensor_info("w", "float32", None)])
+    for key, value in (metadata or {}).items():
+        model.metadata_props.add(key=key, value=value)
+    onnx.save(model, path)
+    return path
+
+
+def test_a_shape_error_downstream_of_a_bound_input_names_it(tmp_path: Path, capsys) -> None:
+    """Binding x to 1x3x1x1 (the placeholder a hint gave) ended in a pooling error that did
+    not point back to the input (issue 38)."""
+    model = _pooled_model(tmp_path / "pool.onnx")
+    assert main(["compile", str(model), "-o", str(tmp_path / "p.tcz"), "--input-shape",
+                 "x=1x3x1x1", "--input-shape", "z=4"]) == 2
+    err = capsys.readouterr().err
+    assert "kernel (3, 3) does not fit in input" in err
+    assert "it follows from binding input 'x' to [1,3,1,1] (--input-shape x=1x3x1x1; " \
+           "declared [N,3,H,W])" in err
+    assert "'z'" not in err.split("follows from")[1]       # not upstream: not named
+    assert "try the sizes the model is made for" in err
+    with pytest.raises(tensorc.TensorcError) as error:
+        tensorc.compile(str(model), input_shapes={"x": (1, 3, 1, 1), "z": (4,)})
+    assert "input_shapes={'x': (1, 3, 1, 1)}" in str(error.value)
+
+
+def test_the_hint_after_a_shape_error_uses_the_metadata(tmp_path: Path, capsys) -> None:
+    model = _pooled_model(tmp_path / "pool.onnx", {"imgsz": "[320, 320]"})
+    assert main(["compile", str(model), "-o", str(tmp_path / "p.tcz"), "--input-shape",
+                 "x=1x3x1x1", "--input-shape", "z=4"]) == 2
+    assert "e.g. --input-shape x=1x3x320x320 (the image size of 'x' is from the model's " \
+           "metadata (imgsz: [320, 320]))" in capsys.readouterr().err
+
+
+def test_check_names_the_bound_input_behind_a_shape_error(tmp_path: Path, capsys) -> None:
+    model = _pooled_model(tmp_path / "pool.onnx")
+    assert main(["check", str(model), "--input-shape", "x=1x3x1x1",
+                 "--input-shape", "z=4"]) == 1
+    out = capsys.readouterr().out
+    assert "does not fit in input" in out
+    assert "it follows from binding input 'x' to [1,3,1,1] (--input-shape x=1x3x1x1" in out

@@ -1,26 +1,31 @@
-"""Every ``tensorc ...`` command in README.md's code blocks runs as written and exits 0.
+"""Every ``tensorc ...`` command in README.md's code blocks runs as written and exits 0, and
+every file the ``--help`` examples read exists.
 
-The commands run in a scratch directory holding a link to ``models/`` (so that the files they
-write, mlp.tcz and the like, land there). Later ones read what earlier ones wrote, and pytest-xdist
+The commands run in a scratch directory outside the checkout, where the README's ``python``
+lines ran first (``python -m tensorc.examples`` writes the example models there, as a user
+runs it after ``pip install``). Later ones read what earlier ones wrote, and pytest-xdist
 may run them on different workers or out of order, so a command whose input an earlier README
 command writes (``-o FILE``, ``--log FILE``) runs that command first when the file is missing.
 Changes, each for speed only: ``bench`` gets ``--repeat 2 --seconds 0.1``. Skipped:
 commands that need nvcc when it is not installed (the CUDA section's compile) and commands
 that name a Dask scheduler (``--cluster``: tests/autotune/test_cluster.py tunes through a real
-local cluster). Python lines
-(``python -m ...``) are not tensorc commands and are not run here.
+local cluster). The README's
+``python`` lines run in a subprocess, in order, before any tensorc command.
 """
 from __future__ import annotations
 
+import argparse
+import os
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-import models
-from tensorc.cli.main import main
+from tensorc.cli.main import build_parser, main
+from tensorc.examples import EXAMPLES
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -40,26 +45,43 @@ def readme_commands() -> list[str]:
 def test_readme_has_commands() -> None:
     commands = readme_commands()
     assert len(commands) >= 8
-    assert any(c.startswith("tensorc bench models/resnet.onnx") for c in commands)
+    assert any(c.startswith("tensorc bench resnet.onnx") for c in commands)
+    assert not any("models/" in c for c in commands)         # no file of the checkout
 
 
 def _needs_nvcc(words: list[str]) -> bool:
     return words[1] == "compile" and any(w.startswith("cuda") for w in words)
 
 
+def readme_python_lines() -> list[str]:
+    """The setup lines of README.md's sh code blocks that a user runs anywhere: ``python -m
+    tensorc...`` and ``python -c`` (not the checkout's ``python -m benchmarks...``)."""
+    blocks = re.findall(r"```sh\n(.*?)```", README.read_text(), flags=re.S)
+    return [line.split("  #")[0].strip() for block in blocks for line in block.splitlines()
+            if line.startswith(("python -m tensorc", "python -c "))]
+
+
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("readme")
-    for name in ("mlp", "resnet"):
-        models.path(name)                      # generated models are written on first use
-    (work / "models").symlink_to(models.MODELS_DIR, target_is_directory=True)
-    np.save(work / "x.npy", np.random.default_rng(0).standard_normal((1, 784), np.float32))
+    env = {**os.environ, "PYTHONPATH": str(README.parent)}      # this checkout's tensorc
+    lines = readme_python_lines()
+    assert lines[0] == "python -m tensorc.examples"
+    for line in lines:
+        words = shlex.split(line)
+        subprocess.run([sys.executable, *words[1:]], cwd=work, env=env, check=True,
+                       capture_output=True)
+    for name in EXAMPLES:
+        assert (work / f"{name}.onnx").is_file()
     return work
 
 
+WRITING_FLAGS = ("-o", "--output", "--log", "--outputs", "--trace", "--plot")
+
+
 def _written(words: list[str]) -> list[str]:
-    """The files a README command writes: the values of its -o and --log flags."""
-    return [words[i + 1] for i, w in enumerate(words[:-1]) if w in ("-o", "--log")]
+    """The files a command writes: the values of its -o, --log, ... flags."""
+    return [words[i + 1] for i, w in enumerate(words[:-1]) if w in WRITING_FLAGS]
 
 
 def _run_prerequisites(command: str, workdir: Path) -> None:
@@ -94,3 +116,32 @@ def test_readme_command_runs(command: str, workdir: Path, monkeypatch: pytest.Mo
     captured = capsys.readouterr()
     assert status == 0, f"{command}: exit {status}\n{captured.err[-2000:]}"
     assert "Traceback" not in captured.err
+
+
+def _epilogs() -> dict[str, str]:
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {"tensorc": parser.epilog, **{name: sub.epilog for name, sub in
+                                         commands.choices.items()}}
+
+
+@pytest.mark.parametrize("command", list(_epilogs()))
+def test_help_examples_name_files_that_exist(command: str) -> None:
+    """--help named models/mobilenetv2.onnx and models/bert.onnx, which exist only inside
+    the checkout or not at all (issue 38): each example reads only the example models
+    (python -m tensorc.examples) and files an earlier example of the same help writes."""
+    files = {f"{name}.onnx" for name in EXAMPLES}
+    lines = [line.strip().split("  #")[0] for line in _epilogs()[command].splitlines()
+             if line.strip().startswith(("tensorc ", "python "))]
+    assert lines, command
+    for line in lines:
+        words = shlex.split(line)
+        if words[0] == "python":
+            files.update(re.findall(r"np\.savez?\('([^']+)'", line))
+            continue
+        written = _written(words)
+        read = [w.split("=", 1)[-1] for w in words[1:]
+                if re.search(r"\.(onnx|tcz|npz|npy|jsonl)$", w) and w not in written]
+        missing = [name for name in read if name not in files]
+        assert not missing, f"{command} --help: {line!r} reads {missing}, which nothing writes"
+        files.update(written)

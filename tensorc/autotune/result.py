@@ -25,6 +25,9 @@ class TaskResult:
     # the search's best config timed slower than the default beside it: the model keeps the
     # default (a compile prefers the faster confirmed record), and so does this result
     kept_default: bool = False
+    # the default and best were timed again side by side (else: the search's own figures,
+    # when the time ran out first)
+    confirmed: bool = False
 
     @property
     def speedup(self) -> float:
@@ -52,7 +55,8 @@ class TuneResult:
         for t in self.tasks:
             rows.append([t.name, t.description[:34], str(t.weight), str(t.trials),
                          str(t.errors), _ms(t.default_latency), _ms(t.best_latency),
-                         f"{t.gflops(t.best_latency):.1f}", f"{t.speedup:.2f}x",
+                         f"{t.gflops(t.best_latency):.1f}",
+                         f"{t.speedup:.2f}x" + ("" if t.confirmed or not t.trials else "*"),
                          "default" if t.kept_default or t.best_config is None else "tuned"])
         widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
         lines = ["  ".join(c.ljust(w) if i < 2 else c.rjust(w)
@@ -63,16 +67,35 @@ class TuneResult:
                             for t in self.tasks)
         lines.append(f"{self.trials} trials in {self.seconds:.0f} s; kernel time (weighted "
                      f"sum) {weighted_default * 1e3:.3f} -> {weighted_best * 1e3:.3f} ms")
-        e2e = self.end_to_end
-        if e2e:
-            text = (f"end to end ({e2e.get('threads', 0) or 'all'} threads): default "
-                    f"{e2e['default_ms']:.3f} ms, tuned {e2e['tuned_ms']:.3f} ms "
-                    f"({e2e['default_ms'] / e2e['tuned_ms']:.2f}x)")
-            if e2e.get("onnxruntime_ms"):
-                text += f", onnxruntime {e2e['onnxruntime_ms']:.3f} ms"
-            lines.append(text)
-        lines.append(f"log: {self.log} (tensorc compile --tuning-log {self.log})")
+        if any(t.trials and not t.confirmed for t in self.tasks):
+            lines.append("* the search's single measurements: not timed again beside the "
+                         "default (no faster config found, or the time ran out)")
+        lines.extend(self._end_to_end_lines())
         return "\n".join(lines)
+
+    def _end_to_end_lines(self) -> list[str]:
+        """The end-to-end figures and the verdict on the log: recommended only when the
+        tuned model is faster beyond the noise."""
+        e2e = self.end_to_end
+        apply = f"tensorc compile --tuning-log {self.log}"
+        if not e2e:
+            return [f"log: {self.log} (not timed end to end; {apply} applies it)"]
+        text = (f"end to end ({e2e.get('threads', 0) or 'all'} threads): default "
+                f"{e2e['default_ms']:.3f} ms, tuned {e2e['tuned_ms']:.3f} ms")
+        if e2e.get("onnxruntime_ms"):
+            text += f", onnxruntime {e2e['onnxruntime_ms']:.3f} ms"
+        verdict = e2e.get("verdict") or {}
+        lines = [text, f"  {e2e.get('verdict_text', '')}"]
+        if verdict.get("faster"):
+            lines.append(f"log: {self.log} makes the model faster: {apply}")
+        elif verdict.get("slower"):
+            lines.append(f"log: {self.log} makes the model slower end to end: compile "
+                         f"without it (more trials, or --resume, may still find gains)")
+        else:
+            lines.append(f"log: {self.log} gives no gain beyond the noise end to end: "
+                         f"compiling without it is as fast (more trials, or --resume, may "
+                         f"find more)")
+        return lines
 
     def to_json(self) -> dict:
         return {"trials": self.trials, "seconds": self.seconds, "log": self.log,
@@ -82,7 +105,8 @@ class TuneResult:
                            "default_ms": _ms_value(t.default_latency),
                            "tuned_ms": _ms_value(t.best_latency),
                            "gflops": t.gflops(t.best_latency), "speedup": t.speedup,
-                           "config": t.best_config, "kept_default": t.kept_default}
+                           "config": t.best_config, "kept_default": t.kept_default,
+                           "confirmed": t.confirmed}
                           for t in self.tasks]}
 
 

@@ -25,6 +25,7 @@ from tensorc.autotune.search import (
     EvolutionarySearch, RandomSearch, TaskScheduler, TaskState,
 )
 from tensorc.autotune.task import Task, extract_tasks
+from tensorc.autotune.verdict import compare_alternating
 from tensorc.compiler.llvm import compile_model
 from tensorc.errors import TensorcError
 from tensorc.frontend.model import with_input_values
@@ -96,6 +97,7 @@ class Tuner:
         self.trials = 0
         self.errors = 0
         self.resumed = 0
+        self._pace = 0.0        # seconds per measurement in the last batch
 
     def close(self) -> None:
         if self._own_executor:
@@ -168,17 +170,24 @@ class Tuner:
                                             r.host, threads=self.threads,
                                             cold=self.options.flush_cache))
 
-    def run(self, trials: int | None = None, seconds: float | None = None) -> TuneResult:
+    def run(self, trials: int | None = None, seconds: float | None = None,
+            deadline: float | None = None, reserve: float = 0.0) -> TuneResult:
         """Measure until ``trials`` measurements or ``seconds`` have been spent (or every
-        task's space is exhausted)."""
-        if trials is None and seconds is None:
+        task's space is exhausted), then confirm the picks. ``deadline`` (time.monotonic())
+        ends the whole run, confirmation included: the search stops early enough to leave
+        the confirmation its estimated time plus ``reserve`` seconds (what the caller does
+        after, e.g. the end-to-end timing)."""
+        if trials is None and seconds is None and deadline is None:
             raise TensorcError("give a budget: trials= or seconds=")
         start = time.monotonic()
+        if seconds is not None:
+            deadline = start + seconds if deadline is None else min(deadline, start + seconds)
         done = 0
         while True:
             if trials is not None and done >= trials:
                 break
-            if seconds is not None and time.monotonic() - start >= seconds:
+            if deadline is not None and \
+                    time.monotonic() + self._confirm_estimate() + reserve >= deadline:
                 break
             state = self.scheduler.next_task(self.states)
             if state is None:
@@ -187,15 +196,25 @@ class Tuner:
             configs = self.search.propose(state, batch)
             if not configs:
                 continue
+            batch_start = time.monotonic()
             self._measure(state, configs)
+            self._pace = (time.monotonic() - batch_start) / len(configs)
             done += len(configs)
             self._refit()
             if self.progress:
-                self.progress(self._progress_line(state, done, trials, seconds, start))
-        self.confirm()
+                self.progress(self._progress_line(state, done, trials, deadline, start))
+        self.confirm(deadline=None if deadline is None else deadline - reserve)
         return self.result(time.monotonic() - start)
 
-    def confirm(self, rounds: int = CONFIRM_ROUNDS, top: int = CONFIRM_TOP) -> None:
+    def _confirm_estimate(self) -> float:
+        """Seconds the confirmation will take: each task tried so far has CONFIRM_TOP + 1
+        configs built and timed, about a trial each at the last batch's pace (the first
+        batch also starts the worker processes)."""
+        tried = sum(1 for s in self.states if s.trials)
+        return self._pace * (CONFIRM_TOP + 1) * tried
+
+    def confirm(self, rounds: int = CONFIRM_ROUNDS, top: int = CONFIRM_TOP,
+                deadline: float | None = None) -> None:
         """Time each task's ``top`` fastest-measured configs again beside its default,
         alternating (:func:`measure.retime`), ``rounds`` times each; the default's median
         and the fastest of the others' become the task's default and tuned latencies, and
@@ -206,8 +225,13 @@ class Tuner:
         there; and where several configs run within the noise of each other, which of them
         measured fastest is luck, so the runners-up are timed too. The medians are logged
         as confirmed records, which a compile prefers (so a default that turns out faster is
-        what the model gets); they are no trials of the search, and --resume skips them."""
+        what the model gets); they are no trials of the search, and --resume skips them.
+        Past ``deadline``, the tasks left are not confirmed (their table rows say so)."""
         for state in self.states:
+            if deadline is not None and time.monotonic() >= deadline:
+                if self.progress and state.trials:
+                    self.progress(f"not confirming {state.task.name}: the time is spent")
+                continue
             default = state.space.default()
             picks = [c for c in state.top(top) if c != default]
             if not picks or state.default_latency is None:
@@ -234,14 +258,14 @@ class Tuner:
                                                     confirmed=True, threads=self.threads,
                                                     cold=self.options.flush_cache))
 
-    def _progress_line(self, state: TaskState, done: int, trials, seconds, start) -> str:
+    def _progress_line(self, state: TaskState, done: int, trials, deadline, start) -> str:
         index = self.states.index(state) + 1
         best = state.best_latency
         gflops = state.task.flops / best / 1e9 if best else 0.0
         speedup = (state.default_latency / best) if best and state.default_latency else 1.0
         elapsed = time.monotonic() - start
-        if seconds is not None:
-            left = f"{max(0.0, seconds - elapsed):.0f}s left"
+        if deadline is not None:
+            left = f"{max(0.0, deadline - time.monotonic()):.0f}s left"
         else:
             rate = elapsed / max(done, 1)
             left = f"~{rate * (trials - done):.0f}s left"
@@ -264,7 +288,7 @@ class Tuner:
             tasks.append(TaskResult(t.name, t.description, t.weight, t.flops, s.trials,
                                     s.errors, default, best,
                                     dict(config) if config is not None else None,
-                                    list(s.history), kept))
+                                    list(s.history), kept, s.confirmed is not None))
         return TuneResult(tasks, self.trials, seconds,
                           str(self.log.path) if self.log is not None else "")
 
@@ -278,23 +302,33 @@ def tune(model, input_shapes: Mapping[str, Sequence[int]] | None = None,
          progress: Progress | None = None, seed: int = 0, cluster=None,
          input_values: Mapping[str, object] | None = None) -> TuneResult:
     """Tune the kernels of an ONNX model for ``target`` (this CPU) within ``trials``
-    measurements or ``time_budget`` (seconds, or "20m"); every measurement is appended to
-    ``log``, which ``tensorc.compile(..., tuning_log=log)`` applies. ``resume`` continues
+    measurements or ``time_budget`` (seconds, or "20m": the wall-clock time of the whole
+    run, task extraction and the end-to-end verdict included); every measurement is appended
+    to ``log``, which ``tensorc.compile(..., tuning_log=log)`` applies. ``resume`` continues
     from the log without measuring anything twice; ``threads`` is the thread count kernels
     are timed (and the model run) with. ``cluster`` (a Dask scheduler address such as
     ``"tcp://scheduler:8786"``, a ``distributed.Client`` or a ``LocalCluster``) sends builds
     and measurements to the cluster's workers instead of this machine's processes (needs
     ``pip install 'tensorc[cluster]'``). ``input_values`` fixes inputs to values as in
     ``tensorc.compile`` (then give the same values to ``compile`` with the log).
+    ``end_to_end`` times the model with default and with tuned schedules at the end
+    (:mod:`tensorc.autotune.verdict`): ``result.end_to_end["verdict"]`` says whether the log
+    makes it faster beyond the noise. An interrupt (Ctrl-C) keeps the log, which
+    ``resume=True`` continues.
 
     >>> result = tensorc.tune("model.onnx", trials=64, log="tune.jsonl")
     >>> print(result.table())
     """
+    started = time.monotonic()
     if trials is None and time_budget is None:
         raise TensorcError("give a tuning budget: trials=N or time_budget='20m'")
     if cluster is not None and executor is not None:
         raise TensorcError("give a cluster or an executor, not both")
     seconds = parse_duration(time_budget) if isinstance(time_budget, str) else time_budget
+    if seconds is not None and not seconds > 0:
+        raise TensorcError(f"the time budget must be positive, not {time_budget!r}: e.g. "
+                           f"90s, 20m, 1h")
+    deadline = None if seconds is None else started + seconds
     tgt = Target.from_string(target)
     model = with_input_values(model, input_values)
     options = options or MeasureOptions()
@@ -308,8 +342,19 @@ def tune(model, input_shapes: Mapping[str, Sequence[int]] | None = None,
     try:
         say("extracting tasks (compiling and profiling the model once)")
         tasks = extract_tasks(model, input_shapes, tgt, measure=True, num_threads=threads)
+        extracted = time.monotonic() - started
         say(f"{len(tasks)} distinct kernels; search spaces of "
             f"{', '.join(str(len(t.space())) for t in tasks)} configs")
+        # the end-to-end verdict compiles the model twice (about what extraction took) and
+        # times it for at least a few blocks
+        reserve = 2 * extracted + 2.0 if end_to_end else 0.0
+        if deadline is not None and time.monotonic() + reserve >= deadline:
+            raise TensorcError(
+                f"the time budget of {seconds:g} s leaves no time to search: extracting the "
+                f"model's kernels took {extracted:.1f} s"
+                + (f" and the end-to-end verdict needs about {reserve:.0f} s more"
+                   if end_to_end else "")
+                + f"; give at least {extracted + reserve + 30:.0f} s (or a trial count)")
         if not resume and Path(log).exists() and Path(log).stat().st_size:
             say(f"appending to {log} (its records are not reused without --resume)")
         tuner = Tuner(tasks, log, executor, options, search=search, batch=batch, seed=seed,
@@ -318,47 +363,66 @@ def tune(model, input_shapes: Mapping[str, Sequence[int]] | None = None,
             if resume:
                 n = tuner.resume()
                 say(f"resumed {n} measurements from {log}")
-            result = tuner.run(trials, seconds)
+            result = tuner.run(trials, deadline=deadline, reserve=reserve)
+        except KeyboardInterrupt as interrupt:
+            interrupt.add_note(f"tuning interrupted after {tuner.trials} measurements; {log} "
+                               f"keeps them all: resume=True (tensorc tune --resume) continues "
+                               f"the search")
+            raise
         finally:
             tuner.close()
     finally:
         if own_executor is not None:
             own_executor.close()
-    if end_to_end:
-        say("timing the model end to end: default vs tuned")
-        result.end_to_end = compare_end_to_end(model, input_shapes, tgt, log, threads)
+    if end_to_end and not any(t.trials for t in result.tasks):
+        say("no kernel was measured: no end-to-end comparison")
+    elif end_to_end and deadline is not None and time.monotonic() + reserve / 2 > deadline:
+        say("not timing the model end to end: the time budget is spent (a batch of "
+            "measurements ran long)")
+    elif end_to_end:
+        say("timing the model end to end: default and tuned alternating until their "
+            "medians settle")
+        result.end_to_end = compare_end_to_end(model, input_shapes, tgt, log, threads,
+                                               deadline)
+    result.seconds = time.monotonic() - started
     return result
 
 
 def compare_end_to_end(model, input_shapes, target: Target, log, threads: int | None,
-                       seconds: float = 1.0) -> dict:
-    """Median latency of the model compiled with default and with tuned schedules (and of
-    onnxruntime, when installed)."""
+                       deadline: float | None = None) -> dict:
+    """The model compiled with default and with tuned schedules, timed alternating until
+    their medians settle (or ``deadline`` passes): medians, and the verdict whether tuned is
+    faster beyond the noise (:func:`verdict.compare_alternating`); onnxruntime's median
+    beside them, when installed."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         default = compile_model(model, target, input_shapes, threads)
         configs = TuningLog(log).best_configs(target, threads=threads or default_threads())
         tuned = compile_model(model, target, input_shapes, threads, configs)
     feeds = random_inputs(default.inputs, seed=0)
-    out = {"threads": threads or 0, "default_ms": _time(default.run, feeds, seconds) * 1e3,
-           "tuned_ms": _time(tuned.run, feeds, seconds) * 1e3,
-           "tuning": tuned.info.get("tuning")}
+    verdict = compare_alternating(lambda: default.run(feeds), lambda: tuned.run(feeds),
+                                  deadline)
+    out = {"threads": threads or 0, "default_ms": verdict.default_ms,
+           "tuned_ms": verdict.tuned_ms, "verdict": verdict.to_json(),
+           "verdict_text": verdict.words(), "tuning": tuned.info.get("tuning")}
+    out["onnxruntime_ms"] = None
+    if deadline is not None and time.monotonic() >= deadline:
+        return out              # (onnxruntime's figure is for scale only: not past the time)
     try:
         session = onnxruntime_session(model if not isinstance(model, Path) else str(model),
                                       threads)
-        out["onnxruntime_ms"] = _time(lambda f: run_session(session, f), feeds, seconds) * 1e3
+        out["onnxruntime_ms"] = _median_seconds(lambda: run_session(session, feeds)) * 1e3
     except Exception:           # noqa: BLE001  (onnxruntime is optional)
-        out["onnxruntime_ms"] = None
+        pass
     return out
 
 
-def _time(fn, feeds, seconds: float) -> float:
-    for _ in range(3):
-        fn(feeds)
-    samples, spent = [], 0.0
-    while len(samples) < 10 or spent < seconds:
+def _median_seconds(fn, samples: int = 9) -> float:
+    """The median of a few timed calls after a warm-up (onnxruntime's figure, for scale)."""
+    fn()
+    times = []
+    for _ in range(samples):
         t0 = time.perf_counter()
-        fn(feeds)
-        samples.append(time.perf_counter() - t0)
-        spent += samples[-1]
-    return statistics.median(samples)
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)

@@ -9,6 +9,7 @@ values, thread counts), the flags several commands take, the help layout, and th
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -18,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from tensorc.errors import TensorcError
-from tensorc.reference import DEFAULT_ATOL, DEFAULT_RTOL
+from tensorc.reference import DEFAULT_ATOL, DEFAULT_RTOL, DEFAULT_STEPS
 from tensorc.runtime.module import check_num_threads
 
 EXIT_CHECK_FAILED = 1
@@ -164,6 +165,22 @@ def positive_float(text: str) -> float:
     return value
 
 
+def duration(text: str) -> float:
+    """An argument type: a time budget > 0 in seconds, written 90, 90s, 20m or 1.5h."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    body = text.strip().lower()
+    scale = units.get(body[-1:], 1)
+    try:
+        value = float(body[:-1] if body[-1:] in units else body) * scale
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"cannot read the duration {text!r}: use e.g. 90s, "
+                                         f"20m, 1h") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a duration > 0 such as 90s, 20m or 1h, "
+                                         f"got {text!r}")
+    return value
+
+
 def non_negative_float(text: str) -> float:
     """An argument type: a finite number >= 0 (tolerances)."""
     value = _number(text)
@@ -256,13 +273,34 @@ def artifact_shapes(path: Path, module: Any, given) -> dict | None:
 
 
 def embedded_source(path: Path, module: Any, use: str) -> bytes:
-    """The source ONNX model an artifact embeds, or a TensorcError saying what to do
-    instead of ``use`` (e.g. "compare with onnxruntime")."""
-    if module.source_onnx is None:
-        raise TensorcError(f"{path} does not embed its source model (compiled with "
-                           f"--no-source), which is needed to {use}: give the .onnx model "
-                           f"instead, or compile without --no-source")
-    return module.source_onnx
+    """The source ONNX model of an artifact: the one it embeds (compiled with --keep-source),
+    else the file it was compiled from, where that is still there unchanged (the path and
+    SHA-256 its provenance records); otherwise a TensorcError saying what to do instead of
+    ``use`` (e.g. "compare with onnxruntime")."""
+    if module.source_onnx is not None:
+        return module.source_onnx
+    source = (module.info or {}).get("source") or {}
+    recorded = source.get("path")
+    why = "and its provenance records no source file"
+    if recorded:
+        file = Path(recorded)
+        try:
+            data = file.read_bytes()
+        except OSError:
+            why = f"and the model it was compiled from, {recorded}, is not there"
+        else:
+            if hashlib.sha256(data).hexdigest() == source.get("sha256"):
+                values = source.get("input_values")
+                if values:      # the inputs it was compiled with fixed, as it embeds them
+                    # (here: the frontend costs 'tensorc --help' half a second)
+                    from tensorc.frontend.model import with_input_values
+                    return with_input_values(str(file), values).SerializeToString()
+                return data
+            why = (f"and the model it was compiled from, {recorded}, has changed since "
+                   f"(its SHA-256 differs)")
+    raise TensorcError(f"{path} does not embed its source model (artifacts leave it out "
+                       f"unless compiled with --keep-source), {why}; it is needed to {use}: "
+                       f"give the .onnx model, or compile with --keep-source")
 
 
 def jsonable(value: Any) -> Any:
@@ -364,6 +402,15 @@ def add_check_options(parser: argparse.ArgumentParser) -> None:
         type=non_negative_float,
         default=DEFAULT_ATOL,
         help="absolute tolerance of the onnxruntime check (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--steps",
+        type=non_negative_float,
+        default=DEFAULT_STEPS,
+        metavar="N",
+        help="for a quantized (int8) model, an output within N quantization steps of "
+        "onnxruntime's also passes: the two round some values differently at each layer "
+        "(default: %(default)g)",
     )
     parser.add_argument(
         "--seed", type=non_negative_int, default=0,

@@ -1,7 +1,7 @@
 """``tensorc bench``: a model's latency (median of repeated runs after a warm-up), side by side
 with onnxruntime's on the same inputs and thread count when asked.
 
-    $ tensorc bench models/resnet.onnx --vs onnxruntime --threads 1
+    $ tensorc bench resnet.onnx --vs onnxruntime --threads 1
 """
 
 from __future__ import annotations
@@ -21,7 +21,10 @@ from tensorc.cli.arguments import (
     refuse_for_artifact, require_file,
     shape_dict, subcommand, thread_count, value_dict,
 )
-from tensorc.reference import compare_outputs, onnxruntime_session, random_inputs, run_session
+from tensorc.reference import (
+    compare_outputs, format_comparison, onnxruntime_session, quantization_steps, random_inputs,
+    run_session,
+)
 from tensorc.runtime.artifact import is_artifact
 from tensorc.runtime.module import Module
 
@@ -55,7 +58,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.vs == "onnxruntime":
         session = onnxruntime_session(source, threads)
         expected = run_session(session, feeds)
-        comparison = compare_outputs(module.run(feeds), expected, rtol=args.rtol, atol=args.atol)
+        comparison = compare_outputs(module.run(feeds), expected, rtol=args.rtol,
+                                     atol=args.atol, steps=quantization_steps(source),
+                                     max_steps=args.steps)
         candidates["onnxruntime"] = lambda: session.run(None, feeds)
     timings = time_alternating(candidates, seconds=args.seconds, samples=args.repeat)
 
@@ -79,6 +84,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if comparison is not None:
         report["check_passed"] = comparison.passed
         report["max_abs_err"] = comparison.max_abs
+        report["check"] = comparison.to_json()
         report["ratio"] = timings["onnxruntime"].median_ms / tensorc_timing.median_ms
     if "tuning" in module.info:
         report["tuning"] = module.info["tuning"]
@@ -95,10 +101,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
                   f"recorded, {tuning['default_kernels']} without a record (default)")
         if comparison is not None:
             verdict = "PASS" if comparison.passed else "FAIL"
-            print(
-                f"outputs vs onnxruntime: max abs err {comparison.max_abs:.3g}, "
-                f"max rel err {comparison.max_rel:.3g}  {verdict}"
-            )
+            print(f"outputs vs onnxruntime ({comparison.tolerance()}): {verdict}")
+            for line in format_comparison(comparison):
+                print(f"    {line}")
         for name, timing in timings.items():
             noisy = f"  (noisy: spread over {NOISY_SPREAD:.0%})" if timing.noisy else ""
             print(f"  {name:<12} {format_ms(timing)} ms  median (min-max){noisy}")
@@ -143,8 +148,8 @@ def add_bench_parser(commands: Any) -> None:
         "onnxruntime (same thread count, all graph optimizations) run in turn.",
         """\
 examples:
-  tensorc bench models/mlp.onnx
-  tensorc bench models/resnet.onnx --vs onnxruntime --threads 1
+  tensorc bench mlp.onnx
+  tensorc bench resnet.onnx --input-shape input=1x3x224x224 --vs onnxruntime --threads 1
 
 Exit status: 0 ok, 1 the outputs disagree with onnxruntime, 2 error.
 """,

@@ -1,6 +1,6 @@
 """``tensorc check``: which ops of a model tensorc supports, without compiling it.
 
-    $ tensorc check models/bert.onnx --input-shape input_ids=1x128 --json
+    $ tensorc check bert.onnx --input-shape input_ids=1x128 --json
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import onnx
 
 import tensorc
 from tensorc.cli.arguments import (
-    EXIT_CHECK_FAILED, add_dim_range, add_input_shape, add_input_value, range_dict,
-    refuse_for_artifact, require_file, shape_dict, subcommand, value_dict,
+    EXIT_CHECK_FAILED, add_dim_range, add_input_shape, add_input_value, embedded_source,
+    range_dict, refuse_for_artifact, require_file, shape_dict, subcommand, value_dict,
 )
 from tensorc.errors import TensorcError
 from tensorc.runtime.artifact import is_artifact
@@ -39,11 +39,12 @@ def _check_artifact(path: Any, args: argparse.Namespace) -> Any:
                                ("--input-value", args.input_value),
                                ("--dim-range", args.dim_range)])
     module = tensorc.load(path)
-    if module.source_onnx is None:
+    try:
+        source = embedded_source(path, module, "report on it")
+    except TensorcError as error:
         raise TensorcError(f"{path} is compiled already (for {module.target}), so every op of "
-                           f"it compiled; it does not embed its source model (--no-source) to "
-                           f"report on: check the .onnx model, or see 'tensorc info {path}'")
-    proto = onnx.ModelProto.FromString(module.source_onnx)
+                           f"it compiled; {error} (or see 'tensorc info {path}')") from None
+    proto = onnx.ModelProto.FromString(source)
     proto.graph.name = proto.graph.name or path.name
     return tensorc.check(proto, input_shapes={n: s for n, s, _ in module.inputs})
 
@@ -62,9 +63,9 @@ def add_check_parser(commands: Any) -> None:
         "time and the outputs' symbolic shapes are reported), so one run lists every problem.",
         """\
 examples:
-  tensorc check models/resnet.onnx
-  tensorc check models/bert.onnx --input-shape input_ids=1x128 --json
-  tensorc check decoder.onnx --dim-range seq=1:512 --dim-range past=0:
+  tensorc check resnet.onnx
+  tensorc check bert.onnx --input-shape input_ids=1x32 --json
+  tensorc check bert.onnx --dim-range sequence=1:64 --dim-range batch=1:8
 
 Exit status: 0 every op is supported, 1 something is not, 2 error (a missing or broken file).
 """,

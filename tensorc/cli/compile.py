@@ -1,7 +1,7 @@
 """``tensorc compile``: an ONNX model into a .tcz artifact, which ``tensorc run`` and
 ``tensorc.load`` use without compiling again.
 
-    $ tensorc compile models/mlp.onnx -o mlp.tcz --threads 2
+    $ tensorc compile mlp.onnx -o mlp.tcz --threads 2
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     print(f"compiled in {compile_seconds:.2f} s")
     if args.time_passes and module.compile_times is not None:
         print(module.compile_times.report())
-    module.save(str(output), overwrite=args.force, include_source=not args.no_source)
+    module.save(str(output), overwrite=args.force, include_source=args.keep_source)
     print(f"saved {output} ({output.stat().st_size / 1e6:.2f} MB)")
     return 0
 
@@ -73,9 +73,9 @@ def add_compile_parser(commands: Any) -> None:
         "'tensorc run' and tensorc.load() use without recompiling.",
         """\
 examples:
-  tensorc compile models/mlp.onnx -o mlp.tcz
-  tensorc compile models/resnet.onnx -o resnet.tcz --input-shape input=1x3x224x224 --threads 2
-  tensorc compile models/mlp.onnx -o mlp-gpu.tcz --target "cuda -arch=sm_90"
+  tensorc compile mlp.onnx -o mlp.tcz
+  tensorc compile resnet.onnx -o resnet.tcz --input-shape input=1x3x224x224 --threads 2
+  tensorc compile mlp.onnx -o mlp-gpu.tcz --target "cuda -arch=sm_90"
 """,
     )
     p.add_argument("model", help="the ONNX model file")
@@ -103,12 +103,16 @@ examples:
     p.add_argument(
         "--force", action="store_true", help="overwrite --output even if it is not an artifact"
     )
-    p.add_argument(
-        "--no-source",
+    source = p.add_mutually_exclusive_group()
+    source.add_argument(
+        "--keep-source",
         action="store_true",
-        help="leave the source ONNX model out of the artifact (smaller; 'run "
-        "--check-onnxruntime' then needs the .onnx file)",
+        help="embed the source ONNX model in the artifact (as large again as the model), so "
+        "that 'run --check-onnxruntime' and 'bench --vs onnxruntime' need no .onnx file; "
+        "without it they read the file the artifact was compiled from, if unchanged",
     )
+    source.add_argument("--no-source", action="store_true",
+                        help=argparse.SUPPRESS)   # the default now; kept for old scripts
     p.add_argument(
         "--time-passes",
         action="store_true",

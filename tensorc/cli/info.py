@@ -63,8 +63,8 @@ def format_report(report: dict[str, Any]) -> list[str]:
     lines += [f"  dim {line}" for line in report.get("dim_lines", [])]
     source = report["source"]
     if source:
-        lines.append(f"  source: {source['model']} (sha256 {source['sha256'][:16]}..., "
-                     f"{source['bytes'] / 1e6:.2f} MB)")
+        lines.append(f"  source: {source.get('path') or source['model']} (sha256 "
+                     f"{source['sha256'][:16]}..., {source['bytes'] / 1e6:.2f} MB)")
         for key, title in (("input_shapes", "--input-shape"), ("input_values", "--input-value")):
             for name, value in (source.get(key) or {}).items():
                 text = "x".join(map(str, value)) if key == "input_shapes" else \
@@ -85,7 +85,7 @@ def format_report(report: dict[str, Any]) -> list[str]:
     embedded = report["embedded_source_bytes"]
     lines.append(f"  embeds its source model ({embedded / 1e6:.2f} MB): "
                  f"'run --check-onnxruntime' needs no .onnx" if report["embeds_source"] else
-                 "  does not embed its source model (compiled with --no-source)")
+                 "  does not embed its source model (compile with --keep-source to embed it)")
     return lines
 
 
@@ -116,6 +116,7 @@ def add_info_parser(commands: Any) -> None:
         "tensorc version, when), and whether it embeds its source model. Nothing is run.",
         """\
 examples:
+  tensorc compile mlp.onnx -o mlp.tcz
   tensorc info mlp.tcz
   tensorc info mlp.tcz --json
 """,

@@ -1,7 +1,7 @@
 """``tensorc inspect``: the model's IR after one stage of the pipeline (graph, fused, loops,
 llvm, cuda).
 
-    $ tensorc inspect models/lenet5.onnx --stage loops
+    $ tensorc inspect lenet5.onnx --stage loops
 """
 
 from __future__ import annotations
@@ -57,9 +57,9 @@ def add_inspect_parser(commands: Any) -> None:
         "memory and spills per kernel when nvcc is installed).",
         """\
 examples:
-  tensorc inspect models/mlp.onnx
-  tensorc inspect models/lenet5.onnx --stage loops
-  tensorc inspect models/mlp.onnx --target cuda --stage cuda
+  tensorc inspect mlp.onnx
+  tensorc inspect lenet5.onnx --stage loops
+  tensorc inspect mlp.onnx --target cuda --stage cuda
 """,
     )
     p.add_argument("model", help="the ONNX model file, or a .tcz artifact (its signature, "

@@ -5,7 +5,7 @@ on stderr (JSON on stdout under --json, argument errors included) and exit code 
 traceback; any other exception is a bug: its traceback, then an ``error:`` line, and 2 too
 (1 means only that a correctness check failed).
 
->>> main(["compile", "models/mlp.onnx", "-o", "mlp.tcz"])  # doctest: +SKIP
+>>> main(["compile", "mlp.onnx", "-o", "mlp.tcz"])  # doctest: +SKIP
 0
 """
 
@@ -35,14 +35,15 @@ def build_parser() -> ArgumentParser:
         prog="tensorc",
         description="Compile ONNX models to native code and run them.",
         epilog="""\
-examples:
-  tensorc compile models/mlp.onnx -o mlp.tcz
+examples (python -m tensorc.examples writes mlp.onnx, lenet5.onnx, resnet.onnx and bert.onnx
+here; every command's examples start from those):
+  tensorc compile mlp.onnx -o mlp.tcz
   tensorc run mlp.tcz --check-onnxruntime
-  tensorc check models/mlp.onnx
-  tensorc inspect models/mlp.onnx --stage fused
+  tensorc check mlp.onnx
+  tensorc inspect mlp.onnx --stage fused
   tensorc info mlp.tcz
-  tensorc bench models/resnet.onnx --vs onnxruntime --threads 1
-  tensorc profile models/resnet.onnx --threads 1
+  tensorc bench resnet.onnx --input-shape input=1x3x224x224 --vs onnxruntime --threads 1
+  tensorc profile resnet.onnx --input-shape input=1x3x224x224 --threads 1
 
 'tensorc COMMAND --help' describes each command.
 """,

@@ -1,7 +1,7 @@
 """``tensorc profile``: every kernel of a model timed inside the model's own entry function,
 against the machine's roofline; a table, JSON, a Chrome trace or a roofline chart.
 
-    $ tensorc profile models/resnet.onnx --threads 1 --trace trace.json
+    $ tensorc profile resnet.onnx --threads 1 --trace trace.json
 """
 
 from __future__ import annotations
@@ -147,9 +147,10 @@ def add_profile_parser(commands: Any) -> None:
         "measured once and cached). Slowest kernel first.",
         """\
 examples:
-  tensorc profile models/resnet.onnx --threads 1
+  tensorc profile resnet.onnx --input-shape input=1x3x224x224 --threads 1
+  tensorc compile resnet.onnx -o resnet.tcz --input-shape input=1x3x224x224
   tensorc profile resnet.tcz --json
-  tensorc profile models/mobilenetv2.onnx --trace trace.json --plot roofline.png
+  tensorc profile mlp.onnx --trace trace.json --plot roofline.png
 
 The trace opens in chrome://tracing or https://ui.perfetto.dev; --plot needs matplotlib.
 """,

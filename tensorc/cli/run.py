@@ -18,13 +18,14 @@ import onnx
 
 import tensorc
 from tensorc.cli.arguments import (
-    EXIT_CHECK_FAILED, add_check_options, jsonable, parse_input_file, parse_input_shape,
-    require_file, shape_dict, subcommand, thread_count, writable_output,
+    EXIT_CHECK_FAILED, add_check_options, embedded_source, jsonable, parse_input_file,
+    parse_input_shape,    require_file, shape_dict, subcommand, thread_count, writable_output,
 )
 from tensorc.errors import TensorcError
 from tensorc.ir.types import format_shape
 from tensorc.reference import (
-    compare_outputs, format_comparison, input_rule, random_inputs, run_onnxruntime,
+    compare_outputs, format_comparison, input_rule, quantization_steps, random_inputs,
+    run_onnxruntime,
 )
 from tensorc.runtime.artifact import is_artifact
 
@@ -115,16 +116,13 @@ def _load_feeds(
     return feeds, [name for name, _, _ in missing]
 
 
-def _source_model(args: argparse.Namespace, module: Any) -> str | bytes:
+def _source_model(args: argparse.Namespace, artifact: Path, module: Any) -> str | bytes:
     if args.check_onnxruntime:
         return str(require_file(args.check_onnxruntime, "ONNX model"))
-    source = getattr(module, "source_onnx", None)
-    if not source:
-        raise TensorcError(
-            f"{args.model} does not contain its source ONNX model; "
-            "pass it explicitly: --check-onnxruntime model.onnx"
-        )
-    return source
+    try:
+        return embedded_source(artifact, module, "compare with onnxruntime")
+    except TensorcError as error:
+        raise TensorcError(f"{error} (--check-onnxruntime model.onnx)") from None
 
 
 def _looks_like_onnx(path: Path) -> bool:
@@ -158,8 +156,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     comparison = None
     if args.check_onnxruntime is not None:
-        expected = run_onnxruntime(_source_model(args, module), feeds, args.threads)
-        comparison = compare_outputs(outputs, expected, rtol=args.rtol, atol=args.atol)
+        source = _source_model(args, artifact, module)
+        expected = run_onnxruntime(source, feeds, args.threads)
+        comparison = compare_outputs(outputs, expected, rtol=args.rtol, atol=args.atol,
+                                     steps=quantization_steps(source), max_steps=args.steps)
 
     if args.outputs:
         try:
@@ -187,22 +187,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             ],
         }
         if comparison is not None:
-            report["check"] = {
-                "reference": "onnxruntime",
-                "passed": comparison.passed,
-                "rtol": comparison.rtol,
-                "atol": comparison.atol,
-                "outputs": [
-                    {
-                        "name": d.name,
-                        "max_abs": d.max_abs,
-                        "max_rel": d.max_rel,
-                        "passed": d.passed,
-                        "problem": d.problem,
-                    }
-                    for d in comparison.outputs
-                ],
-            }
+            report["check"] = comparison.to_json()
         if args.outputs:
             report["outputs_file"] = args.outputs
         print(json.dumps(jsonable(report), indent=2, allow_nan=False))
@@ -223,9 +208,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             )
         print(f"ran in {run_ms:.3f} ms (first call)")
         if comparison is not None:
-            print(
-                f"check against onnxruntime (rtol {comparison.rtol:g}, atol {comparison.atol:g}):"
-            )
+            print(f"check against onnxruntime ({comparison.tolerance()}):")
             for line in format_comparison(comparison):
                 print(f"  {line}")
             print("PASS" if comparison.passed else "FAIL")
@@ -250,11 +233,14 @@ def add_run_parser(commands: Any) -> None:
         "1.",
         """\
 examples:
+  tensorc compile mlp.onnx -o mlp.tcz
   tensorc run mlp.tcz
-  tensorc run mlp.tcz --input x=x.npy --json
-  tensorc run mlp.tcz --inputs feeds.npz --outputs out.npz
-  tensorc run mlp.tcz --check-onnxruntime        # against the model stored in mlp.tcz
-  tensorc run mlp.tcz --check-onnxruntime models/mlp.onnx
+  tensorc run mlp.tcz --outputs out.npz --json
+  tensorc run mlp.tcz --check-onnxruntime        # against the model mlp.tcz came from
+  tensorc run mlp.tcz --check-onnxruntime mlp.onnx
+  python -c "import numpy as np; np.savez('feeds.npz', x=np.ones((1, 784), np.float32))"
+  tensorc run mlp.tcz --inputs feeds.npz         # or one array: --input x=x.npy
+  tensorc compile bert.onnx -o bert.tcz
   tensorc run bert.tcz --input-shape input_ids=2x17 --input-shape attention_mask=2x17
 
 Exit status: 0 ok, 1 the outputs disagree with onnxruntime, 2 error.
@@ -286,8 +272,9 @@ Exit status: 0 ok, 1 the outputs disagree with onnxruntime, 2 error.
         nargs="?",
         const="",
         help="also run the model with onnxruntime and compare the outputs, printing PASS or "
-        "FAIL; without a file, the ONNX model stored in the artifact is used (put this flag "
-        "after the artifact's name)",
+        "FAIL; without a file, the model the artifact was compiled from (embedded with "
+        "compile --keep-source, else the file it was compiled from, if unchanged; put this "
+        "flag after the artifact's name)",
     )
     p.add_argument(
         "--threads",

@@ -76,13 +76,14 @@ def build_kernels(graph: Graph, groups: list[FusedGroup], target: Target,
     variants: dict[tuple, list] = {}
     # views move no data, and an empty output needs no kernel
     work = [g for g in groups if not g.view and not empty_at_every_run(g.output.type.size)]
-    for n, group in enumerate(work, 1):
-        key = workload_key(group, graph)
+    keys = [workload_key(group, graph) for group in work]
+    distinct = len(set(keys))       # the steps: a repeated workload is scheduled once
+    for group, key in zip(work, keys):
         func = by_key.get(key)
         if func is None:
             name = f"k{len(by_key)}_{group.name}"
             if progress:
-                progress(f"[{n}/{len(work)}] scheduling {group.name}")
+                progress(f"[{len(by_key) + 1}/{distinct}] scheduling {group.name}")
             config = configs.config_for(key) if configs is not None else None
             try:
                 if config is not None and not repackable(group, graph, target, config):

@@ -28,6 +28,7 @@ from tensorc.frontend.bind import (
 from tensorc.frontend.container_inputs import flatten_container_inputs, numbered_nodes
 from tensorc.frontend.containers import EmptyOptional, ImportValue, TensorSequence
 from tensorc.frontend.context import ImportContext, convert_node, node_label
+from tensorc.frontend.model import bound_input_note
 from tensorc.frontend.registry import find_converter
 from tensorc.frontend.shape_hint import ShapeHint, shape_hint
 from tensorc.frontend.onnx import (
@@ -328,7 +329,8 @@ def _trial_conversion(proto: onnx.ModelProto, opset: int, label: str,
         problems.append(str(error).removeprefix(f"{label}: "))
         return "not tried: the model's constants or dim ranges cannot be read"
     with context.graph.dims.active():
-        _convert_each(context, proto, opset, label, ops, versions, untried, symbolic)
+        _convert_each(context, proto, opset, label, ops, versions, untried, symbolic,
+                      input_shapes)
     dims = context.graph.dims
     env = context.env
     if dims.ranges:
@@ -355,7 +357,8 @@ def _describe_output(value: ImportValue, dims: DimTable) -> str:
 
 def _convert_each(context: ImportContext, proto: onnx.ModelProto, opset: int, label: str,
                   ops: dict[tuple[str, str], OpReport], versions: dict[str, int],
-                  untried: list[str], symbolic: bool) -> None:
+                  untried: list[str], symbolic: bool,
+                  input_shapes: Mapping[str, Sequence[int]]) -> None:
     env = context.env
     failed: set[str] = set()  # outputs of nodes that were not converted
     for index, node in numbered_nodes(proto.graph):
@@ -379,6 +382,8 @@ def _convert_each(context: ImportContext, proto: onnx.ModelProto, opset: int, la
                 reason = f"internal error in tensorc: {type(error).__name__}: {reason}"
             elif isinstance(error, ConstantRequiredError) and input_value_hint(error, proto):
                 reason = f"{reason}. {input_value_hint(error, proto)}"
+            elif isinstance(error, ShapeError) and bound_input_note(error, proto, input_shapes):
+                reason = f"{reason}. {bound_input_note(error, proto, input_shapes)[1]}"
             _add_issue(_op_report(ops, node, opset, versions), kind, reason,
                        _name(node, index), certain)
             failed.update(node.output)

@@ -284,6 +284,7 @@ def convert_node(context: ImportContext, node: onnx.NodeProto, index: int,
                               for n, v in zip(node.input, inputs))
         # the same error (type and attributes kept), its message placed in the model
         error.args = (f"{where}: {error}\n  inputs: {described}",)
+        error.onnx_node = node      # (the outermost graph's, set last: what import_model traces)
         raise error.with_traceback(None) from None
     except RecursionError:
         raise ShapeError(f"{where}: the model nests too deeply to convert (subgraphs inside "

@@ -109,9 +109,55 @@ def load_model(model: str | Path | onnx.ModelProto) -> tuple[onnx.ModelProto, st
                 f"{label} is a compiled tensorc module (.tcz), not an ONNX model: run it with "
                 f"'tensorc run {path}', see what it is with 'tensorc info {path}', or give "
                 f"the .onnx model it was compiled from") from None
+        external = _external_data_problem(path, label)
+        if external:
+            raise ModelLoadError(external) from None
         raise ModelLoadError(f"{label}: the file is corrupt or truncated, or not an ONNX "
                              f"model ({type(error).__name__}: {error})") from None
     return proto, label
+
+
+def _external_data_problem(path: Path, label: str) -> str | None:
+    """Why a model that parses without its external data cannot load with it (a data file
+    missing or short), or None: that is a message of its own, not a corrupt model."""
+    try:
+        proto = onnx.load(str(path), load_external_data=False)
+    except Exception:  # noqa: BLE001 (the model itself does not parse: corrupt after all)
+        return None
+    wanted: dict[Path, list[tuple[str, int]]] = {}
+    for tensor in _initializers(proto.graph):
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        entries = {e.key: e.value for e in tensor.external_data}
+        end = int(entries.get("offset", 0) or 0) + int(entries.get("length", 0) or 0)
+        wanted.setdefault(path.parent / entries.get("location", ""), []).append(
+            (tensor.name, end))
+    for file, tensors in wanted.items():
+        names = ", ".join(name for name, _ in tensors[:5]) + (", ..." if len(tensors) > 5
+                                                               else "")
+        if not file.is_file():
+            return (f"{label} keeps tensor data in external files, and {file} is missing "
+                    f"(tensor{'s' if len(tensors) > 1 else ''} {names}): put the data file "
+                    f"beside the model, where its name says ({file.name}), or re-export "
+                    f"the model with its data inside")
+        size = file.stat().st_size
+        short = [name for name, end in tensors if end > size]
+        if short:
+            return (f"{label}: {file} is shorter than the tensor data the model reads from "
+                    f"it (tensor {', '.join(short[:5])}; the file has {size} bytes): it is "
+                    f"truncated or from another export; copy it again")
+    return None
+
+
+def _initializers(graph: onnx.GraphProto):
+    """Every initializer of the graph and of its subgraphs (If/Loop bodies)."""
+    yield from graph.initializer
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _initializers(attr.g)
+            for sub in attr.graphs:
+                yield from _initializers(sub)
 
 
 def _starts_like_an_artifact(path: Path) -> bool:

@@ -11,6 +11,7 @@ This module knows op *names* only; shape rules and semantics live in :mod:`tenso
 from __future__ import annotations
 
 import itertools
+import re
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -76,6 +77,9 @@ class Graph:
         # the symbolic dims: ranges, unified dims, run-time constraints (empty when static)
         self.dims = DimTable()
         self._names: set[str] = set()
+        # what names begin with before a separator (c1 of a model's c1.weight): automatic
+        # names skip these, so that %c1 is never a stranger beside %c1.weight
+        self._stems: set[str] = set()
         # Counters for automatic names: values %1, %2, ...; constants %c0, %c1, ...
         self._counters = {"value": 1, "const": 0, "node": 0}
 
@@ -109,6 +113,7 @@ class Graph:
     def reserve(self, name: str) -> None:
         """Keep ``name`` from being given to new values (it is meant for a later rename)."""
         self._names.add(name)
+        self._stems.add(_stem(name))
 
     def rename(self, value: Value, name: str) -> None:
         """Give ``value`` the name ``name``; a value of this graph that holds it must be dead."""
@@ -120,6 +125,7 @@ class Graph:
                                f"the name is taken")
         self._names.discard(value.name)
         self._names.add(name)
+        self._stems.add(_stem(name))
         value.name = name
 
     # queries ----------------------------------------------------------------------------------
@@ -174,6 +180,7 @@ class Graph:
                 break
             name = f"{base}_{i}"
         self._names.add(name)
+        self._stems.add(_stem(name))
         return name
 
     def _auto_name(self, kind: str, prefix: str = "") -> str:
@@ -181,12 +188,18 @@ class Graph:
         while True:
             name = f"{prefix}{self._counters[kind]}"
             self._counters[kind] += 1
-            if name not in self._names:
+            if name not in self._names and name not in self._stems:
                 return name
 
     def release_dead_names(self) -> None:
         """Free the names of values that are no longer in the graph."""
         self._names = {v.name for v in self.values()}
+        self._stems = {_stem(name) for name in self._names}
+
+
+def _stem(name: str) -> str:
+    """``name`` up to its first separator (., /, :): what a reader takes for its owner."""
+    return re.split(r"[./:]", name, maxsplit=1)[0]
 
 
 # printing -------------------------------------------------------------------------------------

@@ -198,7 +198,7 @@ class CudaModule(CompiledModule):
 
     # saving ---------------------------------------------------------------------------------
     def save(self, path: str | Path, overwrite: bool = False,
-             include_source: bool = True) -> None:
+             include_source: bool = False) -> None:
         """Write the module (fatbin, CUDA source, launch plan, constants; atomic); see
         :meth:`tensorc.Module.save` for ``overwrite`` and ``include_source``."""
         if self.fatbin is None:

@@ -280,14 +280,14 @@ class Module(CompiledModule):
 
     # saving ------------------------------------------------------------------------------
     def save(self, path: str | Path, overwrite: bool = False,
-             include_source: bool = True) -> None:
+             include_source: bool = False) -> None:
         """Write the module to ``path`` (object code, constants, signature), atomically and
         with the user's umask. An existing file that is not a .tcz artifact is kept (an
-        ArtifactError says so) unless ``overwrite``; ``include_source=False`` leaves the
-        source ONNX model out (smaller; ``tensorc run --check-onnxruntime`` then needs the
-        .onnx file).
+        ArtifactError says so) unless ``overwrite``; ``include_source=True`` embeds the
+        source ONNX model too (as large again as the model; ``tensorc run
+        --check-onnxruntime`` then needs no .onnx file, else it reads the file compiled from).
 
-        >>> mod.save("model.tcz", include_source=False)
+        >>> mod.save("model.tcz", include_source=True)
         """
         # symbolic dims as JSON data (ir/dims.py), with the table that binds and checks them
         header = {"entry": self.entry_name, "inputs": signature_to_json(self.inputs),

@@ -33,7 +33,7 @@ def relu():
 @pytest.fixture(scope="module")
 def saved(relu, tmp_path_factory) -> bytes:
     path = tmp_path_factory.mktemp("saved") / "relu.tcz"
-    relu.save(path)
+    relu.save(path, include_source=True)   # every section, the source model included
     return path.read_bytes()
 
 
@@ -327,9 +327,9 @@ def test_save_respects_the_umask(relu, tmp_path, umask, mode) -> None:
     assert stat.S_IMODE((tmp_path / "m.tcz").stat().st_mode) == mode
 
 
-def test_source_model_is_optional(relu, tmp_path) -> None:
-    relu.save(tmp_path / "with.tcz")
-    relu.save(tmp_path / "without.tcz", include_source=False)
+def test_source_model_is_kept_only_when_asked(relu, tmp_path) -> None:
+    relu.save(tmp_path / "with.tcz", include_source=True)
+    relu.save(tmp_path / "without.tcz")
     with_source, without = tensorc.load(tmp_path / "with.tcz"), \
         tensorc.load(tmp_path / "without.tcz")
     assert with_source.source_onnx == relu.source_onnx is not None

@@ -11,7 +11,6 @@ True
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +18,11 @@ import numpy as np
 import onnx
 
 from tensorc.errors import TensorcError
+from tensorc.reference.compare import (  # noqa: F401  (the package's names)
+    DEFAULT_ATOL, DEFAULT_RTOL, DEFAULT_STEPS, Comparison, OutputDiff, Step, compare_outputs,
+    format_comparison, quantization_steps,
+)
 
-# Float32 noise through a deep network (different summation orders, folded BatchNorm) stays
-# well inside these; a real bug does not.
-DEFAULT_RTOL = 1e-3
-DEFAULT_ATOL = 1e-4
 
 ModelSource = str | Path | bytes | onnx.ModelProto
 Signature = Sequence[tuple[str, tuple[int, ...], str]]
@@ -277,87 +276,3 @@ def run_onnxruntime(
 ) -> dict[str, np.ndarray]:
     """Run ``model`` once with onnxruntime and return its outputs by name."""
     return run_session(onnxruntime_session(model, num_threads), feeds)
-
-
-@dataclass(frozen=True)
-class OutputDiff:
-    """How far one output is from its reference.
-
-    ``max_rel`` is max |actual - expected| / (|expected| + atol): bounded where the
-    reference is near zero, and close to the plain relative error elsewhere.
-    """
-
-    name: str
-    max_abs: float
-    max_rel: float
-    passed: bool
-    problem: str = ""  # why it failed before any number could be compared (shape, dtype, ...)
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """The per-output differences between two runs, and the tolerances they were held to."""
-
-    outputs: tuple[OutputDiff, ...]
-    rtol: float
-    atol: float
-
-    @property
-    def passed(self) -> bool:
-        return all(diff.passed for diff in self.outputs)
-
-    @property
-    def max_abs(self) -> float:
-        return max((d.max_abs for d in self.outputs), default=0.0)
-
-    @property
-    def max_rel(self) -> float:
-        return max((d.max_rel for d in self.outputs), default=0.0)
-
-
-def compare_outputs(
-    actual: Mapping[str, np.ndarray],
-    expected: Mapping[str, np.ndarray],
-    rtol: float = DEFAULT_RTOL,
-    atol: float = DEFAULT_ATOL,
-) -> Comparison:
-    """Compare outputs by name; an output passes when ``np.allclose(actual, expected, rtol,
-    atol)`` holds with equal shapes and dtypes, and NaNs only where the reference has them."""
-    diffs: list[OutputDiff] = []
-    for name, want in expected.items():
-        want = np.asarray(want)
-        if name not in actual:
-            diffs.append(OutputDiff(name, np.inf, np.inf, False, "missing from tensorc's outputs"))
-            continue
-        got = np.asarray(actual[name])
-        if got.shape != want.shape:
-            problem = f"shape {got.shape}, expected {want.shape}"
-            diffs.append(OutputDiff(name, np.inf, np.inf, False, problem))
-            continue
-        problem = "" if got.dtype == want.dtype else f"dtype {got.dtype}, expected {want.dtype}"
-        if got.size == 0:
-            diffs.append(OutputDiff(name, 0.0, 0.0, not problem, problem))
-            continue
-        got64, want64 = got.astype(np.float64), want.astype(np.float64)
-        error = np.abs(got64 - want64)
-        both_nan = np.isnan(got64) & np.isnan(want64)
-        error[both_nan] = 0.0
-        error[np.isnan(error)] = np.inf
-        max_abs = float(error.max())
-        max_rel = float((error / (np.abs(want64) + atol)).max())
-        close = np.allclose(got64, want64, rtol=rtol, atol=atol, equal_nan=True)
-        diffs.append(OutputDiff(name, max_abs, max_rel, bool(close) and not problem, problem))
-    return Comparison(tuple(diffs), rtol, atol)
-
-
-def format_comparison(comparison: Comparison) -> list[str]:
-    """One readable line per output, ending in PASS or FAIL."""
-    lines = []
-    for diff in comparison.outputs:
-        verdict = "PASS" if diff.passed else "FAIL"
-        detail = f"  ({diff.problem})" if diff.problem else ""
-        lines.append(
-            f"{diff.name}: max abs err {diff.max_abs:.3g}, max rel err {diff.max_rel:.3g}"
-            f"  {verdict}{detail}"
-        )
-    return lines
