@@ -19,7 +19,7 @@ from tensorc.errors import ScheduleError
 from tensorc.ir import expr as E
 from tensorc.ir.expr import Expr, Load, Reduce, Var, transform
 from tensorc.ir.te import (
-    ComputeOp, IterVar, Operation, PlaceholderOp, Tensor, extent_of, post_order,
+    ComputeOp, IterVar, Operation, Tensor, extent_of, post_order,
 )
 
 
@@ -68,9 +68,7 @@ class Stage:
         self.scope = "global"
         self.is_output = False
         self.condition: Tensor | None = None   # compute_if: computed where it is nonzero
-        # spatial root loops along which an attached local stage may run past its tensor's
-        # domain (overcompute): no guard there
-        self.overcomputed: set[str] = set()
+        self.overcomputed: set[str] = set()    # root loops run past the domain unguarded
         self._init_vars()
 
     def _init_vars(self) -> None:
@@ -222,16 +220,12 @@ class Stage:
         self._annotate("unroll", var, "unrolled")
 
     def overcompute(self, var) -> None:
-        """Let this local stage, computed at another's loop, run its whole region along root
-        loop ``var`` where the region overhangs the tensor's domain, with no guard: the
-        values past the domain are computed and never read. For a register tile whose
-        reads along ``var`` stay inside buffers sized to the region (a block's patches): the
-        tail block of a symbolic extent then runs its multiply-adds unguarded."""
+        """Let this attached local stage run its whole region along root loop ``var``, no
+        guard where it overhangs the domain (values computed, never read): for a register
+        tile whose reads along ``var`` stay in buffers sized to the region (its patches)."""
         sv = next((r for r in self.root_vars if r.name == getattr(var, "name", var)), None)
         if sv is None or sv.kind != "spatial" or self.scope != "local":
-            raise ScheduleError(f"overcompute takes a spatial root loop of a local stage, "
-                                f"got {getattr(var, 'name', var)!r} of {self.name} "
-                                f"({self.scope})")
+            raise ScheduleError(f"overcompute: no spatial root loop {var!r} of local {self}")
         self._record("overcompute", var=sv.name)
         self.overcomputed.add(sv.name)
 
@@ -367,7 +361,7 @@ class Schedule:
         self.trace.append({"prim": "cache_write", "stage": stage.name, "scope": scope})
         new_axis = [IterVar(Var(iv.var.name), iv.extent) for iv in op.axis]
         mapping = {iv.var: nv.var for iv, nv in zip(op.axis, new_axis)}
-        body = _subst_body(op.body, mapping)
+        body = transform(op.body, lambda e: mapping.get(e) if isinstance(e, Var) else None)
         cache_op = ComputeOp(self._unique(f"{op.name}.{scope}"), new_axis, body, op.tag)
         cache = Tensor(cache_op, tensor.shape, tensor.dtype)
         cache_stage = self._add_stage(cache, cache_op, before=stage)
@@ -599,15 +593,8 @@ class Schedule:
         return rf
 
 
-def _subst_body(body: Expr, mapping: dict[Var, Var]) -> Expr:
-    return transform(body, lambda e: mapping.get(e) if isinstance(e, Var) else None)
-
-
 def create_schedule(outputs: Tensor | Sequence[Tensor]) -> Schedule:
     if isinstance(outputs, Tensor):
         outputs = [outputs]
     return Schedule(outputs)
 
-
-def is_placeholder(stage: Stage) -> bool:
-    return isinstance(stage.op, PlaceholderOp)
