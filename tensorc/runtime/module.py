@@ -127,10 +127,12 @@ class Module(CompiledModule):
         return result
 
     def _run_symbolic(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        args, result, _ = self._symbolic_args(self._check_feeds_slowly(feeds))
+        args, result, dims = self._symbolic_args(self._check_feeds_slowly(feeds))
         status = self._entry(args, int(self.num_threads), None)
         if status:
             raise self._check_failed(status)
+        if self._binding.cut_outputs:       # data-dependent sizes, written by the kernels
+            return self._binding.cut(result, dims)
         return result
 
     def _symbolic_args(self, arrays: list[np.ndarray]):

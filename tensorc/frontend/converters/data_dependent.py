@@ -1,0 +1,65 @@
+"""Converters of ONNX ops whose output size depends on the values of a tensor: NonZero,
+Compress. Each output size is a data-dependent dim (ir/dim_table.py ``declare_data``) in
+[0, bound], named after the node; the kernel computes it at run time and the dims downstream
+follow. Where the input is a constant, the result is folded (a constant of static shape).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tensorc.errors import ShapeError
+from tensorc.frontend.context import ImportContext
+from tensorc.frontend.converters.common import normalize_axis
+from tensorc.frontend.registry import converter
+from tensorc.ir.dims import DimLike, dim_min
+from tensorc.ir.graph import Value
+from tensorc.ops.interpret import evaluate
+
+
+def data_dim(ctx: ImportContext, stem: str, bound: DimLike):
+    """A fresh data-dependent dim in [0, bound] for the node being converted."""
+    return ctx.graph.dims.declare_data(stem, bound, ctx.node_name or stem)
+
+
+def emit_data_dependent(ctx: ImportContext, op: str, inputs: list[Value], stem: str,
+                        bound: DimLike, **attrs) -> Value:
+    """``op(inputs)`` sized by a fresh data-dependent dim, or its folded value where every
+    input is a constant."""
+    arrays = [ctx.constant(v) for v in inputs]
+    if all(a is not None for a in arrays):
+        (result,) = evaluate(op, {**attrs, "count": None, "writes": ()}, arrays)
+        return ctx.const(result)
+    count = data_dim(ctx, stem, bound)
+    return ctx.emit(op, inputs, count=count, writes=(count.expr.name,), **attrs)
+
+
+@converter("NonZero", since=9)
+def nonzero(ctx: ImportContext, inputs: list[Value]) -> Value:
+    (x,) = inputs
+    if x.type.ndim == 0:
+        raise ShapeError("NonZero of a scalar input is not supported; give it one axis")
+    return emit_data_dependent(ctx, "nonzero", [x], "nonzero", x.type.size)
+
+
+@converter("Compress", since=9)
+def compress(ctx: ImportContext, inputs: list[Value], *, axis: int | None = None) -> Value:
+    x, condition = inputs
+    if condition.type.ndim != 1:
+        raise ShapeError(f"Compress: the condition must be 1-D, got {condition.type}")
+    if axis is None:
+        x = ctx.emit("reshape", [x], shape=(x.type.size,))
+        axis = 0
+    axis = normalize_axis(axis, x.type.ndim)
+    if condition.type.dtype != "bool":
+        condition = ctx.emit("cast", [condition], dtype="bool")
+    keep = ctx.constant(condition)
+    if keep is not None and ctx.constant(x) is None:
+        # a constant condition: a gather of the kept positions (a static shape)
+        kept = np.flatnonzero(keep.reshape(-1)[:_static(x.type.shape[axis])])
+        return ctx.emit("gather", [x, ctx.const(kept.astype(np.int64))], axis=axis)
+    bound = dim_min(x.type.shape[axis], condition.type.shape[0])
+    return emit_data_dependent(ctx, "compress", [x, condition], "compress", bound, axis=axis)
+
+
+def _static(d: DimLike) -> int | None:
+    return d if isinstance(d, int) else None
