@@ -63,3 +63,30 @@ def compress(ctx: ImportContext, inputs: list[Value], *, axis: int | None = None
 
 def _static(d: DimLike) -> int | None:
     return d if isinstance(d, int) else None
+
+
+@converter("NonMaxSuppression", since=10)
+def non_max_suppression(ctx: ImportContext, inputs: list[Value], *, center_point_box: int = 0
+                        ) -> Value:
+    if center_point_box not in (0, 1):
+        raise ShapeError(f"NonMaxSuppression: center_point_box must be 0 or 1, got "
+                         f"{center_point_box}")
+    boxes, scores = inputs[0], inputs[1]
+    rest = list(inputs[2:]) + [None] * (5 - len(inputs))
+    max_out, iou, score = rest[:3]
+    # absent inputs: no box kept (ONNX's default of 0), no IoU threshold, no score threshold
+    max_out = ctx.const(np.zeros(1, np.int64)) if max_out is None else max_out
+    iou = ctx.const(np.zeros(1, np.float32)) if iou is None else iou
+    has_score = score is not None
+    score = ctx.const(np.zeros(1, np.float32)) if score is None else score
+    inputs = [boxes, scores, ctx.emit("reshape", [max_out], shape=(1,)),
+              ctx.emit("reshape", [iou], shape=(1,)), ctx.emit("reshape", [score], shape=(1,))]
+    batches, count, classes = boxes.type.shape[0], boxes.type.shape[1], scores.type.shape[1]
+    per_class = count
+    limit = ctx.constant(inputs[2])
+    if limit is not None:
+        per_class = dim_min(count, max(int(limit.reshape(-1)[0]), 0))
+    return emit_data_dependent(ctx, "non_max_suppression", inputs, "nms",
+                               batches * classes * per_class,
+                               center_point_box=center_point_box,
+                               has_score_threshold=has_score)
