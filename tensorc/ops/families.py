@@ -24,3 +24,4 @@ from tensorc.ops.nn import im2col  # noqa: F401  a conv's patches (symbolic conv
 from tensorc.ops import compaction  # noqa: F401  nonzero, compress (data-dependent sizes)
 from tensorc.ops import value_dim  # noqa: F401  a data-dependent dim from a tensor's value
 from tensorc.ops import nms  # noqa: F401  non_max_suppression
+from tensorc.ops import unique  # noqa: F401  unique (data-dependent size)

@@ -90,3 +90,22 @@ def non_max_suppression(ctx: ImportContext, inputs: list[Value], *, center_point
                                batches * classes * per_class,
                                center_point_box=center_point_box,
                                has_score_threshold=has_score)
+
+
+@converter("Unique", since=11)
+def unique(ctx: ImportContext, inputs: list[Value], *, axis: int | None = None,
+           sorted: int = 1) -> tuple[Value, Value, Value, Value]:
+    (x,) = inputs
+    if axis is None:
+        x = ctx.emit("reshape", [x], shape=(x.type.size,))
+        axis = 0
+    axis = normalize_axis(axis, x.type.ndim)
+    attrs = dict(axis=axis, sorted=bool(sorted))
+    if ctx.constant(x) is not None:
+        return tuple(ctx.const(evaluate("unique", {**attrs, "output": output}, [ctx.constant(x)])
+                               [0]) for output in ("y", "indices", "inverse", "counts"))
+    # one node per output, each writing the count (they agree: one kernel's rule)
+    count = data_dim(ctx, "unique", x.type.shape[axis])
+    return tuple(ctx.emit("unique", [x], output=output, count=count,
+                          writes=(count.expr.name,), **attrs)
+                 for output in ("y", "indices", "inverse", "counts"))
