@@ -29,6 +29,7 @@ from tensorc.compiler.pipeline import (
 )
 from tensorc.compiler.timing import CompileTimes
 from tensorc.compiler.variants import call_forms
+from tensorc.errors import TensorcError
 from tensorc.frontend.model import import_model
 from tensorc.ir.dims import as_expr, dim_var, is_symbolic
 from tensorc.ir.graph import Graph
@@ -67,9 +68,12 @@ def make_entry(graph: Graph, kernels: list[Kernel], plan: MemoryPlan) -> PrimFun
     dims_array = Buffer("dims", (len(names),), "int64")
     by_kind = {"input": inputs, "output": outputs}
     calls = []
+    pending = set(graph.dims.data)        # data-dependent dims no call has written yet
     for kernel in kernels:
         group = kernel.group
         writes = [n for node in group.nodes for n in node.attrs.get("writes", ())]
+        _check_written(kernel, pending, writes)
+        pending -= set(writes)
         args = []
         values = [v for v in group.inputs if not inlined_scalar(v, graph)]
         for v in [*values, group.output]:
@@ -93,6 +97,20 @@ def make_entry(graph: Graph, kernels: list[Kernel], plan: MemoryPlan) -> PrimFun
     attrs = {"dims_array": dims_array} if graph.dims.data else {}
     return PrimFunc(ENTRY, [*inputs, *outputs, pool, arena], seq(*calls) if calls else seq(),
                     attrs, dims=dims)
+
+
+def _check_written(kernel: Kernel, pending: set, writes: list[str]) -> None:
+    """A kernel sized by a data-dependent dim must run after the kernel that writes it (the
+    converters give it a data edge from that kernel); else it would read a stale value."""
+    if not pending:
+        return
+    used = {n for v in [*kernel.group.inputs, kernel.group.output] for d in v.type.shape
+            if is_symbolic(d) for n in d.names}
+    early = sorted((used & pending) - set(writes))
+    if early:
+        raise TensorcError(f"kernel {kernel.name} reads the data-dependent dims "
+                           f"{', '.join(early)} before the kernel that computes them runs "
+                           f"(a bug in tensorc: their converter must give it a data edge)")
 
 
 def compile_graph(graph: Graph, target: Target, progress: Progress | None = None,

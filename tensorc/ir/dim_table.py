@@ -15,6 +15,9 @@ carry it, the dims unified with others, and the constraints that must hold at ru
   tensor (NonZero's count, TopK's run-time k), in [0, bound] where the bound is an expression
   of the input dims. The kernel of the node that computes it writes its value into the run's
   dims array; tensors sized by it are allocated at the bound (:meth:`DimTable.at_bound`).
+  Where nothing bounds it (Range over run-time values), its bound is a *capacity*, a dim
+  ``<name>.cap`` the runtime chooses: a run whose value exceeds it fails its check, and the
+  runtime runs it again with the capacity grown (runtime/dim_binding.py).
 
 Shape rules reach the table of the graph being built through :meth:`DimTable.active`
 (a context variable), so ``ops/*`` infer rules keep their signature.
@@ -82,6 +85,8 @@ class DimTable:
     implied: dict[str, int] = field(default_factory=dict)
     # data-dependent dims: name -> (its upper bound over the input dims, the node computing it)
     data: dict[str, tuple[DimLike, str]] = field(default_factory=dict)
+    # capacities: the dims the runtime sets as the bounds of unbounded data-dependent dims
+    capacities: list[str] = field(default_factory=list)
 
     # declaring --------------------------------------------------------------------------------
     def declare(self, name: str, input: str, axis: int, lo: int = 1,
@@ -94,14 +99,23 @@ class DimTable:
             self.ranges[name] = (lo, hi)
         return Dim(name)
 
-    def declare_data(self, stem: str, bound: DimLike, origin: str) -> Dim:
+    def declare_data(self, stem: str, bound: DimLike | None, origin: str) -> Dim:
         """A fresh data-dependent dim ``<stem>_<k>.n`` in [0, bound]: the size of an output of
         node ``origin`` that its kernel computes at run time. ``bound`` may be an expression
-        of the input dims (and of other data-dependent dims: their bounds replace them).
+        of the input dims (and of other data-dependent dims: their bounds replace them);
+        None: nothing bounds it, and a capacity ``<stem>_<k>.cap`` stands for the bound.
 
         >>> table.declare_data("nonzero", Dim("H") * 4, "nz")
         Dim('nonzero_0.n')
         """
+        if bound is None:
+            k = 0
+            while f"{stem}_{k}.n" in self.ranges:
+                k += 1
+            capacity = f"{stem}_{k}.cap"
+            self.ranges[capacity] = (0, None)
+            self.capacities.append(capacity)
+            bound = Dim(capacity)
         bound = self.at_bound(self.resolve(bound))
         if not isinstance(bound, int) and not never_decreases(bound.expr):
             raise ShapeError(f"{origin}: the bound {bound} of its output size must not "
@@ -330,6 +344,8 @@ class DimTable:
             if name in self.data:
                 bound, origin = self.data[name]
                 places = f"node {origin!r} at run time, at most {bound}"
+            elif name in self.capacities:
+                places = "the runtime: the room for a data-dependent dim, grown on demand"
             lines.append(f"{name} in {self.describe_range(name)}"
                          + (f" (from {places})" if places else ""))
         for name, keep in self.substitutions.items():
@@ -360,6 +376,7 @@ class DimTable:
                              "reason": c.reason} for c in self.constraints],
             "implied": dict(self.implied),
             "data": {n: [dim_to_json(b), origin] for n, (b, origin) in self.data.items()},
+            "capacities": list(self.capacities),
         }
 
     @staticmethod
@@ -381,14 +398,16 @@ class DimTable:
             implied = {str(n): int(v) for n, v in state["implied"].items()}
             data = {str(n): (dim_from_json(b), str(origin))
                     for n, (b, origin) in state.get("data", {}).items()}
+            capacities = [str(n) for n in state.get("capacities", [])]
         except (KeyError, TypeError, AttributeError) as error:
             raise ValueError(f"malformed dim table: {error}") from None
-        return DimTable(ranges, origins, substitutions, constraints, "", implied, data)
+        return DimTable(ranges, origins, substitutions, constraints, "", implied, data,
+                        capacities)
 
     def copy(self) -> DimTable:
         return DimTable(dict(self.ranges), {k: list(v) for k, v in self.origins.items()},
                         dict(self.substitutions), list(self.constraints), self.site,
-                        dict(self.implied), dict(self.data))
+                        dict(self.implied), dict(self.data), list(self.capacities))
 
 
 def active_table() -> DimTable | None:

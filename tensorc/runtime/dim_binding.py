@@ -7,7 +7,10 @@ the input, the dim and the constraint.
 
 Data-dependent dims (NonZero's count) have no input to read: a run starts with each at its
 bound, so that the outputs are allocated at their largest; the kernels write the actual values
-into the dims array, and :meth:`DimBinding.cut` then cuts the outputs to them.
+into the dims array, and :meth:`DimBinding.cut` then cuts the outputs to them. A capacity (the
+bound of a data-dependent dim that nothing else bounds) starts at INITIAL_CAPACITY; a run
+whose dim exceeds it fails its check, :meth:`DimBinding.grow` makes room, and the module runs
+it again.
 
 >>> binding = DimBinding(table, inputs, outputs, arena_size)
 >>> values, out_shapes, arena = binding.bind([x.shape, mask.shape])
@@ -22,6 +25,9 @@ from tensorc.ir.dim_table import DimTable
 from tensorc.ir.dims import evaluator
 
 
+INITIAL_CAPACITY = 64
+
+
 class DimBinding:
     def __init__(self, table: DimTable, inputs, outputs, arena_size):
         self.table = table
@@ -32,7 +38,11 @@ class DimBinding:
         self.places = {name: [(position[i], axis) for i, axis in places if i in position]
                        for name, places in table.origins.items() if name in self.names}
         data = [n for n in self.names if n in table.data]
-        self.ranges = [(name, *table.ranges[name]) for name in self.names if name not in data]
+        # the capacities' values now, kept between runs (they only grow)
+        self.capacities = {n: INITIAL_CAPACITY for n in table.capacities if n in self.names}
+        self._capacity_at = [(self.names.index(n), n) for n in self.capacities]
+        self.ranges = [(name, *table.ranges[name]) for name in self.names
+                       if name not in data and name not in self.capacities]
         self.ranks = [len(shape) for _, shape, _ in outputs]
         sizes = [d for _, shape, _ in outputs for d in shape] + [arena_size]
         self._sizes = evaluator(sizes, self.names)
@@ -61,6 +71,8 @@ class DimBinding:
             if any(shapes[i][axis] != first for i, axis in places[1:]):
                 return self._refuse(shapes)
             values.append(first)
+        for k, name in self._capacity_at:
+            values[k] = self.capacities[name]
         if self.data:
             for (k, _), bound in zip(self.data, self._bounds(values)):
                 values[k] = bound
@@ -86,6 +98,20 @@ class DimBinding:
                              f"{types.MAX_TENSOR_BYTES / (1 << 30):.3g} GiB; run smaller "
                              f"inputs (or raise tensorc.ir.types.MAX_TENSOR_BYTES)")
         return values, shapes_out, arena
+
+    def grow(self, index: int | None, size: int | None) -> bool:
+        """After a run failed a size check that read ``index`` against ``size``: where that
+        size is a capacity's (its value plus one) and the value is above it, the capacity
+        grows to hold it (at least doubling); whether one grew, so the run is worth
+        repeating."""
+        if index is None or size is None or index < size:
+            return False
+        grown = False
+        for name, capacity in self.capacities.items():
+            if capacity + 1 == size:
+                self.capacities[name] = max(2 * capacity, index)
+                grown = True
+        return grown
 
     def cut(self, result: dict, dims) -> dict:
         """The outputs of a run cut to the data-dependent dims' values its kernels wrote into

@@ -129,6 +129,8 @@ class Module(CompiledModule):
     def _run_symbolic(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         args, result, dims = self._symbolic_args(self._check_feeds_slowly(feeds))
         status = self._entry(args, int(self.num_threads), None)
+        if status and self._binding.capacities and self._binding.grow(*self._bad_values()):
+            return self._run_symbolic(feeds)    # a data-dependent dim outgrew its room
         if status:
             raise self._check_failed(status)
         if self._binding.cut_outputs:       # data-dependent sizes, written by the kernels
@@ -152,11 +154,16 @@ class Module(CompiledModule):
         args = (ctypes.c_void_p * len(pointers))(*pointers)
         return args, result, dims      # (dims: alive as long as the arguments)
 
+    def _bad_values(self) -> tuple[int | None, int | None]:
+        """The index and size of the last failed check (``tensorc_bad_index``, ``_size``)."""
+        index, size = (ctypes.c_int64.from_address(a).value if a else None for a in (
+            self._library.global_address(f"tensorc_bad_{n}") for n in ("index", "size")))
+        return index, size
+
     def _check_failed(self, status: int) -> KernelRuntimeError:
         """The error for a run whose kernel call ``status - 1`` failed a runtime check
         (codegen/llvm/codegen.py): an index out of range, held in ``tensorc_bad_index``."""
-        index, size = (ctypes.c_int64.from_address(a).value if a else None for a in (
-            self._library.global_address(f"tensorc_bad_{n}") for n in ("index", "size")))
+        index, size = self._bad_values()
         info = self.kernels[status - 1] if 0 < status <= len(self.kernels) else None
         if info is None:
             return KernelRuntimeError(f"the run stopped: a runtime check failed (status "

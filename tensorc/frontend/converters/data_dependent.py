@@ -109,3 +109,55 @@ def unique(ctx: ImportContext, inputs: list[Value], *, axis: int | None = None,
     return tuple(ctx.emit("unique", [x], output=output, count=count,
                           writes=(count.expr.name,), **attrs)
                  for output in ("y", "indices", "inverse", "counts"))
+
+
+def runtime_dim(ctx: ImportContext, value: Value, payload: Value, stem: str,
+                bound: DimLike | None = None) -> tuple[Value, object]:
+    """A data-dependent dim set from ``value`` (one integer, computed at run time) by a
+    value_dim kernel that checks it against ``bound`` (None: a capacity the runtime grows):
+    (``payload`` as the kernel passes it on, which the ops sized by the dim must compute
+    from: the data edge runs them after it, the dim)."""
+    count = data_dim(ctx, stem, bound)
+    bound = ctx.graph.dims.data[count.expr.name][0]
+    value = ctx.emit("reshape", [value], shape=(1,))
+    if value.type.dtype not in ("int32", "int64"):
+        value = ctx.emit("cast", [value], dtype="int64")
+    passed = ctx.emit("value_dim", [value, payload], count=count, writes=(count.expr.name,),
+                      bound=bound)
+    return passed, count
+
+
+def runtime_range(ctx: ImportContext, inputs: list[Value]) -> Value:
+    """Range over values computed at run time: its length max(ceil((limit - start) /
+    delta), 0) is a data-dependent dim with a capacity (nothing bounds it); the values are
+    start + i * delta, as onnxruntime computes them. A delta of 0 is a length of -1, which
+    the size check refuses."""
+    start, limit, delta = (ctx.emit("reshape", [v], shape=()) for v in inputs)
+    dtype = start.type.dtype
+    wide = [ctx.emit("cast", [v], dtype="float64") for v in (start, limit, delta)]
+    span = ctx.emit("div", [ctx.emit("sub", [wide[1], wide[0]]), wide[2]])
+    length = ctx.emit("maximum", [ctx.emit("ceil", [span]),
+                                  ctx.const(np.zeros((), np.float64))])
+    zero_step = ctx.emit("equal", [wide[2], ctx.const(np.zeros((), np.float64))])
+    length = ctx.emit("where", [zero_step, ctx.const(np.array(-1.0)), length])
+    step, n = runtime_dim(ctx, ctx.emit("cast", [length], dtype="int64"),
+                          ctx.emit("reshape", [delta], shape=(1,)), "range")
+    ones = ctx.emit("broadcast_to", [ctx.const(np.ones(1, np.int64))], shape=(n,))
+    index = ctx.emit("cumsum", [ones], axis=0, exclusive=True, reverse=False)
+    steps = ctx.emit("mul", [ctx.emit("cast", [index], dtype=dtype), step])
+    return ctx.emit("add", [steps, start])
+
+
+def runtime_constant_of_shape(ctx: ImportContext, shape: Value, fill: np.ndarray) -> Value:
+    """ConstantOfShape of a shape computed at run time: each of its (statically many)
+    elements a data-dependent dim with a capacity; the fill broadcast to them."""
+    if shape.type.ndim != 1 or not isinstance(shape.type.shape[0], int):
+        raise ShapeError(f"ConstantOfShape: the shape input must be 1-D of a known length, "
+                         f"got {shape.type}")
+    dims = []
+    value = ctx.const(fill[:1].reshape(()))
+    for k in range(shape.type.shape[0]):     # the fill passes each dim's kernel in turn
+        element = ctx.emit("slice", [shape], starts=(k,), steps=(1,), shape=(1,))
+        value, dim = runtime_dim(ctx, element, value, "constant_of_shape")
+        dims.append(dim)
+    return ctx.emit("broadcast_to", [value], shape=tuple(dims))
