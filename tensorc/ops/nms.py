@@ -8,9 +8,9 @@ them. Boxes are [y1, x1, y2, x2] with corners in either order (center_point_box 
 [x_center, y_center, width, height] (1). The IoU is onnxruntime's: 0 where the boxes do not
 overlap or either has no area.
 
-The kernel is loop IR, serial (ops/loop_kernels.py): per batch and class, each step scans for
-the best box left (S^2 per class, no sort), then its IoU against the kept boxes. Correct
-first; detectors keep a few hundred candidates per class after their TopK.
+The kernel is loop IR, serial (ops/loop_kernels.py): per batch and class, the boxes above the
+score threshold are collected and merge-sorted by score (bottom-up, stable), then each in
+turn is tested against the boxes kept so far: O(c log c + c * kept) for c candidates.
 """
 from __future__ import annotations
 
@@ -27,10 +27,6 @@ from tensorc.ops.registry import Pattern, define
 from tensorc.ops.shape_rules import expect_arity
 
 non_max_suppression = define("non_max_suppression", Pattern.OPAQUE)
-
-# a box's state during one class's selection
-CANDIDATE, KEPT, DONE = 0, 1, 2
-
 
 @non_max_suppression.infer
 def _infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
@@ -134,51 +130,70 @@ def _kernel(attrs: dict, operands: list, out: Buffer, writes: list[Buffer]) -> S
     limit = E.cast("int64", read(max_out, 0))
     iou_threshold = E.cast(boxes.dtype, read(iou, 0))
     score_threshold = E.cast(scores.dtype, read(score, 0))
-    state = Buffer("state", (boxes.shape[1],), "int8")
-    total, kept, best = local("int64", "total"), local("int64", "kept"), local("int64", "best")
-    best_score, keep = local(scores.dtype, "best_score"), local("int8", "keep")
+    # the candidates' box numbers, sorted in place through a second buffer
+    cand = Buffer("candidates", (boxes.shape[1],), "int64")
+    spare = Buffer("spare", (boxes.shape[1],), "int64")
+    total, kept, found = local("int64", "total"), local("int64", "kept"), local("int64", "found")
+    width, left, right = local("int64", "width"), local("int64", "left"), local("int64", "right")
+    first, keep = local("int64", "first"), local("int8", "keep")
 
     def class_body(b, c):
         row = (b * classes + c) * count
 
-        def init(s):
+        def score_of(i):
+            return read(scores, row + E.Load(cand, (i,)))
+
+        def collect(s):
             value = read(scores, row + s)
             eligible = E.Compare("gt", value, score_threshold) \
                 if attrs["has_score_threshold"] else E.Compare("eq", value, value)
-            return write(state, s, E.select(eligible, E.Const(CANDIDATE, "int8"),
-                                            E.Const(DONE, "int8")))
+            return when(eligible, seq(write(cand, get(found), s), put(found, get(found) + 1)))
 
-        def state_at(s):
-            return E.cast("int64", E.Load(state, (s,)))
+        def merge_step(k):
+            # bottom-up merge sort by decreasing score; ties keep the earlier box first
+            lo = (k // (get(width) * 2)) * (get(width) * 2)
+            mid = E.minimum(lo + get(width), get(found))
+            hi = E.minimum(lo + get(width) * 2, get(found))
+            take_left = seq(write(spare, k, E.Load(cand, (get(left),))),
+                            put(left, get(left) + 1))
+            take_right = seq(write(spare, k, E.Load(cand, (get(right),))),
+                             put(right, get(right) + 1))
+            return seq(
+                when(E.Compare("eq", k, lo), seq(put(left, lo), put(right, mid))),
+                when(E.Compare("lt", get(left), mid),
+                     when(E.Compare("lt", get(right), hi),
+                          when(E.Compare("ge", score_of(get(left)), score_of(get(right))),
+                               take_left, take_right),
+                          take_left),
+                     take_right))
 
-        def scan(s):
-            better = E.any_of(E.Compare("lt", get(best), E.const(0)),
-                              E.Compare("gt", read(scores, row + s), get(best_score)))
-            return when(E.all_of(E.Compare("eq", state_at(s), E.const(CANDIDATE)), better),
-                        seq(put(best, s), put(best_score, read(scores, row + s))))
+        def merge_pass(_):
+            return when(E.Compare("lt", get(width), get(found)), seq(
+                loop(get(found), merge_step, "k"),
+                loop(get(found), lambda k: write(cand, k, E.Load(spare, (k,))), "k"),
+                put(width, get(width) * 2)))
 
-        def check(t):
-            hit = _suppresses(boxes, (b * count + get(best)) * 4, (b * count + t) * 4,
-                              center, iou_threshold)
-            return when(E.all_of(E.Compare("eq", state_at(t), E.const(KEPT)), hit),
-                        put(keep, E.Const(0, "int8")))
+        def select(q):
+            box = E.Load(cand, (q,))
 
-        def step(_):
-            take = seq(
-                write(state, get(best), E.Const(DONE, "int8")),
-                put(keep, E.Const(1, "int8")),
-                loop(count, check, "t"),
-                when(E.Compare("ne", E.cast("int64", get(keep)), E.const(0)), seq(
-                    write(state, get(best), E.Const(KEPT, "int8")),
-                    write(out, get(total) * 3, b), write(out, get(total) * 3 + 1, c),
-                    write(out, get(total) * 3 + 2, get(best)),
-                    put(total, get(total) + 1), put(kept, get(kept) + 1))))
+            def against(t):
+                other = E.Load(out, ((get(first) + t) * 3 + 2,))
+                hit = _suppresses(boxes, (b * count + box) * 4, (b * count + other) * 4,
+                                  center, iou_threshold)
+                return when(hit, put(keep, E.Const(0, "int8")))
             return when(E.Compare("lt", get(kept), limit), seq(
-                put(best, -1), loop(count, scan, "s"),
-                when(E.Compare("ge", get(best), E.const(0)), take)))
-        return seq(loop(count, init, "s"), put(kept, 0), loop(count, step, "step"))
+                put(keep, E.Const(1, "int8")),
+                loop(get(kept), against, "t"),
+                when(E.Compare("ne", E.cast("int64", get(keep)), E.const(0)), seq(
+                    write(out, get(total) * 3, b), write(out, get(total) * 3 + 1, c),
+                    write(out, get(total) * 3 + 2, box),
+                    put(total, get(total) + 1), put(kept, get(kept) + 1)))))
+        return seq(put(found, 0), loop(count, collect, "s"),
+                   put(width, 1), loop(64, merge_pass, "pass"),
+                   put(kept, 0), put(first, get(total)), loop(get(found), select, "q"))
 
     body = seq(put(total, 0),
                loop(batches, lambda b: loop(classes, lambda c: class_body(b, c), "c"), "b"),
                put(writes[0], get(total)))
-    return Allocate(state, allocate([total, kept, best, best_score, keep], body))
+    return Allocate(cand, Allocate(spare, allocate(
+        [total, kept, found, width, left, right, first, keep], body)))
