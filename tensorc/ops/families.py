@@ -25,3 +25,4 @@ from tensorc.ops import compaction  # noqa: F401  nonzero, compress (data-depend
 from tensorc.ops import value_dim  # noqa: F401  a data-dependent dim from a tensor's value
 from tensorc.ops import nms  # noqa: F401  non_max_suppression
 from tensorc.ops import unique  # noqa: F401  unique (data-dependent size)
+from tensorc.ops import branch_select  # noqa: F401  an If's result of a run-time shape
