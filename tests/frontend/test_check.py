@@ -348,3 +348,14 @@ def test_check_agrees_with_compile_on_bundled_models(name: str):
     assert report.supported, str(report)
     module = tensorc.compile(models.load(name), input_shapes=shapes)
     assert {n: s for n, s, _ in module.inputs} == shapes
+
+
+def test_data_dependent_ops_are_supported_and_their_dims_listed():
+    nodes = [helper.make_node("NonZero", ["x"], ["i"], name="where"),
+             helper.make_node("Unique", ["x"], ["u"], name="uniq")]
+    model = make_model(nodes, [tensor_info("x", "float32", [2, 3])], ["i", "u"], opset=13)
+    report = check_model(model)
+    assert report.supported, str(report)
+    text = str(report)
+    assert "nonzero_0.n in [0, 6]  (from node 'where' at run time, at most 6)" in text
+    assert "unique_0.n in [0, 6]  (from node 'uniq' at run time, at most 6)" in text

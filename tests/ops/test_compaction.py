@@ -118,3 +118,11 @@ def test_compress_refuses_a_condition_of_two_axes():
                                tensor_info("c", "bool", (2, 2))], ["y"], opset=13)
     with pytest.raises(TensorcError, match="condition must be 1-D"):
         tensorc.compile(model, cache=False)
+
+
+def test_cuda_refuses_data_dependent_sizes():
+    nodes = [helper.make_node("NonZero", ["x"], ["y"], name="where")]
+    model = make_model(nodes, [tensor_info("x", "float32", (3,))], ["y"], opset=13)
+    with pytest.raises(TensorcError, match="CUDA back end does not run ops whose output size "
+                                           "depends on the data yet \\(nodes 'where'\\)"):
+        tensorc.compile(model, target="cuda")
