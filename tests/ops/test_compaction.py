@@ -126,3 +126,23 @@ def test_cuda_refuses_data_dependent_sizes():
     with pytest.raises(TensorcError, match="CUDA back end does not run ops whose output size "
                                            "depends on the data yet \\(nodes 'where'\\)"):
         tensorc.compile(model, target="cuda")
+
+
+def test_nonzero_whose_count_alone_is_read():
+    # only the count is used (Shape -> Gather, a Range over it, a Cast of the shape): the
+    # NonZero kernel must still run, before the kernels that read its dim
+    nodes = [helper.make_node("NonZero", ["x"], ["i"]), helper.make_node("Shape", ["i"], ["s"]),
+             helper.make_node("Gather", ["s", "one"], ["n"], axis=0),
+             helper.make_node("Cast", ["s"], ["f"], to=TensorProto.FLOAT),
+             helper.make_node("Add", ["f", "b"], ["y"]),
+             helper.make_node("Range", ["zero", "n", "one"], ["r"])]
+    model = make_model(nodes, [tensor_info("x", "float32", (4, 4)),
+                               tensor_info("b", "float32", (2,))], ["y", "r"], opset=13,
+                       initializers={"zero": np.array(0, np.int64),
+                                     "one": np.array(1, np.int64)})
+    module = tensorc.compile(model, cache=False)
+    rng = np.random.default_rng(4)
+    for density in (0.0, 0.5, 1.0):
+        feeds = {"x": (rng.random((4, 4)) < density).astype(np.float32),
+                 "b": np.ones(2, np.float32)}
+        assert_close(module.run(feeds), ort_run(model, feeds))
