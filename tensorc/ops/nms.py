@@ -21,7 +21,7 @@ from tensorc.ir import expr as E
 from tensorc.ir.loop import Allocate, Buffer, Stmt
 from tensorc.ir.types import TensorType
 from tensorc.ops.loop_kernels import (
-    allocate, extent, get, local, loop, put, read, seq, when, write,
+    allocate, extent, get, local, loop, merge_sort, put, read, seq, when, write,
 )
 from tensorc.ops.registry import Pattern, define
 from tensorc.ops.shape_rules import expect_arity
@@ -134,14 +134,10 @@ def _kernel(attrs: dict, operands: list, out: Buffer, writes: list[Buffer]) -> S
     cand = Buffer("candidates", (boxes.shape[1],), "int64")
     spare = Buffer("spare", (boxes.shape[1],), "int64")
     total, kept, found = local("int64", "total"), local("int64", "kept"), local("int64", "found")
-    width, left, right = local("int64", "width"), local("int64", "left"), local("int64", "right")
     first, keep = local("int64", "first"), local("int8", "keep")
 
     def class_body(b, c):
         row = (b * classes + c) * count
-
-        def score_of(i):
-            return read(scores, row + E.Load(cand, (i,)))
 
         def collect(s):
             value = read(scores, row + s)
@@ -149,29 +145,8 @@ def _kernel(attrs: dict, operands: list, out: Buffer, writes: list[Buffer]) -> S
                 if attrs["has_score_threshold"] else E.Compare("eq", value, value)
             return when(eligible, seq(write(cand, get(found), s), put(found, get(found) + 1)))
 
-        def merge_step(k):
-            # bottom-up merge sort by decreasing score; ties keep the earlier box first
-            lo = (k // (get(width) * 2)) * (get(width) * 2)
-            mid = E.minimum(lo + get(width), get(found))
-            hi = E.minimum(lo + get(width) * 2, get(found))
-            take_left = seq(write(spare, k, E.Load(cand, (get(left),))),
-                            put(left, get(left) + 1))
-            take_right = seq(write(spare, k, E.Load(cand, (get(right),))),
-                             put(right, get(right) + 1))
-            return seq(
-                when(E.Compare("eq", k, lo), seq(put(left, lo), put(right, mid))),
-                when(E.Compare("lt", get(left), mid),
-                     when(E.Compare("lt", get(right), hi),
-                          when(E.Compare("ge", score_of(get(left)), score_of(get(right))),
-                               take_left, take_right),
-                          take_left),
-                     take_right))
-
-        def merge_pass(_):
-            return when(E.Compare("lt", get(width), get(found)), seq(
-                loop(get(found), merge_step, "k"),
-                loop(get(found), lambda k: write(cand, k, E.Load(spare, (k,))), "k"),
-                put(width, get(width) * 2)))
+        def higher(i, j):       # decreasing score; ties keep the earlier box first
+            return None, E.Compare("ge", read(scores, row + i), read(scores, row + j))
 
         def select(q):
             box = E.Load(cand, (q,))
@@ -189,11 +164,10 @@ def _kernel(attrs: dict, operands: list, out: Buffer, writes: list[Buffer]) -> S
                     write(out, get(total) * 3 + 2, box),
                     put(total, get(total) + 1), put(kept, get(kept) + 1)))))
         return seq(put(found, 0), loop(count, collect, "s"),
-                   put(width, 1), loop(64, merge_pass, "pass"),
+                   merge_sort(cand, spare, get(found), higher),
                    put(kept, 0), put(first, get(total)), loop(get(found), select, "q"))
 
     body = seq(put(total, 0),
                loop(batches, lambda b: loop(classes, lambda c: class_body(b, c), "c"), "b"),
                put(writes[0], get(total)))
-    return Allocate(cand, Allocate(spare, allocate(
-        [total, kept, found, width, left, right, first, keep], body)))
+    return Allocate(cand, Allocate(spare, allocate([total, kept, found, first, keep], body)))

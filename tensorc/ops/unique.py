@@ -7,9 +7,9 @@ lexicographic order when sorted); the frontend flattens the input where ONNX giv
 - inverse[n]: for each slice of the input, the position of its value in y;
 - counts[u]: how often each occurs.
 
-The kernel is loop IR, serial (ops/loop_kernels.py): each slice's first occurrence by
-comparing it with the ones before (n^2 slice comparisons), then each unique slice's place by
-counting the unique slices ordered before it. Correct first.
+The kernel is loop IR, serial (ops/loop_kernels.py): the slices merge-sorted by value
+(stable, so each run of equal slices starts with the first occurrence), the runs numbered in
+that order (sorted) or by first occurrence: O(n log n) slice comparisons.
 """
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ import numpy as np
 
 from tensorc.errors import ShapeError
 from tensorc.ir import expr as E
-from tensorc.ir.loop import Allocate, Buffer, Stmt
+from tensorc.ir.loop import Buffer, Stmt
 from tensorc.ir.types import TensorType
 from tensorc.ops.loop_kernels import (
-    allocate, extent, get, local, loop, put, read, seq, when, write,
+    allocate, extent, get, local, loop, merge_sort, put, read, seq, when, write,
 )
 from tensorc.ops.registry import Pattern, define
 from tensorc.ops.shape_rules import expect_arity, expect_axis
@@ -77,42 +77,42 @@ def _kernel(attrs: dict, operands: list, out: Buffer, writes: list[Buffer]) -> S
     n = extent(x.shape[axis])
     inner = _product(x.shape[axis + 1:])
     per_slice = outer * inner
-    first = Buffer("first", (x.shape[axis],), "int64")
-    place = Buffer("place", (x.shape[axis],), "int64")
-    total, rank, order = local("int64", "total"), local("int64", "rank"), local("int64", "cmp")
+    order = Buffer("order", (x.shape[axis],), "int64")     # slices, sorted by value
+    spare = Buffer("spare", (x.shape[axis],), "int64")
+    first = Buffer("first", (x.shape[axis],), "int64")     # each slice's first occurrence
+    place = Buffer("place", (x.shape[axis],), "int64")     # a first occurrence's place in y
+    total, leader, cmp = local("int64", "total"), local("int64", "leader"), \
+        local("int64", "cmp")
 
     def element(i, e):
         return read(x, ((e // inner) * n + i) * inner + e % inner)
 
     def compare(i, j) -> Stmt:
-        """order = -1, 0 or 1 as slice i is before, equal to or after slice j."""
+        """cmp = -1, 0 or 1 as slice i is before, equal to or after slice j."""
         def step(e):
             a, b = element(i, e), element(j, e)
-            return when(E.Compare("eq", get(order), E.const(0)),
-                        seq(when(E.Compare("lt", a, b), put(order, -1)),
-                            when(E.Compare("gt", a, b), put(order, 1))))
-        return seq(put(order, 0), loop(per_slice, step, "e"))
+            return when(E.Compare("eq", get(cmp), E.const(0)),
+                        seq(when(E.Compare("lt", a, b), put(cmp, -1)),
+                            when(E.Compare("gt", a, b), put(cmp, 1))))
+        return seq(put(cmp, 0), loop(per_slice, step, "e"))
 
-    def first_of(i):
-        def earlier(j):
-            return when(E.Compare("eq", E.Load(first, (i,)), i), seq(
-                compare(i, j),
-                when(E.Compare("eq", get(order), E.const(0)), write(first, i, j))))
-        return seq(write(first, i, i), loop(i, earlier, "j"))
+    def not_after(i, j):    # stable: equal slices keep their order, the first one first
+        return compare(i, j), E.Compare("le", get(cmp), E.const(0))
+
+    def group(k):
+        # a run of equal slices in sorted order: its first (the first occurrence) leads it
+        current = E.Load(order, (k,))
+        new_run = seq(put(leader, current), write(place, current, get(total)),
+                      put(total, get(total) + 1))
+        starts = E.Compare("eq", k, E.const(0))
+        return seq(
+            when(starts, new_run,
+                 seq(compare(E.Load(order, (k - 1,)), current),
+                     when(E.Compare("ne", get(cmp), E.const(0)), new_run))),
+            write(first, current, get(leader)))
 
     def is_first(i):
         return E.Compare("eq", E.Load(first, (i,)), i)
-
-    def place_of(i):
-        if not attrs["sorted"]:
-            return when(is_first(i), seq(write(place, i, get(total)),
-                                         put(total, get(total) + 1)))
-
-        def before(j):
-            return when(is_first(j), seq(compare(j, i), when(
-                E.Compare("lt", get(order), E.const(0)), put(rank, get(rank) + 1))))
-        return when(is_first(i), seq(put(rank, 0), loop(n, before, "j"),
-                                     write(place, i, get(rank)), put(total, get(total) + 1)))
 
     def emit_output() -> Stmt:
         def at(i):
@@ -133,9 +133,15 @@ def _kernel(attrs: dict, operands: list, out: Buffer, writes: list[Buffer]) -> S
                 element(i, e)), "e"))
         return loop(n, copy, "i")
 
-    body = seq(loop(n, first_of, "i"), put(total, 0), loop(n, place_of, "i"),
+    # unsorted: the first occurrences take their places in the order they occur
+    by_occurrence = seq(put(total, 0), loop(n, lambda i: when(is_first(i), seq(
+        write(place, i, get(total)), put(total, get(total) + 1))), "i"))
+    body = seq(loop(n, lambda i: write(order, i, i), "i"),
+               merge_sort(order, spare, n, not_after),
+               put(total, 0), loop(n, group, "k"),
+               None if attrs["sorted"] else by_occurrence,
                put(writes[0], get(total)), emit_output())
-    return Allocate(first, Allocate(place, allocate([total, rank, order], body)))
+    return allocate([order, spare, first, place, total, leader, cmp], body)
 
 
 def _product(dims) -> E.Expr:
