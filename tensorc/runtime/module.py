@@ -197,8 +197,10 @@ class Module(CompiledModule):
         # tensorc.reference imports onnx (about 0.2 s), which running a saved module never needs
         from tensorc.reference import random_inputs
         if feeds is None:
-            if self._dim_names:
-                raise TensorcError(f"this module's dims {', '.join(self._dim_names)} are "
+            # (data-dependent dims are no input's: static inputs still give random feeds)
+            named = [n for n in self._dim_names if self.dims.origins.get(n)]
+            if named:
+                raise TensorcError(f"this module's dims {', '.join(named)} are "
                                    f"symbolic: profile it with feeds of the shape to time")
             feeds = random_inputs(self.inputs, seed=0)
         arrays = self._check_feeds(feeds) if not self._dim_names else \

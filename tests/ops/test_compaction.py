@@ -146,3 +146,19 @@ def test_nonzero_whose_count_alone_is_read():
         feeds = {"x": (rng.random((4, 4)) < density).astype(np.float32),
                  "b": np.ones(2, np.float32)}
         assert_close(module.run(feeds), ort_run(model, feeds))
+
+
+def test_profile_of_static_inputs_with_a_data_dependent_size():
+    module = tensorc.compile(_nonzero_model((3, 4, 5)), cache=False)
+    profile = module.profile(seconds=0.05, min_runs=2)
+    assert any("nonzero" in k.info.ops for k in profile.kernels)
+
+
+def test_the_tuner_leaves_out_kernels_of_data_dependent_sizes():
+    from tensorc.autotune.task import extract_tasks
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("NonZero", ["r"], ["y"]),
+             helper.make_node("Cast", ["y"], ["f"], to=TensorProto.FLOAT)]
+    model = make_model(nodes, [tensor_info("x", "float32", (4, 8))],
+                       [tensor_info("f", "float32", None)], opset=13)
+    tasks = extract_tasks(model, measure=False)
+    assert [t.ops for t in tasks] == [("relu",)]
