@@ -31,7 +31,7 @@ from tensorc.compiler.timing import CompileTimes
 from tensorc.compiler.variants import call_forms
 from tensorc.errors import TensorcError
 from tensorc.frontend.model import import_model
-from tensorc.ir.dims import as_expr, dim_var, is_symbolic
+from tensorc.ir.dims import as_expr, dim_var, dims_in, is_symbolic
 from tensorc.ir.graph import Graph
 from tensorc.ir.loop import (
     Buffer, IfThenElse, KernelCall, PrimFunc, Stmt, format_func, seq,
@@ -106,6 +106,8 @@ def _check_written(kernel: Kernel, pending: set, writes: list[str]) -> None:
         return
     used = {n for v in [*kernel.group.inputs, kernel.group.output] for d in v.type.shape
             if is_symbolic(d) for n in d.names}
+    used.update(n for node in kernel.group.nodes for d in dims_in(node.attrs.values())
+                for n in d.names)      # a dim_values node's values, a topk's k
     early = sorted((used & pending) - set(writes))
     if early:
         raise TensorcError(f"kernel {kernel.name} reads the data-dependent dims "
