@@ -338,7 +338,8 @@ def compare_outputs(
         if got.size == 0:
             diffs.append(OutputDiff(name, 0.0, 0.0, not problem, problem))
             continue
-        got64, want64 = got.astype(np.float64), want.astype(np.float64)
+        # (at least 1-D: a scalar output's error must take item assignment)
+        got64, want64 = (np.atleast_1d(a.astype(np.float64)) for a in (got, want))
         error = np.abs(got64 - want64)
         both_nan = np.isnan(got64) & np.isnan(want64)
         error[both_nan] = 0.0

@@ -83,3 +83,9 @@ def test_timing_spread() -> None:
     assert timing.median_ms == 1.0
     assert timing.spread == pytest.approx(0.5)
     assert timing.noisy
+
+
+def test_compare_outputs_takes_scalar_outputs() -> None:
+    comparison = compare_outputs({"s": np.array(2.0, np.float32)},
+                                 {"s": np.array(2.5, np.float32)})
+    assert not comparison.outputs[0].passed and comparison.outputs[0].max_abs == 0.5
