@@ -99,6 +99,10 @@ def _compile(model, target, input_shapes, tuning_log, num_threads, progress, inp
     if progress:
         progress(f"imported {graph.name}: {len(graph.nodes)} nodes")
     if tgt.kind == "cuda":
+        if graph.dims.data:     # sizes written by kernels: the CPU entry's mechanism alone
+            nodes = ", ".join(sorted({repr(origin) for _, origin in graph.dims.data.values()}))
+            raise TensorcError(f"the CUDA back end does not run ops whose output size depends "
+                               f"on the data yet (nodes {nodes}); compile for target 'llvm'")
         if tuning_log is not None:
             raise TensorcError("tuning logs hold CPU (llvm) schedules; compile for cuda "
                                "without tuning_log=")

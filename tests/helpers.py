@@ -125,12 +125,14 @@ def paddle_like_model() -> onnx.ModelProto:
 
 def branch_on_input_model() -> onnx.ModelProto:
     """A voice detector's shape: an If whose condition is an input (the sample rate) and
-    whose branches give different shapes, so it compiles only with the input's value."""
+    whose branches give outputs of different ranks, so it compiles only with the input's
+    value (branches of one rank and different sizes compile: ops/branch_select.py)."""
     then_branch = helper.make_graph([helper.make_node("Relu", ["x"], ["t"])], "then", [],
                                     [tensor_info("t", "float32", [2, 3])])
     else_branch = helper.make_graph(
-        [helper.make_node("Transpose", ["x"], ["e"], perm=[1, 0])], "else", [],
-        [tensor_info("e", "float32", [3, 2])])
+        [helper.make_node("Reshape", ["x", "flat"], ["e"])], "else", [],
+        [tensor_info("e", "float32", [6])],
+        initializer=[helper.make_tensor("flat", TensorProto.INT64, [1], [6])])
     nodes = [helper.make_node("Equal", ["sr", "k"], ["c"]),
              helper.make_node("If", ["c"], ["y"], then_branch=then_branch,
                               else_branch=else_branch)]

@@ -25,7 +25,7 @@ def _save(model: onnx.ModelProto, path: Path) -> str:
 def unsupported_model(tmp_path: Path) -> str:
     """Symbolic batch; an unsupported op, a vendor op and a rejected Pad mode."""
     nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
-             helper.make_node("Unique", ["a"], ["b"], name="uniq"),
+             helper.make_node("Det", ["a"], ["b"], name="uniq"),
              helper.make_node("FusedMatMul", ["x", "x"], ["c"], name="fmm",
                               domain="com.microsoft"),
              helper.make_node("Pad", ["x", "p"], ["d"], name="pad", mode="mirror")]
@@ -51,7 +51,7 @@ def test_unsupported_model_exits_1(unsupported_model: str,
     assert "opsets: ai.onnx 13, com.microsoft 1" in out
     assert "x: float32[batch,4]  symbolic: dim 0 'batch' = unbound" in out
     assert "compiling needs their shapes, e.g. --input-shape x=1x4" in out
-    assert "UNSUPPORTED Unique (opset 13): node uniq" in out
+    assert "UNSUPPORTED Det (opset 13): node uniq" in out
     assert "UNSUPPORTED com.microsoft::FusedMatMul (opset 1): node fmm" in out
     assert "only the default ONNX domain is supported; node fmm" in out
     assert "partial     Pad (opset 13): node pad" in out
@@ -72,7 +72,7 @@ def test_json_report(unsupported_model: str, capsys: pytest.CaptureFixture[str])
     ops = {op["op_type"]: op for op in report["ops"]}
     assert ops["Relu"]["ok"] is True
     assert (ops["FusedMatMul"]["domain"], ops["FusedMatMul"]["opset"]) == ("com.microsoft", 1)
-    assert ops["Unique"]["issues"] == [{"kind": "op", "reason": "not supported",
+    assert ops["Det"]["issues"] == [{"kind": "op", "reason": "not supported",
                                         "nodes": ["uniq"], "certain": True}]
     assert ops["Pad"]["supported"] is True and ops["Pad"]["ok"] is False
     assert ops["Pad"]["issues"][0]["reason"] == "Pad mode 'mirror' is not supported"

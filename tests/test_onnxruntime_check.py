@@ -152,3 +152,9 @@ def test_quantized_output_without_a_constant_scale_takes_its_range() -> None:
                                  steps={"y": Step(None, "1/255 of the output's range")})
     assert comparison.passed and comparison.outputs[0].step == pytest.approx(0.01)
     assert comparison.outputs[0].steps == pytest.approx(2.0, rel=1e-4)
+
+
+def test_compare_outputs_takes_scalar_outputs() -> None:
+    comparison = compare_outputs({"s": np.array(2.0, np.float32)},
+                                 {"s": np.array(2.5, np.float32)})
+    assert not comparison.outputs[0].passed and comparison.outputs[0].max_abs == 0.5

@@ -19,7 +19,7 @@ import numpy as np
 
 from tensorc.autotune.records import target_string, workload_hash
 from tensorc.compiler.kernel import (
-    group_space, inlined_scalar, picked_layout, schedule_group,
+    group_space, inlined_scalar, loop_kernel_node, picked_layout, schedule_group,
 )
 from tensorc.compiler.llvm import compile_graph, compile_model
 from tensorc.errors import TensorcError
@@ -155,6 +155,12 @@ def tasks_of_compiled(compiled, target: Target) -> list[Task]:
             task.weight += 1
             continue
         group = kernel.group
+        # no knobs (a loop-IR kernel), or sizes known only at run time: nothing to tune
+        table = compiled.graph.dims
+        if loop_kernel_node(group) is not None or any(
+                table.is_data_dependent(d) for v in [*group.inputs, group.output]
+                for d in v.type.shape):
+            continue
         g, copy = standalone(group, compiled.graph, kernel.func.name)
         inputs = [v for v in group.inputs if not inlined_scalar(v, compiled.graph)]
         tasks[kernel.key] = Task(

@@ -18,13 +18,14 @@ from tensorc.ir import te
 from tensorc.ir.dims import bounds as dim_bounds
 from tensorc.ir.dims import dim_var, is_symbolic
 from tensorc.ir.graph import Graph, Value
-from tensorc.ir.loop import PrimFunc
+from tensorc.ir.loop import Buffer, PrimFunc
 from tensorc.ir.lower import lower
 from tensorc.ir.schedule import create_schedule
 from tensorc.ops.catalog import get_op
+from tensorc.ops.loop_kernels import build_loop_kernel
 from tensorc.ops.registry import Template
 from tensorc.ops.schedules import INJECTIVE
-from tensorc.ops.space import Config, Knob, SearchSpace
+from tensorc.ops.space import EMPTY, Config, Knob, SearchSpace
 from tensorc.ops.symbolic import GENERIC
 from tensorc.ops.weight_layouts import WeightLayouts
 from tensorc.passes import loop as loop_passes
@@ -153,6 +154,8 @@ def schedule_group(group: FusedGroup, graph: Graph, target: Target, name: str,
     chooses at ``hints`` (by dim name; te.hint), and a template that does not take symbolic
     shapes yet gives way to the generic one (ops/symbolic.py)."""
     times = times if times is not None else CompileTimes()
+    if loop_kernel_node(group) is not None:
+        return _schedule_loop_kernel(group, graph, name, times)
     hinted = te.dim_hints(hints) if hints is not None else contextlib.nullcontext()
     with times.phase("scheduling", name), hinted, contextlib.ExitStack() as stack:
         layouts = anchor_layouts(group, target)
@@ -198,6 +201,35 @@ def schedule_group(group: FusedGroup, graph: Graph, target: Target, name: str,
         func = loop_passes.optimize(func)
     # the kernel dims' values, for its callers (compiler/llvm.py's entry)
     func.attrs.update(config=config, trace=list(sch.trace), dim_values=kernel_dims)
+    return func
+
+
+def loop_kernel_node(group: FusedGroup):
+    """The node of a group whose kernel its op writes as loop IR (ops/loop_kernels.py), or
+    None."""
+    if len(group.nodes) != 1 or get_op(group.nodes[0].op).kernel_fn is None:
+        return None
+    return group.nodes[0]
+
+
+def _schedule_loop_kernel(group: FusedGroup, graph: Graph, name: str,
+                          times: CompileTimes) -> PrimFunc:
+    """A loop-IR kernel: no schedule, no knobs; its inputs as every kernel's (one-element
+    constants inlined), then its output and the dims it writes."""
+    node = group.nodes[0]
+    with times.phase("lowering to loop IR", name):
+        operands = {}
+        for k, v in enumerate(group.inputs):
+            if inlined_scalar(v, graph):
+                operands[v] = E.Const(graph.constants[v].reshape(-1)[0].item(), v.type.dtype)
+            else:
+                operands[v] = Buffer(f"in{k}", v.type.shape, v.type.dtype)
+        func = build_loop_kernel(get_op(node.op).kernel_fn, node.attrs,
+                                 [operands[v] for v in node.inputs], group.output.type, name)
+    with times.phase("loop passes", name):
+        func = loop_passes.flatten_buffers(func)
+        func = loop_passes.simplify(func)
+    func.attrs.update(config={}, trace=[], dim_values={})
     return func
 
 
@@ -261,6 +293,8 @@ def group_space(group: FusedGroup, graph: Graph, target: Target) -> SearchSpace:
     >>> group_space(group, graph, Target.from_string("llvm -mcpu=znver4")).knobs["algorithm"]
     Knob(name='algorithm', choices=('winograd', 'filter_lanes'), default='winograd', doc=...)
     """
+    if loop_kernel_node(group) is not None:
+        return EMPTY            # a loop-IR kernel has no knobs
     layouts = anchor_layouts(group, target)
     spaces = {}
     for value in layouts.values if layouts is not None else (None,):

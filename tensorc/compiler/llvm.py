@@ -29,8 +29,9 @@ from tensorc.compiler.pipeline import (
 )
 from tensorc.compiler.timing import CompileTimes
 from tensorc.compiler.variants import call_forms
+from tensorc.errors import TensorcError
 from tensorc.frontend.model import import_model
-from tensorc.ir.dims import as_expr, dim_var, is_symbolic
+from tensorc.ir.dims import as_expr, dim_var, dims_in, is_symbolic
 from tensorc.ir.graph import Graph
 from tensorc.ir.loop import (
     Buffer, IfThenElse, KernelCall, PrimFunc, Stmt, format_func, seq,
@@ -60,11 +61,19 @@ def make_entry(graph: Graph, kernels: list[Kernel], plan: MemoryPlan) -> PrimFun
     arena = Buffer("arena", (plan.arena_size,), "uint8")
     # symbolic dims: the entry reads their values, in name order, from the int64 array after
     # its buffer pointers, and passes each kernel those it uses
-    dims = [dim_var(name) for name in sorted(graph.dims.symbols)]
+    names = sorted(graph.dims.symbols)
+    dims = [dim_var(name) for name in names]
+    # a data-dependent dim's kernel writes its value into its slot of that array, and the
+    # entry reads it again after the call
+    dims_array = Buffer("dims", (len(names),), "int64")
     by_kind = {"input": inputs, "output": outputs}
     calls = []
+    pending = set(graph.dims.data)        # data-dependent dims no call has written yet
     for kernel in kernels:
         group = kernel.group
+        writes = [n for node in group.nodes for n in node.attrs.get("writes", ())]
+        _check_written(kernel, pending, writes)
+        pending -= set(writes)
         args = []
         values = [v for v in group.inputs if not inlined_scalar(v, graph)]
         for v in [*values, group.output]:
@@ -76,15 +85,34 @@ def make_entry(graph: Graph, kernels: list[Kernel], plan: MemoryPlan) -> PrimFun
                 args.append((arena, offset))
             else:
                 args.append((by_kind[place.kind][place.index], offset))
+        args += [(dims_array, 8 * names.index(n)) for n in writes]
+        updates = [dim_var(n) for n in writes]
         call: Stmt | None = None
         # over symbolic dims: the kernel's calls, the first whose condition holds
         for condition, symbol, values in reversed(kernel.calls or
                                                   [(None, kernel.symbol, [])]):
-            this = KernelCall(symbol, args, list(values))
+            this = KernelCall(symbol, args, list(values), updates)
             call = this if call is None else IfThenElse(condition, this, call)
         calls.append(call)
+    attrs = {"dims_array": dims_array} if graph.dims.data else {}
     return PrimFunc(ENTRY, [*inputs, *outputs, pool, arena], seq(*calls) if calls else seq(),
-                    dims=dims)
+                    attrs, dims=dims)
+
+
+def _check_written(kernel: Kernel, pending: set, writes: list[str]) -> None:
+    """A kernel sized by a data-dependent dim must run after the kernel that writes it (the
+    converters give it a data edge from that kernel); else it would read a stale value."""
+    if not pending:
+        return
+    used = {n for v in [*kernel.group.inputs, kernel.group.output] for d in v.type.shape
+            if is_symbolic(d) for n in d.names}
+    used.update(n for node in kernel.group.nodes for d in dims_in(node.attrs.values())
+                for n in d.names)      # a dim_values node's values, a topk's k
+    early = sorted((used & pending) - set(writes))
+    if early:
+        raise TensorcError(f"kernel {kernel.name} reads the data-dependent dims "
+                           f"{', '.join(early)} before the kernel that computes them runs "
+                           f"(a bug in tensorc: their converter must give it a data edge)")
 
 
 def compile_graph(graph: Graph, target: Target, progress: Progress | None = None,
@@ -200,7 +228,8 @@ def _call_args(job, graph: Graph) -> list:
     """The buffers a call of ``job``'s kernel passes: its inputs that are not inlined
     scalars, then its output (as make_entry passes them)."""
     group = job.group
-    return [v for v in group.inputs if not inlined_scalar(v, graph)] + [group.output]
+    writes = [n for node in group.nodes for n in node.attrs.get("writes", ())]
+    return [v for v in group.inputs if not inlined_scalar(v, graph)] + [group.output] + writes
 
 
 def compile_model(model, target: Target, input_shapes=None, num_threads: int | None = None,

@@ -204,6 +204,8 @@ class CheckReport:
             for dim in self.dims["symbols"]:
                 lo, hi = dim["range"]
                 places = ", ".join(f"{i}[{a}]" for i, a in dim["inputs"])
+                if "computed_by" in dim:    # a data-dependent dim (ir/dim_table.py)
+                    places = f"node {dim['computed_by']!r} at run time, at most {dim['bound']}"
                 lines.append(f"  {dim['name']} in [{lo}, {'inf' if hi is None else hi}]"
                              f"  (from {places})")
             lines += [f"  {name} = {keep} (unified)"

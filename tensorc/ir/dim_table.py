@@ -11,6 +11,13 @@ carry it, the dims unified with others, and the constraints that must hold at ru
   compile time, each with the reason (the node that needs it). :meth:`DimTable.check` checks
   ranges and constraints for the dims of one run and raises an ``InputError`` that names the
   input, the dim and the constraint.
+- Data-dependent dims (``data``): the size of an output that depends on the values of a
+  tensor (NonZero's count, TopK's run-time k), in [0, bound] where the bound is an expression
+  of the input dims. The kernel of the node that computes it writes its value into the run's
+  dims array; tensors sized by it are allocated at the bound (:meth:`DimTable.at_bound`).
+  Where nothing bounds it (Range over run-time values), its bound is a *capacity*, a dim
+  ``<name>.cap`` the runtime chooses: a run whose value exceeds it fails its check, and the
+  runtime runs it again with the capacity grown (runtime/dim_binding.py).
 
 Shape rules reach the table of the graph being built through :meth:`DimTable.active`
 (a context variable), so ``ops/*`` infer rules keep their signature.
@@ -29,7 +36,7 @@ from typing import Any, Iterator, Mapping, Sequence
 from tensorc.errors import InputError, ShapeError
 from tensorc.ir.arith import never_decreases
 from tensorc.ir.dims import (
-    ACTIVE, Dim, DimLike, decide, dim_from_json, dim_to_json, dim_var, evaluate,
+    ACTIVE, Dim, DimLike, bounds, decide, dim_from_json, dim_to_json, dim_var, evaluate,
     substitute_dims,
 )
 
@@ -76,6 +83,10 @@ class DimTable:
     # lower bounds that recorded constraints imply (H >= 3 once a 3-wide window must fit):
     # a run breaking them is refused, so decisions may rely on them
     implied: dict[str, int] = field(default_factory=dict)
+    # data-dependent dims: name -> (its upper bound over the input dims, the node computing it)
+    data: dict[str, tuple[DimLike, str]] = field(default_factory=dict)
+    # capacities: the dims the runtime sets as the bounds of unbounded data-dependent dims
+    capacities: list[str] = field(default_factory=list)
 
     # declaring --------------------------------------------------------------------------------
     def declare(self, name: str, input: str, axis: int, lo: int = 1,
@@ -87,6 +98,47 @@ class DimTable:
         if name not in self.ranges:
             self.ranges[name] = (lo, hi)
         return Dim(name)
+
+    def declare_data(self, stem: str, bound: DimLike | None, origin: str) -> Dim:
+        """A fresh data-dependent dim ``<stem>_<k>.n`` in [0, bound]: the size of an output of
+        node ``origin`` that its kernel computes at run time. ``bound`` may be an expression
+        of the input dims (and of other data-dependent dims: their bounds replace them);
+        None: nothing bounds it, and a capacity ``<stem>_<k>.cap`` stands for the bound.
+
+        >>> table.declare_data("nonzero", Dim("H") * 4, "nz")
+        Dim('nonzero_0.n')
+        """
+        if bound is None:
+            k = 0
+            while f"{stem}_{k}.n" in self.ranges:
+                k += 1
+            capacity = f"{stem}_{k}.cap"
+            self.ranges[capacity] = (0, None)
+            self.capacities.append(capacity)
+            bound = Dim(capacity)
+        bound = self.at_bound(self.resolve(bound))
+        if not isinstance(bound, int) and not never_decreases(bound.expr):
+            raise ShapeError(f"{origin}: the bound {bound} of its output size must not "
+                             f"decrease as the input dims grow")
+        k = 0
+        while f"{stem}_{k}.n" in self.ranges:
+            k += 1
+        name = f"{stem}_{k}.n"
+        hi = bound if isinstance(bound, int) else bounds(bound)[1]
+        self.ranges[name] = (0, hi)
+        self.data[name] = (bound, origin)
+        return Dim(name)
+
+    def at_bound(self, d: DimLike) -> DimLike:
+        """``d`` with each data-dependent dim replaced by its bound: the size to allocate
+        (sizes never decrease as dims grow, so the bound's size holds every run's)."""
+        if not self.data or not isinstance(d, Dim) or not set(d.names) & set(self.data):
+            return d
+        return substitute_dims(d, {n: b for n, (b, _) in self.data.items()})
+
+    def is_data_dependent(self, d: DimLike) -> bool:
+        """Whether ``d`` involves a data-dependent dim."""
+        return isinstance(d, Dim) and bool(set(d.names) & set(self.data))
 
     def narrow(self, name: str, lo: int, hi: int | None) -> None:
         """Set the range the user gives for ``name`` (``dim_ranges``); it replaces the
@@ -161,6 +213,8 @@ class DimTable:
         """(the dim kept, the dim name replaced by it, or None where neither is a name that
         can be replaced: then both stay, and only the constraint ties them)."""
         order = list(self.ranges)
+        if self.is_data_dependent(a) or self.is_data_dependent(b):
+            return a, None      # a data-dependent dim keeps its name: its kernel writes it
         names = [d for d in (a, b) if isinstance(d, Dim) and d.is_name]
         if len(names) == 2:  # the dim declared first stays
             first = min(names, key=lambda d: order.index(d.expr.name)
@@ -287,6 +341,11 @@ class DimTable:
         lines = []
         for name in self.symbols:
             places = ", ".join(f"{i}[{a}]" for i, a in self.origins.get(name, []))
+            if name in self.data:
+                bound, origin = self.data[name]
+                places = f"node {origin!r} at run time, at most {bound}"
+            elif name in self.capacities:
+                places = "the runtime: the room for a data-dependent dim, grown on demand"
             lines.append(f"{name} in {self.describe_range(name)}"
                          + (f" (from {places})" if places else ""))
         for name, keep in self.substitutions.items():
@@ -298,7 +357,9 @@ class DimTable:
     def to_json(self) -> dict:
         return {
             "symbols": [{"name": n, "range": [self.ranges[n][0], self.ranges[n][1]],
-                         "inputs": [[i, a] for i, a in self.origins.get(n, [])]}
+                         "inputs": [[i, a] for i, a in self.origins.get(n, [])],
+                         **({"computed_by": self.data[n][1], "bound": str(self.data[n][0])}
+                            if n in self.data else {})}
                         for n in self.symbols],
             "unified": {n: str(k) for n, k in self.substitutions.items()},
             "constraints": [c.to_json() for c in self.constraints],
@@ -314,6 +375,8 @@ class DimTable:
             "constraints": [{"lhs": dim_to_json(c.lhs), "op": c.op, "rhs": dim_to_json(c.rhs),
                              "reason": c.reason} for c in self.constraints],
             "implied": dict(self.implied),
+            "data": {n: [dim_to_json(b), origin] for n, (b, origin) in self.data.items()},
+            "capacities": list(self.capacities),
         }
 
     @staticmethod
@@ -333,14 +396,18 @@ class DimTable:
                 constraints.append(Constraint(dim_from_json(c["lhs"]), c["op"],
                                               dim_from_json(c["rhs"]), str(c["reason"])))
             implied = {str(n): int(v) for n, v in state["implied"].items()}
+            data = {str(n): (dim_from_json(b), str(origin))
+                    for n, (b, origin) in state.get("data", {}).items()}
+            capacities = [str(n) for n in state.get("capacities", [])]
         except (KeyError, TypeError, AttributeError) as error:
             raise ValueError(f"malformed dim table: {error}") from None
-        return DimTable(ranges, origins, substitutions, constraints, "", implied)
+        return DimTable(ranges, origins, substitutions, constraints, "", implied, data,
+                        capacities)
 
     def copy(self) -> DimTable:
         return DimTable(dict(self.ranges), {k: list(v) for k, v in self.origins.items()},
                         dict(self.substitutions), list(self.constraints), self.site,
-                        dict(self.implied))
+                        dict(self.implied), dict(self.data), list(self.capacities))
 
 
 def active_table() -> DimTable | None:

@@ -18,6 +18,7 @@ import numpy as np
 
 from tensorc.errors import TensorcError
 from tensorc.ir.dim_table import DimTable
+from tensorc.ir.dims import Dim, dims_in
 from tensorc.ir.types import TensorType, dtype_of
 
 
@@ -316,15 +317,29 @@ def eliminate_dead_code(g: Graph) -> Graph:
     """
     g = g.copy()
     live = set(g.outputs)
+    # a node that writes a data-dependent dim (attrs["writes"]) lives while a live value's
+    # size reads the dim, even where no live node reads its output (a NonZero whose count
+    # alone is used, through Shape)
+    live_dims = {n for v in g.outputs for n in _dim_names(v)}
     kept = []
     for node in reversed(g.nodes):
-        if any(v in live for v in node.outputs):
+        if any(v in live for v in node.outputs) or \
+                live_dims.intersection(node.attrs.get("writes", ())):
             kept.append(node)
             live.update(node.inputs)
+            if g.dims.data:
+                for v in [*node.inputs, *node.outputs]:
+                    live_dims.update(_dim_names(v))
+                live_dims.update(n for d in dims_in(node.attrs.values())
+                                 for n in d.names)
     g.nodes = kept[::-1]
     g.constants = {v: a for v, a in g.constants.items() if v in live}
     g.release_dead_names()
     return g
+
+
+def _dim_names(v: Value) -> set[str]:
+    return {n for d in v.type.shape if isinstance(d, Dim) for n in d.names}
 
 
 Rule = Callable[[Graph, Node], "list[Value] | None"]

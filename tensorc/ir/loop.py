@@ -204,11 +204,14 @@ class ThreadReduce(Stmt):
 @dataclass(eq=False)
 class KernelCall(Stmt):
     """Call another PrimFunc of the same module with ``buffer + byte_offset`` arguments and
-    the values of its symbolic dims (expressions of the caller's)."""
+    the values of its symbolic dims (expressions of the caller's). ``updates``: the
+    caller's dims whose values the call writes (data-dependent dims, into the caller's dims
+    array): the caller reads them again after it."""
 
     func: str
     args: list[tuple[Buffer, int]]
     dims: list[Expr] = field(default_factory=list)
+    updates: list[Var] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -410,7 +413,8 @@ def format_stmt(s: Stmt, indent: int = 0) -> str:
         args = ", ".join(b.name if isinstance(off, int) and off == 0 else
                          f"{b.name}+{format_expr(off) if isinstance(off, Expr) else off}"
                          for b, off in s.args)
-        return f"{pad}call {s.func}({args})\n"
+        writes = f"  -> dims {', '.join(v.name for v in s.updates)}" if s.updates else ""
+        return f"{pad}call {s.func}({args}){writes}\n"
     return f"{pad}{type(s).__name__}\n"
 
 

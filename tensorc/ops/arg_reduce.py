@@ -2,7 +2,9 @@
 
 argmax / argmin attrs: axis (non-negative), keepdims, select_last_index; int64 output.
 topk attrs: axis, k, largest, output ("values" or "indices"). The frontend emits one topk per
-ONNX output; both share the rule below, so the two agree on every tie.
+ONNX output; both share the rule below, so the two agree on every tie. A k given at run time
+is a data-dependent dim, and the topk then takes a second input, the value_dim that writes it
+(ops/value_dim.py), which orders the two kernels (its value is not read again).
 
 The kernels use plain sum / max / min reductions: an argmax is the first position whose value
 equals the maximum, and a top-k entry is the element whose rank is its output position (the
@@ -76,11 +78,12 @@ def _argmin_reference(attrs: dict, x: np.ndarray) -> list[np.ndarray]:
 
 @topk.infer
 def _topk_infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
-    expect_arity("topk", input_types, 1)
-    (x,) = input_types
+    if len(input_types) != 2 or isinstance(attrs["k"], int):
+        expect_arity("topk", input_types, 1)
+    x = input_types[0]
     axis, k = attrs["axis"], attrs["k"]
     expect_axis("topk", axis, x.ndim)
-    if not 0 <= k <= x.shape[axis]:
+    if isinstance(k, int) and not 0 <= k <= x.shape[axis]:
         raise ShapeError(f"topk: k={k} must be in [0, {x.shape[axis]}] (axis {axis} of {x})")
     if attrs["output"] not in ("values", "indices"):
         raise ShapeError(f"topk: output must be 'values' or 'indices', got {attrs['output']!r}")
@@ -89,8 +92,11 @@ def _topk_infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
 
 
 @topk.reference
-def _topk_reference(attrs: dict, x: np.ndarray) -> list[np.ndarray]:
+def _topk_reference(attrs: dict, x: np.ndarray, k_value: np.ndarray | None = None
+                    ) -> list[np.ndarray]:
     axis, k, n = attrs["axis"], attrs["k"], x.shape[attrs["axis"]]
+    if k_value is not None:
+        k = int(k_value.reshape(-1)[0])
     if attrs["largest"]:
         # a stable ascending sort of the reversed axis, reversed back: descending, and
         # equal elements still in position order
@@ -162,10 +168,11 @@ argmin.schedule(_arg_schedule, space=reduction_space)
 
 
 @topk.compute
-def _topk_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
+def _topk_compute(attrs: dict, x: te.Tensor, k_written: te.Tensor | None = None
+                  ) -> te.Tensor:
     axis, k, largest = attrs["axis"], attrs["k"], bool(attrs["largest"])
     n = x.shape[axis]
-    if selects(x.dtype, n, k):
+    if isinstance(k, int) and selects(x.dtype, n, k):
         return _topk_select(attrs, x)
 
     def along(o, i):

@@ -21,3 +21,8 @@ from tensorc.ops import resize  # noqa: F401  resize_axis
 from tensorc.ops import image  # noqa: F401  grid_sample, col2im
 from tensorc.ops import dim_values  # noqa: F401  symbolic dims' values as a tensor
 from tensorc.ops.nn import im2col  # noqa: F401  a conv's patches (symbolic convs as GEMMs)
+from tensorc.ops import compaction  # noqa: F401  nonzero, compress (data-dependent sizes)
+from tensorc.ops import value_dim  # noqa: F401  a data-dependent dim from a tensor's value
+from tensorc.ops import nms  # noqa: F401  non_max_suppression
+from tensorc.ops import unique  # noqa: F401  unique (data-dependent size)
+from tensorc.ops import branch_select  # noqa: F401  an If's result of a run-time shape

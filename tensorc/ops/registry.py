@@ -10,6 +10,11 @@ An entry holds
 - ``layouts(attrs, input_types, target) -> WeightLayouts | None``: where a knob of the
   op's schedule picks the layout of a constant operand (conv's ``algorithm``, matmul's
   ``vectors``), the layouts it may pick (``ops/weight_layouts.py``);
+- ``kernel(attrs, operands, output, writes) -> Stmt``: for an opaque op that no tensor
+  expression can state (a compaction: NonZero, NonMaxSuppression), its kernel written
+  directly as loop IR over its operands (Buffers, or the Const of a one-element constant), its
+  output Buffer and, for each data-dependent dim it computes (``attrs["writes"]``), a
+  one-element int64 Buffer to store that dim's value in (see ``ops/loop_kernels.py``);
 - ``schedule``: per target kind ("llvm", "cuda"), a :class:`Template`: the schedule of a
   fused group whose anchor (most complex op) is this op, as a function of a config, and the
   search space that config comes from (see ``ops/space.py``).
@@ -66,6 +71,7 @@ class OpDef:
     compute_fn: Callable | None = None
     compute_reads_target: bool = False
     layouts_fn: Callable | None = None
+    kernel_fn: Callable | None = None
     templates: dict[str, Template] = field(default_factory=dict)   # by target kind
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -90,6 +96,10 @@ class OpDef:
 
     def layouts(self, fn: Callable) -> Callable:
         self.layouts_fn = fn
+        return fn
+
+    def kernel(self, fn: Callable) -> Callable:
+        self.kernel_fn = fn
         return fn
 
     def schedule(self, fn: Callable | None = None, *, target: str = "llvm",

@@ -220,7 +220,8 @@ def _compare_one(name: str, actual: Mapping[str, np.ndarray], want: np.ndarray, 
     problem = "" if got.dtype == want.dtype else f"dtype {got.dtype}, expected {want.dtype}"
     if got.size == 0:
         return OutputDiff(name, 0.0, 0.0, not problem, problem)
-    got64, want64 = got.astype(np.float64), want.astype(np.float64)
+    # (at least 1-D: a scalar output's error must take item assignment)
+    got64, want64 = (np.atleast_1d(a.astype(np.float64)) for a in (got, want))
     with np.errstate(invalid="ignore"):
         error = np.abs(got64 - want64)
     same = (got64 == want64) | (np.isnan(got64) & np.isnan(want64))   # infinities, NaNs

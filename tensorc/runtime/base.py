@@ -22,6 +22,15 @@ def index_out_of_range(nodes: Sequence[tuple[str, str]], kernel: str, index: int
     """The error for a run stopped by a failed index check (CPU and GPU alike): ``nodes``
     are the (name, op) pairs of the failing kernel's nodes, of which the gathers and
     scatters are named."""
+    sizes = [(node, op) for node, op in nodes if op == "value_dim"]
+    if sizes:       # a run-time size (TopK's k) out of its range (ops/value_dim.py)
+        where = ", ".join(repr(node) for node, _ in sizes)
+        bound = f"[0, {size - 1}]" if size else "its range"
+        # the kernel checks a negative value moved down by size, to fail the check
+        given = index + size if index is not None and size and index < 0 else index
+        return KernelRuntimeError(
+            f"the run stopped: node {where} was given the size {given}, outside {bound}; "
+            f"check the inputs fed to the model")
     checked = [(node, op) for node, op in nodes if op.startswith(("gather", "scatter"))] \
         or list(nodes)
     where = ", ".join(f"{node!r} ({op})" for node, op in checked) or kernel

@@ -5,6 +5,13 @@ recorded) are compiled to Python once (``ir.dims.evaluator``), so that binding a
 microseconds. Where a check fails, the dim table's own ``check`` raises the error that names
 the input, the dim and the constraint.
 
+Data-dependent dims (NonZero's count) have no input to read: a run starts with each at its
+bound, so that the outputs are allocated at their largest; the kernels write the actual values
+into the dims array, and :meth:`DimBinding.cut` then cuts the outputs to them. A capacity (the
+bound of a data-dependent dim that nothing else bounds) starts at INITIAL_CAPACITY; a run
+whose dim exceeds it fails its check, :meth:`DimBinding.grow` makes room, and the module runs
+it again.
+
 >>> binding = DimBinding(table, inputs, outputs, arena_size)
 >>> values, out_shapes, arena = binding.bind([x.shape, mask.shape])
 """
@@ -18,6 +25,9 @@ from tensorc.ir.dim_table import DimTable
 from tensorc.ir.dims import evaluator
 
 
+INITIAL_CAPACITY = 64
+
+
 class DimBinding:
     def __init__(self, table: DimTable, inputs, outputs, arena_size):
         self.table = table
@@ -27,11 +37,23 @@ class DimBinding:
         # where each dim's value is read: (input, axis) places, the first one giving it
         self.places = {name: [(position[i], axis) for i, axis in places if i in position]
                        for name, places in table.origins.items() if name in self.names}
-        self.ranges = [(name, *table.ranges[name]) for name in self.names]
+        data = [n for n in self.names if n in table.data]
+        # the capacities' values now, kept between runs (they only grow)
+        self.capacities = {n: INITIAL_CAPACITY for n in table.capacities if n in self.names}
+        self._capacity_at = [(self.names.index(n), n) for n in self.capacities]
+        self.ranges = [(name, *table.ranges[name]) for name in self.names
+                       if name not in data and name not in self.capacities]
         self.ranks = [len(shape) for _, shape, _ in outputs]
         sizes = [d for _, shape, _ in outputs for d in shape] + [arena_size]
         self._sizes = evaluator(sizes, self.names)
-        constraints = [c for c in table.constraints if set(c.names()) <= set(self.names)]
+        # data-dependent dims: (position, the bound a run starts them at), and the outputs
+        # whose shapes hold one (cut after the run)
+        self.data = [(self.names.index(n), table.data[n][0]) for n in data]
+        self._bounds = evaluator([b for _, b in self.data], self.names)
+        self.cut_outputs = [(k, name) for k, (name, shape, _) in enumerate(outputs)
+                            if any(table.is_data_dependent(d) for d in shape)]
+        constraints = [c for c in table.constraints if set(c.names()) <= set(self.names)
+                       and not set(c.names()) & set(data)]
         self._ops = [c.op for c in constraints]
         self._sides = evaluator([x for c in constraints for x in (c.lhs, c.rhs)], self.names)
 
@@ -43,12 +65,19 @@ class DimBinding:
         for name in self.names:
             places = self.places.get(name) or []
             if not places:
-                return self._refuse(shapes)
+                values.append(0)        # a data-dependent dim: its bound, below
+                continue
             first = shapes[places[0][0]][places[0][1]]
             if any(shapes[i][axis] != first for i, axis in places[1:]):
                 return self._refuse(shapes)
             values.append(first)
-        for (_, lo, hi), v in zip(self.ranges, values):
+        for k, name in self._capacity_at:
+            values[k] = self.capacities[name]
+        if self.data:
+            for (k, _), bound in zip(self.data, self._bounds(values)):
+                values[k] = bound
+        for name, lo, hi in self.ranges:
+            v = values[self.names.index(name)]
             if v < lo or (hi is not None and v > hi):
                 return self._refuse(shapes)
         sides = self._sides(values)
@@ -69,6 +98,41 @@ class DimBinding:
                              f"{types.MAX_TENSOR_BYTES / (1 << 30):.3g} GiB; run smaller "
                              f"inputs (or raise tensorc.ir.types.MAX_TENSOR_BYTES)")
         return values, shapes_out, arena
+
+    def grow(self, index: int | None, size: int | None) -> bool:
+        """After a run failed a size check that read ``index`` against ``size``: where that
+        size is a capacity's (its value plus one) and the value is above it, the capacity
+        grows to hold it (at least doubling); whether one grew, so the run is worth
+        repeating."""
+        if index is None or size is None or index < size:
+            return False
+        grown = False
+        for name, capacity in self.capacities.items():
+            if capacity + 1 == size:
+                self.capacities[name] = max(2 * capacity, index)
+                grown = True
+        return grown
+
+    def cut(self, result: dict, dims) -> dict:
+        """The outputs of a run cut to the data-dependent dims' values its kernels wrote into
+        ``dims``: each a view of its array's first elements (allocated at the bounds)."""
+        sizes = self._sizes([int(v) for v in dims])
+        at = {}
+        k = 0
+        for index, rank in enumerate(self.ranks):
+            at[index] = tuple(sizes[k:k + rank])
+            k += rank
+        for index, name in self.cut_outputs:
+            out = result[name]
+            shape = at[index]
+            count = 1
+            for d in shape:
+                count *= d
+            if count > out.size:     # a kernel's bug, never the user's
+                raise InputError(f"output {name!r} came out {shape}, larger than the "
+                                 f"{out.shape} allocated for it")
+            result[name] = out.reshape(-1)[:count].reshape(shape)
+        return result
 
     def _refuse(self, shapes):
         self.table.check(dict(zip(self.input_names, shapes)))

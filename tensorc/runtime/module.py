@@ -147,10 +147,14 @@ class Module(CompiledModule):
 
     def _run_symbolic(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         arrays = self._symbolic_feeds(feeds)
-        args, result, _ = self._symbolic_args(arrays)
+        args, result, dims = self._symbolic_args(arrays)
         status = self._entry(args, int(self.num_threads), None)
+        if status and self._binding.capacities and self._binding.grow(*self._bad_values()):
+            return self._run_symbolic(feeds)    # a data-dependent dim outgrew its room
         if status:
             raise self._check_failed(status)
+        if self._binding.cut_outputs:       # data-dependent sizes, written by the kernels
+            return self._binding.cut(result, dims)
         return result
 
     def _symbolic_feeds(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
@@ -178,9 +182,13 @@ class Module(CompiledModule):
             if arena > self._arena.nbytes:          # the arena only grows
                 self._arena = _aligned_empty(arena)
                 self._args[len(arrays) + len(shapes) + 1] = self._arena.ctypes.data
-            if len(self._bound) >= _BOUND_SHAPES:
-                self._bound.clear()
-            bound = self._bound[key] = (np.array(values, dtype=np.int64), shapes)
+            bound = (np.array(values, dtype=np.int64), shapes)
+            # kernels that write data-dependent dims write this array, and capacities
+            # grow between runs: such a module binds every run afresh
+            if not (self._binding.data or self._binding.capacities):
+                if len(self._bound) >= _BOUND_SHAPES:
+                    self._bound.clear()
+                self._bound[key] = bound
         dims, shapes = bound
         args = self._args
         k = 0
@@ -196,11 +204,16 @@ class Module(CompiledModule):
         args[k + 2] = data_address(dims)
         return args, result, dims
 
+    def _bad_values(self) -> tuple[int | None, int | None]:
+        """The index and size of the last failed check (``tensorc_bad_index``, ``_size``)."""
+        index, size = (ctypes.c_int64.from_address(a).value if a else None for a in (
+            self._library.global_address(f"tensorc_bad_{n}") for n in ("index", "size")))
+        return index, size
+
     def _check_failed(self, status: int) -> KernelRuntimeError:
         """The error for a run whose kernel call ``status - 1`` failed a runtime check
         (codegen/llvm/codegen.py): an index out of range, held in ``tensorc_bad_index``."""
-        index, size = (ctypes.c_int64.from_address(a).value if a else None for a in (
-            self._library.global_address(f"tensorc_bad_{n}") for n in ("index", "size")))
+        index, size = self._bad_values()
         info = self.kernels[status - 1] if 0 < status <= len(self.kernels) else None
         if info is None:
             return KernelRuntimeError(f"the run stopped: a runtime check failed (status "
@@ -234,8 +247,10 @@ class Module(CompiledModule):
         # tensorc.reference imports onnx (about 0.2 s), which running a saved module never needs
         from tensorc.reference import random_inputs
         if feeds is None:
-            if self._dim_names:
-                raise TensorcError(f"this module's dims {', '.join(self._dim_names)} are "
+            # (data-dependent dims are no input's: static inputs still give random feeds)
+            named = [n for n in self._dim_names if self.dims.origins.get(n)]
+            if named:
+                raise TensorcError(f"this module's dims {', '.join(named)} are "
                                    f"symbolic: profile it with feeds of the shape to time")
             feeds = random_inputs(self.inputs, seed=0)
         arrays = self._check_feeds(feeds) if not self._dim_names else \

@@ -76,9 +76,9 @@ def test_run_node_wraps_one_node():
 
 
 def test_unsupported_op_fails_in_prepare():
-    model = make_model([helper.make_node("NonZero", ["x"], ["y"])],
-                       [tensor_info("x", "float32", [4])], ["y"])
-    with pytest.raises(UnsupportedOpError, match="NonZero"):
+    model = make_model([helper.make_node("Det", ["x"], ["y"])],
+                       [tensor_info("x", "float32", [4, 4])], ["y"])
+    with pytest.raises(UnsupportedOpError, match="Det"):
         TensorcBackend.prepare(model)
 
 

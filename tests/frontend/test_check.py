@@ -44,11 +44,11 @@ def test_supported_model():
 
 def test_every_unsupported_op_with_domain_opset_and_nodes():
     nodes = [helper.make_node("Relu", ["x"], ["a"], name="ok"),
-             helper.make_node("Unique", ["a"], ["b"], name="unique_1"),
-             helper.make_node("Unique", ["b"], ["c"], name="unique_2"),
+             helper.make_node("RandomUniformLike", ["a"], ["b"], name="unique_1"),
+             helper.make_node("RandomUniformLike", ["b"], ["c"], name="unique_2"),
              helper.make_node("FusedConv", ["x"], ["d"], name="fused", domain="com.microsoft"),
              helper.make_node("Binarizer", ["x"], ["e"], name="bin", domain="ai.onnx.ml"),
-             helper.make_node("NonZero", ["x"], ["f"])]
+             helper.make_node("Det", ["x"], ["f"])]
     model = make_model(nodes, [tensor_info("x", "float32", [2, 2])], ["c", "d", "e", "f"],
                        opset=13, extra_opsets={"com.microsoft": 1, "ai.onnx.ml": 3})
     report = check_model(model)
@@ -56,7 +56,7 @@ def test_every_unsupported_op_with_domain_opset_and_nodes():
     assert report.opsets == {"ai.onnx": 13, "com.microsoft": 1, "ai.onnx.ml": 3}
     ops = by_type(report)
     assert ops["Relu"].ok
-    unique = ops["Unique"]
+    unique = ops["RandomUniformLike"]
     assert (unique.supported, unique.opset, unique.nodes) == (False, 13, ["unique_1", "unique_2"])
     assert [(i.kind, i.reason, i.nodes) for i in unique.issues] == [
         ("op", "not supported", ["unique_1", "unique_2"])]
@@ -65,9 +65,9 @@ def test_every_unsupported_op_with_domain_opset_and_nodes():
                                                         "com.microsoft::FusedConv (opset 1)")
     assert fused.issues[0].reason == "only the default ONNX domain is supported"
     assert (ops["Binarizer"].domain, ops["Binarizer"].opset) == ("ai.onnx.ml", 3)
-    assert ops["NonZero"].nodes == ["#5"]  # unnamed: its index, as the importer says
+    assert ops["Det"].nodes == ["#5"]  # unnamed: its index, as the importer says
     text = str(report)
-    assert "UNSUPPORTED Unique (opset 13): nodes unique_1, unique_2" in text
+    assert "UNSUPPORTED RandomUniformLike (opset 13): nodes unique_1, unique_2" in text
     assert "UNSUPPORTED ai.onnx.ml::Binarizer (opset 3): node bin" in text
     assert "result: NOT SUPPORTED: 4 of 5 op types have problems" in text
     # The Relu node ran on trial; nothing read what an unsupported node computes but outputs.
@@ -213,7 +213,8 @@ def test_unknown_rank_skips_the_trial_conversion():
 
 
 def test_ops_inside_subgraphs_are_checked():
-    then_branch = helper.make_graph([helper.make_node("Unique", ["x"], ["t"], name="inner")],
+    then_branch = helper.make_graph([helper.make_node("RandomUniformLike", ["x"], ["t"],
+                                                      name="inner")],
                                     "then", [], [tensor_info("t", "float32", [3])])
     else_branch = helper.make_graph([helper.make_node("Relu", ["x"], ["e"], name="inner_ok")],
                                     "else", [], [tensor_info("e", "float32", [3])])
@@ -224,9 +225,11 @@ def test_ops_inside_subgraphs_are_checked():
                        ["z"])
     report = check_model(model)
     ops = by_type(report)
-    assert ops["Unique"].nodes == ["inner"] and not ops["Unique"].supported
+    assert ops["RandomUniformLike"].nodes == ["inner"]
+    assert not ops["RandomUniformLike"].supported
     assert ops["If"].ok and ops["Relu"].ok
-    assert report.untried == ["after"]  # If itself was left out: its branch holds Unique
+    # If itself was left out: its branch holds an unsupported op
+    assert report.untried == ["after"]
 
     fixed = onnx.ModelProto()
     fixed.CopyFrom(model)
@@ -385,3 +388,14 @@ def test_a_sequence_input_without_its_length_is_a_problem_not_an_error():
         "compiling and needs its length: give one shape per element with input_shapes, e.g. "
         "{'xs': [(2, 3), (4, 3)]} (None for an element of the declared type)"]
     assert report.conversion == "not tried: a sequence input's length is not given"
+
+
+def test_data_dependent_ops_are_supported_and_their_dims_listed():
+    nodes = [helper.make_node("NonZero", ["x"], ["i"], name="where"),
+             helper.make_node("Unique", ["x"], ["u"], name="uniq")]
+    model = make_model(nodes, [tensor_info("x", "float32", [2, 3])], ["i", "u"], opset=13)
+    report = check_model(model)
+    assert report.supported, str(report)
+    text = str(report)
+    assert "nonzero_0.n in [0, 6]  (from node 'where' at run time, at most 6)" in text
+    assert "unique_0.n in [0, 6]  (from node 'uniq' at run time, at most 6)" in text

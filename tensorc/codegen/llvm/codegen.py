@@ -162,6 +162,9 @@ class LLVMCodegen:
             for k, var in enumerate(func.dims):
                 state.env[var] = b.load(b.gep(values, [ir.Constant(I64, k)], source_etype=I64),
                                         typ=I64, name=var.name)
+            # data-dependent dims: kernels write their slots (compiler/llvm.py make_entry)
+            if "dims_array" in func.attrs:
+                state.buffers[func.attrs["dims_array"]] = values
         calls = list(func.body.stmts) if isinstance(func.body, Seq) else [func.body]
         saved = self.fs
         self.fs = state
@@ -326,6 +329,10 @@ class LLVMCodegen:
             args.append(ptr)
         args += [self.expr(d) for d in s.dims]
         self.b.call(fn, args)
+        # the dims the call wrote (data-dependent), through its last arguments (their slots
+        # in the dims array, compiler/llvm.py make_entry): read again
+        for var, slot in zip(s.updates, args[len(s.args) - len(s.updates):len(s.args)]):
+            self.fs.env[var] = self.b.load(slot, typ=I64, name=var.name)
 
     def for_loop(self, s: For) -> None:
         n = arith.as_const_int(s.extent)

@@ -5,5 +5,5 @@ them all (in this order, which is the table's order).
 """
 from tensorc.frontend.converters import (  # noqa: F401
     control, elementwise, nn, reduce, rnn, shape, indexing, resize, norm, einsum, losses,
-    bits, attention, sampling, quantize, sequence, optional,
+    bits, attention, sampling, quantize, sequence, optional, data_dependent,
 )

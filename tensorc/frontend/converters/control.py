@@ -2,8 +2,9 @@
 
 - If with a constant condition converts only the branch taken. Otherwise both branches are
   converted and each output is ``where(cond, then, else)``: both run, the entry function picks
-  the result at run time. Branch outputs must then agree in shape and dtype (sequences: in
-  length and element types, optionals: in presence).
+  the result at run time. Outputs that differ in shape (same rank and dtype) are picked by a
+  branch_select kernel, their differing dims data-dependent (ops/branch_select.py);
+  sequences must agree in length and element types, optionals in presence.
 - Loop needs a trip count or condition known at import; its body is unrolled (a sequence it
   carries grows step by step at import). Scan outputs are stacked along a new first axis.
 - Scan is unrolled over the scanned axis (scan_input_axes / directions and
@@ -25,6 +26,7 @@ from tensorc.frontend.converters.rnn import (
 from tensorc.frontend.converters.sequence import where_branches
 from tensorc.frontend.context import ImportContext, graph_inputs_of
 from tensorc.frontend.registry import converter
+from tensorc.ir.dims import dim_max
 from tensorc.ir.graph import Value
 
 
@@ -54,6 +56,10 @@ def if_(ctx: ImportContext, inputs: list[Value], *, then_branch: onnx.GraphProto
                           if n in {v.name for v in ctx.graph.inputs}))
             outputs.append(selected)
             continue
+        if a.type.shape != b.type.shape and a.type.ndim == b.type.ndim and \
+                a.type.dtype == b.type.dtype:
+            outputs.append(_select_branch(ctx, cond, a, b))
+            continue
         if a.type != b.type:
             # the condition's inputs, bound to values, fold the If (see tensorc.compile's
             # input_values); the error names them
@@ -65,6 +71,20 @@ def if_(ctx: ImportContext, inputs: list[Value], *, then_branch: onnx.GraphProto
                       if n in {v.name for v in ctx.graph.inputs}))
         outputs.append(ctx.emit("where", [flag, a, b]))
     return tuple(outputs)
+
+
+def _select_branch(ctx: ImportContext, cond: Value, a: Value, b: Value) -> Value:
+    """The branch the run-time condition picks, where the branches differ in shape: each
+    differing axis a data-dependent dim bounded by the larger (ops/branch_select.py)."""
+    counts, names = [], []
+    for x, y in zip(a.type.shape, b.type.shape):
+        if x == y:
+            counts.append(None)
+            continue
+        dim = ctx.graph.dims.declare_data("if", dim_max(x, y), ctx.node_name or "If")
+        counts.append(dim)
+        names.append(dim.expr.name)
+    return ctx.emit("branch_select", [cond, a, b], counts=tuple(counts), writes=tuple(names))
 
 
 def _stack(ctx: ImportContext, values: Sequence[Value], axis: int) -> Value:

@@ -9,6 +9,7 @@ from tensorc.errors import ShapeError
 from tensorc.frontend.converters.common import normalize_axis
 from tensorc.frontend.context import ImportContext
 from tensorc.frontend.registry import converter
+from tensorc.ir.dims import Dim
 from tensorc.ir.graph import Value
 from tensorc.ops.reduce import REDUCTIONS, reduced_shape
 
@@ -107,7 +108,7 @@ converter("ArgMin", since=1)(_arg("argmin"))
 def _topk(ctx: ImportContext, x: Value, k: int, axis: int, largest: int
           ) -> tuple[Value, Value]:
     axis = normalize_axis(axis, x.type.ndim)
-    attrs = dict(axis=axis, k=int(k), largest=bool(largest))
+    attrs = dict(axis=axis, k=k if isinstance(k, Dim) else int(k), largest=bool(largest))
     return (ctx.emit("topk", [x], output="values", **attrs),
             ctx.emit("topk", [x], output="indices", **attrs))
 
@@ -122,7 +123,23 @@ def topk_attribute(ctx: ImportContext, inputs: list[Value], *, axis: int = -1, k
 def topk(ctx: ImportContext, inputs: list[Value], *, axis: int = -1, largest: int = 1,
          sorted: int = 1) -> tuple[Value, Value]:
     # sorted=0 leaves the order to the implementation: sorted is one valid order
-    k = ctx.require_constant(inputs[1], "k").reshape(-1)
-    if k.size != 1:
-        raise ShapeError(f"TopK: k must hold one value, got {k.size}")
-    return _topk(ctx, inputs[0], int(k[0]), axis, largest)
+    if inputs[1].type.size != 1:
+        raise ShapeError(f"TopK: k must hold one value, got {inputs[1].type}")
+    k = ctx.value_of(inputs[1])
+    if k is None:
+        return _runtime_topk(ctx, inputs[0], inputs[1], axis, largest)
+    return _topk(ctx, inputs[0], k.reshape(-1)[0], axis, largest)
+
+
+def _runtime_topk(ctx: ImportContext, x: Value, k: Value, axis: int, largest: int
+                  ) -> tuple[Value, Value]:
+    """TopK whose k is computed at run time (the number of detections kept): k is a
+    data-dependent dim in [0, the axis' length], written by a value_dim kernel that checks
+    it, which both topk nodes take as an input (ops/value_dim.py)."""
+    axis = normalize_axis(axis, x.type.ndim)
+    n = x.type.shape[axis]
+    count = ctx.graph.dims.declare_data("topk", n, ctx.node_name or "TopK")
+    written = ctx.emit("value_dim", [k], count=count, writes=(count.expr.name,), bound=n)
+    attrs = dict(axis=axis, k=count, largest=bool(largest))
+    return (ctx.emit("topk", [x, written], output="values", **attrs),
+            ctx.emit("topk", [x, written], output="indices", **attrs))

@@ -1,7 +1,7 @@
 """Converters of ONNX's recurrent ops (RNN, GRU, LSTM), unrolled over the sequence length.
 
 Shapes are static, so the time loop unrolls at import: the input projection of every step is
-one batched MatMul ``X @ W^T`` (plus both biases), and each step adds ``H @ R^T`` and applies
+one MatMul ``X @ W^T`` (plus both biases), and each step adds ``H @ R^T`` and applies
 the gate equations of the ONNX spec with core ops. Directions forward, reverse and
 bidirectional; layouts 0 ([T, B, ...]) and 1 ([B, T, ...]); LSTM peepholes, input_forget and
 clip; GRU's linear_before_reset. Activations: Sigmoid, Tanh, Relu (the others are rejected
@@ -141,11 +141,10 @@ class _Recurrence:
         w_t = ctx.emit("transpose", [take(ctx, self.w, 0, d, keep_axis=False)], perm=(1, 0))
         r_t = ctx.emit("transpose", [take(ctx, self.r, 0, d, keep_axis=False)], perm=(1, 0))
         size = self.gates * self.hidden
-        # the steps' rows as one matrix [T*B, I]: one GEMM against W^T (its bias added as
-        # the GEMM's epilogue), not T products of B rows each (at B = 1, T GEMVs that each
-        # stream all of W^T; measured in 703833a)
-        steps = reshape(ctx, self.x, (self.steps * self.batch, self.x.type.shape[2]))
-        xw = ctx.emit("matmul", [steps, w_t])
+        # X [T, B, I] @ W^T as ONNX states it: the graph pass for the target merges the
+        # steps' rows into one GEMM (passes/graph/lower_for_target.py) and the bias joins
+        # its epilogue (passes/graph/simplify.py sinks the add before the rows' reshape)
+        xw = ctx.emit("matmul", [self.x, w_t])
         rb = None
         if self.bias is not None:
             b = take(ctx, self.bias, 0, d, keep_axis=False)
@@ -153,7 +152,7 @@ class _Recurrence:
             if fold_recurrent_bias:
                 wb, rb = ctx.emit("add", [wb, rb]), None
             xw = ctx.emit("add", [xw, wb])
-        return reshape(ctx, xw, (self.steps, self.batch, size)), r_t, rb
+        return xw, r_t, rb
 
     def clipped(self, x: Value) -> Value:
         if self.clip is None:

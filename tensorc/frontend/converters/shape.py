@@ -9,6 +9,7 @@ import numpy as np
 from tensorc.errors import InvalidModelError, ShapeError, SymbolicDimError, UnsupportedOpError
 from tensorc.frontend.converters.common import normalize_axis, reshape
 from tensorc.frontend.context import ImportContext
+from tensorc.frontend.converters.data_dependent import runtime_constant_of_shape, runtime_range
 from tensorc.frontend.registry import converter
 from tensorc.ir.dims import Dim, DimLike, ceil_div, dim_max, dim_min, may_equal
 from tensorc.ir.graph import Value
@@ -129,8 +130,10 @@ def constant(ctx: ImportContext, inputs: list[Value], *, value: np.ndarray | Non
 @converter("ConstantOfShape", since=9)
 def constant_of_shape(ctx: ImportContext, inputs: list[Value], *,
                       value: np.ndarray | None = None) -> Value:
-    shape = ctx.require_dims(inputs[0], "shape")
     fill = np.zeros(1, np.float32) if value is None else value.reshape(-1)
+    if ctx.value_of(inputs[0]) is None:     # a shape computed at run time
+        return runtime_constant_of_shape(ctx, inputs[0], fill)
+    shape = ctx.require_dims(inputs[0], "shape")
     if any(isinstance(d, Dim) for d in shape):  # filled at run time: a broadcast scalar
         return ctx.emit("broadcast_to", [ctx.const(fill[:1].reshape(()))], shape=tuple(shape))
     return ctx.const(np.full(shape, fill[0], dtype=fill.dtype))
@@ -228,6 +231,8 @@ def size(ctx: ImportContext, inputs: list[Value]) -> Value:
 
 @converter("Range", since=11)
 def range_(ctx: ImportContext, inputs: list[Value], *, stash_type: int | None = None) -> Value:
+    if any(ctx.value_of(v) is None for v in inputs):     # values computed at run time
+        return runtime_range(ctx, inputs)
     if any(v in ctx.known for v in inputs):
         return _symbolic_range(ctx, inputs)
     # The output length depends on the values, so they must be known: Range always folds.

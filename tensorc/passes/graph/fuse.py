@@ -215,6 +215,9 @@ def _concats_in_place(graph: Graph, groups: list[FusedGroup],
         axis = node.attrs["axis"] % len(out.type.shape)
         if any(d != 1 for d in out.type.shape[:axis]):
             continue
+        # slabs after one of a data-dependent size would move with its run-time value
+        if any(graph.dims.is_data_dependent(v.type.nbytes) for v in node.inputs):
+            continue
         bases = [_sole_base(v, node, consumers, producer_group, graph) for v in node.inputs]
         if any(b is None or b in claimed for b in bases) or len(set(bases)) != len(bases):
             continue

@@ -103,20 +103,21 @@ def plan_memory(graph: Graph, groups: list[FusedGroup]) -> MemoryPlan:
         if out in slabs and out not in places:
             concat, offset = slabs[out]
             if concat not in places:
-                arena_size = _allocate(concat, places, live, arena_size)
+                arena_size = _allocate(concat, places, live, arena_size, graph.dims.at_bound)
             whole = places[concat]
             places[out] = Place(whole.kind, whole.index, whole.offset + offset)
         if out in places:
             continue
-        arena_size = _allocate(out, places, live, arena_size)
+        arena_size = _allocate(out, places, live, arena_size, graph.dims.at_bound)
     _check_arena(arena_size)
     return MemoryPlan(places, dim_max(arena_size, ALIGN), pool)
 
 
-def _allocate(v: Value, places: dict, live: list, arena_size: int) -> int:
+def _allocate(v: Value, places: dict, live: list, arena_size: int, at_bound) -> int:
     """Place ``v`` in the arena at the first gap that fits among the ``live`` blocks (first
-    fit); returns the arena size."""
-    size = _align(v.type.nbytes)
+    fit); returns the arena size. A size over data-dependent dims is taken at their bounds
+    (``at_bound``): the place then holds the value at every run."""
+    size = _align(at_bound(v.type.nbytes))
     if is_symbolic(size) or any(is_symbolic(b[0]) or is_symbolic(b[1]) for b in live):
         return _allocate_symbolic(v, size, places, live, arena_size)
     at = 0
