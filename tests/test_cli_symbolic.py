@@ -65,6 +65,22 @@ def test_bench_and_profile_take_the_shape(symbolic, capsys) -> None:
     capsys.readouterr()
 
 
+def test_run_an_integer_input_over_symbolic_dims(tmp_path: Path, capsys) -> None:
+    """The random-feed rules read an integer input's declared shape: one over symbolic dims
+    is no one-element control input (its element count was taken as an int, and run
+    failed on every token-id model compiled without shapes)."""
+    table = np.random.default_rng(1).standard_normal((10, 4)).astype(np.float32)
+    model = make_model([helper.make_node("Gather", ["table", "ids"], ["y"])],
+                       [tensor_info("ids", "int64", ("batch", "seq"))], ["y"],
+                       initializers={"table": table}, name="lookup")
+    source = tmp_path / "lookup.onnx"
+    source.write_bytes(model.SerializeToString())
+    artifact = tmp_path / "lookup.tcz"
+    assert main(["compile", str(source), "-o", str(artifact)]) == 0
+    assert main(["run", str(artifact), "--input-shape", "ids=2x3", "--check-onnxruntime"]) == 0
+    assert "PASS" in capsys.readouterr().out
+
+
 def _pooled_model(path: Path, metadata: dict | None = None) -> Path:
     """x[N,3,H,W] -> MaxPool 3x3 -> Relu -> y, beside an unrelated input z[M] -> Neg -> w."""
     import onnx

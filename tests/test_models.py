@@ -35,9 +35,11 @@ SHAPES = {
     "audio": ({"waveform": (1, 1, 16000)}, {"logits": (1, 12)}),
     "vit": ({"pixel_values": (1, 3, 224, 224)}, {"logits": (1, 1000)}),
 }
-# scripts in models/ that are not models (symbolic.py builds the models over symbolic dims,
-# tested in tests/frontend/test_symbolic_models.py and tests/compiler/test_symbolic_compile.py)
-HELPERS = {"__init__", "_builder", "demo", "transformer", "symbolic"}
+# scripts in models/ that are not models of one shape (symbolic.py builds the models over
+# symbolic dims, tested in tests/frontend/test_symbolic_models.py and
+# tests/compiler/test_symbolic_compile.py; nms_detector.py the detector with its NMS over
+# symbolic height and width, tested in tests/models/test_nms_detector.py)
+HELPERS = {"__init__", "_builder", "demo", "transformer", "symbolic", "nms_detector"}
 
 
 def test_every_model_script_is_registered() -> None:

@@ -49,7 +49,9 @@ def _is_sample_rate(name: str, shape: Sequence[int], kind: str) -> bool:
 
 
 def _is_control(name: str, shape: Sequence[int], kind: str) -> bool:
-    return kind in "iu" and int(np.prod(shape, dtype=np.int64)) == 1
+    # (a symbolic dim: not known to be one element)
+    return kind in "iu" and all(isinstance(d, int) for d in shape) and \
+        int(np.prod(shape, dtype=np.int64)) == 1
 
 
 # What an input's (lower-case) name implies its random feed should be: the first rule that

@@ -15,7 +15,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from tensorc.errors import ArtifactError, KernelRuntimeError, TensorcError
+from tensorc.errors import ArtifactError, InputError, KernelRuntimeError, TensorcError
 from tensorc.ir.dim_table import DimTable
 from tensorc.ir.dims import dim_from_json, dim_to_json
 from tensorc.runtime.dim_binding import DimBinding
@@ -24,7 +24,8 @@ from tensorc.runtime.base import CompiledModule, index_out_of_range
 from tensorc.runtime.cpu import NativeLibrary
 from tensorc.runtime.machine import machine_roofline
 from tensorc.runtime.signature import (
-    Signature, corrupt, signature_from_json, signature_to_json, validate_signature,
+    Signature, corrupt, format_dims, signature_from_json, signature_to_json,
+    validate_signature,
 )
 from tensorc.target import missing_cpu_features
 
@@ -143,7 +144,15 @@ class Module(CompiledModule):
         if shapes is None:
             raise TensorcError(f"this module's dims {', '.join(self._dim_names)} are "
                                f"symbolic: give the input shapes to size its arena at")
-        return self._binding.bind([tuple(shapes[n]) for n, _, _ in self.inputs])[2]
+        given = []
+        for (name, declared, _), static in zip(self.inputs, self._static_axes):
+            shape = tuple(shapes[name]) if name in shapes else None
+            if shape is None or len(shape) != len(declared) or \
+                    any(shape[k] != d for k, d in static):
+                raise InputError(f"input {name!r}: expected shape {format_dims(declared)}, "
+                                 f"got {None if shape is None else list(shape)}")
+            given.append(shape)
+        return self._binding.bind(given)[2]
 
     def _run_symbolic(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         arrays = self._symbolic_feeds(feeds)

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from helpers import make_model, tensor_info
+from helpers import branch_on_input_model, make_model, tensor_info
 from onnx import TensorProto, helper
 
 import tensorc
@@ -76,11 +76,21 @@ def test_negative_dim_elsewhere_in_the_model_is_left_alone() -> None:
 
 # --- input_values ----------------------------------------------------------------------------
 
-def test_if_on_an_input_needs_its_value_and_says_so() -> None:
+def test_if_on_an_input_with_branches_of_other_sizes_compiles() -> None:
+    """Both branches run and the run-time condition picks one: the output's dims are
+    data-dependent, cut to the branch taken (ops/branch_select.py)."""
+    mod = tensorc.compile(vad_model())
+    assert mod.input_names == ["x", "sr"]
+    for rate, frame in [(16000, 160), (8000, 80)]:
+        frames = mod.run({"x": X, "sr": np.array(rate, np.int64)})["frames"]
+        np.testing.assert_array_equal(frames, X.reshape(-1, frame))
+
+
+def test_if_on_an_input_with_branches_of_other_ranks_needs_its_value() -> None:
     with pytest.raises(ConstantRequiredError) as info:
-        tensorc.compile(vad_model())
+        tensorc.compile(branch_on_input_model())
     message = str(info.value)
-    assert "pick_frames" in message and "float32[3,160]" in message
+    assert "float32[2,3]" in message and "float32[6]" in message
     assert "input 'sr'" in message and "input_values={'sr': VALUE}" in message
     assert "--input-value sr=VALUE" in message
     assert info.value.inputs == ("sr",)
@@ -128,13 +138,16 @@ def test_inspect_takes_input_values() -> None:
 # --- the command line --------------------------------------------------------------------------
 
 def test_cli_input_value(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    source = tmp_path / "vad.onnx"
-    onnx.save(vad_model(), source)
-    out = tmp_path / "vad.tcz"
+    source = tmp_path / "branch.onnx"
+    onnx.save(branch_on_input_model(), source)
+    out = tmp_path / "branch.tcz"
     assert main(["compile", str(source), "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert "--input-value sr=VALUE" in err and "Traceback" not in err
     assert not out.exists()
+    source = tmp_path / "vad.onnx"
+    onnx.save(vad_model(), source)
+    out = tmp_path / "vad.tcz"
     assert main(["compile", str(source), "-o", str(out), "--input-value", "sr=8000"]) == 0
     text = capsys.readouterr().out
     assert "output frames: float32[6,80]" in text

@@ -50,8 +50,11 @@ def lowered(model: onnx.ModelProto) -> tuple[Graph, Graph]:
     check_types(after)
     feeds = random_feeds(model)
     want = ort_run(model, feeds)
-    assert_close(run_reference(before, feeds), want, rtol=1e-4, atol=1e-5)
-    assert_close(run_reference(after, feeds), want, rtol=1e-4, atol=1e-5)
+    # float32 sums of a few hundred N(0, 1) products carry rounding in proportion to the
+    # outputs' scale: an output near zero among outputs near 20 is off by ~1e-5 in any order
+    atol = 1e-5 * max(1.0, max(float(np.abs(v).max(initial=0.0)) for v in want.values()))
+    assert_close(run_reference(before, feeds), want, rtol=1e-4, atol=atol)
+    assert_close(run_reference(after, feeds), want, rtol=1e-4, atol=atol)
     return before, after
 
 
