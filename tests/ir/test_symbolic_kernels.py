@@ -131,3 +131,51 @@ def test_nparts_split_of_symbolic_extent_is_refused():
     s[c].split(s[c].op_axis[0], nparts=4)
     with pytest.raises(ScheduleError, match="symbolic extent"):
         lower(s, [a, c], "bad")
+
+
+def _tiled_product(overcompute: bool):
+    """C[M, N] = A @ B with N symbolic: 16-column blocks, a register tile (local) per block
+    accumulating over K, its columns overcomputed or guarded."""
+    n = dim_var("N")
+    a = te.placeholder((4, 24), name="A")
+    b = te.placeholder((24, n), name="B")
+    k = te.reduce_axis(24, "k")
+    c = te.compute((4, n), lambda i, j: te.sum_(a[i, k] * b[k, j], axis=k), name="C")
+    s = create_schedule([c])
+    local = s.cache_write(c, "local")
+    i, j = s[c].op_axis
+    jo, ji = s[c].split(j, 16)
+    s[c].reorder(jo, i, ji)
+    s[c].vectorize(ji)
+    s[local].compute_at(s[c], jo)
+    li, lj = s[local].op_axis
+    s[local].reorder(*s[local].reduce_axis, li, lj)
+    s[local].vectorize(lj)
+    if overcompute:
+        s[local].overcompute(lj)
+    return optimize(lower(s, [a, b, c], "product"))
+
+
+def test_an_overcomputed_register_tile_runs_its_tail_unguarded():
+    """The partial last block of a symbolic N: guarded, its multiply-adds test the column at
+    every step; overcomputed, only the stores do. Same numbers at every N."""
+    def guards(func):
+        return len([st for st in walk_stmts(func.body) if isinstance(st, IfThenElse)])
+    guarded, free = _tiled_product(False), _tiled_product(True)
+    assert guards(free) < guards(guarded)
+    kernel = build_kernel(free)
+    rng = np.random.default_rng(5)
+    for cols in [1, 7, 16, 17, 40]:
+        x, y = _rand(rng, 4, 24), _rand(rng, 24, cols)
+        out = np.full((4, cols), np.nan, "float32")
+        kernel(x, y, out)
+        np.testing.assert_allclose(out, x @ y, rtol=1e-5, atol=1e-5)
+
+
+def test_overcompute_takes_a_local_stage_only():
+    n = dim_var("N")
+    a = te.placeholder((n,), name="A")
+    c = te.compute((n,), lambda i: a[i] + 1.0, name="C")
+    s = create_schedule([c])
+    with pytest.raises(ScheduleError, match="overcompute"):
+        s[c].overcompute(s[c].op_axis[0])

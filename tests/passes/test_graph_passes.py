@@ -167,6 +167,40 @@ def test_an_activation_of_a_concat_applies_to_its_inputs():
     assert [n.op for n in simplify(shared).nodes] == ["concat", "relu", "concat", "add"]
 
 
+def test_elementwise_ops_after_a_reshape_run_before_it():
+    """A matmul over merged rows, reshaped back, then a bias, a residual and an activation:
+    they move before the reshape (the bias as it is, the residual reshaped alike), so that
+    they fuse into the matmul's epilogue; the numbers stay."""
+    g = Graph("rows")
+    x = g.add_input("x", TensorType((2, 3, 8), "float32"))
+    r = g.add_input("r", TensorType((2, 3, 5), "float32"))
+    rows = emit(g, "reshape", [x], shape=(6, 8))
+    product = emit(g, "matmul", [rows, g.add_constant(rand(8, 5), "w")])
+    back = emit(g, "reshape", [product], shape=(2, 3, 5))
+    biased = emit(g, "add", [back, g.add_constant(rand(5), "b")])
+    g.outputs.append(emit(g, "relu", [emit(g, "add", [biased, r])]))
+    after = simplify(g)
+    assert [n.op for n in after.nodes] == ["reshape", "matmul", "add", "reshape", "add",
+                                           "relu", "reshape"]
+    assert after.nodes[2].outputs[0].type.shape == (6, 5)       # the bias before the reshape
+    assert_same_numbers(g, after, x=(2, 3, 8), r=(2, 3, 5))
+
+
+def test_a_reshape_stays_where_an_operand_varies_along_dims_it_merges():
+    """A per-row scale of [2, 3, 5] cannot move before the reshape from [6, 5]: its rows are
+    merged there (nor does a reshape read by two ops move)."""
+    g = Graph("mixed")
+    x = g.add_input("x", TensorType((6, 5), "float32"))
+    back = emit(g, "reshape", [x], shape=(2, 3, 5))
+    g.outputs.append(emit(g, "mul", [back, g.add_constant(rand(3, 1), "per_row")]))
+    assert [n.op for n in simplify(g).nodes] == ["reshape", "mul"]
+    shared = Graph("shared")
+    x = shared.add_input("x", TensorType((6, 5), "float32"))
+    back = emit(shared, "reshape", [x], shape=(2, 3, 5))
+    shared.outputs += [emit(shared, "relu", [back]), emit(shared, "exp", [back])]
+    assert [n.op for n in simplify(shared).nodes] == ["reshape", "relu", "exp"]
+
+
 def test_ops_that_only_look_like_no_ops_stay():
     g = Graph("kept")
     x = g.add_input("x", TensorType((3,), "float32"))
