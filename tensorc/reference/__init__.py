@@ -20,7 +20,7 @@ import onnx
 from tensorc.errors import TensorcError
 from tensorc.reference.compare import (  # noqa: F401  (the package's names)
     DEFAULT_ATOL, DEFAULT_RTOL, DEFAULT_STEPS, Comparison, OutputDiff, Step, compare_outputs,
-    format_comparison, quantization_steps,
+    format_comparison, model_nodes, quantization_steps,
 )
 
 
@@ -228,7 +228,7 @@ def for_onnxruntime(model: ModelSource, ort: Any) -> str | bytes:
         proto = onnx.load(str(model))            # now with its external data, if any
     proto = onnx.ModelProto.FromString(proto.SerializeToString())   # never edit the caller's
     if opset is not None and opset > max_opset:
-        changed = sorted({node.op_type for node in _all_nodes(proto.graph)
+        changed = sorted({node.op_type for node in model_nodes(proto.graph)
                           if node.domain in ("", "ai.onnx")
                           and _since(node.op_type, opset) != _since(node.op_type, max_opset)})
         if changed:
@@ -249,16 +249,6 @@ def _since(op_type: str, opset: int) -> int | None:
         return onnx.defs.get_schema(op_type, opset).since_version
     except Exception:  # noqa: BLE001 (no such op at that opset)
         return None
-
-
-def _all_nodes(graph: onnx.GraphProto):
-    for node in graph.node:
-        yield node
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _all_nodes(attr.g)
-            for sub in attr.graphs:
-                yield from _all_nodes(sub)
 
 
 def run_session(session: Any, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -67,7 +67,7 @@ def quantization_steps(model: str | Path | bytes | onnx.ModelProto) -> dict[str,
     else:
         proto = model
     graph = proto.graph
-    if not any(node.op_type in QUANTIZED_OPS for node in _nodes(graph)):
+    if not any(node.op_type in QUANTIZED_OPS for node in model_nodes(graph)):
         return None
     producer = {out: node for node in graph.node for out in node.output}
     values = {t.name: t for t in graph.initializer}
@@ -109,14 +109,15 @@ def _traced_step(name: str, producer: dict, values: dict) -> Step:
     return Step(None, "1/255 of the output's range (no constant scale makes it)")
 
 
-def _nodes(graph: onnx.GraphProto):
+def model_nodes(graph: onnx.GraphProto):
+    """Every node of ``graph`` and of the subgraphs its nodes hold (If, Loop, Scan)."""
     for node in graph.node:
         yield node
         for attr in node.attribute:
             if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _nodes(attr.g)
+                yield from model_nodes(attr.g)
             for sub in attr.graphs:
-                yield from _nodes(sub)
+                yield from model_nodes(sub)
 
 
 @dataclass(frozen=True)

@@ -52,8 +52,7 @@ def if_(ctx: ImportContext, inputs: list[Value], *, then_branch: onnx.GraphProto
                     f"If: output {k} is {describe(a)} in the then-branch but {describe(b)} "
                     f"in the else-branch, and the condition is only known at run time; "
                     f"tensorc resolves sequences and optionals while compiling",
-                    tuple(n for n in graph_inputs_of(cond)
-                          if n in {v.name for v in ctx.graph.inputs}))
+                    _inputs_deciding(ctx, cond))
             outputs.append(selected)
             continue
         if a.type.shape != b.type.shape and a.type.ndim == b.type.ndim and \
@@ -67,10 +66,15 @@ def if_(ctx: ImportContext, inputs: list[Value], *, then_branch: onnx.GraphProto
                 f"If: output {k} is {a.type} in the then-branch but {b.type} in the "
                 f"else-branch, and the condition is only known at run time; tensorc needs "
                 f"static shapes",
-                tuple(n for n in graph_inputs_of(cond)
-                      if n in {v.name for v in ctx.graph.inputs}))
+                _inputs_deciding(ctx, cond))
         outputs.append(ctx.emit("where", [flag, a, b]))
     return tuple(outputs)
+
+
+def _inputs_deciding(ctx: ImportContext, cond: Value) -> tuple[str, ...]:
+    """The model inputs the condition reads: binding them to values folds the If."""
+    inputs = {v.name for v in ctx.graph.inputs}
+    return tuple(n for n in graph_inputs_of(cond) if n in inputs)
 
 
 def _select_branch(ctx: ImportContext, cond: Value, a: Value, b: Value) -> Value:
