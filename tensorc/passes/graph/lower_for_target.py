@@ -5,6 +5,9 @@ slowly into other core ops that run fast.
 - a grouped conv of wide groups becomes one dense conv per group (with its slice of the bias),
   concatenated along the channels;
 - a 3-D conv with constant weights becomes a 2-D conv over the output depths;
+- a dilated 2-D conv whose taps read only padding over parts of its output becomes one conv
+  per region of the output, each of the taps live there (``ops/nn/conv/regions.py``),
+  concatenated;
 - a transposed conv with constant weights becomes a GEMM and a col2im;
 - a batched product of few rows each against one matrix becomes one GEMM over all the rows.
 
@@ -21,6 +24,7 @@ from tensorc.ir.dims import is_symbolic
 from tensorc.ir.graph import Graph, Node, Value, rewrite
 from tensorc.ops.build import emit, infer_types
 from tensorc.ops.interpret import evaluate, worth_folding
+from tensorc.ops.nn.conv import regions
 from tensorc.passes.graph.simplify import eliminate_dead_code
 from tensorc.target import Target
 
@@ -153,6 +157,9 @@ def _lower_conv(g: Graph, conv: Node, readers: Readers) -> list[Value] | None:
     if x.type.ndim == 5 and conv.attrs["groups"] == 1 and g.is_constant(w) and \
             any(k > 1 for k in w.type.shape[2:]):    # (a pointwise one runs as a GEMM as it is)
         return [_conv3d_as_conv2d(g, conv)]
+    planned = _dead_taps(conv)
+    if planned is not None:
+        return [_conv_by_regions(g, conv, *planned)]
     return None
 
 
@@ -223,6 +230,53 @@ def _grouped_conv_as_convs(g: Graph, conv: Node, bias: Value | None) -> Value:
             y = b.emit("add", [y, b.take(bias, 1, k * filters, filters)])
         outs.append(y)
     return b.emit("concat", outs, axis=1)
+
+
+# dilated convs whose taps fall in the padding ------------------------------------------------
+def _dead_taps(conv: Node) -> tuple[list, list] | None:
+    """A static 2-D conv with a dilation whose regions (``regions.plan_2d``) save work: the
+    rows' and the columns' segments. Undilated convs are left alone (their dead taps are
+    one border row, which the kernels' padding handles)."""
+    x, w = conv.inputs
+    attrs = conv.attrs
+    if x.type.ndim != 4 or not x.type.is_static or not w.type.is_static or \
+            all(d == 1 for d in attrs["dilations"]) or \
+            any(k in attrs for k in ("kernel_block", "winograd", "layout_block")):
+        return None
+    out = conv.outputs[0].type.shape[2:]
+    tap_flops = 2 * x.type.shape[0] * w.type.shape[0] * w.type.shape[1]
+    return regions.plan_2d(x.type.shape[2:], w.type.shape[2:], attrs["strides"],
+                           attrs["dilations"], attrs["pads"], out, tap_flops)
+
+
+def _conv_by_regions(g: Graph, conv: Node, rows: list, cols: list) -> Value:
+    """One conv per region of the output (a rows segment x a columns segment), of the taps
+    live there, on the part of the input they read (padded only where a merged segment's
+    taps leave the map), concatenated along the columns, then the rows."""
+    x, w = conv.inputs
+    b = _Builder(g, conv.name)
+    (sh, sw), (dh, dw) = conv.attrs["strides"], conv.attrs["dilations"]
+    pads, (height, width) = conv.attrs["pads"], x.type.shape[2:]
+    n, channels = x.type.shape[:2]
+    bands = []
+    for ry in rows:
+        y0, ylen, top, bottom = ry.input_window(sh, dh, pads[0], height)
+        pieces = []
+        for rx in cols:
+            x0, xlen, left, right = rx.input_window(sw, dw, pads[1], width)
+            part = x if (y0, ylen, x0, xlen) == (0, height, 0, width) else b.emit(
+                "slice", [x], starts=(0, 0, y0, x0), steps=(1, 1, 1, 1),
+                shape=(n, channels, ylen, xlen))
+            taps = b.emit("slice", [w], starts=(0, 0, ry.tap_start, rx.tap_start),
+                          steps=(1, 1, 1, 1),
+                          shape=(*w.type.shape[:2], ry.taps, rx.taps))
+            # (a dim of one tap is undilated: the kernels take it as the 1x1 conv it is)
+            dilations = (dh if ry.taps > 1 else 1, dw if rx.taps > 1 else 1)
+            pieces.append(b.emit("conv", [part, taps], strides=(sh, sw), dilations=dilations,
+                                 pads=(top, left, bottom, right),
+                                 groups=conv.attrs["groups"]))
+        bands.append(b.emit("concat", pieces, axis=3) if len(pieces) > 1 else pieces[0])
+    return b.emit("concat", bands, axis=2) if len(bands) > 1 else bands[0]
 
 
 # 3-D convs -----------------------------------------------------------------------------------
