@@ -13,6 +13,7 @@ the ten worst cases and a summary.
 
     python -m benchmarks.kernels                     # every family, 1 thread
     python -m benchmarks.kernels --family pool softmax --threads 1
+    python -m benchmarks.kernels --family dilated resize --threads 2   # the floor sweep
     python -m benchmarks.kernels --match "13x13" --json
 """
 
@@ -38,6 +39,7 @@ import tensorc  # noqa: E402
 from benchmarks.common import format_table  # noqa: E402
 from tensorc.benchmark import time_alternating  # noqa: E402
 from tensorc.reference import compare_outputs, onnxruntime_session, run_session  # noqa: E402
+from tensorc.ops.nn.conv.regions import live_work  # noqa: E402
 from tensorc.runtime.machine import machine_roofline  # noqa: E402
 
 OPSET = 17
@@ -52,6 +54,9 @@ class Case:
     name: str
     model: onnx.ModelProto
     feeds: dict[str, np.ndarray]
+    # the least FLOPs and bytes of the case's work: a dilated conv's live taps (not the taps
+    # that read only padding), a resize's input and output; None: the kernels' own counts
+    least: tuple[float, float] | None = None
 
 
 @dataclass
@@ -62,6 +67,7 @@ class Row:
     onnxruntime_ms: float | None = None
     kernel_ms: float | None = None         # tensorc's kernels, timed inside the entry
     roofline: float | None = None          # the kernels' bound time / kernel_ms
+    least_roofline: float | None = None    # the bound of the case's least work / kernel_ms
     kernels: int = 0
     error: str = ""
     notes: list[str] = field(default_factory=list)
@@ -374,7 +380,57 @@ def transpose_cases() -> list[Case]:
     return cases
 
 
+# --- the floor sweep (issue 37): dilated convs and resize by large factors -------------------
+
+def dilated_cases() -> list[Case]:
+    """3x3 convs at dilations 1-36 (padding = dilation) on maps 7-64, strides 1 and 2: DeepLab's
+    atrous convs, whose taps read only padding where the dilation nears the map's size. The
+    least work counts the live taps alone (ops/nn/conv/regions.py)."""
+    cases = []
+    sweep = [(256, 7, d, 1) for d in (1, 3, 6)] + \
+        [(256, 16, d, 1) for d in (1, 2, 6, 12, 24, 36)] + [(256, 16, 12, 2)] + \
+        [(128, 33, d, 1) for d in (2, 6, 12, 18, 36)] + [(128, 33, 6, 2), (128, 33, 18, 2)] + \
+        [(64, 64, d, 1) for d in (2, 6, 12, 24, 36)] + [(64, 64, 12, 2), (64, 64, 36, 2)]
+    for c, size, d, stride in sweep:
+        model, feeds = _conv((1, c, size, size), c, 3, stride=stride, dilation=d)
+        out = (size - 1) // stride + 1
+        taps = live_work((size, size), (3, 3), (stride,) * 2, (d, d), (d,) * 4, (out, out))
+        flops = 2.0 * c * c * taps
+        nbytes = 4.0 * (c * size * size + c * c * 9 + c * out * out)
+        cases.append(Case("dilated", f"Conv {c}->{c} 3x3 d{d} s{stride} {size}x{size} "
+                          f"(live taps {taps / (9 * out * out):.0%})", model, feeds,
+                          least=(flops, nbytes)))
+    return cases
+
+
+def _resize(x_shape, out_hw, mode: str, coordinates: str) -> tuple:
+    sizes = np.array([*x_shape[:2], *out_hw], np.int64)
+    extra = {"nearest_mode": "floor"} if mode == "nearest" else {}
+    node = _node("Resize", ["x", "", "", "sizes"], mode=mode,
+                 coordinate_transformation_mode=coordinates, **extra)
+    return _model([node], x_shape, {"sizes": sizes})
+
+
+def resize_cases() -> list[Case]:
+    """Upsampling by factors 2-16 to odd sizes (a segmentation head's logits to the image,
+    a detector's feature pyramid), every mode and the two usual coordinate modes. The least
+    work is reading the input and writing the output once."""
+    cases = []
+    for c, size, factor, extra in [(21, 16, 16, 1), (21, 32, 8, 1), (19, 64, 4, 1),
+                                   (256, 13, 2, 0), (64, 40, 4, 3), (21, 33, 16, -15)]:
+        out = size * factor + extra
+        for mode, coordinates in [("linear", "half_pixel"), ("linear", "align_corners"),
+                                  ("nearest", "asymmetric"), ("cubic", "half_pixel")]:
+            model, feeds = _resize((1, c, size, size), (out, out), mode, coordinates)
+            nbytes = 4.0 * c * (size * size + out * out)
+            cases.append(Case("resize", f"Resize {mode} {coordinates} {_shape(1, c, size, size)}"
+                              f" -> {out}x{out}", model, feeds, least=(0.0, nbytes)))
+    return cases
+
+
 FAMILIES = {
+    "dilated": dilated_cases,
+    "resize": resize_cases,
     "pool": pool_cases,
     "reduce": reduce_cases,
     "softmax": row_cases,   # softmax, log-softmax and layernorm rows
@@ -411,19 +467,22 @@ def measure(case: Case, threads: int, seconds: float) -> Row:
     row.kernel_ms = profile.kernel_seconds * 1e3
     bound = sum(k.bound_seconds for k in profile.kernels)
     row.roofline = bound / profile.kernel_seconds if profile.kernel_seconds else None
+    if case.least is not None and profile.kernel_seconds:
+        row.least_roofline = roofline.bound_seconds(*case.least) / profile.kernel_seconds
     return row
 
 
 def render(rows: list[Row], worst: int = 10) -> str:
     header = ["family", "case", "tensorc ms", "onnxruntime ms", "tc/ort", "kernel ms",
-              "kernel roofline"]
+              "kernel roofline", "least-work roofline"]
 
     def line(r: Row) -> list[str]:
         return [r.family, r.name, f"{r.tensorc_ms:.4f}" if r.tensorc_ms else "-",
                 f"{r.onnxruntime_ms:.4f}" if r.onnxruntime_ms else "-",
                 f"{r.ratio:.2f}" if r.ratio else "-",
                 f"{r.kernel_ms:.4f}" if r.kernel_ms else "-",
-                f"{r.roofline:.0%}" if r.roofline is not None else "-"]
+                f"{r.roofline:.0%}" if r.roofline is not None else "-",
+                f"{r.least_roofline:.0%}" if r.least_roofline is not None else "-"]
     measured = [r for r in rows if r.ratio]
     parts = [format_table(header, [line(r) for r in rows])]
     ranked = sorted(measured, key=lambda r: -r.ratio)[:worst]
@@ -444,7 +503,9 @@ def render(rows: list[Row], worst: int = 10) -> str:
     parts.append("tc/ort: whole-run times, above 1 tensorc is slower; kernel ms: tensorc's "
                  "kernels timed inside the native entry (no Python call overhead); kernel "
                  "roofline: their bound time / kernel ms (each kernel's memory bound at the "
-                 "cache level its bytes fit in; above 100% a figure to doubt, not clipped)")
+                 "cache level its bytes fit in; above 100% a figure to doubt, not clipped); "
+                 "least-work roofline: the bound of the case's least work (a dilated conv's "
+                 "live taps, a resize's input read and output written once) / kernel ms")
     return "\n".join(parts)
 
 

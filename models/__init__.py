@@ -5,8 +5,9 @@ script. The small ones (mlp, lenet5) are checked in; the others are generated on
 
 >>> import models
 >>> sorted(models.MODELS)  # doctest: +NORMALIZE_WHITESPACE
-['audio', 'bert', 'bert_base', 'detector', 'efficientnet', 'gpt2', 'inception', 'lenet5',
- 'lstm', 'mlp', 'mobilenetv2', 'resnet', 'resnet50', 'squeezenet', 'vit', 'yolo']
+['aspp', 'aspp_mid', 'audio', 'bert', 'bert_base', 'detector', 'efficientnet', 'gpt2',
+ 'inception', 'lenet5', 'lstm', 'mlp', 'mobilenetv2', 'resnet', 'resnet50', 'squeezenet', 'vit',
+ 'yolo']
 >>> model = models.load("mlp")
 """
 
@@ -24,7 +25,8 @@ import onnx
 MODELS_DIR = Path(__file__).resolve().parent
 # Imported lazily, so that `python -m models.<name>` does not import its own module twice.
 _NAMES = ("mlp", "lenet5", "resnet", "resnet50", "mobilenetv2", "bert", "bert_base", "gpt2",
-          "detector", "lstm", "squeezenet", "inception", "efficientnet", "yolo", "audio", "vit")
+          "detector", "lstm", "squeezenet", "inception", "efficientnet", "yolo", "audio", "vit",
+          "aspp", "aspp_mid")
 # Models whose .onnx is generated (gitignored) rather than checked in; rebuilt when their
 # script or a shared builder is newer than the file, so a stale copy is never used.
 GENERATED = frozenset(_NAMES) - {"mlp", "lenet5"}

@@ -34,6 +34,8 @@ SHAPES = {
     "yolo": ({"images": (1, 3, 416, 416)}, {"output0": (1, 10647, 85)}),
     "audio": ({"waveform": (1, 1, 16000)}, {"logits": (1, 12)}),
     "vit": ({"pixel_values": (1, 3, 224, 224)}, {"logits": (1, 1000)}),
+    "aspp": ({"features": (1, 256, 16, 16)}, {"logits": (1, 21, 256, 256)}),
+    "aspp_mid": ({"features": (1, 256, 32, 32)}, {"logits": (1, 21, 256, 256)}),
 }
 # scripts in models/ that are not models of one shape (symbolic.py builds the models over
 # symbolic dims, tested in tests/frontend/test_symbolic_models.py and

@@ -11,7 +11,7 @@ import tensorc
 
 # each is a module of models/ with build(), example_inputs() and INPUT_SHAPES
 REAL_MODELS = ["resnet50", "mobilenetv2", "bert", "bert_base", "gpt2", "detector", "lstm",
-               "squeezenet", "inception", "efficientnet", "yolo", "audio"]
+               "squeezenet", "inception", "efficientnet", "yolo", "audio", "aspp", "aspp_mid"]
 
 
 @pytest.mark.parametrize("name", REAL_MODELS)

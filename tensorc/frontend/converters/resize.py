@@ -175,7 +175,12 @@ def resize(ctx: ImportContext, x: Value, scales: Sequence[float] | None,
         if any(isinstance(shape[a], Dim) for a in axes):
             return _resize_symbolic(ctx, x, axes, factors, roi, options)
         out = [int(f * shape[a]) for f, a in zip(factors, axes)]
-    for k, (axis, size, factor) in enumerate(zip(axes, out, factors)):
+    # shrinking axes first (less for the rest to read), then growing ones from the last: the
+    # row's gathers on the smaller tensor, the larger one made of whole rows (ops/resize.py)
+    order = sorted(range(len(axes)), key=lambda k: (out[k] > shape[axes[k]], -axes[k]
+                                                    if out[k] > shape[axes[k]] else axes[k]))
+    for k in order:
+        axis, size, factor = axes[k], out[k], factors[k]
         window = (0.0, 1.0) if roi is None else (float(roi[k]), float(roi[k + len(axes)]))
         if size == shape[axis] and math.isclose(factor, 1.0) and window == (0.0, 1.0):
             continue
