@@ -1,20 +1,25 @@
 """Resampling along one axis: resize_axis, the building block of ONNX Resize and Upsample.
 
-resize_axis{axis, fill}(x, indices, weights): with ``indices`` an int64 [out, taps] table and
-``weights`` a float [out, taps] table (constants the frontend computes from the coordinate
-mode, interpolation mode and scale),
+resize_axis{axis, fill, nearest}(x, indices, weights): with ``indices`` an int32 (or int64)
+[taps, out] table and ``weights`` a float [taps, out] table (constants the frontend computes
+from the coordinate mode, interpolation mode and scale),
 
-    out[..., j, ...] = sum over t of weights[j, t] * x[..., indices[j, t], ...]
+    out[..., j, ...] = sum over t of weights[t, j] * x[..., indices[t, j], ...]
 
-along ``axis``, or ``fill`` where ``indices[j, 0]`` is negative (tf_crop_and_resize's
-extrapolation). Resize is separable, so an N-D resize is one resize_axis per resized axis;
-each resize_axis is a kernel of its own (an anchor: elementwise epilogues join it, another
-resize_axis does not), so that the frontend's order (the last axis first where it grows) leaves
-the gathers along the row to the small tensor and the large output a pass of contiguous
-vectors, two (four) rows of the input per output row with scalar weights: fused, every output
-vector gathered each of its taps' taps (a 21 x 16 x 16 -> 256 x 256 bilinear resize ran at 1%
-of its memory bound). The taps are unrolled (1 for nearest, 2 linear, 4 cubic, more with
-antialias). Integer data is interpolated in float, rounded and saturated.
+along ``axis`` (``nearest``: one tap, copied as it is, its weight unread), or ``fill`` where
+``indices[0, j]`` is negative (tf_crop_and_resize's extrapolation). The tables run along the
+output (taps first) and hold 32-bit positions, so a vector of outputs along the row loads
+its positions and weights as whole vectors and gathers its inputs with them; [out, taps]
+int64 tables cost strided 64-bit gathers and 64-bit clamps at every vector.
+
+Resize is separable, so an N-D resize is one resize_axis per resized axis; each resize_axis
+is a kernel of its own (an anchor: elementwise epilogues join it, another resize_axis does
+not), so that the frontend's order (the last axis first where it grows) leaves the gathers
+along the row to the small tensor, and the large output is a pass of contiguous vectors, two
+(four) input rows per output row with scalar weights. Fused, every output vector gathered
+every tap of both axes (a 21 x 16 x 16 -> 256 x 256 bilinear resize ran at 1% of its memory
+bound). The taps are unrolled (1 for nearest, 2 linear, 4 cubic, more with antialias).
+Integer data is interpolated in float, rounded and saturated.
 """
 from __future__ import annotations
 
@@ -25,7 +30,7 @@ from tensorc.ir import expr as E
 from tensorc.ir import te
 from tensorc.ir.types import TensorType
 from tensorc.ops.registry import Pattern, define
-from tensorc.ops.schedules import INJECTIVE, clamp
+from tensorc.ops.schedules import INJECTIVE
 from tensorc.ops.shape_rules import expect_arity, expect_axis, expect_float
 
 resize_axis = define("resize_axis", Pattern.OUT_ELEMWISE_FUSABLE)
@@ -38,11 +43,13 @@ def _resize_axis_infer(attrs: dict, input_types: list[TensorType]) -> list[Tenso
     axis = attrs["axis"]
     expect_axis("resize_axis", axis, x.ndim)
     expect_float("resize_axis", weights, "weights")
-    if (indices.dtype != "int64" or indices.ndim != 2 or weights.shape != indices.shape
-            or indices.shape[1] < 1):
+    if (indices.dtype not in ("int32", "int64") or indices.ndim != 2
+            or weights.shape != indices.shape or indices.shape[0] < 1
+            or (attrs.get("nearest") and indices.shape[0] != 1)):
         raise ShapeError(f"resize_axis: indices {indices} and weights {weights} must be "
-                         f"[out, taps] tables, int64 and float")
-    shape = x.shape[:axis] + (indices.shape[0],) + x.shape[axis + 1:]
+                         f"[taps, out] tables, int32 (or int64) and float, of one tap where "
+                         f"nearest")
+    shape = x.shape[:axis] + (indices.shape[1],) + x.shape[axis + 1:]
     return [TensorType(shape, x.dtype)]
 
 
@@ -60,6 +67,9 @@ def _resize_axis_reference(attrs: dict, x: np.ndarray, indices: np.ndarray,
     n = x.shape[axis]
     if indices.max(initial=0) >= n:
         raise ShapeError(f"resize_axis: indices reach {indices.max()} on an axis of size {n}")
+    indices, weights = indices.T, weights.T      # [out, taps]
+    if attrs.get("nearest"):
+        return [np.take(x, np.clip(indices[:, 0], 0, n - 1), axis=axis)]
     taken = np.take(x.astype(weights.dtype), np.clip(indices, 0, n - 1), axis=axis)
     shape = (1,) * axis + weights.shape + (1,) * (x.ndim - axis - 1)
     out = (taken * weights.reshape(shape)).sum(axis=axis + 1)
@@ -73,22 +83,24 @@ def _resize_axis_reference(attrs: dict, x: np.ndarray, indices: np.ndarray,
 @resize_axis.compute
 def _resize_axis_compute(attrs: dict, x: te.Tensor, indices: te.Tensor, weights: te.Tensor
                          ) -> te.Tensor:
-    axis, fill = attrs["axis"], attrs.get("fill")
-    n, (out, taps) = x.shape[axis], indices.shape
+    axis, fill, nearest = attrs["axis"], attrs.get("fill"), attrs.get("nearest", False)
+    n, (taps, out) = x.shape[axis], indices.shape
     shape = x.shape[:axis] + (out,) + x.shape[axis + 1:]
-    wtype = weights.dtype
+    wtype, itype = weights.dtype, indices.dtype
 
     def body(*o):
         j = o[axis]
         total = None
         for t in range(taps):
-            source = clamp(indices[j, t], n)
-            value = E.cast(wtype, x[tuple(source if d == axis else o[d]
-                                          for d in range(x.ndim))])
-            term = value * weights[j, t]
+            source = E.cast("int64", E.minimum(E.maximum(indices[t, j], E.const(0, itype)),
+                                               E.const(n - 1, itype)))
+            value = x[tuple(source if d == axis else o[d] for d in range(x.ndim))]
+            if nearest:         # (never with a fill: the frontend weighs those by one)
+                return value
+            term = E.cast(wtype, value) * weights[t, j]
             total = term if total is None else total + term
         if fill is not None:
-            outside = E.Compare("lt", indices[j, 0], E.const(0))
+            outside = E.Compare("lt", indices[0, j], E.const(0, indices.dtype))
             total = E.select(outside, E.Const(fill, wtype), total)
         if E.is_float(x.dtype):
             return E.cast(x.dtype, total)

@@ -118,6 +118,11 @@ def interpolation_table(x: np.ndarray, mode: str, scale: float, in_size: int,
     return np.clip(positions, 0, in_size - 1), weights
 
 
+# a nearest resize growing an axis this many times or more is a resize_axis kernel of its own
+# (the gathers along the row on the small tensor, the rest whole rows); less, a gather
+NEAREST_TABLE_GROWTH = 4
+
+
 def resize_axis(ctx: ImportContext, x: Value, axis: int, out_size: int, scale: float,
                 roi: tuple[float, float], *, mode: str, coordinates: str, nearest_mode: str,
                 cubic_coeff_a: float = -0.75, antialias: bool = False,
@@ -126,9 +131,12 @@ def resize_axis(ctx: ImportContext, x: Value, axis: int, out_size: int, scale: f
     source, outside = source_coordinates(coordinates, out_size, in_size, scale, roi)
     fill = float(extrapolation_value) if outside is not None and outside.any() else None
     wtype = np.float64 if x.type.dtype == "float64" else np.float32
+    nearest = False
     if mode == "nearest":
         index = nearest_indices(source, nearest_mode, scale, in_size)
-        if fill is None:
+        nearest = fill is None
+        if nearest and out_size < NEAREST_TABLE_GROWTH * in_size:
+            # (a gather, which fuses with the injective ops around it: a detector's 2x)
             return ctx.emit("gather", [x, ctx.const(index)], axis=axis)
         positions, weights = index[:, None], np.ones((out_size, 1))
     elif mode in ("linear", "cubic"):
@@ -139,8 +147,13 @@ def resize_axis(ctx: ImportContext, x: Value, axis: int, out_size: int, scale: f
     if fill is not None:
         positions = positions.copy()
         positions[outside, 0] = -1
-    return ctx.emit("resize_axis", [x, ctx.const(positions), ctx.const(weights.astype(wtype))],
-                    axis=axis, fill=fill)
+    # [taps, out] tables of 32-bit positions: whole vectors along the output (ops/resize.py)
+    itype = np.int32 if in_size < 2 ** 31 else np.int64
+    table = ctx.const(np.ascontiguousarray(positions.T).astype(itype))
+    weights = ctx.const(np.ascontiguousarray(weights.T).astype(wtype))
+    if nearest:
+        return ctx.emit("resize_axis", [x, table, weights], axis=axis, nearest=True)
+    return ctx.emit("resize_axis", [x, table, weights], axis=axis, fill=fill)
 
 
 def resize(ctx: ImportContext, x: Value, scales: Sequence[float] | None,
