@@ -1,6 +1,7 @@
 """Dilated convs whose taps read only padding over parts of the output run as one conv per
 region of the output, of the taps live there (ops/nn/conv/regions.py, split at graph level by
-passes/graph/lower_for_target.py). Against a numpy reference over dilations 1-36, maps 7-64,
+passes/graph/lower_for_target.py); the others of stride 1, padded by whole dilations, as an
+undilated conv over the map's phases. Against a numpy reference over dilations 1-36, maps 7-64,
 strides 1 and 2 and odd pads, at one and two threads; the segments against a brute-force
 reading of which taps are live."""
 from __future__ import annotations
@@ -86,12 +87,16 @@ CASES = [
 
 
 @pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("split", ["most", "default"])
 @pytest.mark.parametrize("channels, size, filters, dilation, stride, pads", CASES)
-def test_dilated_conv_regions_match_numpy(monkeypatch, threads, channels, size, filters,
+def test_dilated_conv_regions_match_numpy(monkeypatch, threads, split, channels, size, filters,
                                           dilation, stride, pads):
-    # every region that saves work split off, whatever it costs: the most pieces
-    monkeypatch.setattr(regions, "REGION_OVERHEAD_FLOPS", 0)
-    monkeypatch.setattr(regions, "MIN_SAVING", 0.0)
+    if split == "most":
+        # every region that saves work split off, whatever it costs: the most pieces
+        monkeypatch.setattr(regions, "REGION_OVERHEAD_FLOPS", 0)
+        monkeypatch.setattr(regions, "MIN_SAVING", 0.0)
+    # (by default, few channels: the regions cost more than they save, and a stride-1 conv
+    # padded by whole dilations runs undilated over its phases, lower_for_target.py)
     rng = np.random.default_rng(size * 37 + dilation)
     x = rng.standard_normal((1, channels, size, size)).astype(np.float32)
     w = (rng.standard_normal((filters, channels, 3, 3)) * 0.3).astype(np.float32)
@@ -112,3 +117,13 @@ def test_a_split_conv_counts_only_the_work_it_does():
                  rtol=1e-4, atol=1e-4)
     graph = tensorc.inspect(conv_model(x, w, (1, 1), (24,) * 4, (24, 24)), stage="graph")
     assert "float32[32,256,1,1,8]" in graph or "256,1,1" in graph, graph
+
+
+def test_a_barely_dilated_conv_runs_undilated_over_its_phases():
+    # d2 on 33x33: too few dead taps for regions; its 2 x 2 phases (17 x 17, zero-padded)
+    # stacked along the batch, one undilated conv
+    x = np.zeros((1, 16, 33, 33), np.float32)
+    w = np.zeros((16, 16, 3, 3), np.float32)
+    graph = tensorc.inspect(conv_model(x, w, (1, 1), (2,) * 4, (2, 2)), stage="graph")
+    assert graph.count("= conv(") == 1 and "dilations=(1,1)" in graph, graph
+    assert "float32[4,16,17,17]" in graph, graph

@@ -32,6 +32,10 @@ from tensorc.target import Target
 # per group (each under the dense conv schedules), concatenated (measured in a05c564)
 SPLIT_GROUP_MIN_CHANNELS = 32
 
+# a dilated conv whose phase maps keep at least this many rows and columns runs undilated on
+# them (smaller ones: regions, or the dilated conv as it is)
+PHASE_MIN_SIZE = 4
+
 # a batched product whose matrices have at most this many rows each is one GEMM instead (where
 # B is a matrix): fewer rows than a register tile leave each product bound by streaming B
 # (measured in 703833a)
@@ -160,6 +164,8 @@ def _lower_conv(g: Graph, conv: Node, readers: Readers) -> list[Value] | None:
     planned = _dead_taps(conv)
     if planned is not None:
         return [_conv_by_regions(g, conv, *planned)]
+    if _phases_undilate(conv):
+        return [_conv_by_phases(g, conv)]
     return None
 
 
@@ -277,6 +283,52 @@ def _conv_by_regions(g: Graph, conv: Node, rows: list, cols: list) -> Value:
                                  groups=conv.attrs["groups"]))
         bands.append(b.emit("concat", pieces, axis=3) if len(pieces) > 1 else pieces[0])
     return b.emit("concat", bands, axis=2) if len(bands) > 1 else bands[0]
+
+
+def _phases_undilate(conv: Node) -> bool:
+    """A static dilated 2-D conv of stride 1 whose pads are whole dilations and whose phase
+    maps (the map subsampled by the dilation) keep PHASE_MIN_SIZE rows and columns: it runs
+    as an undilated conv over a batch of its phases. Its dead taps are too few for regions
+    (``_dead_taps`` first), and the convs' tiles run slowly on taps a dilation apart."""
+    x, w = conv.inputs
+    attrs = conv.attrs
+    if x.type.ndim != 4 or not x.type.is_static or not w.type.is_static or \
+            any(k in attrs for k in ("kernel_block", "winograd", "layout_block")) or \
+            tuple(attrs["strides"]) != (1, 1) or all(d == 1 for d in attrs["dilations"]):
+        return False
+    dilations, pads, sizes = attrs["dilations"], attrs["pads"], x.type.shape[2:]
+    return all(pads[k] % dilations[k % 2] == 0 for k in range(4)) and \
+        all(-(-sizes[k] // dilations[k]) >= PHASE_MIN_SIZE for k in range(2))
+
+
+def _conv_by_phases(g: Graph, conv: Node) -> Value:
+    """A dilated conv of stride 1 (dilations dh x dw, pads whole dilations) as an undilated
+    one over its dh x dw phases (space-to-batch, as TensorFlow runs atrous convs): output
+    (q*dh + a, r*dw + b) reads only inputs of the same phase (a, b), a tap apart there. The
+    map is zero-padded to whole phases, the phases stacked along the batch, convolved with
+    pads divided by the dilations, and interleaved back."""
+    x, w = conv.inputs
+    b = _Builder(g, conv.name)
+    (dh, dw), pads = conv.attrs["dilations"], conv.attrs["pads"]
+    n, channels, height, width = x.type.shape
+    rows, cols = -(-height // dh), -(-width // dw)
+    if (rows * dh, cols * dw) != (height, width):
+        x = b.emit("pad", [x], pads=(0, 0, 0, 0, 0, 0, rows * dh - height, cols * dw - width),
+                   mode="constant", value=0.0)
+    phases = [b.emit("slice", [x], starts=(0, 0, a, c), steps=(1, 1, dh, dw),
+                     shape=(n, channels, rows, cols)) for a in range(dh) for c in range(dw)]
+    stacked = b.emit("concat", phases, axis=0) if len(phases) > 1 else phases[0]
+    y = b.emit("conv", [stacked, w], strides=(1, 1), dilations=(1, 1),
+               pads=(pads[0] // dh, pads[1] // dw, pads[2] // dh, pads[3] // dw),
+               groups=conv.attrs["groups"])
+    filters = y.type.shape[1]
+    y = b.reshape(y, (dh, dw, n, filters, rows, cols))
+    y = b.emit("transpose", [y], perm=(2, 3, 4, 0, 5, 1))
+    y = b.reshape(y, (n, filters, rows * dh, cols * dw))
+    if (rows * dh, cols * dw) != (height, width):
+        y = b.emit("slice", [y], starts=(0, 0, 0, 0), steps=(1, 1, 1, 1),
+                   shape=(n, filters, height, width))
+    return y
 
 
 # 3-D convs -----------------------------------------------------------------------------------
