@@ -122,6 +122,28 @@ def _injective(kind: str):
     return apply, space
 
 
+def _schedule_rows(target, sch, out, anchor, attrs, config) -> None:
+    """A static resize along an axis before the last: the injective schedule, with the
+    tables' entries of each output row copied to registers at the row's loop (its taps'
+    positions and weights), so that the row's vectors read them once: loaded from the tables
+    at every vector, they are reloaded there (the stores might alias them, as LLVM sees it)."""
+    INJECTIVE["llvm"].apply(target, sch, out, anchor, attrs, config)
+    if anchor is not out or not te.is_static(out.shape) or \
+            attrs["axis"] >= len(out.shape) - 1 or len(out.shape) < 2:
+        return
+    st = sch[out]
+    last = st.op_axis[-1].name
+    leaves = st.leaf_vars
+    rows = [k for k, sv in enumerate(leaves) if last not in sv.name.split(".")[0].split("_")]
+    if not rows or rows[-1] != len(rows) - 1 or len(rows) == len(leaves):
+        return      # (only a nest of rows, then loops along the row alone)
+    row = leaves[rows[-1]]
+    for table in anchor.op.input_tensors()[1:]:
+        local = sch.cache_read(table, "local", [out])
+        sch[local].compute_at(st, row)
+
+
 for _kind in ("llvm", "cuda"):
     _apply, _space = _injective(_kind)
-    resize_axis.schedule(_apply, target=_kind, space=_space)
+    resize_axis.schedule(_schedule_rows if _kind == "llvm" else _apply, target=_kind,
+                         space=_space)

@@ -93,3 +93,5 @@ def test_an_upsampled_axis_is_a_kernel_of_its_own_the_last_one_first():
     assert loops.count("func k") == 2, loops
     assert "resize_axis: float32[1, 21, 16, 257]" in loops, loops
     assert "in1: int32[2, 257]" in loops, loops
+    # each output row's positions and weights read once, at the row, not at every vector
+    assert "allocate in1.local: int32[2, 1]" in loops, loops

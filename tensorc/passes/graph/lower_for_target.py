@@ -34,7 +34,7 @@ SPLIT_GROUP_MIN_CHANNELS = 32
 
 # a dilated conv whose phase maps keep at least this many rows and columns runs undilated on
 # them (smaller ones: regions, or the dilated conv as it is)
-PHASE_MIN_SIZE = 4
+PHASE_MIN_SIZE = 16
 
 # a batched product whose matrices have at most this many rows each is one GEMM instead (where
 # B is a matrix): fewer rows than a register tile leave each product bound by streaming B
