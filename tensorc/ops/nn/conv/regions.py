@@ -23,8 +23,8 @@ import math
 from dataclasses import dataclass
 
 # A region costs about this many FLOPs beyond its own work (a kernel's start, its tiles'
-# ragged edges, a slice of its input): fewer regions where they would save less (the dilated
-# sweep of benchmarks/kernels.py)
+# ragged edges, the slice of its input): about 10 us at a core's peak. An estimate: the dilated
+# sweep of benchmarks/kernels.py, run on a loaded machine, could not tune it finer
 REGION_OVERHEAD_FLOPS = 1_000_000
 # ... and a split must save at least this part of the conv's work
 MIN_SAVING = 0.15
