@@ -16,6 +16,11 @@ Timing: warm-up calls, then ``repeats`` repeats of as many calls as make ``min_r
 the median time per call; or, with ``flush_cache``, ``repeats`` single calls each after a
 cache flush (cold caches, as a kernel of a model finds its weights).
 
+A kernel over symbolic dims (a task with tuning shapes, ``Task.shapes``) is built once, its
+dims left symbolic as the model's kernel has them, and run at each tuning shape with that
+shape's dim values and arrays: checked and timed at each, its latency the geometric mean of
+the shapes' (``RunResult.latencies`` keeps each).
+
 :class:`Executor` is the interface the tuner measures through; :class:`LocalExecutor` (process
 pools on this machine) is the default, and other executors (a cluster's workers) implement
 the same two methods (``cluster.DaskExecutor``: Dask workers on other machines, which run
@@ -47,9 +52,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tensorc.autotune.features import extract_features
 from tensorc.codegen.llvm.codegen import LLVMCodegen
 from tensorc.compiler.object_cache import cached_emit_object
+from tensorc.ir.dims import Dim, evaluate
 from tensorc.ir.loop import KernelCall, PrimFunc
 from tensorc.ops.space import Config
 from tensorc.runtime.cpu import NativeLibrary
@@ -89,6 +94,9 @@ class BuildResult:
     error: str | None = None
     message: str = ""
     seconds: float = 0.0
+    # over symbolic dims: (name, value as a Dim of the graph's dims) of each dim the kernel
+    # takes, in its order (the params' shapes are Dims of these names)
+    dims: list = field(default_factory=list)
 
 
 @dataclass
@@ -102,6 +110,9 @@ class RunJob:
     inject: str | None = None
     return_outputs: bool = False
     target: str = ""                    # the task's target string: where it may be timed
+    # over symbolic dims: per tuning shape, (the kernel's dim values, its params' shapes);
+    # then ``inputs`` and ``expected`` hold one list per shape
+    shapes: list | None = None
 
 
 @dataclass
@@ -112,6 +123,7 @@ class RunResult:
     seconds: float = 0.0
     outputs: list | None = None
     host: str | None = None             # the machine that timed it
+    latencies: list | None = None       # over symbolic dims: at each tuning shape
 
 
 @dataclass
@@ -126,6 +138,7 @@ class MeasureResult:
     run_seconds: float
     outputs: list | None = None
     host: str | None = None
+    latencies: list | None = None       # over symbolic dims: at each tuning shape
 
     @property
     def config(self) -> Config:
@@ -242,9 +255,21 @@ def _run_jobs(candidates: Sequence[Candidate], builds: list, options: MeasureOpt
         jobs.append(RunJob(built.object_code, built.entry, built.params,
                            task.inputs_for(cand.config, inputs[task.workload]),
                            expected[task.workload], options,
-                           cand.inject, return_outputs, task.target))
+                           cand.inject, return_outputs, task.target,
+                           _shape_plans(task.shapes, built) if task.shapes else None))
         where.append(k)
     return jobs, where
+
+
+def _shape_plans(shapes: Sequence[dict], built: BuildResult) -> list:
+    """Per tuning shape (graph dim values), the values of the kernel's dims and the shapes
+    of its parameters there."""
+    plans = []
+    for values in shapes:
+        own = {name: evaluate(d, values) for name, d in built.dims}
+        plans.append(([own[name] for name, _ in built.dims],
+                      [tuple(evaluate(d, own) for d in shape) for shape, _ in built.params]))
+    return plans
 
 
 def measure(executor: Executor, candidates: Sequence[Candidate], options: MeasureOptions,
@@ -264,7 +289,7 @@ def measure(executor: Executor, candidates: Sequence[Candidate], options: Measur
         else:
             results.append(MeasureResult(cand, run.latency, run.error, run.message,
                                          built.trace, built.features, built.seconds,
-                                         run.seconds, run.outputs, run.host))
+                                         run.seconds, run.outputs, run.host, run.latencies))
     return results
 
 
@@ -474,29 +499,66 @@ def _build(candidate: Candidate) -> BuildResult:
     task = candidate.task
     target = task.get_target()
     func = task.schedule(candidate.config)
-    features = extract_features(func)
+    features = task.features(func)
     cg = LLVMCodegen(target)
     cg.add_kernel(func)
     entry = f"{func.name}_entry"
+    # over symbolic dims, the entry reads the kernel's dims from its dims array and passes
+    # them on: one object serves every tuning shape
     cg.add_entry(PrimFunc(entry, func.params,
-                          KernelCall(func.name, [(p, 0) for p in func.params])))
+                          KernelCall(func.name, [(p, 0) for p in func.params], list(func.dims)),
+                          dims=list(func.dims)))
     obj = cached_emit_object(str(cg.module), target)      # a candidate built before: no LLVM
-    return BuildResult(obj, entry, [(p.shape, p.dtype) for p in func.params],
-                       func.attrs.get("trace"), features, None, "",
-                       time.perf_counter() - start)
+    own = func.attrs.get("dim_values", {})
+    dims = [(v.name, own.get(v.name, Dim(v.name))) for v in func.dims]
+    params = [(tuple(d if isinstance(d, int) else Dim.of(d) for d in p.shape), p.dtype)
+              for p in func.params]
+    return BuildResult(obj, entry, params, func.attrs.get("trace"), features, None, "",
+                       time.perf_counter() - start, dims)
 
 
 def _run(job: RunJob) -> RunResult:
-    """Check and time one built candidate (in the runner process)."""
+    """Check and time one built candidate (in the runner process); over symbolic dims, at
+    each tuning shape, its latency the geometric mean of theirs."""
     start = time.perf_counter()
-    options = job.options
     library = NativeLibrary(job.object_code)
     fn = library.entry(job.entry)
-    inputs = [np.ascontiguousarray(a) for a in job.inputs]
+    if job.shapes is None:
+        result = _run_at(job, fn, job.inputs, job.expected, job.params, None)
+        result.seconds = time.perf_counter() - start
+        return result
+    latencies, outputs = [], []
+    for k, (dims, shapes) in enumerate(job.shapes):
+        params = [(shape, dtype) for shape, (_, dtype) in zip(shapes, job.params)]
+        expected = job.expected[k] if job.expected is not None else None
+        result = _run_at(job, fn, job.inputs[k], expected, params, dims)
+        if result.error is not None:
+            result.message = f"at tuning shape {k + 1}: {result.message}"
+            result.seconds = time.perf_counter() - start
+            return result
+        latencies.append(result.latency)
+        outputs.append(result.outputs)
+    # (an empty tensor's kernel times at about nothing: a floor keeps the mean finite)
+    mean = float(np.exp(np.mean(np.log(np.maximum(latencies, 1e-9)))))
+    return RunResult(mean, None, "", time.perf_counter() - start,
+                     outputs if job.return_outputs else None, latencies=latencies)
+
+
+def _run_at(job: RunJob, fn, inputs: list, expected: list | None, params: list,
+            dims: list[int] | None) -> RunResult:
+    """Check and time the candidate on ``inputs`` (and, over symbolic dims, the kernel's
+    dim values ``dims``)."""
+    start = time.perf_counter()
+    options = job.options
+    inputs = [np.ascontiguousarray(a) for a in inputs]
     outputs = [np.full(shape, np.nan, dtype) if np.dtype(dtype).kind == "f"
-               else np.zeros(shape, dtype) for shape, dtype in job.params[len(inputs):]]
+               else np.zeros(shape, dtype) for shape, dtype in params[len(inputs):]]
     arrays = [*inputs, *outputs]
-    ptrs = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
+    pointers = [a.ctypes.data for a in arrays]
+    if dims is not None:
+        values = np.array(dims, np.int64)
+        pointers.append(values.ctypes.data)
+    ptrs = (ctypes.c_void_p * len(pointers))(*pointers)
     threads = int(options.num_threads)
 
     def call() -> None:
@@ -517,8 +579,8 @@ def _run(job: RunJob) -> RunResult:
     call()
     if job.inject == "wrong_answer":
         outputs[0].reshape(-1)[0] += 1.0
-    if job.expected is not None:
-        for k, (got, want) in enumerate(zip(outputs, job.expected)):
+    if expected is not None:
+        for k, (got, want) in enumerate(zip(outputs, expected)):
             if not _close(got, want, options):
                 bad = np.abs(got.astype(np.float64) - want.astype(np.float64))
                 return RunResult(error="wrong_answer", message=f"output {k} differs from the "
