@@ -41,9 +41,10 @@ examples:
   tensorc tune mlp.onnx --trials 2000 --log mlp.jsonl --cluster tcp://scheduler:8786
   tensorc compile mlp.onnx -o mlp.tcz --tuning-log mlp.jsonl
   tensorc tune resnet.onnx --input-shape input=1x3x224x224 --time 20m --log resnet.jsonl
-  tensorc tune bert.onnx --trials 200 --log bert.jsonl --tune-shape batch=1,seq=9 \
-      --tune-shape batch=4,seq=128 --dim-range seq=1:512
-  tensorc compile bert.onnx -o bert.tcz --dim-range seq=1:512 --tuning-log bert.jsonl
+  tensorc tune bert.onnx --trials 200 --log bert.jsonl --dim-range sequence=1:512
+  tensorc tune bert.onnx --trials 200 --log bert.jsonl --dim-range sequence=1:512 \
+--tune-shape batch=1,sequence=9 --tune-shape batch=4,sequence=128
+  tensorc compile bert.onnx -o bert.tcz --dim-range sequence=1:512 --tuning-log bert.jsonl
 
 A model whose input dims stay symbolic (no --input-shape binds them) is tuned as 'tensorc
 compile' builds it, one set of kernels for every shape: each candidate is timed at every
