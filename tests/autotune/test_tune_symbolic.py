@@ -253,3 +253,9 @@ def test_tune_command_takes_shapes_and_ranges(model, tmp_path, capsys):
     assert main(["tune", str(path), "--trials", "1", "--tune-shape", "batch=1,seq=65",
                  "--dim-range", "seq=1:64", "--log", str(log)]) == 2
     assert "outside its range [1, 64]" in capsys.readouterr().err
+
+
+def test_shapes_where_every_kernel_is_small_leave_nothing_to_tune(model, tmp_path):
+    with pytest.raises(TensorcError, match=r"nothing to tune at these shapes.*at most 8"):
+        tensorc.tune(model, trials=2, log=tmp_path / "t.jsonl", threads=1,
+                     tune_shapes=[{"batch": 1, "seq": 5}, {"batch": 2, "seq": 4}])
