@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from tensorc.compiler.timing import CompileTimes
-from tensorc.errors import SymbolicDimError, TensorcError
+from tensorc.errors import ShapeError, SymbolicDimError, TensorcError
 from tensorc.runtime.module import Module, check_num_threads, default_threads
 from tensorc.target import Target
 
@@ -94,8 +94,13 @@ def _compile(model, target, input_shapes, tuning_log, num_threads, progress, inp
         )
     with times.phase("import and validation"):
         # the CUDA back end compiles one shape: its symbolic dims must be bound
-        proto, graph = import_model(model, input_shapes, input_values, dim_ranges,
-                                    symbolic=tgt.kind != "cuda")
+        try:
+            proto, graph = import_model(model, input_shapes, input_values, dim_ranges,
+                                        symbolic=tgt.kind != "cuda")
+        except ShapeError as error:
+            if tgt.kind == "cuda" and UNBOUND_DIMS in str(error):
+                raise cuda_needs_shapes(error) from None
+            raise
     if progress:
         progress(f"imported {graph.name}: {len(graph.nodes)} nodes")
     if tgt.kind == "cuda":
@@ -126,6 +131,22 @@ def _compile(model, target, input_shapes, tuning_log, num_threads, progress, inp
     return module
 
 
+UNBOUND_DIMS = "has inputs with unknown dimensions"    # (the frontend's words for it)
+
+
+def cuda_needs_shapes(error: ShapeError) -> ShapeError:
+    """The frontend's error for unbound input dims, saying why the CUDA back end needs them
+    bound and what keeps them symbolic instead."""
+    why = ("the CUDA back end compiles one shape (its launch grids are fixed at compile "
+           "time), so every symbolic input dim needs a value; or compile for target 'llvm', "
+           "which keeps them symbolic")
+    error.args = (f"{error}\n{why}",)
+    cli = getattr(error, "cli_message", None)
+    if cli:
+        error.cli_message = f"{cli}\n{why}"
+    return error.with_traceback(None)
+
+
 def _provenance(model, input_shapes, input_values) -> dict:
     """Where a module came from, for ``tensorc info``: the source model's name, absolute path
     (a model given as a file) and SHA-256,
@@ -153,10 +174,15 @@ def tune(model, input_shapes: Mapping[str, Sequence[int]] | None = None,
          log: str | Path = "tune.jsonl", **kwargs):
     """Tune the model's kernels on this machine (see :func:`tensorc.autotune.tune`); the log
     is what ``compile(..., tuning_log=log)`` applies. ``input_values=`` fixes inputs to values
-    as in :func:`compile`.
+    as in :func:`compile`. Dims ``input_shapes`` leaves open stay symbolic, as ``compile``
+    keeps them (``dim_ranges=`` narrows them): the kernels are tuned at ``tune_shapes=``
+    (dicts of every symbolic dim's value; by default a few across each dim's range), and a
+    config slower than the default at any of them is never applied.
 
     >>> result = tensorc.tune("model.onnx", trials=200, log="tune.jsonl")
     >>> mod = tensorc.compile("model.onnx", tuning_log="tune.jsonl")
+    >>> tensorc.tune("bert.onnx", trials=200, log="bert.jsonl",
+    ...              tune_shapes=[{"batch": 1, "seq": 9}, {"batch": 4, "seq": 128}])
     """
     from tensorc.autotune.tuner import tune as run_tuner  # start-up cost (top)
     return run_tuner(model, input_shapes, target, trials, time_budget, log, **kwargs)

@@ -39,9 +39,9 @@ import uuid
 from typing import Any, Callable, Sequence
 
 from tensorc.autotune.measure import (
-    BuildResult, Candidate, Executor, MeasureOptions, RunJob, RunResult, _Worker, build_in,
-    run_in,
+    BuildResult, Candidate, Executor, MeasureOptions, RunJob, RunResult, build_in, run_in,
 )
+from tensorc.autotune.worker import Worker
 from tensorc.errors import TensorcError
 from tensorc.target import Target
 
@@ -67,17 +67,17 @@ def import_distributed():
 # what runs on a worker
 
 _children_lock = threading.Lock()
-_idle_children: dict[str, list[_Worker]] = {"build": [], "run": []}
+_idle_children: dict[str, list[Worker]] = {"build": [], "run": []}
 
 
-def _take_child(kind: str) -> _Worker:
+def _take_child(kind: str) -> Worker:
     with _children_lock:
         if _idle_children[kind]:
             return _idle_children[kind].pop()
-    return _Worker()
+    return Worker()
 
 
-def _give_child(kind: str, child: _Worker) -> None:
+def _give_child(kind: str, child: Worker) -> None:
     with _children_lock:
         _idle_children[kind].append(child)
 

@@ -11,7 +11,9 @@ the same totals, extents and innermost strides, and differ in what stays in cach
 iterations of the loops in between (a conv's taps inside or outside its channel loop).
 A kernel's vector is the ``STORES`` stores that run most (by executed operations), each's
 features, then totals over every store (and the cache lines its prefetches ask for).
-Counts enter as log2(1 + x), so the model sees ratios.
+Counts enter as log2(1 + x), so the model sees ratios. A kernel over symbolic dims is read at
+one value of its dims (``dims``: the tuner's largest tuning shape of the task), its loop
+extents and buffer sizes evaluated there.
 
 >>> vec = extract_features(task.schedule(config))
 >>> vec.shape == (FEATURE_LENGTH,)
@@ -19,8 +21,10 @@ True
 """
 from __future__ import annotations
 
+import contextvars
 import math
 from dataclasses import dataclass
+from typing import Mapping
 
 import numpy as np
 
@@ -61,9 +65,32 @@ class _Loop:
     kind: str
 
 
+# the values of a symbolic kernel's dims while its features are read (extract_features)
+_DIMS: contextvars.ContextVar[dict | None] = contextvars.ContextVar("feature_dims",
+                                                                   default=None)
+
+
+def _at_dims(e: E.Expr) -> E.Expr:
+    values = _DIMS.get()
+    if not values:
+        return e
+    mapping = {v: E.const(values[v.name]) for v in E.free_vars(e) if v.name in values}
+    return arith.simplify(E.substitute(e, mapping)) if mapping else e
+
+
 def _const_extent(e: E.Expr) -> int:
-    value = arith.as_const_int(e)
+    value = arith.as_const_int(_at_dims(e))
     return value if value is not None and value > 0 else 1
+
+
+def _size(buffer) -> int:
+    """A buffer's elements (over symbolic dims, at the dims' values; else one tile's
+    worth, a bound no access exceeds in the features)."""
+    size = buffer.size
+    if isinstance(size, int):
+        return size
+    value = arith.as_const_int(_at_dims(size))
+    return value if value is not None else 1 << 30
 
 
 def _count_ops(value: E.Expr, counts: dict) -> None:
@@ -91,7 +118,7 @@ def _access(buffer, index: E.Expr, loops: list[_Loop]) -> dict:
     for loop in loops:
         if loop.var in used:
             unique *= loop.extent
-    unique = min(unique, buffer.size)
+    unique = min(unique, _size(buffer))
     stride = None
     if loops:
         inner = loops[-1].var
@@ -107,7 +134,7 @@ def _access(buffer, index: E.Expr, loops: list[_Loop]) -> dict:
     for loop in reversed(loops[-LEVELS:]):
         if loop.var in used:
             touched *= loop.extent
-        levels.append(min(touched, buffer.size) * size)
+        levels.append(min(touched, _size(buffer)) * size)
     return {"scope": buffer.scope, "bytes": executions * size, "unique": unique * size,
             "lines": lines, "stride": stride, "reuse": executions / max(unique, 1),
             "levels": levels}
@@ -223,13 +250,24 @@ def _local_bytes(func: PrimFunc) -> int:
     while stack:
         s = stack.pop()
         if isinstance(s, Allocate) and s.buffer.scope == "local":
-            total += s.buffer.nbytes
+            nbytes = s.buffer.nbytes
+            total += nbytes if isinstance(nbytes, int) else \
+                (arith.as_const_int(_at_dims(nbytes)) or 0)
         stack.extend(s.children())
     return total
 
 
-def extract_features(func: PrimFunc) -> np.ndarray:
-    """The fixed-length feature vector (``FEATURE_LENGTH`` float32) of a lowered kernel."""
+def extract_features(func: PrimFunc, dims: Mapping[str, int] | None = None) -> np.ndarray:
+    """The fixed-length feature vector (``FEATURE_LENGTH`` float32) of a lowered kernel;
+    over symbolic dims, read where they take the values ``dims`` (by name)."""
+    token = _DIMS.set(dict(dims or {}))
+    try:
+        return _vector(func)
+    finally:
+        _DIMS.reset(token)
+
+
+def _vector(func: PrimFunc) -> np.ndarray:
     stores = store_features(func)
     ranked = sorted(stores, key=lambda s: -(s["ops_total"] + s["executions"]))
     vec = np.zeros(FEATURE_LENGTH, np.float64)

@@ -3,10 +3,10 @@
 A candidate is a task and a config. Builders schedule, lower and compile it (LLVM object
 code) in a pool of worker processes; a runner process loads the object code, checks its
 output against the unscheduled program's, and times it. Every process is a plain
-``python -m tensorc.autotune.measure`` child that talks over its pipes, so whatever a
-candidate does (segfault, illegal instruction, infinite loop, exhausting memory) ends that
-child only: the measurement is recorded with its error class and tuning goes on with a fresh
-one.
+``python -m tensorc.autotune.measure`` child that talks over its pipes (autotune/worker.py),
+so whatever a candidate does (segfault, illegal instruction, infinite loop, exhausting
+memory) ends that child only: the measurement is recorded with its error class and tuning
+goes on with a fresh one.
 
 Error classes: ``build_error``, ``build_timeout``, ``run_error``, ``run_timeout``, ``crash``
 (the process died of a signal), ``wrong_answer``; on a cluster also ``target_mismatch`` (the
@@ -15,6 +15,11 @@ worker's CPU is not the tuning target's) and ``worker_lost`` (the worker died un
 Timing: warm-up calls, then ``repeats`` repeats of as many calls as make ``min_repeat_seconds``,
 the median time per call; or, with ``flush_cache``, ``repeats`` single calls each after a
 cache flush (cold caches, as a kernel of a model finds its weights).
+
+A kernel over symbolic dims (a task with tuning shapes, ``Task.shapes``) is built once, its
+dims left symbolic as the model's kernel has them, and run at each tuning shape with that
+shape's dim values and arrays: checked and timed at each, its latency the geometric mean of
+the shapes' (``RunResult.latencies`` keeps each).
 
 :class:`Executor` is the interface the tuner measures through; :class:`LocalExecutor` (process
 pools on this machine) is the default, and other executors (a cluster's workers) implement
@@ -29,16 +34,8 @@ each candidate through the same child processes, :func:`build_in` and :func:`run
 from __future__ import annotations
 
 import ctypes
-import os
-import pickle
-import resource
-import select
-import signal
 import socket
-import struct
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -47,9 +44,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tensorc.autotune.features import extract_features
+from tensorc.autotune.worker import Worker, serve
 from tensorc.codegen.llvm.codegen import LLVMCodegen
 from tensorc.compiler.object_cache import cached_emit_object
+from tensorc.ir.dims import Dim, evaluate
 from tensorc.ir.loop import KernelCall, PrimFunc
 from tensorc.ops.space import Config
 from tensorc.runtime.cpu import NativeLibrary
@@ -89,6 +87,9 @@ class BuildResult:
     error: str | None = None
     message: str = ""
     seconds: float = 0.0
+    # over symbolic dims: (name, value as a Dim of the graph's dims) of each dim the kernel
+    # takes, in its order (the params' shapes are Dims of these names)
+    dims: list = field(default_factory=list)
 
 
 @dataclass
@@ -102,6 +103,9 @@ class RunJob:
     inject: str | None = None
     return_outputs: bool = False
     target: str = ""                    # the task's target string: where it may be timed
+    # over symbolic dims: per tuning shape, (the kernel's dim values, its params' shapes);
+    # then ``inputs`` and ``expected`` hold one list per shape
+    shapes: list | None = None
 
 
 @dataclass
@@ -112,6 +116,7 @@ class RunResult:
     seconds: float = 0.0
     outputs: list | None = None
     host: str | None = None             # the machine that timed it
+    latencies: list | None = None       # over symbolic dims: at each tuning shape
 
 
 @dataclass
@@ -126,6 +131,7 @@ class MeasureResult:
     run_seconds: float
     outputs: list | None = None
     host: str | None = None
+    latencies: list | None = None       # over symbolic dims: at each tuning shape
 
     @property
     def config(self) -> Config:
@@ -161,17 +167,17 @@ class LocalExecutor(Executor):
 
     def __init__(self, build_workers: int = 2, memory_limit: int | None = None):
         self.build_workers = max(1, build_workers)
-        self._builders = [_Worker() for _ in range(self.build_workers)]
-        self._runner = _Worker(memory_limit)
+        self._builders = [Worker() for _ in range(self.build_workers)]
+        self._runner = Worker(memory_limit)
         self._free = list(self._builders)
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(self.build_workers)
 
-    def _take(self) -> _Worker:
+    def _take(self) -> Worker:
         with self._lock:
             return self._free.pop()
 
-    def _give(self, worker: _Worker) -> None:
+    def _give(self, worker: Worker) -> None:
         with self._lock:
             self._free.append(worker)
 
@@ -200,7 +206,7 @@ class LocalExecutor(Executor):
             worker.stop()
 
 
-def build_in(worker: _Worker, candidate: Candidate, options: MeasureOptions) -> BuildResult:
+def build_in(worker: Worker, candidate: Candidate, options: MeasureOptions) -> BuildResult:
     """Build ``candidate`` in the child process ``worker``; a failure is the result's error."""
     start = time.perf_counter()
     status, value = worker.call("build", candidate, options.build_timeout)
@@ -210,7 +216,7 @@ def build_in(worker: _Worker, candidate: Candidate, options: MeasureOptions) -> 
     return BuildResult(error=error, message=value, seconds=time.perf_counter() - start)
 
 
-def run_in(worker: _Worker, job: RunJob, options: MeasureOptions) -> RunResult:
+def run_in(worker: Worker, job: RunJob, options: MeasureOptions) -> RunResult:
     """Check and time ``job`` in the child process ``worker``; a failure is the result's
     error."""
     start = time.perf_counter()
@@ -242,9 +248,21 @@ def _run_jobs(candidates: Sequence[Candidate], builds: list, options: MeasureOpt
         jobs.append(RunJob(built.object_code, built.entry, built.params,
                            task.inputs_for(cand.config, inputs[task.workload]),
                            expected[task.workload], options,
-                           cand.inject, return_outputs, task.target))
+                           cand.inject, return_outputs, task.target,
+                           _shape_plans(task.shapes, built) if task.shapes else None))
         where.append(k)
     return jobs, where
+
+
+def _shape_plans(shapes: Sequence[dict], built: BuildResult) -> list:
+    """Per tuning shape (graph dim values), the values of the kernel's dims and the shapes
+    of its parameters there."""
+    plans = []
+    for values in shapes:
+        own = {name: evaluate(d, values) for name, d in built.dims}
+        plans.append(([own[name] for name, _ in built.dims],
+                      [tuple(evaluate(d, own) for d in shape) for shape, _ in built.params]))
+    return plans
 
 
 def measure(executor: Executor, candidates: Sequence[Candidate], options: MeasureOptions,
@@ -264,7 +282,7 @@ def measure(executor: Executor, candidates: Sequence[Candidate], options: Measur
         else:
             results.append(MeasureResult(cand, run.latency, run.error, run.message,
                                          built.trace, built.features, built.seconds,
-                                         run.seconds, run.outputs, run.host))
+                                         run.seconds, run.outputs, run.host, run.latencies))
     return results
 
 
@@ -295,165 +313,8 @@ def retime(executor: Executor, candidates: Sequence[Candidate], options: Measure
     return timed
 
 
-# ---------------------------------------------------------------------------------------------
-# worker processes: length-prefixed pickles over the child's stdin and stdout
-
-_HEADER = struct.Struct("<Q")
-READY_TIMEOUT = 120.0
-
-
-class _Worker:
-    """One child process; restarted after it dies or times out. The child ends when the
-    thread that started it dies (Linux), so a killed cluster worker leaves no candidate
-    running behind it."""
-
-    def __init__(self, memory_limit: int | None = None):
-        self.memory_limit = memory_limit
-        self.proc: subprocess.Popen | None = None
-        self._stderr = None
-
-    def _start(self) -> None:
-        self._stderr = tempfile.TemporaryFile()
-        env = dict(os.environ, PYTHONFAULTHANDLER="1")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tensorc.autotune.measure", "--worker",
-             str(self.memory_limit or 0)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env)
-        status, value = self._receive(READY_TIMEOUT)
-        if status != "ready":
-            self.stop()
-            raise RuntimeError(f"a measurement worker did not start: {value}")
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            if self.proc.poll() is None:
-                self.proc.kill()
-            self.proc.wait()
-            for f in (self.proc.stdin, self.proc.stdout):
-                try:
-                    f.close()
-                except OSError:
-                    pass
-            self.proc = None
-        if self._stderr is not None:
-            self._stderr.close()
-            self._stderr = None
-
-    def _stderr_tail(self) -> str:
-        if self._stderr is None:
-            return ""
-        self._stderr.seek(0, os.SEEK_END)
-        size = self._stderr.tell()
-        self._stderr.seek(max(0, size - 400))
-        return self._stderr.read().decode(errors="replace").strip()
-
-    def _death(self) -> tuple[str, str]:
-        code = self.proc.wait()
-        if code < 0:
-            try:
-                name = signal.Signals(-code).name
-            except ValueError:
-                name = f"signal {-code}"
-            what = f"the process died of {name}"
-        else:
-            what = f"the process exited with status {code}"
-        tail = [line for line in self._stderr_tail().splitlines() if line.strip()]
-        fatal = [line for line in tail if "Fatal Python error" in line]
-        if fatal or tail:
-            what += f" ({(fatal or tail)[-1].strip()[:200]})"
-        self.stop()
-        return "crash", what
-
-    def _receive(self, timeout: float) -> tuple[str, Any]:
-        out = self.proc.stdout
-        deadline = time.monotonic() + timeout
-        data = b""
-        need = _HEADER.size
-        header_done = False
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self.stop()
-                return "timeout", f"no answer within {timeout:g} s (the process was killed)"
-            ready, _, _ = select.select([out], [], [], left)
-            if not ready:
-                continue
-            chunk = os.read(out.fileno(), need - len(data))
-            if not chunk:
-                return self._death()
-            data += chunk
-            if not header_done and len(data) >= _HEADER.size:
-                (length,) = _HEADER.unpack(data[:_HEADER.size])
-                data = data[_HEADER.size:]
-                need = length
-                header_done = True
-            if header_done and len(data) >= need:
-                return pickle.loads(data[:need])
-
-    def call(self, kind: str, payload: Any, timeout: float) -> tuple[str, Any]:
-        """("ok", result), ("error", message), ("timeout", message) or ("crash", message)."""
-        if self.proc is None or self.proc.poll() is not None:
-            self.stop()
-            self._start()
-        blob = pickle.dumps((kind, payload), protocol=pickle.HIGHEST_PROTOCOL)
-        try:
-            self.proc.stdin.write(_HEADER.pack(len(blob)) + blob)
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            return self._death()
-        return self._receive(timeout)
-
-
-def _send(fd: int, message: Any) -> None:
-    blob = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    view = memoryview(_HEADER.pack(len(blob)) + blob)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
-
-
-def _read_exact(f, n: int) -> bytes | None:
-    data = f.read(n)
-    return data if data is not None and len(data) == n else None
-
-
 def _worker_main(memory_limit: int) -> None:
-    # the protocol owns the original stdout; anything printed goes to stderr
-    out_fd = os.dup(1)
-    os.dup2(2, 1)
-    _die_with_parent()
-    if memory_limit:
-        resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
-    handlers = {"build": _build, "run": _run}
-    _send(out_fd, ("ready", None))
-    stdin = sys.stdin.buffer
-    while True:
-        header = _read_exact(stdin, _HEADER.size)
-        if header is None:
-            return
-        blob = _read_exact(stdin, _HEADER.unpack(header)[0])
-        if blob is None:
-            return
-        kind, payload = pickle.loads(blob)
-        try:
-            reply = ("ok", handlers[kind](payload))
-        except MemoryError:
-            reply = ("error", "out of memory")
-        except Exception as exc:        # noqa: BLE001  (reported as the candidate's error)
-            reply = ("error", f"{type(exc).__name__}: {exc}")
-        _send(out_fd, reply)
-
-
-def _die_with_parent() -> None:
-    """Ask Linux to kill this process when its parent goes (a measurement that went on
-    after its cluster worker was killed would disturb the next one timed on the machine)."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL, 0, 0, 0)      # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    serve({"build": _build, "run": _run}, memory_limit)
 
 
 def _segfault() -> None:
@@ -474,29 +335,66 @@ def _build(candidate: Candidate) -> BuildResult:
     task = candidate.task
     target = task.get_target()
     func = task.schedule(candidate.config)
-    features = extract_features(func)
+    features = task.features(func)
     cg = LLVMCodegen(target)
     cg.add_kernel(func)
     entry = f"{func.name}_entry"
+    # over symbolic dims, the entry reads the kernel's dims from its dims array and passes
+    # them on: one object serves every tuning shape
     cg.add_entry(PrimFunc(entry, func.params,
-                          KernelCall(func.name, [(p, 0) for p in func.params])))
+                          KernelCall(func.name, [(p, 0) for p in func.params], list(func.dims)),
+                          dims=list(func.dims)))
     obj = cached_emit_object(str(cg.module), target)      # a candidate built before: no LLVM
-    return BuildResult(obj, entry, [(p.shape, p.dtype) for p in func.params],
-                       func.attrs.get("trace"), features, None, "",
-                       time.perf_counter() - start)
+    own = func.attrs.get("dim_values", {})
+    dims = [(v.name, own.get(v.name, Dim(v.name))) for v in func.dims]
+    params = [(tuple(d if isinstance(d, int) else Dim.of(d) for d in p.shape), p.dtype)
+              for p in func.params]
+    return BuildResult(obj, entry, params, func.attrs.get("trace"), features, None, "",
+                       time.perf_counter() - start, dims)
 
 
 def _run(job: RunJob) -> RunResult:
-    """Check and time one built candidate (in the runner process)."""
+    """Check and time one built candidate (in the runner process); over symbolic dims, at
+    each tuning shape, its latency the geometric mean of theirs."""
     start = time.perf_counter()
-    options = job.options
     library = NativeLibrary(job.object_code)
     fn = library.entry(job.entry)
-    inputs = [np.ascontiguousarray(a) for a in job.inputs]
+    if job.shapes is None:
+        result = _run_at(job, fn, job.inputs, job.expected, job.params, None)
+        result.seconds = time.perf_counter() - start
+        return result
+    latencies, outputs = [], []
+    for k, (dims, shapes) in enumerate(job.shapes):
+        params = [(shape, dtype) for shape, (_, dtype) in zip(shapes, job.params)]
+        expected = job.expected[k] if job.expected is not None else None
+        result = _run_at(job, fn, job.inputs[k], expected, params, dims)
+        if result.error is not None:
+            result.message = f"at tuning shape {k + 1}: {result.message}"
+            result.seconds = time.perf_counter() - start
+            return result
+        latencies.append(result.latency)
+        outputs.append(result.outputs)
+    # (an empty tensor's kernel times at about nothing: a floor keeps the mean finite)
+    mean = float(np.exp(np.mean(np.log(np.maximum(latencies, 1e-9)))))
+    return RunResult(mean, None, "", time.perf_counter() - start,
+                     outputs if job.return_outputs else None, latencies=latencies)
+
+
+def _run_at(job: RunJob, fn, inputs: list, expected: list | None, params: list,
+            dims: list[int] | None) -> RunResult:
+    """Check and time the candidate on ``inputs`` (and, over symbolic dims, the kernel's
+    dim values ``dims``)."""
+    start = time.perf_counter()
+    options = job.options
+    inputs = [np.ascontiguousarray(a) for a in inputs]
     outputs = [np.full(shape, np.nan, dtype) if np.dtype(dtype).kind == "f"
-               else np.zeros(shape, dtype) for shape, dtype in job.params[len(inputs):]]
+               else np.zeros(shape, dtype) for shape, dtype in params[len(inputs):]]
     arrays = [*inputs, *outputs]
-    ptrs = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
+    pointers = [a.ctypes.data for a in arrays]
+    if dims is not None:
+        values = np.array(dims, np.int64)
+        pointers.append(values.ctypes.data)
+    ptrs = (ctypes.c_void_p * len(pointers))(*pointers)
     threads = int(options.num_threads)
 
     def call() -> None:
@@ -517,8 +415,8 @@ def _run(job: RunJob) -> RunResult:
     call()
     if job.inject == "wrong_answer":
         outputs[0].reshape(-1)[0] += 1.0
-    if job.expected is not None:
-        for k, (got, want) in enumerate(zip(outputs, job.expected)):
+    if expected is not None:
+        for k, (got, want) in enumerate(zip(outputs, expected)):
             if not _close(got, want, options):
                 bad = np.abs(got.astype(np.float64) - want.astype(np.float64))
                 return RunResult(error="wrong_answer", message=f"output {k} differs from the "

@@ -10,6 +10,14 @@ run loses at most the record in flight (a torn last line is skipped when the log
 tuning_log=...)`` applies the fastest valid record per workload for the same target and
 tensorc version.
 
+A kernel over symbolic dims (tuned at several shapes) has records that name the shapes
+(``shapes``, ``batch=1,seq=7`` each) and give the latency at each (``shape_latencies``), its
+``latency`` their geometric mean. Only its confirmed records apply: the default and the picks
+timed again side by side at every shape, a pick's ``relative`` latency (its geometric mean
+over the default's) ranking them; a pick slower than the default at any shape gets the error
+class ``slower_at_a_shape`` instead (as does a config the end-to-end verdict drops), and a
+config with such a record is never applied, whatever its other records say.
+
 >>> log = TuningLog("tune.jsonl")
 >>> log.append(make_record(task, config, trace, latency=1.2e-3))
 >>> best = log.best_configs(Target.host())      # what compile applies
@@ -25,12 +33,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Mapping
 
+from tensorc.autotune.shapes import format_shape
 from tensorc.errors import TensorcError
 from tensorc.target import Target
 from tensorc.version import __version__
 
 ERROR_CLASSES = ("build_error", "build_timeout", "run_error", "run_timeout", "crash",
-                 "wrong_answer", "invalid_config", "target_mismatch", "worker_lost")
+                 "wrong_answer", "invalid_config", "target_mismatch", "worker_lost",
+                 "slower_at_a_shape")
 # failures that say nothing about the config (a cluster worker of another CPU refused it, or
 # died under it): ``tune --resume`` measures such configs again
 TRANSIENT_ERRORS = ("target_mismatch", "worker_lost")
@@ -64,14 +74,17 @@ def make_record(task, config: Mapping, trace: list | None, latency: float | None
                 error: str | None = None, message: str = "", build_seconds: float = 0.0,
                 run_seconds: float = 0.0, host: str | None = None,
                 confirmed: bool = False, threads: int | None = None,
-                cold: bool = False) -> dict:
+                cold: bool = False, latencies: list | None = None,
+                relative: float | None = None) -> dict:
     """One measurement of ``task`` (a ``task.Task``) as a log record. ``confirmed``: the
     median of the config timed again beside the task's default at the end of a run (the
     tuner's confirmation), which a compile prefers to the search's single measurements.
     ``threads``: how many threads the kernel was timed on (a config's speed depends on it: a
     matmul whose column panels form one block is fast on one thread and has nothing for a
     second one to do). ``cold``: timed after a cache flush per call (``MeasureOptions.
-    flush_cache``), so not comparable with a hot measurement."""
+    flush_cache``), so not comparable with a hot measurement. Over symbolic dims (``task.shapes``),
+    ``latencies`` gives the latency at each tuning shape, and ``relative`` a confirmed
+    record's geometric mean over the default's, timed beside it."""
     if (latency is None) == (error is None):
         raise ValueError("a record has a latency or an error class, not both or neither")
     if error is not None and error not in ERROR_CLASSES:
@@ -99,6 +112,12 @@ def make_record(task, config: Mapping, trace: list | None, latency: float | None
         record["threads"] = int(threads)
     if cold:
         record["cold"] = True
+    shapes = getattr(task, "shapes", ())
+    if shapes:
+        record["shapes"] = [format_shape(v) for v in shapes]
+        record["shape_latencies"] = latencies
+        if relative is not None:
+            record["relative"] = relative
     return record
 
 
@@ -163,6 +182,7 @@ class TuningLog:
                                f"to write one, or compile without it")
         best: dict[str, dict] = {}
         other = other_threads = 0
+        usable, slower = [], set()
         for r in self.records():
             if r.get("target") != tgt or r.get("tensorc") != version:
                 other += 1
@@ -170,7 +190,16 @@ class TuningLog:
             if not _same_threads(r, threads):
                 other_threads += 1
                 continue
+            if r.get("error") == "slower_at_a_shape":
+                slower.add((r["workload"], _config_key(r)))
+            usable.append(r)
+        for r in usable:
             if r.get("error") is not None or not r.get("latency"):
+                continue
+            # a symbolic kernel's config applies only once timed beside the default at
+            # every tuning shape, and never where it lost at one
+            if r.get("shapes") and (not r.get("confirmed") or
+                                    (r["workload"], _config_key(r)) in slower):
                 continue
             seen = best.get(r["workload"])
             if seen is None or _rank(r) < _rank(seen):
@@ -181,8 +210,14 @@ class TuningLog:
 
 def _rank(record: dict) -> tuple:
     """The order of a workload's records for applying: cold-cache ones, then confirmed ones,
-    then the fastest."""
-    return not record.get("cold"), not record.get("confirmed"), record["latency"]
+    then the fastest (over symbolic dims, relative to the default timed beside it: runs at
+    other tuning shapes have other latencies)."""
+    return not record.get("cold"), not record.get("confirmed"), \
+        record.get("relative", record["latency"])
+
+
+def _config_key(record: dict) -> str:
+    return json.dumps(record["config"], sort_keys=True)
 
 
 def _same_threads(record: dict, threads: int | None) -> bool:

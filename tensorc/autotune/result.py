@@ -47,6 +47,8 @@ class TuneResult:
     seconds: float
     log: str
     end_to_end: dict = field(default_factory=dict)     # default_ms, tuned_ms, onnxruntime_ms
+    # over symbolic dims: the tuning shapes (batch=1,seq=7 each); end_to_end has a row each
+    shapes: list = field(default_factory=list)
 
     def table(self) -> str:
         header = ["task", "ops", "weight", "trials", "errors", "default ms", "tuned ms",
@@ -67,6 +69,10 @@ class TuneResult:
                             for t in self.tasks)
         lines.append(f"{self.trials} trials in {self.seconds:.0f} s; kernel time (weighted "
                      f"sum) {weighted_default * 1e3:.3f} -> {weighted_best * 1e3:.3f} ms")
+        if self.shapes:
+            lines.append(f"tuned over symbolic dims at {len(self.shapes)} shapes: "
+                         f"{'; '.join(self.shapes)} (kernel times: geometric means over the "
+                         f"shapes where each runs its own schedule)")
         if any(t.trials and not t.confirmed for t in self.tasks):
             lines.append("* the search's single measurements: not timed again beside the "
                          "default (no faster config found, or the time ran out)")
@@ -80,6 +86,8 @@ class TuneResult:
         apply = f"tensorc compile --tuning-log {self.log}"
         if not e2e:
             return [f"log: {self.log} (not timed end to end; {apply} applies it)"]
+        if "shapes" in e2e:
+            return self._shape_lines(apply)
         text = (f"end to end ({e2e.get('threads', 0) or 'all'} threads): default "
                 f"{e2e['default_ms']:.3f} ms, tuned {e2e['tuned_ms']:.3f} ms")
         if e2e.get("onnxruntime_ms"):
@@ -97,9 +105,38 @@ class TuneResult:
                          f"find more)")
         return lines
 
+    def _shape_lines(self, apply: str) -> list[str]:
+        """The end-to-end lines of a model tuned over symbolic dims: one per tuning shape,
+        what was dropped, and the verdict on the log."""
+        e2e = self.end_to_end
+        threads = e2e.get("threads", 0) or "all"
+        lines = [f"end to end ({threads} threads), symbolic module default vs tuned:"]
+        for row in e2e["shapes"]:
+            if row.get("same_kernels"):
+                lines.append(f"  {row['shape']}: the same kernels (every tuned kernel runs "
+                             f"its small-dims variant here): not timed")
+                continue
+            lines.append(f"  {row['shape']}: default {row['default_ms']:.3f} ms, tuned "
+                         f"{row['tuned_ms']:.3f} ms: {row['verdict_text']}"
+                         + ("  [dropped]" if row.get("dropped") else ""))
+        if e2e.get("dropped"):
+            lines.append(f"  dropped the tuned configs of {len(e2e['dropped'])} kernels "
+                         f"that made the model slower at a shape")
+        verdict = e2e.get("verdict") or {}
+        if not e2e.get("applied_kernels"):
+            lines.append(f"log: {self.log} applies no tuned config: compiling with it "
+                         f"gives the untuned model")
+        elif verdict.get("faster"):
+            lines.append(f"log: {self.log} makes the model faster at some tuning shapes "
+                         f"and slower at none: {apply}")
+        else:
+            lines.append(f"log: {self.log} gives no gain beyond the noise at any tuning "
+                         f"shape, and no loss: compiling without it is as fast")
+        return lines
+
     def to_json(self) -> dict:
         return {"trials": self.trials, "seconds": self.seconds, "log": self.log,
-                "end_to_end": self.end_to_end,
+                "end_to_end": self.end_to_end, "shapes": self.shapes,
                 "tasks": [{"name": t.name, "ops": t.description, "weight": t.weight,
                            "flops": t.flops, "trials": t.trials, "errors": t.errors,
                            "default_ms": _ms_value(t.default_latency),

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tensorc.autotune.cost_model import CostModel
-from tensorc.autotune.features import extract_features
 from tensorc.ops.space import Config, SearchSpace
 
 ENUMERATE_LIMIT = 256       # spaces with at most this many knob combinations are scored whole
@@ -94,7 +93,7 @@ class TaskState:
         """The config's feature vector, lowering it here once (None if it fails to lower)."""
         if config not in self.features:
             try:
-                self.features[config] = extract_features(self.task.schedule(config))
+                self.features[config] = self.task.features(self.task.schedule(config))
             except Exception:       # noqa: BLE001  (a config that does not lower scores last)
                 self.features[config] = None
         return self.features[config]

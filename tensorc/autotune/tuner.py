@@ -1,8 +1,19 @@
 """The tuner: tasks -> scheduler -> search -> measurement -> log, until the budget is spent.
 
+A model whose input dims stay symbolic (no ``input_shapes``, or some dims left open) is tuned
+as ``tensorc.compile`` builds it, one kernel per workload for every shape: each candidate is
+built once over the symbolic dims and timed at every tuning shape (``tune_shapes``, or a
+default set across each dim's range, ``autotune.shapes``), scored by the geometric mean of
+its times. The confirmation times the fastest beside the default at every shape and rejects
+a config slower than the default at any of them; the end-to-end verdict compares the tuned
+and untuned symbolic modules at each shape and drops the tuned configs of a kernel that
+loses at one (records of error class ``slower_at_a_shape``), so the log never makes the
+model slower at a tuning shape.
+
 >>> result = tune("resnet.onnx", {"input": (1, 3, 224, 224)}, trials=200, log="tune.jsonl")
 >>> print(result.table())
 >>> mod = tensorc.compile("resnet.onnx", tuning_log="tune.jsonl")
+>>> tune("bert.onnx", trials=200, tune_shapes=[{"batch": 1, "seq": 9}, {"batch": 4, "seq": 128}])
 """
 from __future__ import annotations
 
@@ -24,11 +35,13 @@ from tensorc.autotune.result import TaskResult, TuneResult
 from tensorc.autotune.search import (
     EvolutionarySearch, RandomSearch, TaskScheduler, TaskState,
 )
-from tensorc.autotune.task import Task, extract_tasks
+from tensorc.autotune.shapes import format_shape, open_dims
+from tensorc.autotune.symbolic_verdict import compare_symbolic_end_to_end, geomean
+from tensorc.autotune.task import Task, extract_symbolic_tasks, extract_tasks
 from tensorc.autotune.verdict import compare_alternating
 from tensorc.compiler.llvm import compile_model
 from tensorc.errors import TensorcError
-from tensorc.frontend.model import with_input_values
+from tensorc.frontend.model import import_model, with_input_values
 from tensorc.ops.space import Config, SearchSpace
 from tensorc.reference import onnxruntime_session, random_inputs, run_session
 from tensorc.runtime.module import default_threads
@@ -117,6 +130,8 @@ class Tuner:
             state = by_workload.get(r["workload"])
             if state is None:
                 continue
+            if r.get("shapes", []) != [format_shape(v) for v in state.task.shapes]:
+                continue        # timed at other tuning shapes: not comparable
             if r.get("error") in TRANSIENT_ERRORS or r.get("confirmed"):
                 continue        # (a confirmation is no trial of the search)
             config = Config(r["config"])
@@ -168,7 +183,8 @@ class Tuner:
                 self.log.append(make_record(task, r.config, r.trace, r.latency, r.error,
                                             r.message, r.build_seconds, r.run_seconds,
                                             r.host, threads=self.threads,
-                                            cold=self.options.flush_cache))
+                                            cold=self.options.flush_cache,
+                                            latencies=r.latencies))
 
     def run(self, trials: int | None = None, seconds: float | None = None,
             deadline: float | None = None, reserve: float = 0.0) -> TuneResult:
@@ -243,6 +259,9 @@ class Tuner:
             timed = retime(self.executor, [Candidate(state.task, c) for c in configs],
                            self.options, rounds, {state.task.workload: state.inputs},
                            {state.task.workload: state.expected})
+            if state.task.shapes:
+                self._confirm_at_shapes(state, configs, timed)
+                continue
             medians = [statistics.median(r.latency for r in runs)
                        if all(r.error is None for r in runs) else None for runs in timed]
             confirmed = [(m, k) for k, m in enumerate(medians) if k and m is not None]
@@ -257,6 +276,56 @@ class Tuner:
                                                     latency, host=timed[0][0].host,
                                                     confirmed=True, threads=self.threads,
                                                     cold=self.options.flush_cache))
+
+    def _confirm_at_shapes(self, state: TaskState, configs: list[Config], timed) -> None:
+        """:meth:`confirm` for a kernel over symbolic dims: the median at each tuning shape
+        of each config's rounds; a pick slower than the default at any shape is rejected
+        (logged as ``slower_at_a_shape``, so no compile applies it), and the one with the
+        least geometric mean of the others is the task's tuned config where it beats the
+        default's."""
+        task = state.task
+        medians: list[list[float] | None] = []
+        for runs in timed:
+            ok = all(r.error is None and r.latencies for r in runs)
+            medians.append([statistics.median(r.latencies[i] for r in runs)
+                            for i in range(len(task.shapes))] if ok else None)
+        base = medians[0]
+        if base is None:
+            return
+        default_mean = geomean(base)
+        kept, lost = [], []
+        for k in range(1, len(configs)):
+            at = medians[k]
+            if at is None:
+                continue
+            worse = [i for i, (t, d) in enumerate(zip(at, base)) if t > d]
+            if worse:
+                lost.append((k, worse))
+            else:
+                kept.append((geomean(at), k))
+        if kept:
+            mean, k = min(kept)
+            state.confirmed = (default_mean, mean, configs[k])
+        else:           # (result() keeps the default where it is as fast)
+            state.confirmed = (default_mean, default_mean, configs[0])
+        if self.log is None:
+            return
+        host = timed[0][0].host
+        common = dict(host=host, confirmed=True, threads=self.threads,
+                      cold=self.options.flush_cache)
+        self.log.append(make_record(task, configs[0], state.traces.get(configs[0]),
+                                    default_mean, latencies=base, relative=1.0, **common))
+        for mean, k in kept:
+            self.log.append(make_record(task, configs[k], state.traces.get(configs[k]), mean,
+                                        latencies=medians[k], relative=mean / default_mean,
+                                        **common))
+        for k, worse in lost:
+            where = "; ".join(f"{format_shape(task.shapes[i])}: {medians[k][i] * 1e6:.2f} us "
+                              f"against {base[i] * 1e6:.2f} us" for i in worse)
+            self.log.append(make_record(task, configs[k], state.traces.get(configs[k]),
+                                        error="slower_at_a_shape",
+                                        message=f"slower than the default at {where}",
+                                        latencies=medians[k], **common))
 
     def _progress_line(self, state: TaskState, done: int, trials, deadline, start) -> str:
         index = self.states.index(state) + 1
@@ -285,6 +354,9 @@ class Tuner:
                 default, best, config = s.confirmed
                 if best >= default:     # timed side by side, the default won: it stays
                     best, config, kept = default, s.space.default(), True
+            elif t.shapes and s.trials:
+                # over symbolic dims only confirmed configs apply (records.best_configs)
+                best, config, kept = default, s.space.default(), True
             tasks.append(TaskResult(t.name, t.description, t.weight, t.flops, s.trials,
                                     s.errors, default, best,
                                     dict(config) if config is not None else None,
@@ -300,7 +372,9 @@ def tune(model, input_shapes: Mapping[str, Sequence[int]] | None = None,
          batch: int = 8, build_workers: int = 2, end_to_end: bool = True,
          options: MeasureOptions | None = None, executor: Executor | None = None,
          progress: Progress | None = None, seed: int = 0, cluster=None,
-         input_values: Mapping[str, object] | None = None) -> TuneResult:
+         input_values: Mapping[str, object] | None = None,
+         tune_shapes: Sequence[Mapping[str, int]] | None = None,
+         dim_ranges: Mapping[str, tuple] | None = None) -> TuneResult:
     """Tune the kernels of an ONNX model for ``target`` (this CPU) within ``trials``
     measurements or ``time_budget`` (seconds, or "20m": the wall-clock time of the whole
     run, task extraction and the end-to-end verdict included); every measurement is appended
@@ -315,6 +389,14 @@ def tune(model, input_shapes: Mapping[str, Sequence[int]] | None = None,
     (:mod:`tensorc.autotune.verdict`): ``result.end_to_end["verdict"]`` says whether the log
     makes it faster beyond the noise. An interrupt (Ctrl-C) keeps the log, which
     ``resume=True`` continues.
+
+    Input dims that ``input_shapes`` leaves open stay symbolic (in ``dim_ranges``), as
+    ``tensorc.compile`` keeps them, and the kernels are tuned at ``tune_shapes`` (dicts of
+    every open dim's value, e.g. ``[{"batch": 1, "seq": 9}, {"batch": 4, "seq": 128}]``;
+    by default a few across each dim's range: ``autotune.shapes.default_shapes``); compile
+    with the same ``dim_ranges`` and the log. The end-to-end verdict is taken at each shape
+    (``result.end_to_end["shapes"]``), and the configs of a kernel that loses at one are
+    dropped from the log.
 
     >>> result = tensorc.tune("model.onnx", trials=64, log="tune.jsonl")
     >>> print(result.table())
@@ -341,13 +423,26 @@ def tune(model, input_shapes: Mapping[str, Sequence[int]] | None = None,
         say(f"measuring on the {executor.describe()}")
     try:
         say("extracting tasks (compiling and profiling the model once)")
-        tasks = extract_tasks(model, input_shapes, tgt, measure=True, num_threads=threads)
+        shapes: list = []
+        if _symbolic_dims(model, input_shapes, tgt, tune_shapes, dim_ranges):
+            tasks, shapes = extract_symbolic_tasks(model, tune_shapes, tgt, input_shapes,
+                                                   dim_ranges, True, threads)
+            say(f"tuning over symbolic dims at {len(shapes)} shapes: "
+                f"{'; '.join(format_shape(v) for v in shapes)}")
+            if not tasks:
+                raise TensorcError(
+                    "nothing to tune at these shapes: at each, every kernel's dims are at "
+                    "most 8, where the model runs kernels scheduled for small dims, which "
+                    "no config changes; tune at larger shapes (tune_shapes=, --tune-shape)")
+        else:
+            tasks = extract_tasks(model, input_shapes, tgt, measure=True,
+                                  num_threads=threads)
         extracted = time.monotonic() - started
         say(f"{len(tasks)} distinct kernels; search spaces of "
             f"{', '.join(str(len(t.space())) for t in tasks)} configs")
         # the end-to-end verdict compiles the model twice (about what extraction took) and
-        # times it for at least a few blocks
-        reserve = 2 * extracted + 2.0 if end_to_end else 0.0
+        # times it for at least a few blocks (at each tuning shape)
+        reserve = 2 * extracted + 2.0 * max(1, len(shapes)) if end_to_end else 0.0
         if deadline is not None and time.monotonic() + reserve >= deadline:
             raise TensorcError(
                 f"the time budget of {seconds:g} s leaves no time to search: extracting the "
@@ -379,13 +474,39 @@ def tune(model, input_shapes: Mapping[str, Sequence[int]] | None = None,
     elif end_to_end and deadline is not None and time.monotonic() + reserve / 2 > deadline:
         say("not timing the model end to end: the time budget is spent (a batch of "
             "measurements ran long)")
+    elif end_to_end and shapes:
+        say("timing the model end to end at each tuning shape: default and tuned "
+            "alternating until their medians settle")
+        result.end_to_end = compare_symbolic_end_to_end(
+            model, input_shapes, dim_ranges, shapes, tgt, log, threads, tasks, deadline, say)
     elif end_to_end:
         say("timing the model end to end: default and tuned alternating until their "
             "medians settle")
         result.end_to_end = compare_end_to_end(model, input_shapes, tgt, log, threads,
                                                deadline)
+    result.shapes = [format_shape(v) for v in shapes]
     result.seconds = time.monotonic() - started
     return result
+
+
+def _symbolic_dims(model, input_shapes, target: Target, tune_shapes, dim_ranges) -> list:
+    """The open dims of ``model`` with ``input_shapes`` bound (as ``compile`` on ``target``
+    keeps them; [] where every dim is bound: the static path, as it always was)."""
+    if target.kind != "llvm":
+        raise TensorcError(f"the autotuner tunes CPU (llvm) kernels; {target} is not one")
+    if not tune_shapes and not dim_ranges:
+        try:
+            import_model(model, input_shapes)       # every dim bound: the static path
+            return []
+        except TensorcError:
+            pass
+    _, graph = import_model(model, input_shapes, None, dim_ranges, symbolic=True)
+    names = open_dims(graph)
+    if tune_shapes and not names:
+        raise TensorcError("tune_shapes (--tune-shape) names dims, but the model has no "
+                           "symbolic input dims (or input_shapes binds them all): tune "
+                           "without them")
+    return names
 
 
 def compare_end_to_end(model, input_shapes, target: Target, log, threads: int | None,

@@ -76,6 +76,39 @@ def parse_dim_range(text: str) -> tuple[str, tuple[int, int | None]]:
     return name, (low, high)
 
 
+def parse_tune_shape(text: str) -> dict[str, int]:
+    """One tuning shape of ``tensorc tune --tune-shape``: ``NAME=V,NAME=V`` (each pair split
+    at its last ``=``, so a name may hold ``x`` or ``=``), or a JSON object for names holding
+    a comma.
+
+    >>> parse_tune_shape("batch=1,seq=7"), parse_tune_shape('{"a,b": 9}')
+    ({'batch': 1, 'seq': 7}, {'a,b': 9})
+    """
+    text = text.strip()
+    if text.startswith("{"):
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise argparse.ArgumentTypeError(f"cannot read the tuning shape {text!r} as "
+                                             f"JSON: {error}") from None
+        if not isinstance(value, dict) or not all(
+                isinstance(v, int) and not isinstance(v, bool) for v in value.values()):
+            raise argparse.ArgumentTypeError(f"the tuning shape {text!r} must be a JSON "
+                                             f"object of integers, e.g. {{\"seq\": 7}}")
+        return value
+    shape: dict[str, int] = {}
+    for part in text.split(","):
+        name, sep, value = part.rpartition("=")
+        name = name.strip()
+        if not sep or not name or not value.strip().isdigit():
+            raise argparse.ArgumentTypeError(
+                f"cannot read the tuning shape {text!r}: give NAME=VALUE pairs separated by "
+                f"commas, one value for each symbolic dim, e.g. batch=1,seq=7 (or a JSON "
+                f"object for names with commas)")
+        shape[name] = int(value)
+    return shape
+
+
 def range_dict(pairs: list[tuple[str, tuple[int, int | None]]] | None) -> dict | None:
     """The ``--dim-range`` pairs as a dict (None when none are given)."""
     if not pairs:

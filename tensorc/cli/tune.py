@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tensorc.cli.arguments import (
-    add_input_shape, add_input_value, duration, positive_int, require_file, shape_dict, subcommand,
-    thread_count, value_dict, writable_output,
+    add_dim_range, add_input_shape, add_input_value, duration, parse_tune_shape, positive_int,
+    range_dict, require_file, shape_dict, subcommand, thread_count, value_dict, writable_output,
 )
 from tensorc.errors import TensorcError
 
@@ -41,6 +41,16 @@ examples:
   tensorc tune mlp.onnx --trials 2000 --log mlp.jsonl --cluster tcp://scheduler:8786
   tensorc compile mlp.onnx -o mlp.tcz --tuning-log mlp.jsonl
   tensorc tune resnet.onnx --input-shape input=1x3x224x224 --time 20m --log resnet.jsonl
+  tensorc tune bert.onnx --trials 200 --log bert.jsonl --dim-range sequence=1:512
+  tensorc tune bert.onnx --trials 200 --log bert.jsonl --dim-range sequence=1:512 \
+--tune-shape batch=1,sequence=9 --tune-shape batch=4,sequence=128
+  tensorc compile bert.onnx -o bert.tcz --dim-range sequence=1:512 --tuning-log bert.jsonl
+
+A model whose input dims stay symbolic (no --input-shape binds them) is tuned as 'tensorc
+compile' builds it, one set of kernels for every shape: each candidate is timed at every
+--tune-shape (by default a few across each dim's range: 1, 7, a middle value, the range's
+end where finite), a config slower than the default at any of them is rejected, and the
+end-to-end verdict at each shape drops the configs that make the model slower there.
 """)
     p.add_argument("model", help="the ONNX model file")
     budget = p.add_mutually_exclusive_group(required=True)
@@ -66,6 +76,12 @@ examples:
                    "tcp://scheduler:8786 (needs pip install 'tensorc[cluster]')")
     add_input_shape(p)
     add_input_value(p)
+    add_dim_range(p)
+    p.add_argument("--tune-shape", metavar="DIMS", type=parse_tune_shape, action="append",
+                   help="a shape to tune a model over symbolic dims at: every symbolic dim's "
+                   "value, e.g. batch=1,seq=9 (each pair split at its last '='), or a JSON "
+                   "object for dim names with commas; repeat the flag for several shapes "
+                   "(default: a few across each dim's range)")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.add_argument("--plot", metavar="PNG",
                    help="draw each task's search curve (best-so-far speed-up against "
@@ -106,7 +122,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
                       args.time, args.log, args.resume, args.threads, args.search, args.batch,
                       args.build_workers, not args.no_end_to_end, progress=progress,
                       cluster=args.cluster, options=MeasureOptions(flush_cache=args.cold_cache),
-                      input_values=value_dict(args.input_value))
+                      input_values=value_dict(args.input_value),
+                      tune_shapes=args.tune_shape, dim_ranges=range_dict(args.dim_range))
     except KeyboardInterrupt:
         if tty:
             print(file=sys.stderr)

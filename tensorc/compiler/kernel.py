@@ -300,9 +300,7 @@ def group_space(group: FusedGroup, graph: Graph, target: Target) -> SearchSpace:
     for value in layouts.values if layouts is not None else (None,):
         g, grp = (graph, group) if layouts is None or value == layouts.current else \
             relaid_group(group, graph, layouts, value)
-        _, out, anchor = group_to_te(grp, g, target)
-        attrs = grp.anchor.attrs if grp.anchor is not None else {}
-        spaces[value] = group_template(grp, target).search_space(target, out, anchor, attrs)
+        spaces[value] = _template_space(grp, g, target)
     if layouts is None:
         return spaces[None]
     picks = PicksLayout(layouts.knob, layouts.current, layouts.new_knob, spaces)
@@ -324,6 +322,21 @@ def group_space(group: FusedGroup, graph: Graph, target: Target) -> SearchSpace:
                                    "repacked at compile time)")
     return SearchSpace(list(knobs.values()), [picks], spaces[layouts.current].name,
                        conditions)
+
+
+def _template_space(group: FusedGroup, graph: Graph, target: Target) -> SearchSpace:
+    """The space of the template :func:`schedule_group` schedules ``group`` with: over
+    symbolic dims, chosen at the dims' hints with its compound dims as kernel dims, and the
+    generic template's (no knobs) where the anchor's does not take symbolic shapes."""
+    kernel_dims: dict = {}
+    params, out, anchor = group_to_te(group, graph, target, kernel_dims)
+    own_hints = {n: te.hint(d) for n, d in kernel_dims.items()}
+    template = group_template(group, target)
+    if not template.symbolic and not all(te.is_static(t.shape) for t in [*params, out]):
+        template = GENERIC
+    attrs = group.anchor.attrs if group.anchor is not None else {}
+    with te.dim_hints({**te.current_hints(), **own_hints}):
+        return template.search_space(target, out, anchor, attrs)
 
 
 @dataclass(frozen=True)

@@ -233,13 +233,16 @@ def _call_args(job, graph: Graph) -> list:
 
 
 def compile_model(model, target: Target, input_shapes=None, num_threads: int | None = None,
-                  configs=None, cache: bool = True) -> Module:
+                  configs=None, cache: bool = True, symbolic: bool = False,
+                  dim_ranges=None) -> Module:
     """An ONNX model (path or ModelProto) imported and compiled for a CPU target, for callers
-    below the public API (the autotuner); ``configs`` as in :func:`compile_llvm_module`."""
+    below the public API (the autotuner); ``configs`` as in :func:`compile_llvm_module`.
+    ``symbolic``: dims ``input_shapes`` leaves open stay symbolic (in ``dim_ranges``), as
+    ``tensorc.compile`` keeps them."""
     times = CompileTimes()
     start = time.perf_counter()
     with times.phase("import and validation"):
-        proto, graph = import_model(model, input_shapes)
+        proto, graph = import_model(model, input_shapes, None, dim_ranges, symbolic=symbolic)
     return compile_llvm_module(proto, graph, target, start, num_threads, None, configs, times,
                                cache)
 
