@@ -261,17 +261,20 @@ def _remainder_cases(body: Stmt, var: E.Var, at: E.Expr, cmp: E.Compare, dims: s
                 if (arith.linear_coeff(base, d) or (None, 0))[1] == -1), None)
     if dim is None:
         return None
+    # the guarded extent N = dim - off (a valid conv's output row: its padded input's width
+    # less the window's), its remainder c = N % F
+    off = _offset(arith.simplify(base + dim), _inner_vars(body))
     q = E.Var(f"{dim.name}.q")
     ranges = {q: (0, SYMBOLIC_MAX)}
     if extent is not None:
         for c in range(factor):
-            runs = arith.simplify(E.substitute(extent, {dim: q * factor + c}), ranges)
+            runs = arith.simplify(E.substitute(extent, {dim: q * factor + c + off}), ranges)
             if arith.as_const_int(runs) != (1 if c else 0):
                 return None
     at_tile = map_stmt(body, lambda e: E.substitute(e, {var: at}))
     cases = None
     for c in range(factor - 1, 0, -1):
-        copy = map_stmt(at_tile, lambda e, c=c: E.substitute(e, {dim: q * factor + c}))
+        copy = map_stmt(at_tile, lambda e, c=c: E.substitute(e, {dim: q * factor + c + off}))
         copy = simplify_stmt(partition._visit(simplify_stmt(copy, ranges) or seq(), ranges)
                              or seq(), ranges)
         if copy is None:
@@ -279,7 +282,17 @@ def _remainder_cases(body: Stmt, var: E.Var, at: E.Expr, cmp: E.Compare, dims: s
         if any(dim in E.free_vars(x) or q in E.free_vars(x)
                for cond in _conditions(copy, selects=True) for x in _comparisons(cond)):
             return None     # a guard on N left (a load's index may read q: not a guard)
-        copy = map_stmt(copy, lambda e: E.substitute(e, {q: dim // factor}))
-        remainder = E.Compare("eq", dim % factor, E.const(c))
+        copy = map_stmt(copy, lambda e: E.substitute(e, {q: (dim - off) // factor}))
+        remainder = E.Compare("eq", (dim - off) % factor, E.const(c))
         cases = IfThenElse(remainder, copy, cases)
     return cases
+
+
+def _offset(rest: E.Expr, inner: set[E.Var]) -> int:
+    """The constant term of ``rest`` (a guard's terms other than the split's and the dim's),
+    where every variable it reads is a loop inside the tile (each starts at 0); else 0."""
+    if E.free_vars(rest) - inner:
+        return 0
+    const = arith.as_const_int(arith.simplify(
+        E.substitute(rest, {v: E.const(0) for v in E.free_vars(rest)})))
+    return const or 0
