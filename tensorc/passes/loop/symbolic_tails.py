@@ -304,7 +304,7 @@ def _count_cases(loop: For, point: E.Expr, cmp: E.Compare, dims: set[E.Var]) -> 
     strided conv's output row, (W - 3) // 2 + 1): the loop runs ceil(N / F) tiles and its
     tail tile, v = N // F, runs where N % F = c > 0, each guard ``F*v + inner - N < 0`` then
     ``inner < c``, which the copy's own loops decide. None where a guard is not of that
-    form, the loop's extent is not ceil(N / F), or a copy keeps a guard on the dims."""
+    form, the loop's extent is not ceil(N / F), or a copy keeps any guard."""
     inner = _loop_ranges(loop.body, {})
     inner.pop(loop.var, None)
     split = _guarded_count(cmp, loop.var, inner, dims)
@@ -331,9 +331,8 @@ def _count_cases(loop: For, point: E.Expr, cmp: E.Compare, dims: set[E.Var]) -> 
                                                                {loop.var: tile}))
         copy = simplify_stmt(partition._visit(simplify_stmt(copy, {}) or seq(), {}) or seq(),
                              {}) or seq()
-        if any(E.free_vars(x) & dims
-               for cond in _conditions(copy, selects=False) for x in _comparisons(cond)):
-            return None     # a guard on the dims left
+        if list(_conditions(copy, selects=False)):
+            return None     # a guard left (inside a vectorized loop: no copy is worth it)
         cases = IfThenElse(E.Compare("eq", count % factor, E.const(c)), copy, cases)
     return cases
 
