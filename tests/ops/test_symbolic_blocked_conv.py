@@ -1,5 +1,5 @@
 """Convs over symbolic heights and widths on blocked tensors (ops/nn/conv/blocked_symbolic.py):
-chains of two convs (with a pool between where asked) compiled once with H and W symbolic,
+chains of two convs, dense or depthwise (with a pool between where asked) compiled once with H and W symbolic,
 run at every width whose output row leaves each remainder of the register tile (widths 1-9
 and primes past them), at 1 and 2 threads, against onnxruntime. A pointwise conv whose
 filters fill no whole blocks (a detector head's 18) runs as one GEMM over the map's
@@ -16,16 +16,18 @@ import tensorc
 WIDTHS = (*range(1, 10), 13, 23, 37)
 
 
-def _conv(nodes, inits, rng, x, c_in, c_out, kernel, stride=1, dilation=1, pads=None):
+def _conv(nodes, inits, rng, x, c_in, c_out, kernel, stride=1, dilation=1, pads=None,
+          group=1):
     name = f"c{len(nodes)}"
-    w = rng.standard_normal((c_out, c_in, *kernel)).astype(np.float32) / np.sqrt(c_in)
+    w = rng.standard_normal((c_out, c_in // group, *kernel)).astype(np.float32) / \
+        np.sqrt(c_in // group)
     b = rng.standard_normal(c_out).astype(np.float32)
     inits += [helper.make_tensor(f"{name}_w", TensorProto.FLOAT, w.shape, w.ravel()),
               helper.make_tensor(f"{name}_b", TensorProto.FLOAT, b.shape, b)]
     pads = pads if pads is not None else [dilation * (k // 2) for k in kernel] * 2
     nodes.append(helper.make_node("Conv", [x, f"{name}_w", f"{name}_b"], [name],
                                   kernel_shape=list(kernel), strides=[stride, stride],
-                                  dilations=[dilation, dilation], pads=pads))
+                                  dilations=[dilation, dilation], pads=pads, group=group))
     nodes.append(helper.make_node("Relu", [name], [f"{name}_relu"]))
     return f"{name}_relu"
 
@@ -54,6 +56,9 @@ CASES = {
                               {"c_out": 16, "kernel": (3, 3), "stride": 2}, False, True),
     "dilated, pointwise": (8, {"c_out": 16, "kernel": (3, 3), "dilation": 2},
                            {"c_out": 8, "kernel": (1, 1)}, False, True),
+    "3x3 then depthwise 3x3/2": (8, {"c_out": 16, "kernel": (3, 3)},
+                                 {"c_out": 16, "kernel": (3, 3), "stride": 2, "group": 16},
+                                 False, True),
     "a pointwise head of odd filters": (8, {"c_out": 16, "kernel": (3, 3)},
                                         {"c_out": 18, "kernel": (1, 1)}, False, False),
     "pool between, a column kernel": (8, {"c_out": 8, "kernel": (3, 3)},

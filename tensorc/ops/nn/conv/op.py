@@ -21,6 +21,9 @@ from tensorc.ir.types import TensorType
 from tensorc.ops.nn import blocked_layout
 from tensorc.ops.nn.conv import strategy, winograd_transforms
 from tensorc.ops.nn.conv.algorithm import conv_layouts
+from tensorc.ops.nn.conv.blocked_window import (
+    blocked_window_symbolic_space, schedule_blocked_window_symbolic,
+)
 from tensorc.ops.nn.conv.blocked_symbolic import (
     blocked_symbolic_space, schedule_blocked_symbolic,
 )
@@ -133,6 +136,7 @@ def _conv_compute(attrs: dict, x: te.Tensor, w: te.Tensor, target: Target | None
 _SYMBOLIC = {
     "conv_gemm": (None, schedule_conv_gemm_symbolic),
     "blocked": (blocked_symbolic_space, schedule_blocked_symbolic),
+    "blocked_window": (blocked_window_symbolic_space, schedule_blocked_window_symbolic),
 }
 
 

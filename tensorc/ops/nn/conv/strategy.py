@@ -226,12 +226,15 @@ def blocks(attrs: dict, x: TensorType, w: TensorType, target: Target, weight_byt
 
 
 def symbolic_blocks(attrs: dict, x: TensorType, w: TensorType, b: int) -> bool:
-    """Whether a conv over symbolic dims runs on blocked tensors: a dense 2-D float32 conv
-    whose channels are known, with filters in whole blocks and its padding already a node
-    of its own (``passes/graph/lower_for_target.py``), so that its register tiles read the
-    input in place at every size; no Winograd (its tiles over a run-time map are not built)."""
-    return attrs["groups"] == 1 and x.ndim == 4 and x.dtype == w.dtype == "float32" and \
-        isinstance(x.shape[1], int) and w.shape[0] % b == 0 and not any(attrs["pads"])
+    """Whether a conv over symbolic dims runs on blocked tensors: a dense or depthwise 2-D
+    float32 conv whose channels are known, with filters in whole blocks and its padding
+    already a node of its own (``passes/graph/lower_for_target.py``), so that its register
+    tiles read the input in place at every size; no Winograd (its tiles over a run-time map
+    are not built)."""
+    depthwise = attrs["groups"] == x.shape[1] == w.shape[0] > 1
+    return (attrs["groups"] == 1 or depthwise) and x.ndim == 4 and \
+        x.dtype == w.dtype == "float32" and isinstance(x.shape[1], int) and \
+        w.shape[0] % b == 0 and not any(attrs["pads"])
 
 
 def winograd_blocks(attrs: dict, x: TensorType, w: TensorType, tile: int, b: int) -> bool:
@@ -270,7 +273,8 @@ def counts_alone(attrs: dict, x: TensorType, out: TensorType, b: int) -> bool:
 def narrow_depthwise(attrs: dict, x: TensorType, out: TensorType, b: int) -> bool:
     """A depthwise conv whose output rows fill at most half a vector: on plain planes its
     vectors run mostly empty (7a9b3e0; rows of 14 stay plain)."""
-    return attrs["groups"] == x.shape[1] > 1 and out.ndim == 4 and 2 * out.shape[3] <= b
+    return attrs["groups"] == x.shape[1] > 1 and out.ndim == 4 and \
+        isinstance(out.shape[3], int) and 2 * out.shape[3] <= b
 
 
 def dilated(attrs: dict, x: TensorType, b: int) -> bool:
