@@ -202,11 +202,12 @@ def inspect(model, stage: str = "graph", input_shapes=None, target: str | Target
     from tensorc.frontend.model import import_model  # start-up cost: see the top
     symbolic = tgt.kind != "cuda" and stage != "cuda"
     _, graph = import_model(model, input_shapes, input_values, dim_ranges, symbolic=symbolic)
-    # run the pipeline only as far as the stage asked for
-    if stage == "graph":
-        return str(optimize_graph(graph, tgt))
-    if stage == "fused":
-        return format_groups(fuse(optimize_graph(graph, tgt)))
+    # run the pipeline only as far as the stage asked for (symbolic dims decided by their
+    # ranges, as compile decides them)
+    if stage in ("graph", "fused"):
+        with graph.dims.active():
+            optimized = optimize_graph(graph, tgt)
+            return str(optimized) if stage == "graph" else format_groups(fuse(optimized))
     if stage == "cuda" and tgt.kind != "cuda":
         tgt = Target.from_string("cuda")       # the CUDA C of the default architecture
     if tgt.kind == "cuda":

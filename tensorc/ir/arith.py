@@ -305,6 +305,13 @@ def merge_div_mod(aff: Affine) -> Affine:
     while changed:
         changed = False
         for key, (atom, coeff) in list(aff.terms.items()):
+            if isinstance(atom, Binary) and atom.op == "floormod" and \
+                    not isinstance(atom.b, Const):
+                merged = _merge_symbolic_div_mod(aff, key, atom, coeff)
+                if merged is not None:
+                    aff, changed = merged, True
+                    break
+                continue
             if not (isinstance(atom, Binary) and atom.op == "floormod"
                     and isinstance(atom.b, Const)):
                 continue
@@ -331,6 +338,21 @@ def merge_div_mod(aff: Affine) -> Affine:
             changed = True
             break
     return aff
+
+
+def _merge_symbolic_div_mod(aff: Affine, key, mod: Binary, coeff: int) -> Affine | None:
+    """``k*D*(x // D) + k*(x % D)`` as ``k*x`` for a divisor D of symbolic dims (a map's
+    positions fused and taken apart by its run-time width), or None where the pair is not
+    there."""
+    product = _monomial(_factors(mod.b) + [Binary("floordiv", mod.a, mod.b)])
+    div_key = expr_key(product)
+    div = aff.terms.get(div_key)
+    if div is None or div[1] != coeff:
+        return None
+    terms = dict(aff.terms)
+    del terms[key]
+    del terms[div_key]
+    return Affine(terms, aff.const, aff.dtype).add(to_affine(mod.a, {}).scale(coeff))
 
 
 def _shifted_div(aff: Affine, x: Expr, c: int, coeff: int):

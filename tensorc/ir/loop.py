@@ -276,29 +276,29 @@ def buffers_used(s: Stmt) -> list[Buffer]:
 
 
 def symbolic_dims(params: list[Buffer], body: Stmt) -> list[Var]:
-    """The dims that the buffers' shapes and the loops' extents are expressions of, by name:
-    the scalar parameters of a kernel over symbolic shapes."""
+    """The dims that the buffers' shapes and the loops' extents are expressions of, sorted
+    by name: the scalar parameters of a kernel over symbolic shapes. A loop's variable is
+    none, even where a dim has its name (a batch dim named ``n``, a compute's axis ``n``)."""
+    loops = {id(st.var) for st in walk_stmts(body) if isinstance(st, For)}
     found: dict[str, Var] = {}
 
     def add(e) -> None:
         if isinstance(e, Expr):
             for v in free_vars(e):
-                found.setdefault(v.name, v)
+                if id(v) not in loops:
+                    found.setdefault(v.name, v)
 
     for b in params:
         for d in b.shape:
             add(d)
-    loops = set()
     for st in walk_stmts(body):
-        if isinstance(st, For):
-            loops.add(st.var.name)
-        elif isinstance(st, Allocate):
+        if isinstance(st, Allocate):
             for d in st.buffer.shape:
                 add(d)
         # the loops' extents, and every value that reads a dim (a tensor of dims' values)
         for e in stmt_exprs(st):
             add(e)
-    return [found[n] for n in sorted(found) if n not in loops]
+    return [found[n] for n in sorted(found)]
 
 
 def stmt_exprs(s: Stmt) -> list[Expr]:

@@ -70,11 +70,24 @@ def schedule_generic(target: Target, sch: Schedule, out: Tensor, anchor: Tensor 
         t = stage.tensor
         if stage.reduce_axis:
             spatial = [sv for sv in stage.leaf_vars if sv.kind == "spatial"]
+            _lanes_innermost(target, stage, spatial)
             if spatial and hint(spatial[0].root_extent) > 1:
                 parallel_outermost(stage, spatial[:1], _elements(t) * 64)
             continue
         outer = vectorize_innermost(target, stage, t.dtype)
         parallel_outermost(stage, outer, _elements(t))
+
+
+def _lanes_innermost(target: Target, stage: Stage, spatial: list) -> None:
+    """A reduction whose innermost axis is one whole vector of a constant extent (a blocked
+    tensor's lanes: a pool's or a global pool's windows over NCHW[b]c): the reduction
+    loops moved outside that axis, which is vectorized, so each step reduces a vector."""
+    lanes = target.vector_lanes(stage.tensor.dtype)
+    if not spatial or spatial[-1] not in stage.root_vars or \
+            spatial[-1].root_extent != lanes:
+        return
+    stage.reorder(*spatial[:-1], *stage.reduce_axis, spatial[-1])
+    stage.vectorize(spatial[-1])
 
 
 GENERIC = Template(schedule_generic, symbolic=True)

@@ -119,7 +119,7 @@ def _transform_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
                       name="layout_transform")
 
 
-@layout_transform.schedule(space=injective_space)
+@layout_transform.schedule(space=injective_space, symbolic=True)
 def _transform_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
                         attrs: dict, config) -> None:
     """To blocked, the injective schedule (it finds the transposition: vectors along each
@@ -128,6 +128,9 @@ def _transform_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: t
     position (unrolled over ``lanes`` positions), stored transposed as vectors along the
     row (codegen's transposed tile); the index c // b, c % b is not linear in c, so the
     injective schedule's search for the contiguous axis does not see it."""
+    if not te.is_static(out.shape) and len(out.shape) in (4, 5):
+        _symbolic_schedule(target, sch, out, attrs, config)
+        return
     if attrs["to"] == "blocked" or len(out.shape) != 4:
         schedule_injective(target, sch, out, anchor, attrs, config)
         return
@@ -141,4 +144,27 @@ def _transform_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: t
     st.unroll(pi)
     st.vectorize(ci)
     if config["parallel"] and np.prod(out.shape) >= PARALLEL_MIN_ELEMENTS:
+        st.parallel(st.fuse(n, co))
+
+
+def _symbolic_schedule(target: Target, sch: Schedule, out: te.Tensor, attrs: dict,
+                       config) -> None:
+    """Over symbolic dims, either way: a map's positions (H x W, one run-time extent) in
+    tiles of ``lanes``, each position's b channels one vector, the tile unrolled (so the
+    plain side is read or written as vectors along the row, transposed in registers); the
+    batch and channel blocks on threads. A partial tile of positions is guarded (and copied
+    per remainder by passes/loop/symbolic_tails.py)."""
+    b, lanes = attrs["block"], target.vector_lanes(out.dtype)
+    st = sch[out]
+    if attrs["to"] == "plain":
+        n, c, y, x = st.op_axis
+        co, ci = st.split(c, b)
+    else:
+        n, co, y, x, ci = st.op_axis
+    position = st.fuse(y, x)
+    po, pi = st.split(position, lanes)
+    st.reorder(n, co, po, pi, ci)
+    st.unroll(pi)
+    st.vectorize(ci)
+    if config["parallel"]:
         st.parallel(st.fuse(n, co))

@@ -48,3 +48,44 @@ def schedule_window_blocked(target: Target, sch: Schedule, out: te.Tensor, windo
     ls.reorder(ln, lc, ly, *ls.reduce_axis, lx, llane)
     ls.unroll(lx)
     ls.vectorize(llane)
+
+
+# Outputs of a row per register tile over a run-time width: the partial tile gets one copy
+# per remainder (passes/loop/symbolic_tails.py), so the tile stays short
+SYMBOLIC_ROW_TILE = 8
+
+
+def window_blocked_symbolic_space(target: Target, out: te.Tensor) -> SearchSpace:
+    """:func:`window_blocked_space` over symbolic dims: the row tile chosen at the width's
+    hint, at most SYMBOLIC_ROW_TILE."""
+    width = max(1, te.hint(out.shape[3]))
+    default = min(SYMBOLIC_ROW_TILE, -(-width // -(-width // SYMBOLIC_ROW_TILE)))
+    return SearchSpace([
+        Knob("row_tile", tuple(range(1, SYMBOLIC_ROW_TILE + 1)), default,
+             "outputs of a row per register tile"),
+        Knob("parallel", (True, False), True, "rows on threads"),
+    ], name="window (blocked, symbolic)")
+
+
+def schedule_window_blocked_symbolic(target: Target, sch: Schedule, out: te.Tensor,
+                                     window: te.Tensor, config) -> None:
+    """:func:`schedule_window_blocked` over symbolic dims: for (n) for (y: parallel)
+    for (c) for (x.o) [row_tile outputs in registers]; the rows on threads inside the batch
+    loop (a loop fused over a run-time height leaves guards no range decides), each row's
+    partial tile a guard-free copy per remainder. The padding stays inline (a symbolic
+    depthwise conv's input is padded by the graph: passes/graph/lower_for_target.py)."""
+    local = sch.cache_write(window, "local") if window is out else window
+    st = sch[out]
+    n, c, y, x, lane = st.op_axis
+    xo, xi = st.split(x, config["row_tile"])
+    st.reorder(n, y, c, xo, xi, lane)
+    st.unroll(xi)
+    st.vectorize(lane)
+    if config["parallel"]:
+        st.parallel(y)
+    ls = sch[local]
+    ls.compute_at(st, xo)
+    ln, lc, ly, lx, llane = ls.op_axis
+    ls.reorder(ln, lc, ly, *ls.reduce_axis, lx, llane)
+    ls.unroll(lx)
+    ls.vectorize(llane)

@@ -194,6 +194,8 @@ def _block_activations(graph: Graph, target, weight_bytes: int) -> None:
                 node.attrs["layout_block"] = b
             elif node.op == "concat":
                 node.attrs["axis"] = 1
+            elif node.op == "pad":
+                node.attrs["pads"] = _blocked_pads(node.attrs["pads"])
             out = node.outputs[0]
             out.type = get_op(node.op).infer_fn(node.attrs, [v.type for v in node.inputs])[0]
             blocked_values.add(out)
@@ -241,6 +243,8 @@ def _blocked_chains(graph: Graph, b: int, target, weight_bytes: int) -> set[Node
             # along the channels, of parts in whole blocks: a concat of the blocks
             ok = bool(inner) and node.attrs["axis"] % 4 == 1 and all(
                 v.type.ndim == 4 and v.type.shape[1] % b == 0 for v in node.inputs)
+        elif node.op == "pad":
+            ok = bool(inner) and node.inputs[0] in produced and _spatial_pad(node)
         elif node.op in _BLOCKED_REDUCTIONS:
             # over the map, its dims kept (a global pool; squeeze-and-excite's): the same
             # reduction of the blocked tensor, [N, C/b, 1, 1, b]
@@ -263,6 +267,21 @@ def _blocked_chains(graph: Graph, b: int, target, weight_bytes: int) -> set[Node
             weight = BLOCKED_MIN_CONVS if alone else 1
             convs[find(node)] = convs.get(find(node), 0) + weight
     return {n for n in candidate if convs.get(find(n), 0) >= BLOCKED_MIN_CONVS}
+
+
+def _spatial_pad(node: Node) -> bool:
+    """A constant pad of a 4-D map's spatial axes over symbolic dims: the padding that
+    ``lower_for_target`` takes out of a symbolic conv, which joins the conv's chain (a
+    static conv pads inside its kernel)."""
+    x, pads = node.inputs[0].type, tuple(node.attrs["pads"])
+    return x.ndim == 4 and not x.is_static and len(pads) == 8 and \
+        node.attrs.get("mode", "constant") == "constant" and not any(pads[:2] + pads[4:6])
+
+
+def _blocked_pads(pads) -> tuple[int, ...]:
+    """A 4-D pad's (ONNX order: begins, then ends) for the blocked 5-D tensor, whose lanes
+    axis is not padded."""
+    return (*pads[:4], 0, *pads[4:], 0)
 
 
 def _blocks_elementwise(graph: Graph, node: Node, b: int) -> bool:

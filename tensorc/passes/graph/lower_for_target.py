@@ -172,10 +172,13 @@ def _lower_conv(g: Graph, conv: Node, readers: Readers) -> list[Value] | None:
 
 
 def _symbolic_gemm_conv(g: Graph, conv: Node) -> bool:
-    """A dense 2-D float conv over symbolic dims: it runs as a GEMM along its output rows
-    (ops/nn/conv/conv_gemm.py), which reads an unpadded input."""
+    """A dense or depthwise 2-D float conv over symbolic dims: its kernels (a GEMM along
+    output rows, ops/nn/conv/conv_gemm.py; a register tile on blocked tensors,
+    conv/blocked_symbolic.py and conv/blocked_window.py) read an unpadded input."""
     x, w = conv.inputs
-    return not x.type.is_static and x.type.ndim == 4 and conv.attrs["groups"] == 1 and \
+    groups = conv.attrs["groups"]
+    depthwise = x.type.ndim == 4 and groups == x.type.shape[1] == w.type.shape[0] > 1
+    return not x.type.is_static and x.type.ndim == 4 and (groups == 1 or depthwise) and \
         w.type.ndim == 4 and x.type.dtype in ("float32", "float64") \
         and not any(k in conv.attrs for k in ("kernel_block", "winograd", "layout_block"))
 

@@ -191,13 +191,14 @@ def _split(loop: For, point: E.Expr, cmp: E.Compare, dims: set[E.Var]) -> Stmt:
     if loop.kind == "parallel":
         body = IfThenElse(E.Compare("lt", loop.var, point), _visit(whole, dims),
                           _remainder_cases(loop.body, loop.var, point, cmp, dims) or
-                          _visit(loop.body, dims))
+                          _count_cases(loop, point, cmp, dims) or _visit(loop.body, dims))
         return For(loop.var, loop.extent, loop.kind, body, dict(loop.annotations))
     main = _visit(For(loop.var, point, loop.kind, whole, dict(loop.annotations)), dims)
     var = E.Var(loop.var.name)
     tail_body = map_stmt(loop.body, lambda e: E.substitute(e, {loop.var: var + point}))
     extent = arith.simplify(loop.extent - point)
-    cases = _remainder_cases(loop.body, loop.var, point, cmp, dims, extent)
+    cases = _remainder_cases(loop.body, loop.var, point, cmp, dims, extent) or \
+        _count_cases(loop, point, cmp, dims)
     if cases is not None:
         return seq(main, cases)
     tail = For(var, extent, loop.kind, _visit(tail_body, dims), dict(loop.annotations))
@@ -261,17 +262,20 @@ def _remainder_cases(body: Stmt, var: E.Var, at: E.Expr, cmp: E.Compare, dims: s
                 if (arith.linear_coeff(base, d) or (None, 0))[1] == -1), None)
     if dim is None:
         return None
+    # the guarded extent N = dim - off (a valid conv's output row: its padded input's width
+    # less the window's), its remainder c = N % F
+    off = _offset(arith.simplify(base + dim), _inner_vars(body))
     q = E.Var(f"{dim.name}.q")
     ranges = {q: (0, SYMBOLIC_MAX)}
     if extent is not None:
         for c in range(factor):
-            runs = arith.simplify(E.substitute(extent, {dim: q * factor + c}), ranges)
+            runs = arith.simplify(E.substitute(extent, {dim: q * factor + c + off}), ranges)
             if arith.as_const_int(runs) != (1 if c else 0):
                 return None
     at_tile = map_stmt(body, lambda e: E.substitute(e, {var: at}))
     cases = None
     for c in range(factor - 1, 0, -1):
-        copy = map_stmt(at_tile, lambda e, c=c: E.substitute(e, {dim: q * factor + c}))
+        copy = map_stmt(at_tile, lambda e, c=c: E.substitute(e, {dim: q * factor + c + off}))
         copy = simplify_stmt(partition._visit(simplify_stmt(copy, ranges) or seq(), ranges)
                              or seq(), ranges)
         if copy is None:
@@ -279,7 +283,77 @@ def _remainder_cases(body: Stmt, var: E.Var, at: E.Expr, cmp: E.Compare, dims: s
         if any(dim in E.free_vars(x) or q in E.free_vars(x)
                for cond in _conditions(copy, selects=True) for x in _comparisons(cond)):
             return None     # a guard on N left (a load's index may read q: not a guard)
-        copy = map_stmt(copy, lambda e: E.substitute(e, {q: dim // factor}))
-        remainder = E.Compare("eq", dim % factor, E.const(c))
+        copy = map_stmt(copy, lambda e: E.substitute(e, {q: (dim - off) // factor}))
+        remainder = E.Compare("eq", (dim - off) % factor, E.const(c))
         cases = IfThenElse(remainder, copy, cases)
     return cases
+
+
+def _offset(rest: E.Expr, inner: set[E.Var]) -> int:
+    """The constant term of ``rest`` (a guard's terms other than the split's and the dim's),
+    where every variable it reads is a loop inside the tile (each starts at 0); else 0."""
+    if E.free_vars(rest) - inner:
+        return 0
+    const = arith.as_const_int(arith.simplify(
+        E.substitute(rest, {v: E.const(0) for v in E.free_vars(rest)})))
+    return const or 0
+
+
+def _count_cases(loop: For, point: E.Expr, cmp: E.Compare, dims: set[E.Var]) -> Stmt | None:
+    """:func:`_remainder_cases` where the guarded count N is any expression of the dims (a
+    strided conv's output row, (W - 3) // 2 + 1): the loop runs ceil(N / F) tiles and its
+    tail tile, v = N // F, runs where N % F = c > 0, each guard ``F*v + inner - N < 0`` then
+    ``inner < c``, which the copy's own loops decide. None where a guard is not of that
+    form, the loop's extent is not ceil(N / F), or a copy keeps any guard."""
+    inner = _loop_ranges(loop.body, {})
+    inner.pop(loop.var, None)
+    split = _guarded_count(cmp, loop.var, inner, dims)
+    if split is None:
+        return None
+    factor, count, _ = split
+    if not E.same(arith.simplify(loop.extent), arith.simplify((count + (factor - 1)) // factor)):
+        return None
+    tile = arith.simplify(count // factor)
+
+    def decided(c: int):
+        def fn(x):
+            if isinstance(x, E.Compare):
+                own = _guarded_count(x, loop.var, inner, dims)
+                if own is not None and own[0] == factor and E.same(own[1], count) and \
+                        E.same(_point(x, loop, inner, dims), point):
+                    return E.Compare("lt", own[2], E.const(c))
+            return None
+        return fn
+
+    cases = None
+    for c in range(factor - 1, 0, -1):
+        copy = map_stmt(loop.body, lambda e, c=c: E.substitute(E.transform(e, decided(c)),
+                                                               {loop.var: tile}))
+        copy = simplify_stmt(partition._visit(simplify_stmt(copy, {}) or seq(), {}) or seq(),
+                             {}) or seq()
+        if list(_conditions(copy, selects=False)):
+            return None     # a guard left (inside a vectorized loop: no copy is worth it)
+        cases = IfThenElse(E.Compare("eq", count % factor, E.const(c)), copy, cases)
+    return cases
+
+
+def _guarded_count(cmp: E.Compare, var: E.Var, inner: dict, dims: set[E.Var]):
+    """(F, N, inner) where ``cmp`` is ``F*var + inner < N``, N an expression of the dims and
+    constants, inner a sum over the loops inside ``var`` in [0, F - 1]; else None."""
+    if cmp.op not in ("lt", "le", "gt"):
+        return None
+    diff = cmp.a - cmp.b if cmp.op == "lt" else \
+        cmp.a - cmp.b - 1 if cmp.op == "le" else cmp.b - cmp.a
+    lin = arith.linear_coeff(diff, var)
+    if lin is None or not 1 < lin[1] <= MAX_TAIL_CASES:
+        return None
+    base, factor = lin
+    relaxed = {v: r for v, r in inner.items() if E.uses_var(base, v)}
+    bounded = relaxed_interval(arith.simplify(base), relaxed, {})
+    if bounded is None:
+        return None
+    rest, lo, hi = bounded      # base = rest + [lo, hi], the constant terms in lo and hi
+    if hi - lo != factor - 1 or not E.free_vars(rest) & dims or E.free_vars(rest) - dims:
+        return None
+    count = arith.simplify(E.const(0) - rest - lo)
+    return factor, count, arith.simplify(base + count)

@@ -7,7 +7,10 @@ from tensorc.ir import expr as E
 from tensorc.ir import te
 from tensorc.ir.schedule import Schedule
 from tensorc.ops.nn.padding import padded_input
-from tensorc.ops.nn.window_blocked import schedule_window_blocked, window_blocked_space
+from tensorc.ops.nn.window_blocked import (
+    schedule_window_blocked, schedule_window_blocked_symbolic, window_blocked_space,
+    window_blocked_symbolic_space,
+)
 from tensorc.ops.space import SearchSpace
 from tensorc.target import Target
 
@@ -36,3 +39,13 @@ def blocked_window_space(target: Target, out: te.Tensor, conv_t: te.Tensor, attr
 def schedule_blocked_window(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.Tensor,
                             attrs: dict, config) -> None:
     schedule_window_blocked(target, sch, out, conv_t.op.input_tensors()[0], config)
+
+
+def blocked_window_symbolic_space(target: Target, out: te.Tensor, conv_t: te.Tensor,
+                                  attrs: dict) -> SearchSpace:
+    return window_blocked_symbolic_space(target, out)
+
+
+def schedule_blocked_window_symbolic(target: Target, sch: Schedule, out: te.Tensor,
+                                     conv_t: te.Tensor, attrs: dict, config) -> None:
+    schedule_window_blocked_symbolic(target, sch, out, conv_t.op.input_tensors()[0], config)

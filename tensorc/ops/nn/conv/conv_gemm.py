@@ -69,6 +69,8 @@ def pointwise(attrs: dict, w_shape) -> bool:
 def conv_gemm_compute(attrs: dict, x: te.Tensor, w: te.Tensor, out: tuple[int, ...]
                       ) -> te.Tensor:
     if not te.is_static(x.shape):
+        if len(x.shape) == 4 and pointwise(attrs, w.shape):
+            return _positions_over_symbolic_dims(x, w)
         return _rows_over_symbolic_dims(attrs, x, w, out)
     kernel = w.shape[2:]
     n_batch, channels = x.shape[:2]
@@ -197,6 +199,21 @@ def _rows_over_symbolic_dims(attrs: dict, x: te.Tensor, w: te.Tensor, out) -> te
                       lambda n, f, y, q: E.cast(x.dtype, gemm[n, f, y, q]), name="conv")
 
 
+def _positions_over_symbolic_dims(x: te.Tensor, w: te.Tensor) -> te.Tensor:
+    """A pointwise conv over symbolic dims as one GEMM over each image's positions, H x W
+    of them in a row: no patches to copy, the input read as it lies (a detector head's 18
+    filters over an 8 x 2 map: rows of 2 made blocks of 16 columns mostly guarded tail)."""
+    n_batch, channels, height, width = x.shape
+    rc = te.reduce_axis(channels, "rc")
+    acc = te.accumulator_dtype(x.dtype)
+    gemm = te.compute((n_batch, w.shape[0], height * width), lambda n, f, p: te.sum_(
+        E.cast(acc, w[f, rc, 0, 0]) * E.cast(acc, x[n, rc, p // width, p % width]),
+        axis=rc), name="conv_gemm", tag="anchor:conv_gemm", axis_names=["n", "f", "p"])
+    return te.compute((n_batch, w.shape[0], height, width),
+                      lambda n, f, y, q: E.cast(x.dtype, gemm[n, f, y * width + q]),
+                      name="conv")
+
+
 def schedule_conv_gemm_symbolic(target: Target, sch: Schedule, out: te.Tensor,
                                 conv_t: te.Tensor, attrs: dict, config) -> None:
     """``_schedule_gemm_rows`` over symbolic dims: rows (batch x output rows) in parallel,
@@ -204,7 +221,10 @@ def schedule_conv_gemm_symbolic(target: Target, sch: Schedule, out: te.Tensor,
     filters accumulated over K and written through the epilogue; the last block of each row
     guarded (passes/loop/symbolic_tails.py runs the others without the guard)."""
     gemm = conv_t.op.input_tensors()[0]
-    patches = next(t for t in gemm.op.input_tensors() if t.op.name == "im2col")
+    patches = next((t for t in gemm.op.input_tensors() if t.op.name == "im2col"), None)
+    if patches is None:
+        _schedule_positions_symbolic(sch, out, gemm, config)
+        return
     local = sch.cache_write(gemm, "local")
     sch[gemm].compute_inline()
     st = sch[out]
@@ -225,6 +245,25 @@ def schedule_conv_gemm_symbolic(target: Target, sch: Schedule, out: te.Tensor,
     ps = sch[patches]
     ps.compute_at(st, qo)
     ps.vectorize(ps.op_axis[-1])
+
+
+def _schedule_positions_symbolic(sch: Schedule, out: te.Tensor, gemm: te.Tensor,
+                                 config) -> None:
+    """The pointwise GEMM over a map's positions: blocks of SYMBOLIC_COLUMNS positions (on
+    threads), each register tile of filters accumulated over the channels, read in place."""
+    local = sch.cache_write(gemm, "local")
+    sch[gemm].compute_inline()
+    st = sch[out]
+    n, f, y, q = st.op_axis
+    position = st.fuse(y, q)
+    fo, fi = st.split(f, config["filter_tile"])
+    po, pi = st.split(position, SYMBOLIC_COLUMNS)
+    st.reorder(n, po, fo, fi, pi)
+    st.vectorize(pi)
+    if config["parallel"] and worth_threads(math.prod(te.hint_shape(out.shape)),
+                                            reduction_depth(gemm)):
+        st.parallel(po)
+    accumulate_in_registers(sch, local, st, fo)
 
 
 def gemm_tile(target: Target, rows: int, columns: int) -> tuple[int, int]:

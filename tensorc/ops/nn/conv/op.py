@@ -21,6 +21,12 @@ from tensorc.ir.types import TensorType
 from tensorc.ops.nn import blocked_layout
 from tensorc.ops.nn.conv import strategy, winograd_transforms
 from tensorc.ops.nn.conv.algorithm import conv_layouts
+from tensorc.ops.nn.conv.blocked_window import (
+    blocked_window_symbolic_space, schedule_blocked_window_symbolic,
+)
+from tensorc.ops.nn.conv.blocked_symbolic import (
+    blocked_symbolic_space, schedule_blocked_symbolic,
+)
 from tensorc.ops.nn.conv.conv_gemm import schedule_conv_gemm_symbolic
 from tensorc.ops.nn.conv.formulations import FORMULATIONS, formulation_of
 from tensorc.ops.nn.conv.shapes import output_spatial, unpack_weight, unpacked_weight_shape
@@ -125,20 +131,32 @@ def _conv_compute(attrs: dict, x: te.Tensor, w: te.Tensor, target: Target | None
     return formulation.compute(attrs, x, w, out)
 
 
-def _symbolic_rows(out: te.Tensor, conv_t: te.Tensor, attrs: dict) -> bool | None:
-    """Over symbolic dims: whether the group is the GEMM along output rows, the one
-    formulation with a schedule for them (None: static shapes)."""
+# Over symbolic dims, the formulations with a schedule of their own for them: (space,
+# schedule); the others run the generic schedule (``ops/symbolic.py``)
+_SYMBOLIC = {
+    "conv_gemm": (None, schedule_conv_gemm_symbolic),
+    "blocked": (blocked_symbolic_space, schedule_blocked_symbolic),
+    "blocked_window": (blocked_window_symbolic_space, schedule_blocked_window_symbolic),
+}
+
+
+def _symbolic_form(out: te.Tensor, conv_t: te.Tensor, attrs: dict) -> str | None:
+    """Over symbolic dims, the group's formulation where it has a schedule for them, else
+    "generic"; None for static shapes."""
     if te.is_static(out.shape):
         return None
-    return formulation_of(out, conv_t, attrs).name == "conv_gemm"
+    name = formulation_of(out, conv_t, attrs).name
+    return name if name in _SYMBOLIC else "generic"
 
 
 def _conv_space(target: Target, out: te.Tensor, conv_t: te.Tensor, attrs: dict
                 ) -> SearchSpace:
     """The knobs of the group's formulation."""
-    rows = _symbolic_rows(out, conv_t, attrs)
-    if rows is False:
+    form = _symbolic_form(out, conv_t, attrs)
+    if form == "generic":
         return GENERIC.search_space(target, out, conv_t, attrs)
+    if form is not None and _SYMBOLIC[form][0] is not None:
+        return _SYMBOLIC[form][0](target, out, conv_t, attrs)
     return formulation_of(out, conv_t, attrs).space(target, out, conv_t, attrs)
 
 
@@ -146,11 +164,11 @@ def _conv_space(target: Target, out: te.Tensor, conv_t: te.Tensor, attrs: dict
 def _conv_schedule(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.Tensor,
                    attrs: dict, config) -> None:
     """The schedule of the group's formulation (``conv/formulations.py``); over symbolic
-    dims, the rows GEMM's or the generic one (``ops/symbolic.py``)."""
-    rows = _symbolic_rows(out, conv_t, attrs)
-    if rows is None:
+    dims, its symbolic schedule or the generic one (``ops/symbolic.py``)."""
+    form = _symbolic_form(out, conv_t, attrs)
+    if form is None:
         formulation_of(out, conv_t, attrs).schedule(target, sch, out, conv_t, attrs, config)
-    elif rows:
-        schedule_conv_gemm_symbolic(target, sch, out, conv_t, attrs, config)
-    else:
+    elif form == "generic":
         GENERIC.apply(target, sch, out, conv_t, attrs, config)
+    else:
+        _SYMBOLIC[form][1](target, sch, out, conv_t, attrs, config)

@@ -215,7 +215,7 @@ def blocks(attrs: dict, x: TensorType, w: TensorType, target: Target, weight_byt
     in whole blocks too, except a plain conv's (:func:`plain_input`); a Winograd conv's
     always, and a band of one tile row must fit its buffers (``band_rows``; 2a61620)."""
     if not x.is_static:
-        return False            # blocked layouts are for static shapes (so far)
+        return symbolic_blocks(attrs, x, w, b)
     if attrs["groups"] != 1 and not attrs["groups"] == x.shape[1] == w.shape[0]:
         return False
     if x.dtype != "float32" or w.dtype != "float32" or x.ndim != 4 or w.shape[0] % b or \
@@ -223,6 +223,18 @@ def blocks(attrs: dict, x: TensorType, w: TensorType, target: Target, weight_byt
         return False
     tile = winograd_cost.tile_size(attrs, x, w, target, weight_bytes)
     return not tile or winograd_blocks(attrs, x, w, tile, b)
+
+
+def symbolic_blocks(attrs: dict, x: TensorType, w: TensorType, b: int) -> bool:
+    """Whether a conv over symbolic dims runs on blocked tensors: a dense or depthwise 2-D
+    float32 conv whose channels are known, with filters in whole blocks and its padding
+    already a node of its own (``passes/graph/lower_for_target.py``), so that its register
+    tiles read the input in place at every size; no Winograd (its tiles over a run-time map
+    are not built)."""
+    depthwise = attrs["groups"] == x.shape[1] == w.shape[0] > 1
+    return (attrs["groups"] == 1 or depthwise) and x.ndim == 4 and \
+        x.dtype == w.dtype == "float32" and isinstance(x.shape[1], int) and \
+        w.shape[0] % b == 0 and not any(attrs["pads"])
 
 
 def winograd_blocks(attrs: dict, x: TensorType, w: TensorType, tile: int, b: int) -> bool:
@@ -236,7 +248,8 @@ def blocked_choice(attrs: dict, x: TensorType, w: TensorType, target: Target,
                    weight_bytes: int, b: int, winograd: bool = True) -> Choice:
     """The formulation of a conv of a blocked chain (plain types ``x`` and ``w``);
     ``winograd=False``: the choice among the others."""
-    tile = winograd_cost.tile_size(attrs, x, w, target, weight_bytes) if winograd else 0
+    tile = winograd_cost.tile_size(attrs, x, w, target, weight_bytes) \
+        if winograd and x.is_static else 0
     if tile:
         return winograd_choice(x, w, target, tile, b)
     stamped = {"layout_block": b, "kernel_block": b}
@@ -260,7 +273,8 @@ def counts_alone(attrs: dict, x: TensorType, out: TensorType, b: int) -> bool:
 def narrow_depthwise(attrs: dict, x: TensorType, out: TensorType, b: int) -> bool:
     """A depthwise conv whose output rows fill at most half a vector: on plain planes its
     vectors run mostly empty (7a9b3e0; rows of 14 stay plain)."""
-    return attrs["groups"] == x.shape[1] > 1 and out.ndim == 4 and 2 * out.shape[3] <= b
+    return attrs["groups"] == x.shape[1] > 1 and out.ndim == 4 and \
+        isinstance(out.shape[3], int) and 2 * out.shape[3] <= b
 
 
 def dilated(attrs: dict, x: TensorType, b: int) -> bool:

@@ -18,10 +18,14 @@ from tensorc.ops.nn import blocked_layout
 from tensorc.ops.nn.pool import strategy
 from tensorc.ops.nn.pool.formulations import FORMULATIONS, formulation_of
 from tensorc.ops.nn.pool.shapes import dilations, infer_pool, output_spatial, overhang
+from tensorc.ops.nn.window_blocked import (
+    schedule_window_blocked_symbolic, window_blocked_symbolic_space,
+)
 from tensorc.ops.nn.windows import pad_spatial, window_slices
 from tensorc.ops.registry import Pattern, define
 from tensorc.ops.shape_rules import expect_arity, expect_float
 from tensorc.ops.space import SearchSpace
+from tensorc.ops.symbolic import GENERIC
 from tensorc.target import Target
 
 max_pool = define("max_pool", Pattern.REDUCTION)
@@ -101,21 +105,44 @@ def _avg_pool_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
     return _compute("avg_pool", attrs, x)
 
 
+def _symbolic_form(out: te.Tensor, attrs: dict) -> str | None:
+    """Over symbolic dims: "blocked" for a pool on blocked tensors (its own symbolic
+    schedule), "generic" for the others (``ops/symbolic.py``); None for static shapes."""
+    if te.is_static(out.shape):
+        return None
+    return "blocked" if attrs.get("layout_block") else "generic"
+
+
 def pool_space(target: Target, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> SearchSpace:
     """The space of the group's formulation (blocked pools: row tiles; the two-pass forms:
     ``separable_space``; the single pass: ``window_space``)."""
+    form = _symbolic_form(out, attrs)
+    if form == "generic":
+        return GENERIC.search_space(target, out, anchor, attrs)
+    if form == "blocked":
+        return window_blocked_symbolic_space(target, out)
     return formulation_of(anchor, attrs).space(target, out, anchor, attrs)
 
 
-@max_pool.schedule(space=pool_space)
+def _schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor, window,
+              attrs: dict, config) -> None:
+    form = _symbolic_form(out, attrs)
+    if form == "generic":
+        GENERIC.apply(target, sch, out, anchor, attrs, config)
+    elif form == "blocked":
+        schedule_window_blocked_symbolic(target, sch, out, window, config)
+    else:
+        formulation_of(anchor, attrs).schedule(target, sch, out, window, config)
+
+
+@max_pool.schedule(space=pool_space, symbolic=True)
 def _max_pool_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
                        attrs: dict, config) -> None:
-    formulation_of(anchor, attrs).schedule(target, sch, out, anchor, config)
+    _schedule(target, sch, out, anchor, anchor, attrs, config)
 
 
-@avg_pool.schedule(space=pool_space)
+@avg_pool.schedule(space=pool_space, symbolic=True)
 def _avg_pool_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
                        attrs: dict, config) -> None:
     # (the anchor divides the window sums: the window is the stage it reads)
-    formulation_of(anchor, attrs).schedule(target, sch, out, anchor.op.input_tensors()[0],
-                                           config)
+    _schedule(target, sch, out, anchor, anchor.op.input_tensors()[0], attrs, config)
