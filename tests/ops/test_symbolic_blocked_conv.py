@@ -1,9 +1,10 @@
-"""Convs over symbolic heights and widths on blocked tensors (ops/nn/conv/blocked_symbolic.py):
-chains of two convs, dense or depthwise (with a pool between where asked) compiled once with H and W symbolic,
-run at every width whose output row leaves each remainder of the register tile (widths 1-9
-and primes past them), at 1 and 2 threads, against onnxruntime. A pointwise conv whose
-filters fill no whole blocks (a detector head's 18) runs as one GEMM over the map's
-positions (conv/conv_gemm.py), between the layout transforms back to plain."""
+"""Convs over symbolic heights and widths on blocked tensors (ops/nn/conv/blocked_symbolic.py,
+conv/blocked_window.py): chains of two convs, dense or depthwise (with a pool between where
+asked), compiled once with H and W symbolic, run at every width whose output row leaves each
+remainder of the register tile (widths 1-9 and primes past them), at 1 and 2 threads, against
+onnxruntime. A pointwise conv whose filters fill no whole blocks (a detector head's 18) runs
+as one GEMM over the map's positions (conv/conv_gemm.py), between the layout transforms back
+to plain."""
 from __future__ import annotations
 
 import numpy as np
