@@ -10,8 +10,8 @@ still freed by reference counting) and young collections run 30x less often; bot
 restored afterwards. Garbage cycles are still collected, later; the generated code does not
 depend on any of this.
 
->>> with fewer_collections():
-...     compile_the_model()
+>>> @fewer_collections()
+... def compile_llvm_module(...): ...
 """
 from __future__ import annotations
 
@@ -27,10 +27,15 @@ YOUNG_THRESHOLD = 20_000
 def fewer_collections() -> Iterator[None]:
     """Run the block with the heap before it frozen and rarer young collections."""
     old = gc.get_threshold()
-    gc.freeze()
+    # a process that froze its heap itself (before forking workers, say) keeps it frozen:
+    # unfreezing would hand its objects back to the collector
+    freeze = gc.get_freeze_count() == 0
+    if freeze:
+        gc.freeze()
     gc.set_threshold(max(old[0], YOUNG_THRESHOLD), *old[1:])
     try:
         yield
     finally:
         gc.set_threshold(*old)
-        gc.unfreeze()
+        if freeze:
+            gc.unfreeze()
