@@ -3,7 +3,7 @@
 A compile allocates millions of small objects (expressions, loop IR, llvmlite's IR) and keeps
 most of them until its kernels are emitted. With the default thresholds the collector runs a
 young collection every 700 allocations and a full one (over every object of the process, the
-caller's too: a test session's heap, a notebook's) some ten times per model; that was 15-30%
+caller's too: a test session's heap, a notebook's) some ten times per model; that was 10-25%
 of the Python side of a compile (cProfile and gc.callbacks, SqueezeNet and ResNet cold, one
 core). So, while compiling, what the process held before is frozen (gc.freeze: never scanned,
 still freed by reference counting) and young collections run 30x less often; both are
