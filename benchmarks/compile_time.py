@@ -15,8 +15,14 @@ by default), the median of five after one, in that process, and so is onnxruntim
 kernels on every core: its phases add up the seconds of every process (the "kernels wall"
 column is the parallel build's wall time).
 
+``--symbolic`` times instead the models of models/symbolic.py (issue 34: a symbolic compile
+at most 2x a static one): each compiled with its dims symbolic, and statically at the first
+three shapes of its sweep (models.symbolic.SWEEPS; the median shown), every compile cold
+(``cache=False``) in a new process.
+
     python -m benchmarks.compile_time                       # every model in models/
     python -m benchmarks.compile_time --models mlp lenet5 --json
+    python -m benchmarks.compile_time --symbolic               # or --symbolic cnn detector
 """
 from __future__ import annotations
 
@@ -79,6 +85,42 @@ def _child(name: str, artifact: str) -> dict:
             "artifact_mb": os.path.getsize(artifact) / 1e6}
 
 
+STATIC_SHAPES = 3      # sweep shapes a symbolic model is compiled statically at
+
+
+def _symbolic_child(name: str, sweep_index: int) -> dict:
+    """Cold compile of symbolic model ``name``: symbolic (``sweep_index`` -1) or static at
+    that shape of its sweep."""
+    import tensorc
+    from models.symbolic import SWEEPS, SYMBOLIC_MODELS
+    model = SYMBOLIC_MODELS[name]()
+    shapes = None
+    if sweep_index >= 0:
+        dims = SWEEPS[name][sweep_index]
+        shapes = {value.name: tuple(d.dim_value if d.HasField("dim_value") else
+                                    dims[d.dim_param]
+                                    for d in value.type.tensor_type.shape.dim)
+                  for value in model.graph.input}
+    start = time.perf_counter()
+    tensorc.compile(model, input_shapes=shapes, cache=False)
+    return {"compile": time.perf_counter() - start}
+
+
+def measure_symbolic(name: str) -> dict:
+    """A symbolic model's cold compile beside its static ones, each in a new process."""
+    def run(index: int, scratch: str) -> float:
+        out = subprocess.run([sys.executable, "-m", "benchmarks.compile_time",
+                              "--symbolic-child", name, str(index)],
+                             env=_environment(Path(scratch)), cwd=ROOT, check=True,
+                             capture_output=True, text=True).stdout
+        return json.loads(out.strip().splitlines()[-1])["compile"]
+    with tempfile.TemporaryDirectory(prefix="tensorc-compile-time-") as scratch:
+        symbolic = run(-1, scratch)
+        static = statistics.median(run(k, scratch) for k in range(STATIC_SHAPES))
+    return {"model": name, "symbolic": symbolic, "static": static,
+            "ratio": symbolic / static}
+
+
 def _environment(cache: Path) -> dict:
     env = dict(os.environ, TENSORC_CACHE_DIR=str(cache),
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
@@ -136,12 +178,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", nargs="+", default=sorted(models.MODELS),
                         choices=sorted(models.MODELS), metavar="NAME")
     parser.add_argument("--json", action="store_true", help="one JSON object per model")
+    parser.add_argument("--symbolic", nargs="*", metavar="NAME",
+                        help="the symbolic models' compiles beside their static compiles "
+                             "(all of models/symbolic.py, or these)")
     parser.add_argument("--child", nargs=2, metavar=("MODEL", "ARTIFACT"),
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--symbolic-child", nargs=2, metavar=("MODEL", "SHAPE"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(_child(*args.child)))
         return 0
+    if args.symbolic_child:
+        print(json.dumps(_symbolic_child(args.symbolic_child[0], int(args.symbolic_child[1]))))
+        return 0
+    if args.symbolic is not None:
+        return _main_symbolic(args.symbolic, args.json)
     if not args.json:
         print("importing once to write bytecode caches ...", file=sys.stderr)
     write_bytecode()
@@ -159,6 +211,26 @@ def main(argv: list[str] | None = None) -> int:
               "that built them):")
         print(format_table(["model", *(c for c, _ in PHASE_COLUMNS), "kernels wall (procs)"],
                            [_phase_row(r) for r in results]))
+    return 0
+
+
+def _main_symbolic(names: list[str], as_json: bool) -> int:
+    from models.symbolic import SYMBOLIC_MODELS
+    unknown = sorted(set(names) - set(SYMBOLIC_MODELS))
+    if unknown:
+        raise SystemExit(f"unknown symbolic models {unknown}; known: {sorted(SYMBOLIC_MODELS)}")
+    write_bytecode()
+    results = []
+    for name in names or SYMBOLIC_MODELS:
+        result = measure_symbolic(name)
+        results.append(result)
+        if as_json:
+            print(json.dumps(result), flush=True)
+    if not as_json:
+        print(format_table(["model", "symbolic compile", f"static (median of {STATIC_SHAPES})",
+                            "symbolic / static"],
+                           [[r["model"], f"{r['symbolic']:.2f} s", f"{r['static']:.2f} s",
+                             f"{r['ratio']:.1f}x"] for r in results]))
     return 0
 
 

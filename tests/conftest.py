@@ -2,7 +2,11 @@
 
 The whole session caches in a temporary directory (``TENSORC_CACHE_DIR``, which
 ``tensorc.runtime.cache_dir.cache_root`` reads first), so no test reads a roofline the user
-measured or writes one into the user's cache; subprocesses the tests start inherit it."""
+measured or writes one into the user's cache; subprocesses the tests start inherit it. Under
+pytest-xdist the workers share the controller's directory (they inherit its environment), so
+a kernel one worker compiled is a cache hit for the other: the same models are compiled by
+tests in several files, which the two workers run side by side. The kernel cache is safe for
+several processes (atomic writes, checksummed entries)."""
 from __future__ import annotations
 
 import os
@@ -12,16 +16,27 @@ import tempfile
 import pytest
 
 _saved: dict[str, str | None] = {}
+# set by the process that made the session's cache directory: its pid (only that process
+# removes the directory)
+_OWNER = "TENSORC_TEST_CACHE_OWNER"
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    shared = os.environ.get(_OWNER)
+    if hasattr(config, "workerinput") and shared and os.environ.get("TENSORC_CACHE_DIR"):
+        return      # an xdist worker: the controller's directory
     _saved["TENSORC_CACHE_DIR"] = os.environ.get("TENSORC_CACHE_DIR")
+    _saved[_OWNER] = shared
     os.environ["TENSORC_CACHE_DIR"] = tempfile.mkdtemp(prefix="tensorc-test-cache-")
+    os.environ[_OWNER] = str(os.getpid())
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    if os.environ.get(_OWNER) != str(os.getpid()):
+        return
     shutil.rmtree(os.environ["TENSORC_CACHE_DIR"], ignore_errors=True)
-    if _saved.get("TENSORC_CACHE_DIR") is None:
-        os.environ.pop("TENSORC_CACHE_DIR", None)
-    else:
-        os.environ["TENSORC_CACHE_DIR"] = _saved["TENSORC_CACHE_DIR"]
+    for name in ("TENSORC_CACHE_DIR", _OWNER):
+        if _saved.get(name) is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = _saved[name]

@@ -1,6 +1,6 @@
 """The layer benchmark runs end to end on one small case: it checks tensorc's direct and
 default convs against onnxruntime before timing them, and prints its table. The compile-time
-benchmark measures one small model."""
+benchmark measures one small model, and one symbolic model beside its static compiles."""
 from __future__ import annotations
 
 import json
@@ -38,3 +38,14 @@ def test_compile_time_benchmark_table(capsys):
     out = capsys.readouterr().out
     assert "cold compile" in out and "ort session" in out and "LLVM opt" in out
     assert sum(line.startswith("mlp ") for line in out.splitlines()) == 2
+
+
+def test_compile_time_benchmark_symbolic_beside_static(capsys):
+    """--symbolic: a symbolic model's cold compile beside its static ones, each in a new
+    process; never asserts on speed."""
+    from benchmarks import compile_time
+    assert compile_time.main(["--symbolic", "cnn", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["model"] == "cnn"
+    assert result["symbolic"] > 0 and result["static"] > 0
+    assert result["ratio"] == result["symbolic"] / result["static"]

@@ -144,7 +144,8 @@ def group_template(group: FusedGroup, target: Target) -> Template:
 def schedule_group(group: FusedGroup, graph: Graph, target: Target, name: str,
                    config: Mapping | None = None,
                    times: CompileTimes | None = None,
-                   hints: Mapping[str, int] | None = None) -> PrimFunc:
+                   hints: Mapping[str, int] | None = None,
+                   unless_trace: list | None = None) -> PrimFunc | None:
     """One group's kernel, scheduled by its template with ``config`` (by default the
     template's heuristic choice). The PrimFunc's attrs record the config and the trace.
     A config that picks another layout of the anchor's weights (:func:`group_space`) gets
@@ -152,9 +153,13 @@ def schedule_group(group: FusedGroup, graph: Graph, target: Target, name: str,
     (:func:`apply_layout` repacks a compiled graph's constant to match). ``times`` collects
     the seconds of scheduling, lowering and loop passes. Over symbolic dims, the schedule
     chooses at ``hints`` (by dim name; te.hint), and a template that does not take symbolic
-    shapes yet gives way to the generic one (ops/symbolic.py)."""
+    shapes yet gives way to the generic one (ops/symbolic.py). With ``unless_trace``: None,
+    neither lowered nor passed through the loop passes, where the schedule's trace is that
+    one (compiler/variants.py: a second schedule that may equal the first)."""
     times = times if times is not None else CompileTimes()
     if loop_kernel_node(group) is not None:
+        if unless_trace == []:      # a loop-IR kernel has no schedule: its trace is empty
+            return None
         return _schedule_loop_kernel(group, graph, name, times)
     hinted = te.dim_hints(hints) if hints is not None else contextlib.nullcontext()
     with times.phase("scheduling", name), hinted, contextlib.ExitStack() as stack:
@@ -195,6 +200,8 @@ def schedule_group(group: FusedGroup, graph: Graph, target: Target, name: str,
             picks = next(c for c in space.constraints if isinstance(c, PicksLayout))
             applied = picks.own(config)
         template.apply(target, sch, out, anchor, attrs, applied)
+    if unless_trace is not None and list(sch.trace) == unless_trace:
+        return None
     with times.phase("lowering to loop IR", name):
         func = lower(sch, [*params, out], name)
     with times.phase("loop passes", name):

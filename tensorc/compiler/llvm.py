@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from tensorc.codegen.llvm.codegen import LLVMCodegen
 from tensorc.codegen.llvm.objects import optimize_module
+from tensorc.compiler.collector import fewer_collections
 from tensorc.compiler.kernel import Kernel, apply_layout, inlined_scalar
 from tensorc.compiler.kernel_objects import build_objects, kernel_jobs
 from tensorc.compiler.object_cache import cached_emit_object, default_cache
@@ -115,6 +116,7 @@ def _check_written(kernel: Kernel, pending: set, writes: list[str]) -> None:
                            f"(a bug in tensorc: their converter must give it a data edge)")
 
 
+@fewer_collections()
 def compile_graph(graph: Graph, target: Target, progress: Progress | None = None,
                   configs=None, times: CompileTimes | None = None) -> Compiled:
     """Compile an imported graph to LLVM IR; the outputs keep the names they have now.
@@ -154,6 +156,7 @@ def optimized_llvm_ir(compiled: Compiled, target: Target) -> str:
     return str(mod)
 
 
+@fewer_collections()
 def compile_llvm_module(proto, graph: Graph, target: Target, start: float,
                         num_threads: int | None = None, progress: Progress | None = None,
                         configs=None, times: CompileTimes | None = None,

@@ -39,9 +39,11 @@ def small_dims_variants(group: FusedGroup, graph: Graph, target: Target, func: P
     if not func.dims:
         return []
     # (the template's default at small dims: a tuned config is the large dims' choice)
+    # (a schedule equal to the first is neither lowered nor optimized: None)
     small = schedule_group(group, graph, target, f"{func.name}{SMALL_SUFFIX}", None, times,
-                           hints={v.name: SMALL_HINT for v in func.dims})
-    if small.attrs["trace"] == func.attrs["trace"]:
+                           hints={v.name: SMALL_HINT for v in func.dims},
+                           unless_trace=func.attrs["trace"])
+    if small is None:
         return []
     return [(_small_dims(_dim_args(small)), small)]
 

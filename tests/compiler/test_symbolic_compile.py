@@ -1,7 +1,11 @@
 """One module for every shape: the symbolic models of models/symbolic.py compiled with their
 dims symbolic, run at each sweep shape (1, odd sizes, primes, an empty KV cache) and checked
 against onnxruntime; the run-time checks of the dims; what input_shapes and dim_ranges
-change."""
+change.
+
+Compiles over the models' own dims go through the session's temporary kernel cache
+(tests/conftest.py), so a test that compiles a model again as the fixture did gets its
+kernels warm; those with narrower dim ranges compile without it."""
 from __future__ import annotations
 
 import numpy as np
@@ -22,7 +26,7 @@ def _session(model):
 @pytest.fixture(scope="module", params=sorted(SYMBOLIC_MODELS))
 def compiled(request):
     model = SYMBOLIC_MODELS[request.param]()
-    return request.param, model, tensorc.compile(model, cache=False)
+    return request.param, model, tensorc.compile(model)
 
 
 def test_every_sweep_shape_matches_onnxruntime(compiled):
@@ -42,7 +46,7 @@ def test_every_sweep_shape_matches_onnxruntime(compiled):
 
 def test_a_larger_run_after_a_smaller_one_grows_the_arena():
     model = SYMBOLIC_MODELS["bert_encoder"]()
-    module = tensorc.compile(model, cache=False)
+    module = tensorc.compile(model)
     session = _session(model)
     for dims in ({"batch": 1, "seq": 2}, {"batch": 4, "seq": 57}, {"batch": 1, "seq": 3}):
         feeds = feeds_for(model, dims)
@@ -68,7 +72,7 @@ def test_dims_are_checked_at_run_time():
 
 def test_input_shapes_still_build_a_module_of_one_shape():
     model = SYMBOLIC_MODELS["cnn"]()
-    module = tensorc.compile(model, input_shapes={"x": (2, 3, 32, 32)}, cache=False)
+    module = tensorc.compile(model, input_shapes={"x": (2, 3, 32, 32)})
     assert module.inputs[0][1] == (2, 3, 32, 32)
     feeds = feeds_for(model, {"batch": 2})
     np.testing.assert_allclose(module.run(feeds)["logits"],
@@ -95,7 +99,7 @@ def test_a_saved_symbolic_module_keeps_its_dims(tmp_path):
 
 def test_a_saved_symbolic_module_with_a_broken_dim_table_is_refused(tmp_path):
     import json
-    module = tensorc.compile(SYMBOLIC_MODELS["cnn"](), cache=False)
+    module = tensorc.compile(SYMBOLIC_MODELS["cnn"]())
     module.save(tmp_path / "m.tcz")
     from tensorc.runtime import artifact
     header, sections = artifact.read(tmp_path / "m.tcz")
@@ -111,7 +115,7 @@ def test_a_shape_seen_before_runs_again_with_its_own_dims():
     """A module binds each distinct input shape once and keeps it: going back to a shape
     after another must use that shape's dims, outputs and arena, not the last run's."""
     model = SYMBOLIC_MODELS["gpt_decoder_step"]()
-    module = tensorc.compile(model, cache=False)
+    module = tensorc.compile(model)
     session = _session(model)
     sweep = [{"batch": 1, "seq": 1, "past": 5}, {"batch": 3, "seq": 4, "past": 0},
              {"batch": 1, "seq": 1, "past": 5}, {"batch": 3, "seq": 4, "past": 0}]
@@ -127,11 +131,11 @@ def test_arena_bytes_at_a_shape_against_the_static_plan():
     its own arena, and a symbolic CNN's plan stays within the issue's 1.2x of the static plan
     at the same shape (its convs read their input directly, no patch tensor)."""
     model = SYMBOLIC_MODELS["cnn"]()
-    module = tensorc.compile(model, cache=False)
+    module = tensorc.compile(model)
     small, large = module.arena_bytes({"x": (1, 3, 32, 32)}), \
         module.arena_bytes({"x": (9, 3, 32, 32)})
     assert 0 < small < large
-    static = tensorc.compile(model, input_shapes={"x": (9, 3, 32, 32)}, cache=False)
+    static = tensorc.compile(model, input_shapes={"x": (9, 3, 32, 32)})
     assert static.arena_bytes() == static.arena_size
     assert large <= 1.2 * static.arena_bytes()
     with pytest.raises(TensorcError, match="symbolic"):
