@@ -60,8 +60,11 @@ def lowered(model: onnx.ModelProto) -> tuple[Graph, Graph]:
 
 def compiled_matches_onnxruntime(model: onnx.ModelProto) -> None:
     feeds = random_feeds(model)
-    assert_close(tensorc.compile(model).run(feeds), ort_run(model, feeds), rtol=1e-4,
-                 atol=1e-5)
+    want = ort_run(model, feeds)
+    # an absolute floor at the outputs' scale: a sum of hundreds of products near 30 that
+    # cancels to 0.02 differs from onnxruntime's by rounding (1.6e-5 seen)
+    atol = 1e-5 * max(1.0, max(float(np.abs(v).max(initial=0.0)) for v in want.values()))
+    assert_close(tensorc.compile(model).run(feeds), want, rtol=1e-4, atol=atol)
 
 
 def test_the_pass_runs_first_in_the_graph_pipeline():
