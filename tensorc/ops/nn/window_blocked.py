@@ -42,12 +42,7 @@ def schedule_window_blocked(target: Target, sch: Schedule, out: te.Tensor, windo
     st.vectorize(lane)
     if config["parallel"] and np.prod(out.shape) >= PARALLEL_MIN_ELEMENTS:
         st.parallel(outer)
-    ls = sch[local]
-    ls.compute_at(st, xo)
-    ln, lc, ly, lx, llane = ls.op_axis
-    ls.reorder(ln, lc, ly, *ls.reduce_axis, lx, llane)
-    ls.unroll(lx)
-    ls.vectorize(llane)
+    _window_tile(sch[local], st, xo)
 
 
 # Outputs of a row per register tile over a run-time width: the partial tile gets one copy
@@ -83,7 +78,12 @@ def schedule_window_blocked_symbolic(target: Target, sch: Schedule, out: te.Tens
     st.vectorize(lane)
     if config["parallel"]:
         st.parallel(y)
-    ls = sch[local]
+    _window_tile(sch[local], st, xo)
+
+
+def _window_tile(ls, st, xo) -> None:
+    """The register tile (``ls``) of a row's outputs at ``st``'s loop ``xo``: every tap
+    outside its outputs, unrolled, and its lanes vectorized."""
     ls.compute_at(st, xo)
     ln, lc, ly, lx, llane = ls.op_axis
     ls.reorder(ln, lc, ly, *ls.reduce_axis, lx, llane)

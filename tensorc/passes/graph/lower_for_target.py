@@ -154,7 +154,7 @@ def _split_groups(g: Graph, conv: Node) -> bool:
 
 def _lower_conv(g: Graph, conv: Node, readers: Readers) -> list[Value] | None:
     x, w = conv.inputs
-    if _symbolic_gemm_conv(g, conv) and any(conv.attrs["pads"]):
+    if _symbolic_padded_conv(g, conv) and any(conv.attrs["pads"]):
         return [_padded_first(g, conv)]
     if _split_groups(g, conv):
         if _bias_add(conv, readers) is not None:
@@ -171,7 +171,7 @@ def _lower_conv(g: Graph, conv: Node, readers: Readers) -> list[Value] | None:
     return None
 
 
-def _symbolic_gemm_conv(g: Graph, conv: Node) -> bool:
+def _symbolic_padded_conv(g: Graph, conv: Node) -> bool:
     """A dense or depthwise 2-D float conv over symbolic dims: its kernels (a GEMM along
     output rows, ops/nn/conv/conv_gemm.py; a register tile on blocked tensors,
     conv/blocked_symbolic.py and conv/blocked_window.py) read an unpadded input."""

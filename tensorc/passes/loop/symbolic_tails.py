@@ -137,8 +137,7 @@ def _point(cmp: E.Compare, loop: For, inner: dict, dims: set[E.Var]) -> E.Expr |
             not (E.free_vars(cmp.a) | E.free_vars(cmp.b)) & dims:
         return None
     # as coeff * v + base < 0
-    diff = cmp.a - cmp.b if cmp.op == "lt" else \
-        cmp.a - cmp.b - 1 if cmp.op == "le" else cmp.b - cmp.a
+    diff = _below_zero(cmp)
     lin = arith.linear_coeff(diff, loop.var)
     if lin is None or lin[1] <= 0:
         return None
@@ -252,12 +251,10 @@ def _remainder_cases(body: Stmt, var: E.Var, at: E.Expr, cmp: E.Compare, dims: s
     (partitioned away), their indices read q as N // F. None where the guard is not of that
     form, F is over MAX_TAIL_CASES, or a copy keeps a guard on N. ``extent``: the tail
     loop's, which must be 1 where the remainder is not 0 and 0 where it is."""
-    diff = cmp.a - cmp.b if cmp.op == "lt" else \
-        cmp.a - cmp.b - 1 if cmp.op == "le" else cmp.b - cmp.a
-    lin = arith.linear_coeff(diff, var)
-    if lin is None or not 1 < lin[1] <= MAX_TAIL_CASES:
+    split = _tail_split(cmp, var)
+    if split is None:
         return None
-    base, factor = lin
+    base, factor = split
     dim = next((d for d in sorted(dims & E.free_vars(base), key=lambda v: v.name)
                 if (arith.linear_coeff(base, d) or (None, 0))[1] == -1), None)
     if dim is None:
@@ -315,20 +312,23 @@ def _count_cases(loop: For, point: E.Expr, cmp: E.Compare, dims: set[E.Var]) -> 
         return None
     tile = arith.simplify(count // factor)
 
-    def decided(c: int):
-        def fn(x):
-            if isinstance(x, E.Compare):
-                own = _guarded_count(x, loop.var, inner, dims)
-                if own is not None and own[0] == factor and E.same(own[1], count) and \
-                        E.same(_point(x, loop, inner, dims), point):
-                    return E.Compare("lt", own[2], E.const(c))
-            return None
-        return fn
+    # each guard the tail tile decides becomes inner < c, c a placeholder for the remainder
+    # (the guards are found once, then each remainder's copy substitutes its value)
+    remainder = E.Var("remainder")
 
+    def decided(x):
+        if isinstance(x, E.Compare):
+            own = _guarded_count(x, loop.var, inner, dims)
+            if own is not None and own[0] == factor and E.same(own[1], count) and \
+                    E.same(_point(x, loop, inner, dims), point):
+                return E.Compare("lt", own[2], remainder)
+        return None
+
+    marked = map_stmt(loop.body, lambda e: E.substitute(E.transform(e, decided),
+                                                        {loop.var: tile}))
     cases = None
     for c in range(factor - 1, 0, -1):
-        copy = map_stmt(loop.body, lambda e, c=c: E.substitute(E.transform(e, decided(c)),
-                                                               {loop.var: tile}))
+        copy = map_stmt(marked, lambda e, c=c: E.substitute(e, {remainder: E.const(c)}))
         copy = simplify_stmt(partition._visit(simplify_stmt(copy, {}) or seq(), {}) or seq(),
                              {}) or seq()
         if list(_conditions(copy, selects=False)):
@@ -337,17 +337,28 @@ def _count_cases(loop: For, point: E.Expr, cmp: E.Compare, dims: set[E.Var]) -> 
     return cases
 
 
+def _below_zero(cmp: E.Compare) -> E.Expr:
+    """``cmp`` (lt, le or gt) as ``diff < 0``: its ``diff``."""
+    return cmp.a - cmp.b if cmp.op == "lt" else \
+        cmp.a - cmp.b - 1 if cmp.op == "le" else cmp.b - cmp.a
+
+
+def _tail_split(cmp: E.Compare, var: E.Var) -> tuple[E.Expr, int] | None:
+    """(base, F) where ``cmp`` is ``F*var + base < 0`` with 1 < F <= MAX_TAIL_CASES (a
+    split's guard small enough for a copy per remainder); else None."""
+    lin = arith.linear_coeff(_below_zero(cmp), var)
+    return lin if lin is not None and 1 < lin[1] <= MAX_TAIL_CASES else None
+
+
 def _guarded_count(cmp: E.Compare, var: E.Var, inner: dict, dims: set[E.Var]):
     """(F, N, inner) where ``cmp`` is ``F*var + inner < N``, N an expression of the dims and
     constants, inner a sum over the loops inside ``var`` in [0, F - 1]; else None."""
     if cmp.op not in ("lt", "le", "gt"):
         return None
-    diff = cmp.a - cmp.b if cmp.op == "lt" else \
-        cmp.a - cmp.b - 1 if cmp.op == "le" else cmp.b - cmp.a
-    lin = arith.linear_coeff(diff, var)
-    if lin is None or not 1 < lin[1] <= MAX_TAIL_CASES:
+    split = _tail_split(cmp, var)
+    if split is None:
         return None
-    base, factor = lin
+    base, factor = split
     relaxed = {v: r for v, r in inner.items() if E.uses_var(base, v)}
     bounded = relaxed_interval(arith.simplify(base), relaxed, {})
     if bounded is None:

@@ -288,7 +288,12 @@ def schedule_blocked(target: Target, sch: Schedule, out: te.Tensor, conv_t: te.T
     st.vectorize(lane)
     if config["parallel"] and worth_threads(math.prod(out.shape), reduction_depth(tile)):
         st.parallel(outer)
-    ls = register_tile(sch, tile, st, xo)
+    order_tile(register_tile(sch, tile, st, xo), config)
+
+
+def order_tile(ls: Stage, config) -> None:
+    """The loops of a conv's register tile ``ls`` (:func:`_order_register_tile`), over a
+    plain input's channels or a blocked input's blocks and their lanes."""
     ln, lf, ly, lx, llane = ls.op_axis
     if len(ls.reduce_axis) == 3:        # a plain input's channels, unblocked
         rc, ry, rx = ls.reduce_axis

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from tensorc.ir import te
 from tensorc.ir.schedule import Schedule
-from tensorc.ops.nn.conv.blocked import _order_register_tile, _strided_tile, _taps
+from tensorc.ops.nn.conv.blocked import _strided_tile, _taps, order_tile
 from tensorc.ops.schedules import RegisterTileFits, register_tile
 from tensorc.ops.space import Knob, SearchSpace
 from tensorc.target import Target
@@ -79,13 +79,6 @@ def schedule_blocked_symbolic(target: Target, sch: Schedule, out: te.Tensor,
     st.vectorize(lane)
     if config["parallel"]:
         st.parallel(y)
-    ls = register_tile(sch, tile, st, xo)
-    ln, lf, ly, lx, llane = ls.op_axis
     # no prefetch knob: the static space's distance is chosen from the weights per shape
-    knobs = {"taps_inner": config["taps_inner"], "prefetch": 0}
-    if len(ls.reduce_axis) == 3:        # a plain input's channels, unblocked
-        rc, ry, rx = ls.reduce_axis
-        _order_register_tile(ls, knobs, (ln,), rc, ry, rx, (ly, lx, lf, llane))
-    else:
-        rco, ry, rx, rci = ls.reduce_axis
-        _order_register_tile(ls, knobs, (ln, rco), rci, ry, rx, (ly, lx, lf, llane))
+    order_tile(register_tile(sch, tile, st, xo),
+               {"taps_inner": config["taps_inner"], "prefetch": 0})
