@@ -1,22 +1,22 @@
 """Static memory planning: every value gets a fixed place before the model ever runs.
 
 Graph inputs and outputs live in the caller's arrays, constants in one aligned constant pool,
-and every intermediate in one arena at an offset chosen by first-fit over the values'
-lifetimes (a value dies after the last group that reads it). A view (reshape) shares its
-input's storage, which then lives as long as the view does.
+and every intermediate in one arena at an offset chosen over the values' lifetimes (a value
+dies after the last group that reads it) by an allocator of passes/graph/arena.py: first fit
+where the sizes are known, storage tokens where they are expressions of symbolic dims. A view
+(reshape) shares its input's storage, which then lives as long as the view does.
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
 
 from tensorc.errors import SizeLimitError
 from tensorc.ir import types
-from tensorc.ir import te
-from tensorc.ir.dims import Dim, decide, dim_max, is_symbolic
+from tensorc.ir.dims import Dim, dim_max, is_symbolic
 from tensorc.ir.graph import Graph, Value
+from tensorc.passes.graph.arena import FirstFit, LiveBytes, StorageTokens, add_unsimplified
 from tensorc.passes.graph.fuse import FusedGroup
 
 ALIGN = 64
@@ -92,80 +92,63 @@ def plan_memory(graph: Graph, groups: list[FusedGroup]) -> MemoryPlan:
         for v in group.inputs:
             last_use[base_of.get(v, v)] = step
 
-    live: list[tuple[int, int, Value]] = []      # (offset, size, value)
-    arena_size = 0
-    for step, group in enumerate(groups):
-        live = [blk for blk in live if last_use.get(blk[2], -1) >= step]
-        out = group.output
-        if group.view and out in base_of:
-            places[out] = places[base_of[out]]
-            continue
-        if out in slabs and out not in places:
-            concat, offset = slabs[out]
-            if concat not in places:
-                arena_size = _allocate(concat, places, live, arena_size, graph.dims.at_bound)
-            whole = places[concat]
-            places[out] = Place(whole.kind, whole.index, whole.offset + offset)
-        if out in places:
-            continue
-        arena_size = _allocate(out, places, live, arena_size, graph.dims.at_bound)
+    lifetimes = _Lifetimes(groups, base_of, slabs, last_use, graph.dims.at_bound)
+    symbolic = any(is_symbolic(graph.dims.at_bound(g.output.type.nbytes)) for g in groups)
+    allocator = FirstFit()
+    if symbolic:
+        live = LiveBytes(graph.dims)
+        lifetimes.assign(live, places)
+        allocator = StorageTokens(graph.dims, live.peaks)
+    arena_size, arena_places = lifetimes.assign(allocator, places)
+    places.update(arena_places)
     _check_arena(arena_size)
     return MemoryPlan(places, dim_max(arena_size, ALIGN), pool)
 
 
-def _allocate(v: Value, places: dict, live: list, arena_size: int, at_bound) -> int:
-    """Place ``v`` in the arena at the first gap that fits among the ``live`` blocks (first
-    fit); returns the arena size. A size over data-dependent dims is taken at their bounds
-    (``at_bound``): the place then holds the value at every run."""
-    size = _align(at_bound(v.type.nbytes))
-    if is_symbolic(size) or any(is_symbolic(b[0]) or is_symbolic(b[1]) for b in live):
-        return _allocate_symbolic(v, size, places, live, arena_size)
-    at = 0
-    for off, sz, _ in sorted(live, key=lambda b: b[0]):
-        if at + size <= off:
-            break
-        at = max(at, off + sz)
-    places[v] = Place("arena", 0, at)
-    live.append((at, size, v))
-    return max(arena_size, at + size)
+class _Lifetimes:
+    """The values the kernels compute, in order, each with the last step that reads it;
+    :meth:`assign` places those that live in the arena with one allocator."""
 
+    def __init__(self, groups, base_of, slabs, last_use, at_bound):
+        self.groups, self.base_of, self.slabs = groups, base_of, slabs
+        self.last_use, self.at_bound = last_use, at_bound
 
-def _allocate_symbolic(v: Value, size, places: dict, live: list, arena_size):
-    """First fit where sizes are expressions of symbolic dims: the lowest candidate place
-    (0 or the end of a live block, in order of their values at the dims' hints) that the
-    dims' ranges prove clear of every live block at every run; else above all of them (the
-    maximum of their ends, evaluated at run time). Offsets and the arena's size are then
-    expressions that the runtime evaluates for each run's dims."""
-    blocks = [_block(off, sz) for off, sz, _ in live]      # (off, end, hint off, hint end)
-    need = te.hint(size)
-    candidates = sorted([(0, 0), *((end, he) for _, end, _, he in blocks)],
-                        key=lambda c: c[1])
-    at = None
-    for c, h in candidates:
-        # clear at the hints (cheap) before proven clear at every run
-        if any(h + need > ho and he > h for _, _, ho, he in blocks):
-            continue
-        end = c + size
-        if all(decide("le", end, off) is True or decide("le", blk_end, c) is True
-               for off, blk_end, _, _ in blocks):
-            at = c
-            break
-    if at is None:
-        at = 0
-        for _, blk_end, _, _ in blocks:
-            at = dim_max(at, blk_end)
-    places[v] = Place("arena", 0, at)
-    live.append((at, size, v))
-    return dim_max(arena_size, at + size)
+    def assign(self, allocator, fixed: dict[Value, Place]) -> tuple:
+        """The arena's size and the places of the values it holds (views and concat slabs
+        included), by ``allocator``; ``fixed``: the places outside the arena."""
+        places = dict(fixed)
+        held: dict[Value, tuple] = {}      # value -> (the allocator's handle, byte offset)
+        for step, group in enumerate(self.groups):
+            allocator.release(step)
+            out = group.output
+            if group.view and out in self.base_of:
+                base = self.base_of[out]
+                if base in held:
+                    held[out] = held[base]
+                else:
+                    places[out] = places[base]
+                continue
+            if out in self.slabs and out not in places and out not in held:
+                concat, offset = self.slabs[out]
+                if concat not in places and concat not in held:
+                    held[concat] = (self._allocate(allocator, concat), 0)
+                if concat in held:
+                    handle, at = held[concat]
+                    held[out] = (handle, at + offset)
+                else:
+                    whole = places[concat]
+                    places[out] = Place(whole.kind, whole.index, whole.offset + offset)
+            if out not in places and out not in held:
+                held[out] = (self._allocate(allocator, out), 0)
+        places.update((v, Place("arena", 0, add_unsimplified(allocator.offset(handle), at)))
+                      for v, (handle, at) in held.items())
+        return allocator.size(), {v: p for v, p in places.items() if v not in fixed}
 
-
-@functools.lru_cache(maxsize=4096)
-def _block(off, size) -> tuple:
-    """A live block's offset and end, and their values at the hints (Dims hash by value:
-    the arithmetic runs once per block, not once per candidate). The hint values only order
-    and prune the candidates: a place is taken only where decide() proves it clear."""
-    end = off + size
-    return off, end, te.hint(off), te.hint(end)
+    def _allocate(self, allocator, v: Value):
+        # a size over data-dependent dims is taken at their bounds: the place then holds
+        # the value at every run
+        size = _align(self.at_bound(v.type.nbytes))
+        return allocator.allocate(size, self.last_use.get(v, -1))
 
 
 def _check_arena(arena_size) -> None:
