@@ -210,7 +210,8 @@ def schedule_injective(target: Target, sch: Schedule, out: Tensor, anchor: Tenso
     a vector long, else with the stores scattered."""
     config = config or injective_space(target, out, anchor, attrs).default()
     if not is_static(out.shape):
-        schedule_symbolic_injective(target, sch, out, config)
+        axis = transposed_axis(out, target.vector_lanes(out.dtype))
+        schedule_symbolic_injective(target, sch, out, config, axis)
         return
     stage = sch[out]
     extent = out.shape[-1] if out.shape else 1
@@ -314,19 +315,24 @@ def _unclamp(e: E.Expr) -> E.Expr | None:
 def transposed_axis(out: Tensor, lanes: int) -> int | None:
     """The output axis to vectorize instead of the innermost one, when the group transposes:
     its large inputs are all read with a stride along the innermost output axis and
-    contiguously along one other axis (at least a vector long). None otherwise."""
+    contiguously along one other axis (at least a vector long). None otherwise. Over
+    symbolic dims the sizes and strides are taken at the dims' hints: which axis walks
+    memory contiguously does not depend on their values."""
     if len(out.shape) < 2:
         return None
     axes = [iv.var for iv in out.op.axis] if isinstance(out.op, ComputeOp) else []
     if not axes:
         return None
-    size = _size(out)
+    size = _hint_size(out)
     votes = set()
     for tensor, indices in _input_loads(out, tuple(axes)):
-        if _size(tensor) * 2 < size or len(indices) != len(tensor.shape):
+        if _hint_size(tensor) * 2 < size or len(indices) != len(tensor.shape):
             continue
         flat = E.transform(flat_index(Buffer(tensor.name, tensor.shape, tensor.dtype), indices),
                            _unclamp)
+        if not (is_static(tensor.shape) and is_static(out.shape)):
+            flat = E.substitute(flat, {v: E.const(hint(v)) for v in E.free_vars(flat)
+                                       if v not in axes})
         coeffs = [arith.linear_coeff(flat, v) for v in axes]
         if coeffs[-1] is None:
             continue
@@ -339,7 +345,11 @@ def transposed_axis(out: Tensor, lanes: int) -> int | None:
     if len(votes) != 1:
         return None
     (axis,) = votes
-    return axis if out.shape[axis] >= lanes else None
+    return axis if hint(out.shape[axis]) >= lanes else None
+
+
+def _hint_size(t: Tensor) -> int:
+    return _size(t) if is_static(t.shape) else math.prod(hint(d) for d in t.shape)
 
 
 def reduction_space(target: Target, out: Tensor, anchor: Tensor, attrs: dict | None
