@@ -9,6 +9,8 @@ slice{starts, steps, shape}: ``out[o] = x[starts + o * steps]`` per axis; every 
     (the frontend resolves ONNX's negative and out-of-range bounds); steps may be negative.
 broadcast_to{shape}: numpy broadcasting of the input to ``shape`` (ONNX Expand).
 tile{repeats}: the input repeated ``repeats[d]`` times along each axis d.
+arange{length, delta}: ``out[i] = start + i * delta`` for i < length (a Dim: position ids
+    over a symbolic sequence), ``start`` a scalar input; computed where it is read.
 """
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ pad = define("pad", Pattern.INJECTIVE)
 slice_ = define("slice", Pattern.INJECTIVE)
 broadcast_to = define("broadcast_to", Pattern.INJECTIVE)  # grows data: no epilogue
 tile = define("tile", Pattern.INJECTIVE)
+arange = define("arange", Pattern.INJECTIVE)
 
 PAD_MODES = ("constant", "reflect", "edge", "wrap")
 
@@ -220,6 +223,21 @@ def _tile_reference(attrs: dict, x: np.ndarray) -> list[np.ndarray]:
     return [np.tile(x, attrs["repeats"]) if x.ndim else x.copy()]
 
 
+@arange.infer
+def _arange_infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
+    expect_arity("arange", input_types, 1)
+    (start,) = input_types
+    if start.ndim != 0:
+        raise ShapeError(f"arange: start must be a scalar, got {start}")
+    return [TensorType((attrs["length"],), start.dtype)]
+
+
+@arange.reference
+def _arange_reference(attrs: dict, start: np.ndarray) -> list[np.ndarray]:
+    steps = np.arange(attrs["length"], dtype=start.dtype) * start.dtype.type(attrs["delta"])
+    return [(start + steps).astype(start.dtype)]
+
+
 # ---------------------------------------------------------------------------------------------
 # kernels: index remappings (inlined into their consumers, or run as copies)
 
@@ -340,3 +358,10 @@ def _tile_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
     return te.compute(shape, lambda *o: x[tuple(
         o[d] % n if attrs["repeats"][d] > 1 and n > 1 else (E.const(0) if n == 1 else o[d])
         for d, n in enumerate(x.shape))], name="tile")
+
+
+@arange.compute
+def _arange_compute(attrs: dict, start: te.Tensor) -> te.Tensor:
+    delta = E.const(attrs["delta"], start.dtype)
+    return te.compute((attrs["length"],), lambda i: start[()] + E.cast(start.dtype, i) * delta,
+                      name="arange")

@@ -168,6 +168,17 @@ CASES = {
                                 [("x", F, ["n", "k"])],
                                 [("one", np.array(1, np.int64)), ("zero", np.array(0, np.int64)),
                                  ("two", np.array(2, np.int64))]), SWEEP_NK),
+    # position ids past..past+seq-1 as exporters write them: an arange from a dim, computed
+    # inside the kernel that reads it
+    "range_between_dims": (model([("Shape", ["x"], ["s"], {}),
+                                  ("Gather", ["s", "zero"], ["n"], {"axis": 0}),
+                                  ("Gather", ["s", "one"], ["k"], {"axis": 0}),
+                                  ("Add", ["n", "k"], ["l"], {}),
+                                  ("Range", ["k", "l", "one"], ["r"], {}),
+                                  ("Cast", ["r"], ["y"], {"to": F})],
+                                 [("x", F, ["n", "k"])],
+                                 [("one", np.array(1, np.int64)),
+                                  ("zero", np.array(0, np.int64))]), SWEEP_NK),
     "reshape_exporter_arithmetic": (model(
         [("Shape", ["x"], ["s"], {}), ("Gather", ["s", "i0"], ["b"], {"axis": 0}),
          ("Gather", ["s", "i1"], ["q"], {"axis": 0}), ("Mul", ["b", "q"], ["bq"], {}),

@@ -250,19 +250,16 @@ def range_(ctx: ImportContext, inputs: list[Value], *, stash_type: int | None = 
 
 def _symbolic_range(ctx: ImportContext, inputs: list[Value]) -> Value:
     """Range whose start or limit is a symbolic dim (position ids ``Range(past, past + seq,
-    1)``): its length ``ceil((limit - start) / delta)``, at least 0, is a Dim; its values are
-    computed at run time, ``start + delta * (0, 1, ...)`` as an exclusive cumulative sum."""
+    1)``): its length ``ceil((limit - start) / delta)``, at least 0, is a Dim; its values,
+    ``start + delta * (0, 1, ...)``, are computed where they are read (an ``arange`` fuses
+    into the gather of the position embeddings)."""
     start, limit, delta = (ctx.require_dims(v, name)[0]
                            for v, name in zip(inputs, ("start", "limit", "delta")))
     if isinstance(delta, Dim) or delta <= 0:
         raise UnsupportedOpError(f"Range with a symbolic bound needs a constant positive "
                                  f"delta, got {delta}")
     length = dim_max(ceil_div(limit - start, delta), 0)
-    dtype = inputs[0].type.dtype
-    steps = ctx.emit("broadcast_to", [ctx.const(np.array([delta], dtype=dtype))],
-                     shape=(length,))
-    offsets = ctx.emit("cumsum", [steps], axis=0, exclusive=True, reverse=False)
-    return ctx.emit("add", [offsets, reshape(ctx, inputs[0], ())])
+    return ctx.emit("arange", [reshape(ctx, inputs[0], ())], length=length, delta=delta)
 
 
 @converter("EyeLike", since=9)
