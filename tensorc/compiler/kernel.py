@@ -16,7 +16,7 @@ from tensorc.errors import TensorcError
 from tensorc.ir import expr as E
 from tensorc.ir import te
 from tensorc.ir.dims import bounds as dim_bounds
-from tensorc.ir.dims import dim_var, is_symbolic
+from tensorc.ir.dims import dim_var, dims_in, is_symbolic
 from tensorc.ir.graph import Graph, Value
 from tensorc.ir.loop import Buffer, PrimFunc
 from tensorc.ir.lower import lower
@@ -272,6 +272,15 @@ def workload_key(group: FusedGroup, graph: Graph) -> tuple:
         if inlined_scalar(v, graph):
             scalar = graph.constants[v].reshape(-1)[0].item()
         ins.append((v.type.shape, v.type.dtype, scalar))
+    # over symbolic dims the ranges decide code too (a guard or a tail the ranges prove
+    # needless is dropped): a kernel built for seq in [1, 8] must not serve seq in [1, inf),
+    # from the kernel cache or a tuning log. Keys without symbolic dims stay as they were.
+    names = sorted({n for v in [*group.inputs, group.output] for d in v.type.shape
+                    if is_symbolic(d) for n in d.names} |
+                   {n for node in group.nodes for d in dims_in(node.attrs.values())
+                    for n in d.names})
+    if names:
+        return tuple(parts), tuple(ins), tuple((n, graph.dims.ranges.get(n)) for n in names)
     return tuple(parts), tuple(ins)
 
 

@@ -151,6 +151,9 @@ def test_a_tuned_symbolic_model_is_right_at_every_shape(model, tuned):
     assert any(r["error"] is None for r in trials)
     for r in trials:
         assert r["shapes"] == ["batch=2,seq=37", "batch=3,seq=64"]
+        if r["error"] is not None:      # built nothing, timed nothing
+            assert not r["shape_latencies"] and r["latency"] is None
+            continue
         assert len(r["shape_latencies"]) == 2 and all(t > 0 for t in r["shape_latencies"])
         mean = float(np.exp(np.mean(np.log(r["shape_latencies"]))))
         assert r["latency"] == pytest.approx(mean, rel=1e-6)

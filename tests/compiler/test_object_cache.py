@@ -157,6 +157,28 @@ def test_kernel_key_is_the_same_in_every_process(tmp_path) -> None:
     assert len(keys) == 1
 
 
+def _symbolic_relu():
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["n", 77])
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["n", 77])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu", [x], [y])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_kernel_over_symbolic_dims_is_keyed_by_their_ranges(kernels) -> None:
+    """The ranges decide a symbolic kernel's code (guards they prove needless are dropped):
+    one built for n in [1, 8] is not reused for n in [1, inf), and the same ranges hit."""
+    model = _symbolic_relu()
+    narrow = tensorc.compile(model, dim_ranges={"n": (1, 8)})
+    assert (STATS["misses"], STATS.get("hits", 0)) == (2, 0)     # the kernel and the entry
+    wide = tensorc.compile(model)
+    assert (STATS["misses"], STATS.get("hits", 0)) == (4, 0)
+    tensorc.compile(model)
+    assert STATS["hits"] == 2
+    x = np.random.default_rng(0).standard_normal((37, 77)).astype("float32")
+    np.testing.assert_array_equal(wide.run({"x": x})["y"], np.maximum(x, 0))
+    np.testing.assert_array_equal(narrow.run({"x": x[:5]})["y"], np.maximum(x[:5], 0))
+
+
 def test_a_corrupt_kernel_entry_is_rebuilt(kernels) -> None:
     path = str(models.path("mlp"))
     first = tensorc.compile(path)
