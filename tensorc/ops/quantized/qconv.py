@@ -2,7 +2,7 @@
 int32 words of four bytes, ``qconv`` multiplies the packed weights by them.
 
     qconv_patches(x: u8|s8[N, C, H, W]) {kernel, strides, pads, dilations, pad_value, shift}
-        -> int32[N, ceil(C*KH*KW / 4), OH*OW]
+        -> int32[N, ceil(C*KH*KW / 4), OH, OW]     (read by qconv as [N, K/4, OH*OW])
     qconv(w: int32[CO, ceil(K/4)], patches) {signed, saturate} -> int32[N, CO, OH*OW]
 
 k runs over (kh, kw, c), channels innermost, as onnxruntime's channels-last im2col does: the
@@ -28,13 +28,16 @@ from tensorc.ops.matmul.gemm import Gemm
 from tensorc.ops.matmul.schedule import schedule_gemm
 from tensorc.ops.matmul.space import gemm_space
 from tensorc.ops.quantized.qmatmul import MAX_ROWS
-from tensorc.ops.quantized.words import dot4_reference, unpack_words
+from tensorc.ops.quantized.words import AccumulatorTarget, dot4_reference, unpack_words
 from tensorc.ops.registry import Pattern, define
+from tensorc.ops.schedules import INJECTIVE
 from tensorc.ops.shape_rules import expect_arity
 from tensorc.ops.space import SearchSpace
 from tensorc.target import Target
 
-qconv_patches = define("qconv_patches", Pattern.INJECTIVE)
+# an anchor (scheduled as an injective kernel): the elementwise ops before it (a QuantizeLinear)
+# stay in their own kernel instead of being recomputed for each of the KH x KW taps
+qconv_patches = define("qconv_patches", Pattern.OUT_ELEMWISE_FUSABLE)
 qconv = define("qconv", Pattern.OUT_ELEMWISE_FUSABLE)
 
 
@@ -54,7 +57,7 @@ def _patches_infer(attrs: dict, input_types: list[TensorType]) -> list[TensorTyp
     n, c, h, w = x.shape
     oh, ow = _out_size(attrs, h, w)
     k = c * attrs["kernel"][0] * attrs["kernel"][1]
-    return [TensorType((n, -(-k // 4), oh * ow), "int32")]
+    return [TensorType((n, -(-k // 4), oh, ow), "int32")]
 
 
 def patches_reference(attrs: dict, x: np.ndarray) -> np.ndarray:
@@ -82,7 +85,8 @@ def _patches_reference(attrs: dict, x: np.ndarray) -> list[np.ndarray]:
     padded = np.zeros((n, -(-k // 4) * 4, size), np.int8 if signed else np.uint8)
     padded[:, :k] = p
     words = np.ascontiguousarray(padded.transpose(0, 2, 1)).view(np.int32)
-    return [np.ascontiguousarray(words.transpose(0, 2, 1))]
+    oh, ow = _out_size(attrs, *x.shape[2:])
+    return [np.ascontiguousarray(words.transpose(0, 2, 1)).reshape(n, -1, oh, ow)]
 
 
 @qconv_patches.compute
@@ -94,13 +98,13 @@ def _patches_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
     depth = c * kh * kw
     shift = attrs["shift"]
 
-    def body(b, r, p):
+    def body(b, r, row, col):
         total = None
         for q in range(4):
             k = r * 4 + q
             tap, ci = k // c, k % c
-            y = (p // ow) * sh - top + (tap // kw) * dh
-            xx = (p % ow) * sw - left + (tap % kw) * dw
+            y = row * sh - top + (tap // kw) * dh
+            xx = col * sw - left + (tap % kw) * dw
             inside = E.all_of(E.Compare("ge", y, E.const(0)), E.Compare("lt", y, E.const(h)),
                               E.Compare("ge", xx, E.const(0)), E.Compare("lt", xx, E.const(w)),
                               E.Compare("lt", k, E.const(depth)))
@@ -115,8 +119,11 @@ def _patches_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
                 value = E.Binary("shl", value, E.const(8 * q, "int32"))
             total = value if total is None else E.Binary("bitor", total, value)
         return total
-    return te.compute((n, -(-depth // 4), oh * ow), body, name="qconv_patches",
-                      axis_names=["b", "r", "p"])
+    return te.compute((n, -(-depth // 4), oh, ow), body, name="qconv_patches",
+                      axis_names=["b", "r", "row", "col"])
+
+
+qconv_patches.schedule(INJECTIVE["llvm"].apply, space=INJECTIVE["llvm"].space)
 
 
 @qconv.infer
@@ -160,5 +167,7 @@ def _space(target: Target, out: te.Tensor, acc: te.Tensor, attrs: dict) -> Searc
 @qconv.schedule(space=_space)
 def _schedule(target: Target, sch: Schedule, out: te.Tensor, acc: te.Tensor, attrs: dict,
               config) -> None:
-    config = {**config, "rows": min(config["rows"], MAX_ROWS)}
-    schedule_gemm(target, sch, out, acc, _gemm(out, acc), config)
+    # the patches' column block copied into panels (as a constant B is packed at compile
+    # time): each step of k then reads one contiguous row of the panel
+    config = {**config, "rows": min(config["rows"], MAX_ROWS), "pack_b": not _gemm(out, acc).batched}
+    schedule_gemm(AccumulatorTarget.of(target), sch, out, acc, _gemm(out, acc), config)

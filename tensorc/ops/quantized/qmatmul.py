@@ -28,7 +28,7 @@ from tensorc.ops.matmul.gemm import Gemm
 from tensorc.ops.matmul.schedule import schedule_gemm
 from tensorc.ops.matmul.space import gemm_space
 from tensorc.ops.matmul.tile import unpack_b_panels
-from tensorc.ops.quantized.words import dot4_reference, unpack_words, word
+from tensorc.ops.quantized.words import AccumulatorTarget, dot4_reference, unpack_words, word
 from tensorc.ops.registry import Pattern, define
 from tensorc.ops.shape_rules import expect_arity
 from tensorc.ops.space import SearchSpace
@@ -112,4 +112,4 @@ def _schedule(target: Target, sch: Schedule, out: te.Tensor, acc: te.Tensor, att
               config) -> None:
     # A is read as words of four bytes: a copy in mr-row panels would scatter them
     config = {**config, "pack_a": False, "rows": min(config["rows"], MAX_ROWS)}
-    schedule_gemm(target, sch, out, acc, _gemm(out, acc, attrs), config)
+    schedule_gemm(AccumulatorTarget.of(target), sch, out, acc, _gemm(out, acc, attrs), config)

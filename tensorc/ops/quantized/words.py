@@ -14,6 +14,7 @@ from typing import Callable
 import numpy as np
 
 from tensorc.ir import expr as E
+from tensorc.target import Target
 
 SIGN_BITS = -0x7F7F7F80     # 0x80808080 as an int32: +128 on each byte, mod 256
 
@@ -62,3 +63,17 @@ def dot4_reference(u: np.ndarray, s: np.ndarray, saturate: bool) -> np.ndarray:
     if saturate:
         pairs = np.clip(pairs, -32768, 32767)
     return pairs.sum(axis=-1, dtype=np.int64).astype(np.int32)
+
+
+class AccumulatorTarget(Target):
+    """The target as the GEMM template sees an int8 kernel: its register tile is counted in
+    int32 accumulator lanes (8 per AVX2 vector), where the template would take the lanes of
+    the group's output (uint8 after requantization: 32, a tile four times too wide)."""
+
+    def vector_lanes(self, dtype: str = "float32") -> int:
+        return super().vector_lanes("int32" if dtype in ("uint8", "int8") else dtype)
+
+    @staticmethod
+    def of(target: Target) -> AccumulatorTarget:
+        return AccumulatorTarget(target.kind, target.mcpu, target.features, target.triple,
+                                 target.options)

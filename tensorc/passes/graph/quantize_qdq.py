@@ -289,6 +289,8 @@ def _build(g: Graph, m: Match, target: Target, name: str) -> Value:
         patches = emit(g, "qconv_patches", [m.x], kernel=tuple(m.weights.shape[2:]),
                        strides=tuple(attrs["strides"]), pads=tuple(attrs["pads"]),
                        dilations=tuple(attrs["dilations"]), pad_value=x_zero, shift=shift)
+        n, k4, oh, ow = patches.type.shape
+        patches = emit(g, "reshape", [patches], shape=(n, k4, oh * ow))
         words = g.add_constant(pack_words(w2, 1), f"{name}_weights")
         acc = emit(g, "qconv", [words, patches], signed=signed and not shift,
                    saturate=saturate)
