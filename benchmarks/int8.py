@@ -75,8 +75,8 @@ def main(argv: list[str] | None = None) -> None:
                 "ort int8": onnxruntime_session(int8, threads, spinning=True),
                 "ort fp32": onnxruntime_session(fp32, threads, spinning=True),
             }
-            calls = {k: (lambda m=m: m.run(feeds)) if k.startswith("tensorc") else
-                     (lambda s=m: s.run(None, feeds)) for k, m in runs.items()}
+            calls = {k: (lambda m=m, f=feeds: m.run(f)) if k.startswith("tensorc") else
+                     (lambda s=m, f=feeds: s.run(None, f)) for k, m in runs.items()}
             reference = runs["ort fp32"].run(None, feeds)[0]
             tc_error = _error(list(runs["tensorc int8"].run(feeds).values())[0], reference)
             ort_error = _error(runs["ort int8"].run(None, feeds)[0], reference)

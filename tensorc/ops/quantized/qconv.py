@@ -169,5 +169,6 @@ def _schedule(target: Target, sch: Schedule, out: te.Tensor, acc: te.Tensor, att
               config) -> None:
     # the patches' column block copied into panels (as a constant B is packed at compile
     # time): each step of k then reads one contiguous row of the panel
-    config = {**config, "rows": min(config["rows"], MAX_ROWS), "pack_b": not _gemm(out, acc).batched}
-    schedule_gemm(AccumulatorTarget.of(target), sch, out, acc, _gemm(out, acc), config)
+    gemm = _gemm(out, acc)
+    config = {**config, "rows": min(config["rows"], MAX_ROWS), "pack_b": not gemm.batched}
+    schedule_gemm(AccumulatorTarget.of(target), sch, out, acc, gemm, config)
