@@ -100,7 +100,7 @@ def _scalar(g: Graph, v: Value) -> float | None:
     return float(array.reshape(-1)[0]) if array is not None and array.size == 1 else None
 
 
-def _single_use(v: Value, consumers: dict, outputs: set) -> Node | None:
+def single_use(v: Value, consumers: dict, outputs: set) -> Node | None:
     """The one node reading ``v`` (None where ``v`` is read twice or is an output)."""
     users = consumers.get(v, [])
     return users[0] if len(users) == 1 and v not in outputs else None
@@ -110,7 +110,7 @@ def _match(g: Graph, node: Node, consumers: dict, outputs: set) -> Match | None:
     """The chain whose last node (the cast of Q) is ``node``, or None."""
     if node.op != "cast" or node.attrs["dtype"] not in QUANTIZED:
         return None
-    quantize = _quantize_chain(g, node, consumers, outputs)
+    quantize = quantize_chain(g, node, consumers, outputs)
     if quantize is None:
         return None
     y, y_scale, y_zero, low, high = quantize
@@ -118,7 +118,7 @@ def _match(g: Graph, node: Node, consumers: dict, outputs: set) -> Match | None:
     bias_value = None
     producer = y.producer
     if producer is not None and producer.op == "add" and \
-            _single_use(producer.outputs[0], consumers, outputs) is not None:
+            single_use(producer.outputs[0], consumers, outputs) is not None:
         for k in (0, 1):
             anchor_out, other = producer.inputs[k], producer.inputs[1 - k]
             if anchor_out.producer is not None and \
@@ -130,9 +130,9 @@ def _match(g: Graph, node: Node, consumers: dict, outputs: set) -> Match | None:
             return None
     anchor = y.producer
     if anchor is None or anchor.op not in ("conv", "matmul") or \
-            _single_use(y, consumers, outputs) is None:
+            single_use(y, consumers, outputs) is None:
         return None
-    activation = _dequantized_activation(g, anchor.inputs[0], consumers, outputs)
+    activation = dequantized_activation(g, anchor.inputs[0], consumers, outputs)
     weights = _dequantized_weights(g, anchor)
     if activation is None or weights is None:
         return None
@@ -148,7 +148,7 @@ def _match(g: Graph, node: Node, consumers: dict, outputs: set) -> Match | None:
                  node.attrs["dtype"])
 
 
-def _quantize_chain(g: Graph, cast: Node, consumers: dict, outputs: set):
+def quantize_chain(g: Graph, cast: Node, consumers: dict, outputs: set):
     """cast(clip(add(round(div(y, s)), zp))) -> (y, s, zp, low, high), or None."""
     clip = cast.inputs[0].producer
     if clip is None or clip.op != "clip" or not _once(clip, consumers, outputs):
@@ -174,7 +174,7 @@ def _quantize_chain(g: Graph, cast: Node, consumers: dict, outputs: set):
 
 
 def _once(node: Node, consumers: dict, outputs: set) -> bool:
-    return _single_use(node.outputs[0], consumers, outputs) is not None
+    return single_use(node.outputs[0], consumers, outputs) is not None
 
 
 def _activation(g: Graph, y: Value, scale: float, zero: int, low: int, high: int,
@@ -195,7 +195,7 @@ def _activation(g: Graph, y: Value, scale: float, zero: int, low: int, high: int
     return max(low, level(bounds[0])), min(high, level(bounds[1])), node.inputs[0]
 
 
-def _dequantized_activation(g: Graph, v: Value, consumers: dict, outputs: set):
+def dequantized_activation(g: Graph, v: Value, consumers: dict, outputs: set):
     """mul(sub(cast(xq), zp), s) or mul(cast(xq), s) -> (xq, s, zp)."""
     mul = v.producer
     if mul is None or mul.op != "mul":
