@@ -98,3 +98,9 @@ def test_uint8_weights_with_zero_point_128_run_as_int8():
     assert "qmatmul" in _ops(_optimized(model))
     np.testing.assert_array_equal(tensorc.compile(model).run({"x": case.x})["y"],
                                   case.reference(saturate=False))
+
+
+def test_cuda_targets_keep_the_float_path():
+    """The int8 kernels are CPU kernels: for CUDA the pass only folds the weights back."""
+    graph = tensorc.inspect(QdqCase("conv", "uint8").model(), "graph", target="cuda")
+    assert "= conv(" in graph and "qconv" not in graph and "dequantize" not in graph

@@ -12,7 +12,7 @@ pass finds, with every intermediate read once,
 and writes it as an int32 accumulation over the raw bytes (``qmatmul``, or ``qconv`` over
 ``qconv_patches``) followed by elementwise ops that fusion makes the kernel's epilogue:
 
-    acc = sum_k x'[k] * w[k, n]                 x' = xq (+128 where xq is int8)
+    acc = sum_k x'[k] * w[k, n]                 x' = xq, or xq + 128 (see below)
     y   = clip(round(float(acc + c[n]) * M[n]) + zy, lo, hi)
     c[n] = bias[n] - zx' * sum_k w[k, n]         (the zero point: the weight-sum correction)
     M[n] = (sx * sw[n]) / sy  in float32         (as onnxruntime's QLinearConv computes it)
@@ -21,8 +21,14 @@ Weights may be int8 or uint8 with any zero point whose difference fits int8 (uin
 with zero point 128 do), per tensor or per output channel; the activation scale and zero
 point must be per tensor. A Relu or Clip between the product and Q raises ``lo`` (and lowers
 ``hi``) to where their bounds quantize: exact, since quantization is monotone. Convs: 2-D,
-one group (depthwise and grouped convs stay on the float path). What the pass leaves,
-including every ``dequantize`` it did not use, is folded back to float constants.
+one group (depthwise and grouped convs stay on the float path); static shapes. What the
+pass leaves, including every ``dequantize`` it did not use, is folded back to float constants.
+
+int8 activations: where the target has ``vpdpbusd`` (``Target.int8_dot_exact``) they are read
++128 as uint8 (u8 x s8, as MLAS does), the shift undone by the correction above; on AVX2 they
+stay signed (s8 x s8: exact, where the shift would let AVX2's byte pairs saturate; about 15%
+slower on a 3x3 conv, measured in the commit that chose it), unless the weights hold -128.
+uint8 activations on AVX2 saturate their byte pairs as onnxruntime's do (ops/quantized).
 """
 from __future__ import annotations
 
@@ -72,6 +78,8 @@ def quantize_qdq(g: Graph, target: Target) -> Graph:
     if not any(node.op == "dequantize" for node in g.nodes):
         return g
     g = g.copy()
+    if target.kind != "llvm":       # the int8 kernels are CPU kernels so far
+        return _fold_dequantize(g)
     consumers = g.consumers()
     outputs = set(g.outputs)
     old, g.nodes = g.nodes, []
@@ -137,6 +145,8 @@ def _match(g: Graph, node: Node, consumers: dict, outputs: set) -> Match | None:
     if activation is None or weights is None:
         return None
     x, x_scale, x_zero = activation
+    if not (x.type.is_static and anchor.outputs[0].type.is_static):
+        return None     # symbolic dims: the int8 kernels take static shapes so far
     w, w_scale = weights
     bias = None
     if bias_value is not None:
