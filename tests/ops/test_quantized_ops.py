@@ -42,6 +42,9 @@ CASES = [
     QdqCase("conv", "int8"),
     QdqCase("conv", "uint8", x_shape=(2, 5, 9, 11), channels=7, stride=2),   # K % 4 != 0
     QdqCase("conv", "int8", x_shape=(1, 16, 8, 8), kernel=1, pad=0, channels=24),
+    # one output position (squeeze-and-excite): the scalar register tile
+    QdqCase("conv", "uint8", x_shape=(1, 16, 1, 1), kernel=1, pad=0, channels=8),
+    QdqCase("conv", "int8", x_shape=(1, 32, 1, 1), kernel=1, pad=0, channels=12),
     # onnxruntime runs these in float (a Relu / Clip between the product and Q is no unit it
     # fuses): 7-bit weights, so that no pair saturates in tensorc's integers either
     QdqCase("conv", "uint8", activation="relu", weight_bound=63),

@@ -12,8 +12,9 @@ a pair saturates:
   32767), then the two int16 added exactly. onnxruntime's MLAS u8s8 kernels do the same on
   AVX2 (its ``reduce_range`` option quantizes weights to 7 bits so that no pair reaches the
   bound); tensorc pairs the same k (channels innermost in a conv), so their results agree.
-- anything else (scalar lanes, odd widths): the same saturating arithmetic spelled out in
-  int32, so that a kernel gives one answer whichever of its loops vectorizes.
+- scalars and narrow vectors: in the low lanes of a 256-bit vector, through the same
+  instructions; on targets without AVX2 the same saturating arithmetic spelled out in int32,
+  so that a kernel gives one answer whichever of its loops vectorizes.
 
 ``dot4_s8s8(x, w)`` multiplies signed bytes by signed bytes, ``w`` never -128 (symmetric
 weights): as ``|x| * (w with x's sign)`` through the same instructions, whose pairs then stay
@@ -57,7 +58,30 @@ def emit_dot4(gen, first: ir.Value, second: ir.Value, signed: bool = False) -> i
                                   slice_lanes(gen.b, second, k, lanes), width, signed)
                      for k in range(0, first.type.count, lanes)]
             return concat(gen.b, parts)
+    if _native(features, 256):
+        # a scalar or narrow vector: in the low lanes of one 256-bit vector, through the same
+        # instructions (one answer whichever loops vectorize; the int32 emulation, right
+        # alone, gave wrong first rows in the scalar register tile of a conv over a 1x1
+        # input, after LLVM's SLP vectorizer regrouped it: not root-caused)
+        return _narrow_native(gen, first, second, signed)
     return _emulated_dot4(gen.b, first, second, signed, not gen.target.int8_dot_exact)
+
+
+def _narrow_native(gen, first: ir.Value, second: ir.Value, signed: bool) -> ir.Value:
+    b = gen.b
+    wide = ir.VectorType(I32, 8)
+    undef = ir.Constant(wide, ir.Undefined)
+    if isinstance(first.type, ir.VectorType):
+        count = first.type.count
+        spread = ir.Constant(ir.VectorType(I32, 8), [k if k < count else count
+                                                     for k in range(8)])
+        u = b.shuffle_vector(first, ir.Constant(first.type, ir.Undefined), spread)
+        s = b.shuffle_vector(second, ir.Constant(second.type, ir.Undefined), spread)
+        out = _native_dot4(gen, u, s, 256, signed)
+        return slice_lanes(b, out, 0, count)
+    u = b.insert_element(undef, first, ir.Constant(I32, 0))
+    s = b.insert_element(undef, second, ir.Constant(I32, 0))
+    return b.extract_element(_native_dot4(gen, u, s, 256, signed), ir.Constant(I32, 0))
 
 
 def _power_of_two(n: int) -> bool:
