@@ -7,8 +7,9 @@ where int8) and B int8 weights packed at compile time.
 B holds four consecutive k of a column in each int32 word (``words.py``), in column panels
 nr wide as the float matmul's packed B (``ops/matmul/tile.py``). Each step of the reduction
 is one ``dot4_u8s8`` of a broadcast word of A and a vector of B's words: ``vpmaddubsw`` +
-``vpmaddwd`` on AVX2, ``vpdpbusd`` on VNNI; int8 A is read +128 (``shift``: the u8s8 product)
-or as it is (``dot4_s8s8``, exact on AVX2 for weights above -128). ``saturate``: whether the
+``vpmaddwd`` on AVX2, ``vpdpbusd`` on VNNI. ``shift`` reads A's bytes with the sign bit
+flipped: int8 A as uint8 (+128, the u8 x s8 product), uint8 A as int8 (-128, then
+``dot4_s8s8``, exact on AVX2 for weights above -128). ``saturate``: whether the
 pairs of products saturate to int16 on the target the graph was built for
 (``codegen/llvm/int8_dot.py``); the numpy reference follows it. The zero points and the +128
 shift are corrected outside, by an int32 bias the QDQ pass computes; requantization is the
@@ -55,6 +56,12 @@ def _infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
     return [TensorType(a.shape[:-1] + (attrs["n"],), "int32")]
 
 
+def shift_of(dtype: str, shift: bool) -> int:
+    """What reading the bytes with their sign bit flipped (``shift``) adds to each value:
+    +128 to an int8 one (read as uint8), -128 to a uint8 one (read as int8)."""
+    return 0 if not shift else 128 if dtype == "int8" else -128
+
+
 def weights_of(attrs: dict, b: np.ndarray) -> np.ndarray:
     """The int8 ``B[K, N]`` that qmatmul's packed ``b`` holds."""
     return unpack_words(unpack_b_panels(b, attrs["n"]), 0, attrs["k"])
@@ -63,7 +70,7 @@ def weights_of(attrs: dict, b: np.ndarray) -> np.ndarray:
 @qmatmul.reference
 def _reference(attrs: dict, a: np.ndarray, b: np.ndarray) -> list[np.ndarray]:
     w = weights_of(attrs, b)
-    u = a.astype(np.int32) + (128 if attrs["shift"] else 0)
+    u = a.astype(np.int32) + shift_of(a.dtype.name, attrs["shift"])
     # [..., M, 1, K] x [N, K] -> [..., M, N]: the products of each (row, column) in k order
     return [dot4_reference(u[..., :, None, :], w.T, attrs["saturate"]).astype(np.int32)]
 
@@ -73,7 +80,7 @@ def _compute(attrs: dict, a: te.Tensor, b: te.Tensor) -> te.Tensor:
     *batch, m, k = a.shape
     nr, n, depth = attrs["b_panel"], attrs["n"], attrs["k"]
     shift = attrs["shift"]
-    dot = "dot4_s8s8" if a.dtype == "int8" and not shift else "dot4_u8s8"
+    dot = "dot4_s8s8" if (a.dtype == "int8") != shift else "dot4_u8s8"
 
     def words(*idx):
         *bi, i, r = idx
