@@ -51,6 +51,14 @@ class Target:
         return max(1, self.vector_bits // (8 * itemsize(dtype)))
 
     @property
+    def int8_dot_exact(self) -> bool:
+        """Whether int8 dot products sum four byte products exactly (``vpdpbusd``: AVX-VNNI,
+        or AVX512-VNNI with VL); without it AVX2's ``vpmaddubsw`` saturates each pair of
+        products to int16 (see codegen/llvm/int8_dot.py)."""
+        on = {f[1:] for f in self.features.split(",") if f.startswith("+")}
+        return "avxvnni" in on or {"avx512vnni", "avx512vl"} <= on
+
+    @property
     def vector_registers(self) -> int:
         """Architectural vector registers a kernel's register tile may fill (AVX-512: 32)."""
         return 32 if self.vector_bits >= 512 else 16

@@ -40,8 +40,11 @@ SHAPES = {
 # scripts in models/ that are not models of one shape (symbolic.py builds the models over
 # symbolic dims, tested in tests/frontend/test_symbolic_models.py and
 # tests/compiler/test_symbolic_compile.py; nms_detector.py the detector with its NMS over
-# symbolic height and width, tested in tests/models/test_nms_detector.py)
-HELPERS = {"__init__", "_builder", "demo", "transformer", "symbolic", "nms_detector"}
+# symbolic height and width, tested in tests/models/test_nms_detector.py; quantized.py the
+# int8 models onnxruntime's quantizer makes at test time, tested in
+# tests/models/test_quantized_models.py)
+HELPERS = {"__init__", "_builder", "demo", "transformer", "symbolic", "nms_detector",
+           "quantized"}
 
 
 def test_every_model_script_is_registered() -> None:

@@ -214,7 +214,12 @@ INTRINSICS = ("exp", "log", "sqrt", "tanh", "fabs", "floor", "ceil", "round", "t
               "check_index",
               # clamp(index, lo, hi): index clamped into [lo, hi] where a select discards the
               # load it indexes (see guarded_clamp); never reaches codegen
-              "clamp")
+              "clamp",
+              # dot4_u8s8(u, s): int32 words of four unsigned and four signed bytes -> the sum
+              # of the four products (codegen/llvm/int8_dot.py: pairs may saturate to int16);
+              # dot4_s8s8(x, w): both signed, w never -128; the _rev / s8u8 forms take their
+              # operands the other way round
+              "dot4_u8s8", "dot4_s8u8", "dot4_s8s8", "dot4_s8s8_rev")
 
 
 class Call(Expr):

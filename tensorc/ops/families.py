@@ -26,3 +26,6 @@ from tensorc.ops import value_dim  # noqa: F401  a data-dependent dim from a ten
 from tensorc.ops import nms  # noqa: F401  non_max_suppression
 from tensorc.ops import unique  # noqa: F401  unique (data-dependent size)
 from tensorc.ops import branch_select  # noqa: F401  an If's result of a run-time shape
+from tensorc.ops.quantized import qmatmul as qmatmul  # noqa: F401  int8 GEMM (QDQ models)
+from tensorc.ops.quantized import dequantize  # noqa: F401  constant int8 -> float32
+from tensorc.ops.quantized import qconv  # noqa: F401  int8 conv as a GEMM of patches

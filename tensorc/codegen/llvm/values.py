@@ -13,6 +13,7 @@ import math
 from llvmlite import ir
 
 from tensorc.codegen.llvm import narrow_dtypes
+from tensorc.codegen.llvm.int8_dot import emit_dot4
 from tensorc.codegen.llvm.ir_types import I1, I8, I32, I64, like, splat
 from tensorc.codegen.llvm.part import CodegenPart
 from tensorc.codegen.llvm.vector_math import INLINE, MathOps
@@ -201,6 +202,9 @@ class ValueOps(CodegenPart):
         if len(args) == 2:
             args = list(self.pair(*args))
         x = args[0]
+        if e.name.startswith("dot4_"):
+            first, second = args if e.name in ("dot4_u8s8", "dot4_s8s8") else args[::-1]
+            return emit_dot4(self.gen, first, second, signed=e.name.startswith("dot4_s8s8"))
         if e.name == "bitcast":
             return self._bitcast(x, e.args[0].dtype, e.dtype)
         if e.name == "check_index":

@@ -23,6 +23,7 @@ from tensorc.frontend.converters.nn import matmul as _matmul
 from tensorc.frontend.context import ImportContext
 from tensorc.frontend.registry import converter
 from tensorc.ir.graph import Value
+from tensorc.ops.build import emit
 
 # integer output dtype -> (smallest, largest) value
 INTEGER_RANGES = {
@@ -125,6 +126,14 @@ def dequantize_linear(ctx: ImportContext, inputs: list[Value], *, axis: int = 1,
     x, scale = inputs[:2]
     zero_point = inputs[2] if len(inputs) > 2 else None
     shape = x.type.shape
+    if _kept_for_qdq(ctx, x, scale, zero_point, block_size, output_dtype):
+        # int8 weights / int32 biases stay integers until the QDQ pass has seen them
+        zp = zero_point if zero_point is not None else \
+            ctx.const(np.zeros((), x.type.dtype))
+        y = emit(ctx.graph, "dequantize", [
+            x, _per_axis(ctx, scale, shape, axis), _per_axis(ctx, zp, shape, axis)])
+        y.producer.name = ctx.node_name
+        return y
     dx = _cast(ctx, x, "float32")
     # float8 and float4 zero points are zero by definition (ONNX's reference ignores them)
     if zero_point is not None and x.type.dtype not in FLOAT_OUTPUTS:
@@ -134,6 +143,18 @@ def dequantize_linear(ctx: ImportContext, inputs: list[Value], *, axis: int = 1,
     y = ctx.emit("mul", [dx, scale32])
     dtype = ctx.dtype_name(output_dtype) if output_dtype else scale.type.dtype
     return _cast(ctx, y, dtype)
+
+
+def _kept_for_qdq(ctx: ImportContext, x: Value, scale: Value, zero_point: Value | None,
+                  block_size: int, output_dtype: int) -> bool:
+    """Whether a DequantizeLinear becomes the core ``dequantize`` rather than float ops: a
+    constant int8 / uint8 / int32 tensor, a float32 scale (per tensor or per axis)."""
+    return ctx.constant(x) is not None and x.type.dtype in ("int8", "uint8", "int32") and \
+        not block_size and scale.type.dtype == "float32" and \
+        (not output_dtype or ctx.dtype_name(output_dtype) == "float32") and \
+        (zero_point is None or zero_point.type.dtype == x.type.dtype) and \
+        ctx.constant(scale) is not None and \
+        (zero_point is None or ctx.constant(zero_point) is not None)
 
 
 @converter("DynamicQuantizeLinear", since=11)
