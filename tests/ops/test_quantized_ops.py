@@ -141,3 +141,15 @@ def test_each_target_gets_its_int8_instruction(target, instruction):
         assert asm.count("vpmaddwd") >= asm.count("vpmaddubsw")
     else:
         assert "vpmaddubsw" not in asm
+
+
+@pytest.mark.parametrize("case", CASES[:4] + CASES[8:10], ids=lambda c: f"{c.kind}-{c.act}")
+def test_the_exact_dot_targets_build_equals_the_exact_arithmetic(case, monkeypatch):
+    """What a CPU with vpdpbusd builds (int8 activations read +128 shifted, with the weight
+    sums' correction; exact byte-pair sums), run here with the exact sums emulated in int32:
+    the graph-level arithmetic of those targets checked on a host without them."""
+    from tensorc.codegen.llvm import int8_dot
+    monkeypatch.setattr(Target, "int8_dot_exact", property(lambda self: True))
+    monkeypatch.setattr(int8_dot, "_native", lambda features, width: False)
+    got = tensorc.compile(case.model(), cache=False).run({"x": case.x})["y"]
+    np.testing.assert_array_equal(got, case.reference(saturate=False))
