@@ -29,6 +29,7 @@ from tensorc.ir import expr as E
 from tensorc.ir.bounds import SYMBOLIC_MAX, relaxed_interval
 from tensorc.ir.loop import Allocate, For, IfThenElse, PrimFunc, Seq, Stmt, map_stmt, seq
 from tensorc.passes.loop import partition
+from tensorc.passes.loop.padded_loads import tighten_padded_clamps
 from tensorc.passes.loop.partition import _comparisons, _conditions, _loop_ranges
 from tensorc.passes.loop.simplify import simplify, simplify_stmt
 
@@ -280,6 +281,9 @@ def _remainder_cases(body: Stmt, var: E.Var, at: E.Expr, cmp: E.Compare, dims: s
         if any(dim in E.free_vars(x) or q in E.free_vars(x)
                for cond in _conditions(copy, selects=True) for x in _comparisons(cond)):
             return None     # a guard on N left (a load's index may read q: not a guard)
+        # a padded load's clamp to N - 1 is one to c - 1 past q*F, which codegen loads
+        # masked (with N as q*F + c, before q is read back as N // F)
+        copy = tighten_padded_clamps(copy)
         copy = map_stmt(copy, lambda e: E.substitute(e, {q: (dim - off) // factor}))
         remainder = E.Compare("eq", (dim - off) % factor, E.const(c))
         cases = IfThenElse(remainder, copy, cases)
@@ -333,6 +337,9 @@ def _count_cases(loop: For, point: E.Expr, cmp: E.Compare, dims: set[E.Var]) -> 
                              {}) or seq()
         if list(_conditions(copy, selects=False)):
             return None     # a guard left (inside a vectorized loop: no copy is worth it)
+        # a padded load's clamp to N - 1 is one to c - 1 past the tile's start, which codegen
+        # loads masked (N is F * tile + c here)
+        copy = tighten_padded_clamps(copy, (count, factor * tile + c))
         cases = IfThenElse(E.Compare("eq", count % factor, E.const(c)), copy, cases)
     return cases
 
