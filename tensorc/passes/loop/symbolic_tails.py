@@ -27,7 +27,9 @@ from __future__ import annotations
 from tensorc.ir import arith
 from tensorc.ir import expr as E
 from tensorc.ir.bounds import SYMBOLIC_MAX, relaxed_interval
-from tensorc.ir.loop import Allocate, For, IfThenElse, PrimFunc, Seq, Stmt, map_stmt, seq
+from tensorc.ir.loop import (
+    Allocate, For, IfThenElse, PrimFunc, Seq, Stmt, Store, map_stmt, seq,
+)
 from tensorc.passes.loop import partition
 from tensorc.passes.loop.padded_loads import tighten_padded_clamps
 from tensorc.passes.loop.partition import _comparisons, _conditions, _loop_ranges
@@ -201,8 +203,56 @@ def _split(loop: For, point: E.Expr, cmp: E.Compare, dims: set[E.Var]) -> Stmt:
         _count_cases(loop, point, cmp, dims)
     if cases is not None:
         return seq(main, cases)
+    end = _end(cmp, loop, inner, dims)
+    if end is not None and _stores_end(loop.body, loop, inner, dims, end):
+        # iterations from ``end`` on store nothing (a row block's tiles past the rows' end,
+        # when the block's tile count is a constant): the tail stops there
+        extent = arith.simplify(E.minimum(loop.extent, E.maximum(end, point)) - point)
     tail = For(var, extent, loop.kind, _visit(tail_body, dims), dict(loop.annotations))
     return seq(main, tail)
+
+
+def _end(cmp: E.Compare, loop: For, inner: dict, dims: set[E.Var]) -> E.Expr | None:
+    """Where ``cmp`` (as ``coeff * v + rest + [lo, hi] < 0``) stops holding for every inner
+    iteration: the least v with ``coeff * v + rest + lo >= 0``; None where it is not of that
+    form."""
+    if cmp.op not in ("lt", "le", "gt"):
+        return None
+    lin = arith.linear_coeff(_below_zero(cmp), loop.var)
+    if lin is None or lin[1] <= 0:
+        return None
+    base, coeff = lin
+    relaxed = {v: r for v, r in inner.items() if E.uses_var(base, v)}
+    bounded = relaxed_interval(arith.simplify(base), relaxed, {})
+    if bounded is None:
+        return None
+    rest, lo, _ = bounded
+    if E.free_vars(rest) & _inner_vars(loop.body):
+        return None
+    return arith.simplify((E.const(coeff - 1 - lo) - rest) // coeff)
+
+
+def _stores_end(body: Stmt, loop: For, inner: dict, dims: set[E.Var], end: E.Expr) -> bool:
+    """Whether every store of ``body`` into a buffer it does not allocate itself is under a
+    guard that fails for every inner iteration from ``loop``'s iteration ``end`` on."""
+    def ends(cond: E.Expr) -> bool:
+        for c in _comparisons(cond):
+            e = _end(c, loop, inner, dims)
+            if e is not None and E.same(e, end):
+                return True
+        return False
+
+    def visit(s: Stmt, local: frozenset, guarded: bool) -> bool:
+        if isinstance(s, Store):
+            return guarded or s.buffer in local
+        if isinstance(s, Allocate):
+            return visit(s.body, local | {s.buffer}, guarded)
+        if isinstance(s, IfThenElse):
+            inside = guarded or ends(s.cond)
+            return visit(s.then_case, local, inside) and \
+                (s.else_case is None or visit(s.else_case, local, guarded))
+        return all(visit(c, local, guarded) for c in s.children())
+    return visit(body, frozenset(), False)
 
 
 def _inner_vars(s: Stmt) -> set[E.Var]:
