@@ -14,7 +14,7 @@ from tensorc.ir import expr as E
 from tensorc.ir.bounds import loop_extents
 from tensorc.ir.loop import Buffer, flat_index
 from tensorc.ir.schedule import Schedule, Stage
-from tensorc.ir.te import ComputeOp, Tensor, hint, is_static, post_order
+from tensorc.ir.te import ComputeOp, Tensor, hint, hint_shape, is_static, post_order
 from tensorc.ops.registry import Template
 from tensorc.ops.space import Knob, SearchSpace
 from tensorc.ops.symbolic import schedule_symbolic_injective
@@ -210,7 +210,7 @@ def schedule_injective(target: Target, sch: Schedule, out: Tensor, anchor: Tenso
     a vector long, else with the stores scattered."""
     config = config or injective_space(target, out, anchor, attrs).default()
     if not is_static(out.shape):
-        schedule_symbolic_injective(target, sch, out, config)
+        _schedule_symbolic_injective(target, sch, out, config)
         return
     stage = sch[out]
     extent = out.shape[-1] if out.shape else 1
@@ -247,6 +247,25 @@ def schedule_injective(target: Target, sch: Schedule, out: Tensor, anchor: Tenso
         extent = math.prod(out.shape[joined + 1:])
     outer = vectorize_inner(target, stage, extent, out.dtype, config["registers"])
     parallel_prefix(stage, outer, _size(out) if config["parallel"] else 0)
+
+
+def _schedule_symbolic_injective(target: Target, sch: Schedule, out: Tensor, config) -> None:
+    """An injective group over symbolic dims (ops/symbolic.py). A transpose whose innermost
+    output axis is symbolic and short at the hints (the small-dims variant: attention's keys
+    [batch, heads, head_dim, seq] at a sequence of a few tokens) and whose inputs are read
+    contiguously along a constant axis of whole vectors is vectorized along that axis: its
+    stores scatter, where along the short axis every vector was a tail of masked gathers
+    (64 of them per head at a sequence of one). Long symbolic axes keep their gathers, which
+    cost less than scattered stores there."""
+    stage = sch[out]
+    lanes = target.vector_lanes(out.dtype)
+    axis = transposed_axis(out, lanes)
+    if axis is not None and stage.leaf_vars == stage.op_axis and \
+            isinstance(out.shape[axis], int) and out.shape[axis] % lanes == 0 and \
+            not isinstance(out.shape[-1], int) and hint(out.shape[-1]) <= lanes:
+        order = list(stage.op_axis)
+        stage.reorder(*order[:axis], *order[axis + 1:], order[axis])
+    schedule_symbolic_injective(target, sch, out, config)
 
 
 def concat_axis(out: Tensor) -> int | None:
@@ -320,10 +339,11 @@ def transposed_axis(out: Tensor, lanes: int) -> int | None:
     axes = [iv.var for iv in out.op.axis] if isinstance(out.op, ComputeOp) else []
     if not axes:
         return None
-    size = _size(out)
+    size = math.prod(hint_shape(out.shape))      # symbolic dims at their hints
     votes = set()
     for tensor, indices in _input_loads(out, tuple(axes)):
-        if _size(tensor) * 2 < size or len(indices) != len(tensor.shape):
+        if math.prod(hint_shape(tensor.shape)) * 2 < size or \
+                len(indices) != len(tensor.shape):
             continue
         flat = E.transform(flat_index(Buffer(tensor.name, tensor.shape, tensor.dtype), indices),
                            _unclamp)
@@ -339,7 +359,7 @@ def transposed_axis(out: Tensor, lanes: int) -> int | None:
     if len(votes) != 1:
         return None
     (axis,) = votes
-    return axis if out.shape[axis] >= lanes else None
+    return axis if hint(out.shape[axis]) >= lanes else None
 
 
 def reduction_space(target: Target, out: Tensor, anchor: Tensor, attrs: dict | None

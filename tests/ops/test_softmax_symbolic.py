@@ -69,3 +69,31 @@ def test_symbolic_row_keeps_exp_in_one_block_per_call():
     # the rows' last partial vectors: masked loads, never a gather
     assert "masked.gather" not in _kernel_ir(llvm, "softmax")
     assert "masked.load" in _kernel_ir(llvm, "softmax")
+
+
+def _concat_model():
+    """softmax over [past keys ++ new keys] (a KV cache's row: past + seq, twice the hint's
+    length, so the row's reductions take partial results in two registers)."""
+    graph = helper.make_graph(
+        [helper.make_node("Concat", ["p", "q"], ["x"], axis=-1),
+         helper.make_node("Softmax", ["x"], ["y"], axis=-1)], "rows",
+        [helper.make_tensor_value_info("p", TensorProto.FLOAT, ["batch", 2, "seq", "past"]),
+         helper.make_tensor_value_info("q", TensorProto.FLOAT, ["batch", 2, "seq", "seq"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 2, "seq", "keys"])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_rows_of_a_sum_of_dims_load_their_tail_masked():
+    model = _concat_model()
+    llvm = tensorc.inspect(model, stage="llvm")
+    assert "masked.gather" not in _kernel_ir(llvm, "softmax")
+    mod = tensorc.compile(model)
+    rng = np.random.default_rng(7)
+    for batch, seq, past in [(1, 1, 0), (2, 3, 7), (3, 13, 13), (1, 5, 61)]:
+        p = rng.uniform(-6, 6, (batch, 2, seq, past)).astype(np.float32)
+        q = rng.uniform(-6, 6, (batch, 2, seq, seq)).astype(np.float32)
+        for threads in (1, 2):
+            mod.num_threads = threads
+            got = mod.run({"p": p, "q": q})["y"]
+            np.testing.assert_allclose(got, _numpy("Softmax", np.concatenate([p, q], -1)),
+                                       rtol=2e-5, atol=1e-6)

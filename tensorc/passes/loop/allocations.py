@@ -50,8 +50,8 @@ def has_padding_lanes(buf: Buffer) -> bool:
 
 def annotate_allocations(func: PrimFunc) -> PrimFunc:
     """Give each allocation its ``storage`` and, where it needs it, ``zeroed``; a local row
-    block of symbolic length is malloc'd once per iteration of the parallel loop around it
-    (or once per call), not once per row (:func:`hoist_row_blocks`)."""
+    block of symbolic length is malloc'd once per call, not once per row
+    (:func:`hoist_row_blocks`)."""
     def visit(s: Stmt) -> Stmt | None:
         if isinstance(s, Allocate):
             s.annotations["storage"] = "heap" if on_heap(s.buffer) else "stack"

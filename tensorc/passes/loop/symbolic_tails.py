@@ -191,16 +191,21 @@ def _split(loop: For, point: E.Expr, cmp: E.Compare, dims: set[E.Var]) -> Stmt:
 
     whole = map_stmt(loop.body, holds)
     if loop.kind == "parallel":
+        # where the loop runs ceil(X / F) times and the cut is X // F, the other branch runs
+        # the last iteration only: it reads the cut for the loop's variable, so that the
+        # loops inside see a count of the dims (a row block's tiles past the rows' end)
+        last = loop.body if not _last_only(loop.extent, point) else \
+            map_stmt(loop.body, lambda e: E.substitute(e, {loop.var: point}))
         body = IfThenElse(E.Compare("lt", loop.var, point), _visit(whole, dims),
                           _remainder_cases(loop.body, loop.var, point, cmp, dims) or
-                          _count_cases(loop, point, cmp, dims) or _visit(loop.body, dims))
+                          _count_cases(loop, point, cmp, dims) or _visit(last, dims))
         return For(loop.var, loop.extent, loop.kind, body, dict(loop.annotations))
     main = _visit(For(loop.var, point, loop.kind, whole, dict(loop.annotations)), dims)
     var = E.Var(loop.var.name)
     tail_body = map_stmt(loop.body, lambda e: E.substitute(e, {loop.var: var + point}))
     extent = arith.simplify(loop.extent - point)
     cases = _remainder_cases(loop.body, loop.var, point, cmp, dims, extent) or \
-        _count_cases(loop, point, cmp, dims)
+        _count_cases(loop, point, cmp, dims, serial=True)
     if cases is not None:
         return seq(main, cases)
     end = _end(cmp, loop, inner, dims)
@@ -350,7 +355,20 @@ def _offset(rest: E.Expr, inner: set[E.Var]) -> int:
     return const or 0
 
 
-def _count_cases(loop: For, point: E.Expr, cmp: E.Compare, dims: set[E.Var]) -> Stmt | None:
+def _last_only(extent: E.Expr, point: E.Expr) -> bool:
+    """Whether ``extent`` is ``(X + F - 1) // F`` and ``point`` is ``X // F`` (F a constant):
+    the loop's iterations from ``point`` on are its last one at most."""
+    extent, point = arith.simplify(extent), arith.simplify(point)
+    if not (isinstance(extent, E.Binary) and extent.op == "floordiv" and
+            isinstance(extent.b, E.Const) and isinstance(point, E.Binary) and
+            point.op == "floordiv" and isinstance(point.b, E.Const) and
+            point.b.value == extent.b.value and extent.b.value > 0):
+        return False
+    return E.same(arith.simplify(extent.a - (extent.b.value - 1)), arith.simplify(point.a))
+
+
+def _count_cases(loop: For, point: E.Expr, cmp: E.Compare, dims: set[E.Var],
+                 serial: bool = False) -> Stmt | None:
     """:func:`_remainder_cases` where the guarded count N is any expression of the dims (a
     strided conv's output row, (W - 3) // 2 + 1): the loop runs ceil(N / F) tiles and its
     tail tile, v = N // F, runs where N % F = c > 0, each guard ``F*v + inner - N < 0`` then
@@ -362,7 +380,11 @@ def _count_cases(loop: For, point: E.Expr, cmp: E.Compare, dims: set[E.Var]) -> 
     if split is None:
         return None
     factor, count, _ = split
-    if not E.same(arith.simplify(loop.extent), arith.simplify((count + (factor - 1)) // factor)):
+    # (a serial loop may run further, where its iterations store nothing: a row block's
+    # constant count of tiles past the rows' end; its tail then runs the one tile)
+    ceil = arith.simplify((count + (factor - 1)) // factor)
+    if not E.same(arith.simplify(loop.extent), ceil) and \
+            not (serial and _stores_end(loop.body, loop, inner, dims, ceil)):
         return None
     tile = arith.simplify(count // factor)
 
