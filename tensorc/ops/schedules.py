@@ -14,7 +14,7 @@ from tensorc.ir import expr as E
 from tensorc.ir.bounds import loop_extents
 from tensorc.ir.loop import Buffer, flat_index
 from tensorc.ir.schedule import Schedule, Stage
-from tensorc.ir.te import ComputeOp, Tensor, hint, is_static, post_order
+from tensorc.ir.te import ComputeOp, Tensor, hint, hint_shape, is_static, post_order
 from tensorc.ops.registry import Template
 from tensorc.ops.space import Knob, SearchSpace
 from tensorc.ops.symbolic import schedule_symbolic_injective
@@ -210,8 +210,7 @@ def schedule_injective(target: Target, sch: Schedule, out: Tensor, anchor: Tenso
     a vector long, else with the stores scattered."""
     config = config or injective_space(target, out, anchor, attrs).default()
     if not is_static(out.shape):
-        axis = transposed_axis(out, target.vector_lanes(out.dtype))
-        schedule_symbolic_injective(target, sch, out, config, axis)
+        _schedule_symbolic_injective(target, sch, out, config)
         return
     stage = sch[out]
     extent = out.shape[-1] if out.shape else 1
@@ -248,6 +247,32 @@ def schedule_injective(target: Target, sch: Schedule, out: Tensor, anchor: Tenso
         extent = math.prod(out.shape[joined + 1:])
     outer = vectorize_inner(target, stage, extent, out.dtype, config["registers"])
     parallel_prefix(stage, outer, _size(out) if config["parallel"] else 0)
+
+
+def _schedule_symbolic_injective(target: Target, sch: Schedule, out: Tensor, config) -> None:
+    """An injective group over symbolic dims (ops/symbolic.py). A transposing group is
+    vectorized along the axis its inputs are read contiguously in, its stores scattered,
+    where its innermost output axis is short:
+
+    - symbolic and short at the hints, the contiguous axis a constant count of whole vectors
+      (the small-dims variant of attention's keys [batch, heads, head_dim, seq] at a few
+      tokens): along the short axis every vector was a tail of masked gathers;
+    - a constant shorter than a vector (a detector head's [batch, 3, H*W, 6] from
+      [batch, 3, 6, H*W]): every vector was a masked gather of 6 lanes.
+
+    Long symbolic innermost axes keep their gathers, which cost less than scattered stores
+    there (attention's keys at 127 x 97: 2.5x)."""
+    stage = sch[out]
+    lanes = target.vector_lanes(out.dtype)
+    axis = transposed_axis(out, lanes)
+    inner = out.shape[-1]
+    if axis is not None and stage.leaf_vars == stage.op_axis and (
+            isinstance(out.shape[axis], int) and out.shape[axis] % lanes == 0 and
+            not isinstance(inner, int) and hint(inner) <= lanes or
+            isinstance(inner, int) and inner < lanes):
+        order = list(stage.op_axis)
+        stage.reorder(*order[:axis], *order[axis + 1:], order[axis])
+    schedule_symbolic_injective(target, sch, out, config)
 
 
 def concat_axis(out: Tensor) -> int | None:
@@ -323,10 +348,11 @@ def transposed_axis(out: Tensor, lanes: int) -> int | None:
     axes = [iv.var for iv in out.op.axis] if isinstance(out.op, ComputeOp) else []
     if not axes:
         return None
-    size = _hint_size(out)
+    size = math.prod(hint_shape(out.shape))      # symbolic dims at their hints
     votes = set()
     for tensor, indices in _input_loads(out, tuple(axes)):
-        if _hint_size(tensor) * 2 < size or len(indices) != len(tensor.shape):
+        if math.prod(hint_shape(tensor.shape)) * 2 < size or \
+                len(indices) != len(tensor.shape):
             continue
         flat = E.transform(flat_index(Buffer(tensor.name, tensor.shape, tensor.dtype), indices),
                            _unclamp)
@@ -346,10 +372,6 @@ def transposed_axis(out: Tensor, lanes: int) -> int | None:
         return None
     (axis,) = votes
     return axis if hint(out.shape[axis]) >= lanes else None
-
-
-def _hint_size(t: Tensor) -> int:
-    return _size(t) if is_static(t.shape) else math.prod(hint(d) for d in t.shape)
 
 
 def reduction_space(target: Target, out: Tensor, anchor: Tensor, attrs: dict | None

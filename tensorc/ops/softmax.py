@@ -116,13 +116,19 @@ def _softmax_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
     and other axes compute it twice rather than hold it."""
     axis = attrs["axis"]
     along, zero = _along(axis, x.ndim), E.const(0)
-    # a row of symbolic length is not kept: its block would need a run-time size
-    keep = isinstance(x.shape[axis], int) and x.shape[axis] <= CACHED_ROW and \
-        axis == x.ndim - 1
+    # a row of symbolic length is kept in a block malloc'd once per thread
+    # (passes/loop/allocations.py)
+    keep = axis == x.ndim - 1 and (not isinstance(x.shape[axis], int) or
+                                   x.shape[axis] <= CACHED_ROW)
     peak, exps, total = _max_and_sum(x, axis, "softmax", keep_exp=keep)
-    if exps is None:
+    if exps is None and isinstance(x.shape[axis], int):
         return te.compute(x.shape, lambda *o: E.cast(x.dtype, _shifted_exp(
             x[o], peak[along(o, zero)]) / total[along(o, zero)]), name="softmax")
+    if exps is None:
+        # a row of symbolic length: one division per row, a multiply per element
+        one = E.Const(1, total.dtype)
+        return te.compute(x.shape, lambda *o: E.cast(x.dtype, _shifted_exp(
+            x[o], peak[along(o, zero)]) * (one / total[along(o, zero)])), name="softmax")
     one = E.Const(1, exps.dtype)
     return te.compute(x.shape, lambda *o: E.cast(x.dtype, exps[o] * (
         one / total[along(o, zero)])), name="softmax")
@@ -208,12 +214,22 @@ def _row_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tens
     group = config["row_group"]
     if group > 1:       # (the last row axis split: bounds inference narrows through fuse)
         rows[-1], _ = st.split(rows[-1], group)
-    row = st.fuse(*rows)
+    # a row axis of symbolic extent is not fused into the one outside it: the fused loop's
+    # index would be split back by a run-time division in every row (two integer divisions
+    # cost about what a 26-wide row's passes do); the leading axes up to it are fused and
+    # run on threads, the others nested inside
+    lead = next((d for d in range(1, len(rows)) if not isinstance(out.shape[d], int)),
+                len(rows))
+    row = st.fuse(*rows[:lead])
+    if lead < len(rows):
+        threads, row = row, rows[-1]
+    else:
+        threads = row
     shape = te.hint_shape(out.shape)        # symbolic dims at their hints
     if shape[-1] >= lanes and config["vectorize"]:
         st.vectorize(st.split(col, lanes)[1])
     if math.prod(shape) >= PARALLEL_MIN_ELEMENTS and config["parallel"]:
-        st.parallel(row)
+        st.parallel(threads)
     ahead = group * out.shape[-1] if config["prefetch"] else 0
     kept_exp = any(getattr(stage.op, "tag", "") == "anchor:softmax_exp" for stage in sch.stages)
     # producers before consumers, so that each is attached inside its reader's row

@@ -52,18 +52,11 @@ def parallel_outermost(stage: Stage, loops: list, elements: int) -> None:
         stage.parallel(loops[0])
 
 
-def schedule_symbolic_injective(target: Target, sch: Schedule, out: Tensor, config,
-                                transposed: int | None = None) -> None:
+def schedule_symbolic_injective(target: Target, sch: Schedule, out: Tensor, config) -> None:
     """An injective group over symbolic dims: the innermost axis in whole vectors (and a
-    guarded tail where it is symbolic), the outermost loop on threads. A transposing group
-    whose input is contiguous along output axis ``transposed`` (schedules.transposed_axis)
-    is vectorized along that axis instead, moved innermost: contiguous loads and stores
-    scattered by the innermost axis's stride, rather than a gather per vector (a detector
-    head's [batch, 3, H*W, 6] from [batch, 3, 6, H*W])."""
+    guarded tail where it is symbolic), the outermost loop on threads (a transposing group:
+    in the loop order ops/schedules.py gave it)."""
     stage = sch[out]
-    if transposed is not None and stage.leaf_vars == stage.op_axis:
-        order = list(stage.op_axis)
-        stage.reorder(*order[:transposed], *order[transposed + 1:], order[transposed])
     outer = vectorize_innermost(target, stage, out.dtype, config["registers"])
     parallel_outermost(stage, outer, _elements(out) if config["parallel"] else 0)
 

@@ -66,28 +66,22 @@ def test_elementwise_over_two_symbolic_dims():
         np.testing.assert_allclose(got, a * b, rtol=1e-6)
 
 
-@pytest.mark.parametrize("case", ["head", "keys"])
-def test_transpose_over_symbolic_dims_reads_its_contiguous_axis(case):
-    """Transposes over symbolic dims vectorized along the axis their input is contiguous
-    in: a detector head's [batch, 3, 6, HW] -> [batch, 3, HW, 6] (the innermost axis
-    short) and attention keys' [batch, seq, 4, 16] -> [batch, 4, 16, seq]: contiguous loads,
-    stores scattered by the output's stride."""
+def test_a_detector_heads_transpose_reads_its_contiguous_axis():
+    """A detector head's [batch, 3, 6, HW] -> [batch, 3, HW, 6] over symbolic dims,
+    vectorized along HW (contiguous loads, stores scattered) rather than along the 6 (a
+    masked gather of 6 lanes per vector); right at 1, 7, 8, 13, 37 and 129 against numpy.
+    (Attention's keys: tests/ops/test_transpose_symbolic.py.)"""
     batch, n = dim_var("batch"), dim_var("n")
-    shape, perm = ((batch, 3, 6, n), (0, 1, 3, 2)) if case == "head" else \
-        ((batch, n, 4, 16), (0, 2, 3, 1))
+    shape, perm = (batch, 3, 6, n), (0, 1, 3, 2)
     x = te.placeholder(shape, name="x")
     out = get_op("transpose").compute_fn({"perm": perm}, x)
     kernel = _build([x], out)
     loops = str(optimize(lower(_scheduled(out), [x, out], "group")))
     lanes = TARGET.vector_lanes("float32")
-    if case == "head":      # along HW, not gathering along the 6
-        assert f"vectorized, 0, {lanes})" in loops and "vectorized, 0, 6)" not in loops
-    else:                   # along the 16 (i2), not gathering along seq
-        assert "i2.i: vectorized" in loops and "i3.i: vectorized" not in loops
+    assert f"vectorized, 0, {lanes})" in loops and "vectorized, 0, 6)" not in loops
     rng = np.random.default_rng(4)
     for b, size in [(1, 1), (2, 7), (3, 8), (1, 13), (4, 37), (2, 129)]:
-        concrete = tuple(b if d is batch else size if d is n else d for d in shape)
-        a = rng.standard_normal(concrete).astype("float32")
+        a = rng.standard_normal((b, 3, 6, size)).astype("float32")
         want = np.ascontiguousarray(a.transpose(perm))
         got = np.full(want.shape, np.nan, "float32")
         kernel(a, got, num_threads=2)

@@ -31,6 +31,8 @@ class Gemm:
     packable_b: bool = True         # B is a [.., K, N] tensor that pack_b may copy in panels
     k_blockable: bool = False
     symbolic_k: bool = False        # K is a symbolic dim (m, n, k are then at the hints)
+    symbolic_m: bool = False        # M is a symbolic dim (a batch * sequence of rows)
+    symbolic_n: bool = False        # N is a symbolic dim
 
     @classmethod
     def of_matmul(cls, out: te.Tensor, mm: te.Tensor, attrs: dict) -> Gemm:
@@ -42,6 +44,8 @@ class Gemm:
         nr = attrs.get("b_panel") or 0
         return cls(m, n, te.hint(depth), batched=out.ndim > 2, b_panel=nr,
                    k_blockable=True, symbolic_k=not isinstance(depth, int),
+                   symbolic_m=not isinstance(out.shape[-2], int),
+                   symbolic_n=not isinstance(out.shape[-1], int),
                    same_operands=not nr and first_operand(mm.op.body) is second_operand(mm.op.body),
                    itemsize=4 if out.dtype == "float32" else 8)
 

@@ -50,15 +50,29 @@ def schedule_gemm(target: Target, sch: Schedule, out: te.Tensor, mm: te.Tensor, 
     m, n = gemm.m, gemm.n
     cols = tile_columns(n, target.vector_lanes(out.dtype), gemm.b_panel, config["vectors"])
     rows = min(config["rows"], m)
-    io, jo, ii, ji = outer.tile(i, j, rows, cols)
     row_tiles = -(-m // rows)
+    if not isinstance(out.shape[-2], int) and config["row_tiles"] < row_tiles:
+        # symbolic rows in blocks: split by the block's rows, then by the tile's, so that
+        # one guard (the rows' end) is all there is, which the last block's tail tile
+        # decides per remainder (passes/loop/symbolic_tails.py); a block of tiles split from
+        # the tiles' count would guard that count too, inside the micro-kernel
+        ic, i_in = outer.split(i, rows * config["row_tiles"])
+        io, ii = outer.split(i_in, rows)
+        jo, ji = outer.split(j, cols)
+    else:
+        io, jo, ii, ji = outer.tile(i, j, rows, cols)
+        ic = None
     # the cache blocks (a block at least the extent leaves an outer loop of one iteration)
     jc, jo = outer.split(jo, config["col_panels"])
-    ic, io = outer.split(io, config["row_tiles"])
+    if ic is None:
+        ic, io = outer.split(io, config["row_tiles"])
     outer.vectorize(ji)
     tile_loops = (jo, io) if config["order"] == "panels" else (io, jo)
-    # (symbolic columns end in a partial panel at some runs: the same)
-    if (n % cols or not isinstance(out.shape[-1], int)) and \
+    # (symbolic columns end in a partial panel at some runs: the same; symbolic rows in
+    # blocks: each row block against every column panel in turn, on one thread, while the
+    # block stays in cache)
+    if (n % cols or not isinstance(out.shape[-1], int) or
+            not isinstance(out.shape[-2], int)) and \
             (batched or config["row_tiles"] < row_tiles):
         # the last column panel overhangs: keep the column blocks out of the parallel loop,
         # serial, where loop partitioning peels that panel off and the other panels' inner

@@ -82,7 +82,8 @@ def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
     if m == 1 and not nr:
         default_vectors = max(v for v in vectors if v * lanes <= max(lanes, n))
 
-    rules = _BlockRules(m, n, k, lanes, nr, gemm.itemsize, gemm.k_blockable)
+    rules = _BlockRules(m, n, k, lanes, nr, gemm.itemsize, gemm.k_blockable,
+                        gemm.symbolic_m, gemm.symbolic_n)
 
     def panels(c) -> int:
         return rules.panels(c)
@@ -144,6 +145,14 @@ def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
         tile_count = packed_tiles
         row_choices = sorted({*row_choices, row_tiles})
         col_panels = WHOLE
+    if gemm.symbolic_m and big and not a_streams and panel_count > 1 and not gemm.batched:
+        # rows of symbolic count (batch x sequence, flattened) in blocks of about
+        # PANEL_REUSE_ROWS, each against every column panel while it stays in L2: without
+        # them each panel streamed all of A (a static build's batch loop blocks the rows so)
+        fit = [c for c in row_choices[:-1] if c * default_rows <= PANEL_REUSE_ROWS and
+               c * default_rows * k * gemm.itemsize <= target.l2_bytes // 4]
+        if fit:
+            row_tiles = max(fit)
     pack_b_default = pack_b[-1] and row_tiles >= tile_count
     if gemm.a_panel and 1 in row_choices and m * k > k * n and \
             k * n * gemm.itemsize <= target.l2_bytes:
@@ -294,6 +303,8 @@ class _BlockRules:
     nr: int
     itemsize: int
     k_blockable: bool
+    symbolic_m: bool = False
+    symbolic_n: bool = False
 
     def tiles(self, c) -> int:
         return -(-self.m // min(c["rows"], self.m))
@@ -303,10 +314,17 @@ class _BlockRules:
 
     def __call__(self, c) -> str | None:
         tiles, panels = self.tiles(c), self.panels(c)
-        if not _fits(c["row_tiles"], tiles):
+        # (over a symbolic dim the counts are the hints': a block that does not divide it
+        # ends in a guarded block, whatever the run's count)
+        if not self.symbolic_m and not _fits(c["row_tiles"], tiles):
             return f"row_tiles={c['row_tiles']} does not divide the {tiles} row tiles"
-        if not _fits(c["col_panels"], panels):
+        if not self.symbolic_n and not _fits(c["col_panels"], panels):
             return f"col_panels={c['col_panels']} does not divide the {panels} panels"
+        if c["pack_a"] and self.symbolic_m and c["row_tiles"] >= tiles:
+            return "pack_a: one row block is all of A's symbolic rows (a block of run-time size)"
+        if c["pack_b"] and self.symbolic_n and c["col_panels"] >= panels:
+            return "pack_b: one column block is all of B's symbolic columns (a block of " \
+                "run-time size)"
         if c["k_block"] < self.k and (self.k % c["k_block"] or not self.k_blockable):
             return f"k_block={c['k_block']}: needs a matmul whose K ({self.k}) it divides"
         if c["pack_a"] and min(c["row_tiles"], tiles) * c["rows"] * min(self.k, c["k_block"]) \

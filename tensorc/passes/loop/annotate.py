@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from tensorc.ir.loop import PrimFunc
 from tensorc.passes.loop.allocations import annotate_allocations
+from tensorc.passes.loop.padded_loads import shift_symbolic_clamps
 from tensorc.passes.loop.parallel_work import annotate_parallel_loops
 from tensorc.passes.loop.register_tiles import annotate_register_tiles
 from tensorc.passes.loop.vector_loops import annotate_vector_loops
 
 LLVM_ANNOTATIONS = (
+    shift_symbolic_clamps,     # a padded load's clamp to a symbolic bound, as codegen reads it
     annotate_allocations,      # heap or stack; local blocks whose padding lanes are zeroed
     annotate_parallel_loops,   # the work of a parallel loop's iteration (its chunk size)
     annotate_register_tiles,   # interleaved, transposed, horizontally reduced register tiles

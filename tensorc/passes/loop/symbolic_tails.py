@@ -27,8 +27,11 @@ from __future__ import annotations
 from tensorc.ir import arith
 from tensorc.ir import expr as E
 from tensorc.ir.bounds import SYMBOLIC_MAX, relaxed_interval
-from tensorc.ir.loop import Allocate, For, IfThenElse, PrimFunc, Seq, Stmt, map_stmt, seq
+from tensorc.ir.loop import (
+    Allocate, For, IfThenElse, PrimFunc, Seq, Stmt, Store, map_stmt, seq,
+)
 from tensorc.passes.loop import partition
+from tensorc.passes.loop.padded_loads import tighten_padded_clamps
 from tensorc.passes.loop.partition import _comparisons, _conditions, _loop_ranges
 from tensorc.passes.loop.simplify import simplify, simplify_stmt
 
@@ -188,20 +191,73 @@ def _split(loop: For, point: E.Expr, cmp: E.Compare, dims: set[E.Var]) -> Stmt:
 
     whole = map_stmt(loop.body, holds)
     if loop.kind == "parallel":
+        # where the loop runs ceil(X / F) times and the cut is X // F, the other branch runs
+        # the last iteration only: it reads the cut for the loop's variable, so that the
+        # loops inside see a count of the dims (a row block's tiles past the rows' end)
+        last = loop.body if not _last_only(loop.extent, point) else \
+            map_stmt(loop.body, lambda e: E.substitute(e, {loop.var: point}))
         body = IfThenElse(E.Compare("lt", loop.var, point), _visit(whole, dims),
                           _remainder_cases(loop.body, loop.var, point, cmp, dims) or
-                          _count_cases(loop, point, cmp, dims) or _visit(loop.body, dims))
+                          _count_cases(loop, point, cmp, dims) or _visit(last, dims))
         return For(loop.var, loop.extent, loop.kind, body, dict(loop.annotations))
     main = _visit(For(loop.var, point, loop.kind, whole, dict(loop.annotations)), dims)
     var = E.Var(loop.var.name)
     tail_body = map_stmt(loop.body, lambda e: E.substitute(e, {loop.var: var + point}))
     extent = arith.simplify(loop.extent - point)
     cases = _remainder_cases(loop.body, loop.var, point, cmp, dims, extent) or \
-        _count_cases(loop, point, cmp, dims)
+        _count_cases(loop, point, cmp, dims, serial=True)
     if cases is not None:
         return seq(main, cases)
+    end = _end(cmp, loop, inner, dims)
+    if end is not None and _stores_end(loop.body, loop, inner, dims, end):
+        # iterations from ``end`` on store nothing (a row block's tiles past the rows' end,
+        # when the block's tile count is a constant): the tail stops there
+        extent = arith.simplify(E.minimum(loop.extent, E.maximum(end, point)) - point)
     tail = For(var, extent, loop.kind, _visit(tail_body, dims), dict(loop.annotations))
     return seq(main, tail)
+
+
+def _end(cmp: E.Compare, loop: For, inner: dict, dims: set[E.Var]) -> E.Expr | None:
+    """Where ``cmp`` (as ``coeff * v + rest + [lo, hi] < 0``) stops holding for every inner
+    iteration: the least v with ``coeff * v + rest + lo >= 0``; None where it is not of that
+    form."""
+    if cmp.op not in ("lt", "le", "gt"):
+        return None
+    lin = arith.linear_coeff(_below_zero(cmp), loop.var)
+    if lin is None or lin[1] <= 0:
+        return None
+    base, coeff = lin
+    relaxed = {v: r for v, r in inner.items() if E.uses_var(base, v)}
+    bounded = relaxed_interval(arith.simplify(base), relaxed, {})
+    if bounded is None:
+        return None
+    rest, lo, _ = bounded
+    if E.free_vars(rest) & _inner_vars(loop.body):
+        return None
+    return arith.simplify((E.const(coeff - 1 - lo) - rest) // coeff)
+
+
+def _stores_end(body: Stmt, loop: For, inner: dict, dims: set[E.Var], end: E.Expr) -> bool:
+    """Whether every store of ``body`` into a buffer it does not allocate itself is under a
+    guard that fails for every inner iteration from ``loop``'s iteration ``end`` on."""
+    def ends(cond: E.Expr) -> bool:
+        for c in _comparisons(cond):
+            e = _end(c, loop, inner, dims)
+            if e is not None and E.same(e, end):
+                return True
+        return False
+
+    def visit(s: Stmt, local: frozenset, guarded: bool) -> bool:
+        if isinstance(s, Store):
+            return guarded or s.buffer in local
+        if isinstance(s, Allocate):
+            return visit(s.body, local | {s.buffer}, guarded)
+        if isinstance(s, IfThenElse):
+            inside = guarded or ends(s.cond)
+            return visit(s.then_case, local, inside) and \
+                (s.else_case is None or visit(s.else_case, local, guarded))
+        return all(visit(c, local, guarded) for c in s.children())
+    return visit(body, frozenset(), False)
 
 
 def _inner_vars(s: Stmt) -> set[E.Var]:
@@ -280,6 +336,9 @@ def _remainder_cases(body: Stmt, var: E.Var, at: E.Expr, cmp: E.Compare, dims: s
         if any(dim in E.free_vars(x) or q in E.free_vars(x)
                for cond in _conditions(copy, selects=True) for x in _comparisons(cond)):
             return None     # a guard on N left (a load's index may read q: not a guard)
+        # a padded load's clamp to N - 1 is one to c - 1 past q*F, which codegen loads
+        # masked (with N as q*F + c, before q is read back as N // F)
+        copy = tighten_padded_clamps(copy)
         copy = map_stmt(copy, lambda e: E.substitute(e, {q: (dim - off) // factor}))
         remainder = E.Compare("eq", (dim - off) % factor, E.const(c))
         cases = IfThenElse(remainder, copy, cases)
@@ -296,7 +355,20 @@ def _offset(rest: E.Expr, inner: set[E.Var]) -> int:
     return const or 0
 
 
-def _count_cases(loop: For, point: E.Expr, cmp: E.Compare, dims: set[E.Var]) -> Stmt | None:
+def _last_only(extent: E.Expr, point: E.Expr) -> bool:
+    """Whether ``extent`` is ``(X + F - 1) // F`` and ``point`` is ``X // F`` (F a constant):
+    the loop's iterations from ``point`` on are its last one at most."""
+    extent, point = arith.simplify(extent), arith.simplify(point)
+    if not (isinstance(extent, E.Binary) and extent.op == "floordiv" and
+            isinstance(extent.b, E.Const) and isinstance(point, E.Binary) and
+            point.op == "floordiv" and isinstance(point.b, E.Const) and
+            point.b.value == extent.b.value and extent.b.value > 0):
+        return False
+    return E.same(arith.simplify(extent.a - (extent.b.value - 1)), arith.simplify(point.a))
+
+
+def _count_cases(loop: For, point: E.Expr, cmp: E.Compare, dims: set[E.Var],
+                 serial: bool = False) -> Stmt | None:
     """:func:`_remainder_cases` where the guarded count N is any expression of the dims (a
     strided conv's output row, (W - 3) // 2 + 1): the loop runs ceil(N / F) tiles and its
     tail tile, v = N // F, runs where N % F = c > 0, each guard ``F*v + inner - N < 0`` then
@@ -308,7 +380,11 @@ def _count_cases(loop: For, point: E.Expr, cmp: E.Compare, dims: set[E.Var]) -> 
     if split is None:
         return None
     factor, count, _ = split
-    if not E.same(arith.simplify(loop.extent), arith.simplify((count + (factor - 1)) // factor)):
+    # (a serial loop may run further, where its iterations store nothing: a row block's
+    # constant count of tiles past the rows' end; its tail then runs the one tile)
+    ceil = arith.simplify((count + (factor - 1)) // factor)
+    if not E.same(arith.simplify(loop.extent), ceil) and \
+            not (serial and _stores_end(loop.body, loop, inner, dims, ceil)):
         return None
     tile = arith.simplify(count // factor)
 
@@ -333,6 +409,9 @@ def _count_cases(loop: For, point: E.Expr, cmp: E.Compare, dims: set[E.Var]) -> 
                              {}) or seq()
         if list(_conditions(copy, selects=False)):
             return None     # a guard left (inside a vectorized loop: no copy is worth it)
+        # a padded load's clamp to N - 1 is one to c - 1 past the tile's start, which codegen
+        # loads masked (N is F * tile + c here)
+        copy = tighten_padded_clamps(copy, (count, factor * tile + c))
         cases = IfThenElse(E.Compare("eq", count % factor, E.const(c)), copy, cases)
     return cases
 

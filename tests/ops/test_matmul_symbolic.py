@@ -1,0 +1,124 @@
+"""The GEMM template over a symbolic row count (a batch x sequence of tokens): rows in blocks
+that each meet every column panel while in cache (the last block partial), and every config
+the space lists builds. Results against numpy at 1, primes and
+counts that are no multiple of a tile or a block, on one thread and two."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import tensorc
+from tensorc.ir import expr as E
+from tensorc.ir import te
+from tensorc.ir.lower import lower
+from tensorc.ir.schedule import create_schedule
+from tensorc.ir.te import dim_var
+from tensorc.ops.catalog import get_op
+from tensorc.ops.matmul.space import WHOLE
+from tensorc.ops.matmul.tile import pack_b_panels, panel_width
+from tensorc.passes.loop import optimize
+from tensorc.runtime.kernel import build_kernel
+from tensorc.target import Target
+
+HOST = Target.host()
+K, N = 128, 64
+
+
+def _model():
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.uniform(-1, 1, (K, N)).astype(np.float32), "W")
+    bias = numpy_helper.from_array(rng.uniform(-1, 1, (N,)).astype(np.float32), "B")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["m"]), helper.make_node("Add", ["m", "B"], ["a"]),
+         helper.make_node("Add", ["a", "r"], ["y"])], "ffn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", K]),
+         helper.make_tensor_value_info("r", TensorProto.FLOAT, ["batch", "seq", N])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", N])], [w, bias])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), \
+        numpy_helper.to_array(w), numpy_helper.to_array(bias)
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    model, w, bias = _model()
+    return tensorc.compile(model), w, bias
+
+
+@pytest.mark.parametrize("batch,seq", [(1, 1), (1, 13), (2, 37), (7, 97), (1, 96), (1, 97),
+                                       (31, 61)])
+def test_symbolic_rows_match_numpy(compiled, batch, seq):
+    mod, w, bias = compiled
+    rng = np.random.default_rng(batch * seq)
+    x = rng.uniform(-1, 1, (batch, seq, K)).astype(np.float32)
+    r = rng.uniform(-1, 1, (batch, seq, N)).astype(np.float32)
+    want = x.astype(np.float64) @ w + bias + r
+    for threads in (1, 2):
+        mod.num_threads = threads
+        got = mod.run({"x": x, "r": r})["y"]
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4,
+                                   err_msg=f"{batch}x{seq} on {threads} threads")
+
+
+def _group(packed: bool):
+    """relu(A[M, K] @ B + bias) with M symbolic: (out, mm, attrs, placeholders)."""
+    m = dim_var("M")
+    attrs, b_shape = {}, (K, N)
+    if packed:
+        nr = panel_width(HOST, N)
+        attrs, b_shape = {"b_panel": nr, "n": N}, (-(-N // nr), K, nr)
+    a = te.placeholder((m, K), name="A")
+    b = te.placeholder(b_shape, name="B")
+    c = te.placeholder((N,), name="bias")
+    mm = get_op("matmul").compute_fn(attrs, a, b)
+    out = te.compute(mm.shape, lambda i, j: E.maximum(mm[i, j] + c[j], 0.0), name="relu")
+    return out, mm, attrs, [a, b, c, out]
+
+
+def _build(packed: bool, config):
+    out, mm, attrs, args = _group(packed)
+    template = get_op("matmul").template("llvm")
+    sch = create_schedule(out)
+    template.apply(HOST, sch, out, mm, attrs, config)
+    return optimize(lower(sch, args, "gemm"))
+
+
+@pytest.mark.parametrize("packed", [True, False], ids=["packed_b", "dynamic_b"])
+def test_row_blocks_by_default_match_numpy(packed):
+    out, mm, attrs, _ = _group(packed)
+    space = get_op("matmul").template("llvm").search_space(HOST, out, mm, attrs)
+    config = space.default()
+    assert config["row_tiles"] < WHOLE      # symbolic rows (at their hint) come in blocks
+    func = _build(packed, config)
+    rng = np.random.default_rng(1)
+    w, bias = rng.uniform(-1, 1, (K, N)).astype(np.float32), rng.uniform(-1, 1, N).astype(
+        np.float32)
+    b_arg = pack_b_panels(w, attrs["b_panel"]) if packed else w
+    kernel = build_kernel(func)
+    for rows in (1, 5, 6, 7, 95, 96, 97, 193, 1000):
+        x = rng.uniform(-1, 1, (rows, K)).astype(np.float32)
+        got = np.full((rows, N), np.nan, np.float32)
+        for threads in (1, 2):
+            kernel(x, b_arg, bias, got, num_threads=threads)
+            np.testing.assert_allclose(got, np.maximum(x @ w + bias, 0), rtol=1e-4,
+                                       atol=1e-4, err_msg=f"{rows} rows")
+
+
+@pytest.mark.parametrize("packed", [True, False], ids=["packed_b", "dynamic_b"])
+def test_every_listed_config_builds(packed):
+    """The space over symbolic rows lists no config its schedule cannot build (a packed A
+    of all the rows was a local block of run-time size)."""
+    out, mm, attrs, _ = _group(packed)
+    space = get_op("matmul").template("llvm").search_space(HOST, out, mm, attrs)
+    configs = {space.default()}
+    for name, knob in space.knobs.items():
+        for value in knob.choices:
+            config = space.default().replace(**{name: value})
+            if space.is_valid(config):
+                configs.add(config)
+    for config in configs:
+        _build(packed, config)
+    # pack_a over all the rows: rejected, naming why
+    whole = space.default().replace(row_tiles=WHOLE, pack_a=True)
+    if "pack_a" in space.knobs and True in space.knobs["pack_a"].choices:
+        assert not space.is_valid(whole)

@@ -1,0 +1,99 @@
+"""Softmax over rows of symbolic length: one artifact for every shape, matching numpy at
+sizes of 1, primes and rows that are no whole vector, on one thread and on two (each thread's
+rows keep their exp values in their own slice of one block). The row keeps exp(x - max)
+(one exp per element), its last partial vector is read with masked loads, not gathers, and
+the block is malloc'd once per call, not in the parallel loop."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import tensorc
+
+DIMS = ["batch", "heads", "seq", "keys"]
+
+
+def _model(op: str):
+    graph = helper.make_graph(
+        [helper.make_node(op, ["x"], ["y"], axis=-1)], "rows",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, DIMS)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, DIMS)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _numpy(op: str, x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.float64)
+    shifted = x - x.max(axis=-1, keepdims=True)
+    log_sum = np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    return shifted - log_sum if op == "LogSoftmax" else np.exp(shifted - log_sum)
+
+
+@pytest.fixture(scope="module", params=["Softmax", "LogSoftmax"])
+def compiled(request):
+    return request.param, tensorc.compile(_model(request.param))
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1, 1), (1, 2, 1, 7), (3, 2, 5, 26), (2, 4, 13, 97),
+                                   (1, 3, 2, 1031), (37, 4, 3, 17)])
+def test_symbolic_rows_match_numpy(compiled, shape):
+    op, mod = compiled
+    x = np.random.default_rng(sum(shape)).uniform(-6, 6, shape).astype(np.float32)
+    x.reshape(-1, shape[-1])[0, -1] = -1e4      # an exp that underflows to zero
+    for threads in (1, 2):
+        mod.num_threads = threads
+        out = mod.run({"x": x})["y"]
+        np.testing.assert_allclose(out, _numpy(op, x), rtol=2e-5, atol=1e-6,
+                                   err_msg=f"{shape} on {threads} threads")
+
+
+def _kernel_ir(text: str, name: str) -> str:
+    parts = re.split(r"(?m)^(?=define )", text)
+    return "".join(p for p in parts if p.startswith("define") and name in p.split("(")[0])
+
+
+def test_symbolic_row_keeps_exp_in_one_block_per_call():
+    model = _model("Softmax")
+    loops = tensorc.inspect(model, stage="loops")
+    assert "allocate softmax_exp: float32[1, 1, 1, keys] (local)" in loops
+    # one exp per element: every exp is stored into the row's block
+    exps = [line.strip() for line in loops.splitlines() if "exp(" in line]
+    assert exps and all(line.startswith("softmax_exp[") for line in exps), exps
+    llvm = tensorc.inspect(model, stage="llvm")
+    workers = _kernel_ir(llvm, ".par")
+    assert workers, "the symbolic softmax runs its rows in a parallel loop"
+    assert "aligned_alloc" not in workers       # one block per call, sliced per iteration
+    assert "aligned_alloc" in _kernel_ir(llvm, "softmax")
+    # the rows' last partial vectors: masked loads, never a gather
+    assert "masked.gather" not in _kernel_ir(llvm, "softmax")
+    assert "masked.load" in _kernel_ir(llvm, "softmax")
+
+
+def _concat_model():
+    """softmax over [past keys ++ new keys] (a KV cache's row: past + seq, twice the hint's
+    length, so the row's reductions take partial results in two registers)."""
+    graph = helper.make_graph(
+        [helper.make_node("Concat", ["p", "q"], ["x"], axis=-1),
+         helper.make_node("Softmax", ["x"], ["y"], axis=-1)], "rows",
+        [helper.make_tensor_value_info("p", TensorProto.FLOAT, ["batch", 2, "seq", "past"]),
+         helper.make_tensor_value_info("q", TensorProto.FLOAT, ["batch", 2, "seq", "seq"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 2, "seq", "keys"])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_rows_of_a_sum_of_dims_load_their_tail_masked():
+    model = _concat_model()
+    llvm = tensorc.inspect(model, stage="llvm")
+    assert "masked.gather" not in _kernel_ir(llvm, "softmax")
+    mod = tensorc.compile(model)
+    rng = np.random.default_rng(7)
+    for batch, seq, past in [(1, 1, 0), (2, 3, 7), (3, 13, 13), (1, 5, 61)]:
+        p = rng.uniform(-6, 6, (batch, 2, seq, past)).astype(np.float32)
+        q = rng.uniform(-6, 6, (batch, 2, seq, seq)).astype(np.float32)
+        for threads in (1, 2):
+            mod.num_threads = threads
+            got = mod.run({"p": p, "q": q})["y"]
+            np.testing.assert_allclose(got, _numpy("Softmax", np.concatenate([p, q], -1)),
+                                       rtol=2e-5, atol=1e-6)
