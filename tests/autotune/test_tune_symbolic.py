@@ -145,8 +145,8 @@ def test_a_tuned_symbolic_model_is_right_at_every_shape(model, tuned):
     # the records are keyed by the symbolic compile's workloads, and say where they were timed
     assert records and all(r["workload"] in kernels for r in records)
     trials = [r for r in records if not r.get("confirmed")]
-    # (the matmul space over symbolic dims still lists configs its schedule cannot build, a
-    # local block of run-time size: they are logged as build errors, never applied)
+    # (a config whose build fails is logged as a build error, never applied; the matmul
+    # space over symbolic dims no longer lists the local blocks of run-time size that did)
     assert len(trials) == 8 and all(r["error"] in (None, "build_error") for r in trials)
     assert any(r["error"] is None for r in trials)
     for r in trials:
