@@ -385,12 +385,12 @@ class LLVMCodegen:
         vector = isinstance(index.type, ir.VectorType)
         lanes = index.type.count if vector else None
 
-        def constant(value: int | ir.Value) -> ir.Value:
+        def operand(value: int | ir.Value) -> ir.Value:
             c = constant(I64, value) if isinstance(value, int) else value
             return self.values.broadcast(c, lanes) if vector else c
         # index + size lies in [0, 2 size) exactly when index is in range: one unsigned compare
         twice = 2 * size if isinstance(size, int) else b.add(size, size)
-        bad = b.icmp_unsigned(">=", b.add(index, constant(size)), constant(twice))
+        bad = b.icmp_unsigned(">=", b.add(index, operand(size)), operand(twice))
         value = index
         if vector:
             lane_mask = self.vectors.lane_mask
@@ -398,7 +398,7 @@ class LLVMCodegen:
                 bad = b.and_(bad, lane_mask)
             any_bad = b.call(self.declare(f"llvm.vector.reduce.or.v{lanes}i1", I1,
                                           [bad.type]), [bad])
-            picked = b.select(bad, index, constant(-(2 ** 63)))
+            picked = b.select(bad, index, operand(-(2 ** 63)))
             value = b.call(self.declare(f"llvm.vector.reduce.smax.v{lanes}i64", I64,
                                         [picked.type]), [picked])
         else:
