@@ -81,12 +81,14 @@ def emit_object(llvm_ir: str, target: Target,
 
 
 def emit_object_here(llvm_ir: str, target: Target,
-                     on_phase: Callable[[str, float], None] | None = None, speed: int = 3
-                     ) -> bytes:
+                     on_phase: Callable[[str, float], None] | None = None, speed: int = 3,
+                     slp: bool = True) -> bytes:
     """:func:`emit_object` in this process, with the SLP vectorizer: for a process that is
     itself a disposable child (compiler/kernel_objects.py's workers), whose parent builds the
-    kernel again through :func:`emit_object` if it dies."""
-    obj, optimize_seconds, emit_seconds = _emit(llvm_ir, target, True, speed)
+    kernel again through :func:`emit_object` if it dies; or, with ``slp=False``, for code
+    without loops that the SLP vectorizer (the known crash) has no reason to touch (the entry
+    function, compiler/llvm.py)."""
+    obj, optimize_seconds, emit_seconds = _emit(llvm_ir, target, slp, speed)
     if on_phase is not None:
         on_phase("LLVM optimization", optimize_seconds)
         on_phase("object emission", emit_seconds)
