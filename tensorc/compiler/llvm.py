@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 
 from tensorc.codegen.llvm.codegen import LLVMCodegen
-from tensorc.codegen.llvm.objects import optimize_module
+from tensorc.codegen.llvm.objects import emit_object_here, optimize_module
 from tensorc.compiler.collector import fewer_collections
 from tensorc.compiler.kernel import Kernel, apply_layout, inlined_scalar
 from tensorc.compiler.kernel_objects import build_objects, kernel_jobs
@@ -204,7 +204,7 @@ def compile_llvm_module(proto, graph: Graph, target: Target, start: float,
         entry_ir = str(cg.module)
     if progress:
         progress("compiling the entry function")
-    entry_obj = cached_emit_object(entry_ir, target, times.add, cache)
+    entry_obj = cached_emit_object(entry_ir, target, times.add, cache, _emit_entry)
     info = {"kernels": len(jobs), "groups": len(groups),
             "compile_seconds": round(time.perf_counter() - start, 3)}
     if configs is not None:
@@ -225,6 +225,14 @@ def compile_llvm_module(proto, graph: Graph, target: Target, start: float,
         mod.num_threads = num_threads
     mod.compile_times = times.finish()
     return mod
+
+
+def _emit_entry(llvm_ir: str, target: Target, on_phase=None) -> bytes:
+    """The entry function's object, built in this process: a forked child (the guard against
+    an LLVM assertion, objects.emit_object) costs 25 ms or more to start from a large process
+    such as a test runner, about what LLVM takes for a small model's entry, and the entry
+    has no loops: the SLP vectorizer (the assertion seen) is left off for it."""
+    return emit_object_here(llvm_ir, target, on_phase, slp=False)
 
 
 def _call_args(job, graph: Graph) -> list:

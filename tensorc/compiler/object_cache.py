@@ -193,19 +193,20 @@ def _cache_for(folder: Path, cap: int) -> ObjectCache:
 
 def cached_emit_object(llvm_ir: str, target: Target,
                        on_phase: Callable[[str, float], None] | None = None,
-                       cache: bool = True) -> bytes:
-    """:func:`~tensorc.codegen.llvm.objects.emit_object` through the cache: a hit returns the
-    stored object without running LLVM; ``cache=False`` neither reads nor writes it.
-    ``on_phase`` also hears the seconds of the "kernel cache" (key, lookup, write)."""
+                       cache: bool = True, emit: Callable[..., bytes] = emit_object) -> bytes:
+    """``emit`` (:func:`~tensorc.codegen.llvm.objects.emit_object`, or a function of the same
+    arguments) through the cache: a hit returns the stored object without running LLVM;
+    ``cache=False`` neither reads nor writes it. ``on_phase`` also hears the seconds of the
+    "kernel cache" (key, lookup, write)."""
     store = default_cache() if cache else None
     if store is None:
-        return emit_object(llvm_ir, target, on_phase)
+        return emit(llvm_ir, target, on_phase)
     start = time.perf_counter()
     key = object_key(llvm_ir, target)
     obj = store.get(key)
     spent = time.perf_counter() - start
     if obj is None:
-        obj = emit_object(llvm_ir, target, on_phase)
+        obj = emit(llvm_ir, target, on_phase)
         start = time.perf_counter()
         store.put(key, obj)
         spent += time.perf_counter() - start

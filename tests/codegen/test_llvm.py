@@ -542,11 +542,11 @@ def test_llvm_abort_in_the_slp_vectorizer_path_falls_back(monkeypatch) -> None:
     real = llvm_codegen.optimize_module
     tried = []
 
-    def abort_with_slp(llvm_ir, target, slp=True):
+    def abort_with_slp(llvm_ir, target, slp=True, speed=3):
         tried.append(slp)        # recorded in the child only
         if slp:
             os.abort()
-        return real(llvm_ir, target, slp)
+        return real(llvm_ir, target, slp, speed)
     monkeypatch.setattr(llvm_codegen, "optimize_module", abort_with_slp)
     func = optimize(elementwise_func(["float32"], lambda x: x + 1))
     kernel = build_kernel(func)

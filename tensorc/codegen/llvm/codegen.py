@@ -21,7 +21,7 @@ from llvmlite import ir
 
 from tensorc.codegen.llvm.expr_facts import ExprFacts
 from tensorc.codegen.llvm.function_state import FunctionState, opaque
-from tensorc.codegen.llvm.ir_types import I1, I8, I32, I64, PTR, VOID
+from tensorc.codegen.llvm.ir_types import I1, I32, I64, I8, PTR, VOID, constant
 from tensorc.codegen.llvm.memory import VectorMemory
 from tensorc.codegen.llvm.parallel import ParallelLoops
 from tensorc.codegen.llvm.tiles import RegisterTiles
@@ -70,12 +70,13 @@ class LLVMCodegen:
         self.bad_index = opaque(ir.GlobalVariable(self.module, I64, "tensorc_bad_index"))
         self.bad_size = opaque(ir.GlobalVariable(self.module, I64, "tensorc_bad_size"))
         if state != "declare":
-            self.bad_index.initializer = ir.Constant(I64, 0)
-            self.bad_size.initializer = ir.Constant(I64, 0)
+            self.bad_index.initializer = constant(I64, 0)
+            self.bad_size.initializer = constant(I64, 0)
         self.functions: dict[str, ir.Function] = {}
         self.fs: FunctionState | None = None
         self.in_parallel = False        # emitting the body of an outlined parallel loop
         self.facts = ExprFacts()       # uses_var and linear_coeff, answered once each
+        self._decisions: dict[tuple, bool | None] = {}     # see _decided
         self.values = ValueOps(self)
         self.vectors = VectorLoops(self)
         self.memory = VectorMemory(self)
@@ -85,7 +86,7 @@ class LLVMCodegen:
     def _global_i32(self, name: str) -> ir.GlobalVariable:
         var = opaque(ir.GlobalVariable(self.module, I32, name))
         if self.state != "declare":
-            var.initializer = ir.Constant(I32, 0)
+            var.initializer = constant(I32, 0)
         if self.state == "own":
             var.linkage = "internal"
         return var
@@ -148,19 +149,19 @@ class LLVMCodegen:
         # parallel loops size their chunks from the resolved count
         requested = fn.args[1]
         default = self.declare("omp_get_max_threads", I32, [])
-        with b.if_then(b.icmp_signed("<=", requested, ir.Constant(I32, 0))):
+        with b.if_then(b.icmp_signed("<=", requested, constant(I32, 0))):
             b.store(b.call(default, []), self.num_threads)
-        with b.if_then(b.icmp_signed(">", requested, ir.Constant(I32, 0))):
+        with b.if_then(b.icmp_signed(">", requested, constant(I32, 0))):
             b.store(requested, self.num_threads)
-        b.store(ir.Constant(I32, 0), self.status)
+        b.store(constant(I32, 0), self.status)
         for k, buf in enumerate(func.params):
-            slot = b.gep(fn.args[0], [ir.Constant(I64, k)], source_etype=PTR)
+            slot = b.gep(fn.args[0], [constant(I64, k)], source_etype=PTR)
             state.buffers[buf] = b.load(slot, typ=PTR)
         if func.dims:
-            slot = b.gep(fn.args[0], [ir.Constant(I64, len(func.params))], source_etype=PTR)
+            slot = b.gep(fn.args[0], [constant(I64, len(func.params))], source_etype=PTR)
             values = b.load(slot, typ=PTR)
             for k, var in enumerate(func.dims):
-                state.env[var] = b.load(b.gep(values, [ir.Constant(I64, k)], source_etype=I64),
+                state.env[var] = b.load(b.gep(values, [constant(I64, k)], source_etype=I64),
                                         typ=I64, name=var.name)
             # data-dependent dims: kernels write their slots (compiler/llvm.py make_entry)
             if "dims_array" in func.attrs:
@@ -169,7 +170,7 @@ class LLVMCodegen:
         saved = self.fs
         self.fs = state
         timings = fn.args[2]
-        profiling = b.icmp_unsigned("!=", timings, ir.Constant(PTR, None))
+        profiling = b.icmp_unsigned("!=", timings, constant(PTR, None))
         start = opaque(ir.IRBuilder(state.entry).alloca(I64, name="start"))
         now = opaque(ir.IRBuilder(state.entry).alloca(TIMESPEC, name="now"))
         # one copy of each call, with the timing around it in branches (duplicating the
@@ -177,10 +178,10 @@ class LLVMCodegen:
         for k, call in enumerate(calls):
             with b.if_then(profiling):
                 b.store(self._now_ns(now), start)
-            b.store(ir.Constant(I32, k), self.current_call)
+            b.store(constant(I32, k), self.current_call)
             self.stmt(call)
             with b.if_then(profiling):
-                slot = b.gep(timings, [ir.Constant(I64, k)], source_etype=I64)
+                slot = b.gep(timings, [constant(I64, k)], source_etype=I64)
                 elapsed = b.sub(self._now_ns(now), b.load(start, typ=I64))
                 b.store(b.add(b.load(slot, typ=I64), elapsed), slot)
         b.ret(b.load(self.status, typ=I32))
@@ -195,12 +196,12 @@ class LLVMCodegen:
         timespec = TIMESPEC
         clock_gettime = self.declare("clock_gettime", I32, [I32, PTR])
         b = self.b
-        b.call(clock_gettime, [ir.Constant(I32, 1), slot])     # CLOCK_MONOTONIC = 1
-        sec = b.load(b.gep(slot, [ir.Constant(I32, 0), ir.Constant(I32, 0)],
+        b.call(clock_gettime, [constant(I32, 1), slot])     # CLOCK_MONOTONIC = 1
+        sec = b.load(b.gep(slot, [constant(I32, 0), constant(I32, 0)],
                            source_etype=timespec), typ=I64)
-        nsec = b.load(b.gep(slot, [ir.Constant(I32, 0), ir.Constant(I32, 1)],
+        nsec = b.load(b.gep(slot, [constant(I32, 0), constant(I32, 1)],
                             source_etype=timespec), typ=I64)
-        return b.add(b.mul(sec, ir.Constant(I64, 1_000_000_000)), nsec)
+        return b.add(b.mul(sec, constant(I64, 1_000_000_000)), nsec)
 
     @property
     def b(self) -> ir.IRBuilder:
@@ -242,11 +243,11 @@ class LLVMCodegen:
         x86's prefetcht0), or from L2 on (locality 2, prefetcht1)."""
         intrinsic = self.declare("llvm.prefetch.p0", VOID, [PTR, I32, I32, I32])
         base = self.pointer(s.buffer, self.scalar_index(s.index))
-        locality = ir.Constant(I32, 3 if s.level <= 1 else 2)
+        locality = constant(I32, 3 if s.level <= 1 else 2)
         for offset in range(0, s.nbytes, CACHE_LINE):
-            ptr = self.b.gep(base, [ir.Constant(I64, offset)], source_etype=I8) if offset \
+            ptr = self.b.gep(base, [constant(I64, offset)], source_etype=I8) if offset \
                 else base
-            self.b.call(intrinsic, [ptr, ir.Constant(I32, 0), locality, ir.Constant(I32, 1)])
+            self.b.call(intrinsic, [ptr, constant(I32, 0), locality, constant(I32, 1)])
 
     def allocate(self, s: Allocate) -> None:
         buf = s.buffer
@@ -258,15 +259,15 @@ class LLVMCodegen:
             size = buf.size + (LANE_PADDING if buf.scope == "local" else 0)
             self.fs.allocated[buf] = size
             entry = ir.IRBuilder(self.fs.entry)
-            ptr = opaque(entry.alloca(ty, size=ir.Constant(I64, size), name=buf.name))
+            ptr = opaque(entry.alloca(ty, size=constant(I64, size), name=buf.name))
             ptr.align = 64
             if s.annotations.get("zeroed"):
                 # zeroed once per call (or per worker): the padding lanes that unmasked
                 # accesses read are never written otherwise (passes/loop/allocations.py)
                 memset = self.module.declare_intrinsic("llvm.memset", [PTR, I64])
-                entry.call(memset, [ptr, ir.Constant(ir.IntType(8), 0),
-                                    ir.Constant(I64, size * itemsize(buf.dtype)),
-                                    ir.Constant(ir.IntType(1), 0)])
+                entry.call(memset, [ptr, constant(ir.IntType(8), 0),
+                                    constant(I64, size * itemsize(buf.dtype)),
+                                    constant(ir.IntType(1), 0)])
             self.fs.buffers[buf] = ptr
             self.stmt(s.body)
             return
@@ -288,9 +289,9 @@ class LLVMCodegen:
             total += -(-a.buffer.nbytes // 64) * 64
         malloc = self.declare("aligned_alloc", PTR, [I64, I64])
         free = self.declare("free", VOID, [PTR])
-        ptr = self.b.call(malloc, [ir.Constant(I64, 64), ir.Constant(I64, total)])
+        ptr = self.b.call(malloc, [constant(I64, 64), constant(I64, total)])
         for a, offset in zip(chain, offsets):
-            self.fs.buffers[a.buffer] = self.b.gep(ptr, [ir.Constant(I64, offset)],
+            self.fs.buffers[a.buffer] = self.b.gep(ptr, [constant(I64, offset)],
                                                    source_etype=I8) if offset else ptr
         self.stmt(chain[-1].body)
         self.b.call(free, [ptr])
@@ -299,19 +300,19 @@ class LLVMCodegen:
         """Heap blocks whose sizes are expressions of symbolic dims: one block, its offsets
         computed at run time (each part rounded up to a cache line)."""
         b = self.b
-        offsets, total = [], ir.Constant(I64, 0)
+        offsets, total = [], constant(I64, 0)
         for a in chain:
             offsets.append(total)
             nbytes = a.buffer.nbytes
-            size = ir.Constant(I64, nbytes) if isinstance(nbytes, int) else self.expr(nbytes)
-            rounded = b.and_(b.add(size, ir.Constant(I64, 63)), ir.Constant(I64, -64))
+            size = constant(I64, nbytes) if isinstance(nbytes, int) else self.expr(nbytes)
+            rounded = b.and_(b.add(size, constant(I64, 63)), constant(I64, -64))
             total = b.add(total, rounded)
         # aligned_alloc of 0 bytes may return null: ask for one line at least
-        total = b.select(b.icmp_signed("<", total, ir.Constant(I64, 64)),
-                         ir.Constant(I64, 64), total)
+        total = b.select(b.icmp_signed("<", total, constant(I64, 64)),
+                         constant(I64, 64), total)
         malloc = self.declare("aligned_alloc", PTR, [I64, I64])
         free = self.declare("free", VOID, [PTR])
-        ptr = b.call(malloc, [ir.Constant(I64, 64), total])
+        ptr = b.call(malloc, [constant(I64, 64), total])
         for a, offset in zip(chain, offsets):
             self.fs.buffers[a.buffer] = b.gep(ptr, [offset], source_etype=I8)
         self.stmt(chain[-1].body)
@@ -325,7 +326,7 @@ class LLVMCodegen:
             if isinstance(offset, E.Expr):      # a place after blocks of symbolic size
                 ptr = self.b.gep(ptr, [self.expr(offset)], source_etype=I8)
             elif offset:
-                ptr = self.b.gep(ptr, [ir.Constant(I64, offset)], source_etype=I8)
+                ptr = self.b.gep(ptr, [constant(I64, offset)], source_etype=I8)
             args.append(ptr)
         args += [self.expr(d) for d in s.dims]
         self.b.call(fn, args)
@@ -344,7 +345,7 @@ class LLVMCodegen:
             return
         if s.kind == "unrolled" and n is not None and n <= UNROLL_LIMIT:
             for k in range(n):
-                self.fs.env[s.var] = ir.Constant(I64, k)
+                self.fs.env[s.var] = constant(I64, k)
                 self.stmt(s.body)
             del self.fs.env[s.var]
             return
@@ -365,12 +366,12 @@ class LLVMCodegen:
         b.branch(header)
         b.position_at_end(header)
         i = b.phi(I64, name=var.name)
-        i.add_incoming(start if start is not None else ir.Constant(I64, 0), pre)
+        i.add_incoming(start if start is not None else constant(I64, 0), pre)
         b.cbranch(b.icmp_signed("<", i, extent), body, done)
         b.position_at_end(body)
         self.fs.env[var] = i
         emit_body()
-        nxt = b.add(i, ir.Constant(I64, 1), flags=["nsw"])
+        nxt = b.add(i, constant(I64, 1), flags=["nsw"])
         i.add_incoming(nxt, b.block)
         b.branch(header)
         b.position_at_end(done)
@@ -384,12 +385,12 @@ class LLVMCodegen:
         vector = isinstance(index.type, ir.VectorType)
         lanes = index.type.count if vector else None
 
-        def constant(value: int | ir.Value) -> ir.Value:
-            c = ir.Constant(I64, value) if isinstance(value, int) else value
+        def operand(value: int | ir.Value) -> ir.Value:
+            c = constant(I64, value) if isinstance(value, int) else value
             return self.values.broadcast(c, lanes) if vector else c
         # index + size lies in [0, 2 size) exactly when index is in range: one unsigned compare
         twice = 2 * size if isinstance(size, int) else b.add(size, size)
-        bad = b.icmp_unsigned(">=", b.add(index, constant(size)), constant(twice))
+        bad = b.icmp_unsigned(">=", b.add(index, operand(size)), operand(twice))
         value = index
         if vector:
             lane_mask = self.vectors.lane_mask
@@ -397,16 +398,16 @@ class LLVMCodegen:
                 bad = b.and_(bad, lane_mask)
             any_bad = b.call(self.declare(f"llvm.vector.reduce.or.v{lanes}i1", I1,
                                           [bad.type]), [bad])
-            picked = b.select(bad, index, constant(-(2 ** 63)))
+            picked = b.select(bad, index, operand(-(2 ** 63)))
             value = b.call(self.declare(f"llvm.vector.reduce.smax.v{lanes}i64", I64,
                                         [picked.type]), [picked])
         else:
             any_bad = bad
         with b.if_then(any_bad, likely=False):
-            b.store(b.add(b.load(self.current_call, typ=I32), ir.Constant(I32, 1)),
+            b.store(b.add(b.load(self.current_call, typ=I32), constant(I32, 1)),
                     self.status)
             b.store(value, self.bad_index)
-            b.store(ir.Constant(I64, size) if isinstance(size, int) else size, self.bad_size)
+            b.store(constant(I64, size) if isinstance(size, int) else size, self.bad_size)
         return index
 
     def pointer(self, buf: Buffer, index: ir.Value) -> ir.Value:
@@ -416,14 +417,22 @@ class LLVMCodegen:
         """``cond``'s value where every variable it reads is bound to a constant (the index
         of an unrolled loop): a select on the row of a Winograd transform then emits that
         row alone, not all of them for LLVM to fold away."""
-        values = {}
-        for var in E.free_vars(cond):
-            bound = self.fs.env.get(var)
-            if not isinstance(bound, ir.Constant) or not isinstance(bound.type, ir.IntType):
+        env = self.fs.env
+        bound = []
+        for var in self.facts.free_vars(cond):
+            value = env.get(var)
+            if not isinstance(value, ir.Constant) or not isinstance(value.type, ir.IntType):
                 return None
-            values[var] = E.const(bound.constant, var.dtype)
+            bound.append(value.constant)
+        key = (cond, tuple(bound))
+        if key in self._decisions:       # an unrolled loop asks again per iteration
+            return self._decisions[key]
+        values = {var: E.const(c, var.dtype) for var, c in zip(self.facts.free_vars(cond),
+                                                                bound)}
         folded = arith.simplify(E.substitute(cond, values))
-        return bool(folded.value) if isinstance(folded, E.Const) else None
+        decided = self._decisions[key] = \
+            bool(folded.value) if isinstance(folded, E.Const) else None
+        return decided
 
     def scalar_index(self, index: E.Expr) -> ir.Value:
         v = self.expr(index, None)
@@ -441,7 +450,7 @@ class LLVMCodegen:
         if isinstance(e, E.Var):
             return self.fs.env[e]
         if isinstance(e, E.Const):
-            return ir.Constant(value_type(e.dtype), e.value)
+            return constant(value_type(e.dtype), e.value)
         if isinstance(e, E.Load):
             return self.memory.load(e, lanes)
         if isinstance(e, E.Binary):

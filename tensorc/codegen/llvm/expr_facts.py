@@ -13,16 +13,27 @@ True
 """
 from __future__ import annotations
 
+from tensorc.codegen.llvm.vector_index import strip_justified_clamps
 from tensorc.ir import arith
 from tensorc.ir import expr as E
 
 
 class ExprFacts:
-    """Memoized ``E.uses_var`` and ``arith.linear_coeff`` (see the module docstring)."""
+    """Memoized ``E.uses_var``, ``E.free_vars`` and ``arith.linear_coeff`` (see the module
+    docstring)."""
 
     def __init__(self) -> None:
         self._uses: dict[E.Var, dict[E.Expr, bool]] = {}
         self._linear: dict[tuple[E.Expr, E.Var], tuple[E.Expr, int] | None] = {}
+        self._free: dict[E.Expr, tuple[E.Var, ...]] = {}
+        self._stripped: dict[tuple[E.Expr, E.Expr], E.Expr | None] = {}
+
+    def free_vars(self, e: E.Expr) -> tuple[E.Var, ...]:
+        """The variables ``e`` reads (``E.free_vars``)."""
+        found = self._free.get(e)
+        if found is None:
+            found = self._free[e] = tuple(E.free_vars(e))
+        return found
 
     def uses_var(self, e: E.Expr, var: E.Var) -> bool:
         """Whether ``var`` occurs in ``e``; each subtree is walked once per variable."""
@@ -34,8 +45,22 @@ class ExprFacts:
     def _uses_var(self, e: E.Expr, var: E.Var, memo: dict) -> bool:
         found = memo.get(e)
         if found is None:
-            found = e is var or any(self._uses_var(c, var, memo) for c in e.children())
+            found = e is var
+            if not found:
+                for c in e.children():
+                    if self._uses_var(c, var, memo):
+                        found = True
+                        break
             memo[e] = found
+        return found
+
+    def strip_justified_clamps(self, index: E.Expr, cond: E.Expr) -> E.Expr | None:
+        """``vector_index.strip_justified_clamps``; the same index object each time, so that
+        what is asked of it next is answered once too."""
+        key = (index, cond)
+        if key in self._stripped:
+            return self._stripped[key]
+        found = self._stripped[key] = strip_justified_clamps(index, cond)
         return found
 
     def linear_coeff(self, e: E.Expr, var: E.Var) -> tuple[E.Expr, int] | None:

@@ -11,10 +11,10 @@ from __future__ import annotations
 from llvmlite import ir
 
 from tensorc.codegen.llvm import narrow_dtypes
-from tensorc.codegen.llvm.ir_types import I1, I32, I64, PTR, VOID, concat, slice_lanes
+from tensorc.codegen.llvm.ir_types import I1, I32, I64, PTR, VOID, concat, constant, slice_lanes
 from tensorc.codegen.llvm.part import CodegenPart
 from tensorc.codegen.llvm.values import ValueOps, storage_type, type_suffix
-from tensorc.codegen.llvm.vector_index import strip_justified_clamps, two_step
+from tensorc.codegen.llvm.vector_index import two_step
 from tensorc.codegen.llvm.vectors import VectorLoops
 from tensorc.ir import expr as E
 from tensorc.ir.loop import Buffer, Store, itemsize
@@ -87,7 +87,7 @@ class VectorMemory(CodegenPart):
         used = stride * (lanes - 1) + 1
         span = pow2_at_least(used)
         wide = ir.VectorType(ety, span)
-        mask = ir.Constant(ir.VectorType(I1, span), [int(j % stride == 0 and j < used)
+        mask = constant(ir.VectorType(I1, span), [int(j % stride == 0 and j < used)
                                                      for j in range(span)])
         lane_mask = self.vec.masked(buf, index)
         ptr = self._at(buf, base)
@@ -109,23 +109,23 @@ class VectorMemory(CodegenPart):
         (vpermps) taking its low half does it in one instruction. Its indices are read from a
         global variable, which LLVM cannot fold (the read is hoisted out of loops)."""
         span, lanes = v.type.count, len(picks)
-        undef = ir.Constant(v.type, ir.Undefined)
+        undef = constant(v.type, ir.Undefined)
         permute = _REGISTER_PERMUTES.get((str(v.type.element), span * 32))
         if permute is None or span * 32 != self.gen.target.vector_bits or span == lanes:
-            return self.b.shuffle_vector(v, undef, ir.Constant(ir.VectorType(I32, lanes),
+            return self.b.shuffle_vector(v, undef, constant(ir.VectorType(I32, lanes),
                                                                picks))
         order_ty = ir.VectorType(I32, span)
         name = "tensorc_permute_" + "_".join(map(str, picks))
         order = self.gen.module.globals.get(name)
         if order is None:
             order = ir.GlobalVariable(self.gen.module, order_ty, name)
-            order.initializer = ir.Constant(order_ty, picks + [0] * (span - lanes))
+            order.initializer = constant(order_ty, picks + [0] * (span - lanes))
             order.align = span * 4
             order.linkage = "linkonce_odr"
         indices = self.b.load(order, typ=order_ty)
         indices.align = span * 4
         whole = self.b.call(self.gen.declare(permute, v.type, [v.type, order_ty]), [v, indices])
-        return self.b.shuffle_vector(whole, undef, ir.Constant(ir.VectorType(I32, lanes),
+        return self.b.shuffle_vector(whole, undef, constant(ir.VectorType(I32, lanes),
                                                                list(range(lanes))))
 
     def _contiguous_load(self, ptr: ir.Value, buf: Buffer, lanes: int,
@@ -146,8 +146,8 @@ class VectorMemory(CodegenPart):
         v = self.masked_load(ptr, self._widened_mask(lane_mask, lanes, full), dtype)
         if full == lanes:
             return v
-        return self.b.shuffle_vector(v, ir.Constant(wide, ir.Undefined),
-                                     ir.Constant(ir.VectorType(I32, lanes), list(range(lanes))))
+        return self.b.shuffle_vector(v, constant(wide, ir.Undefined),
+                                     constant(ir.VectorType(I32, lanes), list(range(lanes))))
 
     def _contiguous_store(self, ptr: ir.Value, value: ir.Value, buf: Buffer, lanes: int,
                           index: E.Expr | None = None) -> None:
@@ -169,8 +169,8 @@ class VectorMemory(CodegenPart):
             return
         if full != lanes:
             value = self.b.shuffle_vector(
-                value, ir.Constant(value.type, ir.Undefined),
-                ir.Constant(ir.VectorType(I32, full), [min(k, lanes - 1) for k in range(full)]))
+                value, constant(value.type, ir.Undefined),
+                constant(ir.VectorType(I32, full), [min(k, lanes - 1) for k in range(full)]))
         self.masked_store(value, ptr, self._widened_mask(lane_mask, lanes, full), dtype)
 
     def masked_load(self, ptr: ir.Value, mask: ir.Value, dtype: str) -> ir.Value:
@@ -184,11 +184,11 @@ class VectorMemory(CodegenPart):
             vty = ir.VectorType(ety, piece)
             fn = self.gen.declare(f"llvm.masked.load.v{piece}{type_suffix(ety)}.p0", vty,
                                   [PTR, I32, ir.VectorType(I1, piece), vty])
-            part_ptr = ptr if start == 0 else self.b.gep(ptr, [ir.Constant(I64, start)],
+            part_ptr = ptr if start == 0 else self.b.gep(ptr, [constant(I64, start)],
                                                          source_etype=ety)
-            parts.append(self.b.call(fn, [part_ptr, ir.Constant(I32, itemsize(dtype)),
+            parts.append(self.b.call(fn, [part_ptr, constant(I32, itemsize(dtype)),
                                           slice_lanes(self.b, mask, start, piece),
-                                          ir.Constant(vty, ir.Undefined)]))
+                                          constant(vty, ir.Undefined)]))
         return concat(self.b, parts)
 
     def masked_store(self, value: ir.Value, ptr: ir.Value, mask: ir.Value, dtype: str) -> None:
@@ -199,29 +199,29 @@ class VectorMemory(CodegenPart):
             vty = ir.VectorType(ety, piece)
             fn = self.gen.declare(f"llvm.masked.store.v{piece}{type_suffix(ety)}.p0", VOID,
                                   [vty, PTR, I32, ir.VectorType(I1, piece)])
-            part_ptr = ptr if start == 0 else self.b.gep(ptr, [ir.Constant(I64, start)],
+            part_ptr = ptr if start == 0 else self.b.gep(ptr, [constant(I64, start)],
                                                          source_etype=ety)
             self.b.call(fn, [slice_lanes(self.b, value, start, piece), part_ptr,
-                             ir.Constant(I32, itemsize(dtype)),
+                             constant(I32, itemsize(dtype)),
                              slice_lanes(self.b, mask, start, piece)])
 
     def _widened_mask(self, lane_mask: ir.Value | None, lanes: int, full: int) -> ir.Value:
         """A ``full``-lane mask: ``lane_mask`` (or all lanes) for the first ``lanes``."""
         if lane_mask is None:
-            return ir.Constant(ir.VectorType(I1, full), [int(k < lanes) for k in range(full)])
+            return constant(ir.VectorType(I1, full), [int(k < lanes) for k in range(full)])
         if full == lanes:
             return lane_mask
         return self.b.shuffle_vector(
-            lane_mask, ir.Constant(lane_mask.type, None),
-            ir.Constant(ir.VectorType(I32, full), [k if k < lanes else lanes
+            lane_mask, constant(lane_mask.type, None),
+            constant(ir.VectorType(I32, full), [k if k < lanes else lanes
                                                    for k in range(full)]))
 
     def _spread(self, lane_mask: ir.Value, stride: int, span: int) -> ir.Value:
         """Element j of a ``span``-wide strided access belongs to lane j // stride."""
         last = lane_mask.type.count - 1
         return self.b.shuffle_vector(
-            lane_mask, ir.Constant(lane_mask.type, ir.Undefined),
-            ir.Constant(ir.VectorType(I32, span), [min(j // stride, last)
+            lane_mask, constant(lane_mask.type, ir.Undefined),
+            constant(ir.VectorType(I32, span), [min(j // stride, last)
                                                    for j in range(span)]))
 
     def guarded_load(self, e: E.Select, lanes: int) -> ir.Value | None:
@@ -231,7 +231,7 @@ class VectorMemory(CodegenPart):
         buf = load.source
         if buf.dtype in ("bool", "bfloat16") or buf.dtype in narrow_dtypes.NARROW_DTYPES:
             return None
-        index = strip_justified_clamps(load.indices[0], e.cond)
+        index = self.gen.facts.strip_justified_clamps(load.indices[0], e.cond)
         lin = None if index is None else self.gen.facts.linear_coeff(index, self.vec.var)
         if lin is None or not 1 <= lin[1] <= MAX_SHUFFLE_STRIDE:
             return None
@@ -247,7 +247,7 @@ class VectorMemory(CodegenPart):
             self.vec.set_lanes([min(j // stride, lanes - 1) for j in range(span)])
             spread = self.values.broadcast(self.gen.expr(e.cond, span), span)
             self.vec.set_lanes(lane_ids)
-            pattern = ir.Constant(ir.VectorType(I1, span), [int(j % stride == 0 and j < used)
+            pattern = constant(ir.VectorType(I1, span), [int(j % stride == 0 and j < used)
                                                              for j in range(span)])
             wide_mask = self.b.and_(spread, pattern)
         else:
@@ -271,9 +271,9 @@ class VectorMemory(CodegenPart):
         fn = self.gen.declare(f"llvm.masked.gather.v{lanes}{type_suffix(ety)}.v{lanes}p0", vty,
                               [ir.VectorType(PTR, lanes), I32, ir.VectorType(I1, lanes), vty])
         if mask is None:
-            mask = ir.Constant(ir.VectorType(I1, lanes), [1] * lanes)
-        v = self.b.call(fn, [ptrs, ir.Constant(I32, itemsize(buf.dtype)), mask,
-                             ir.Constant(vty, ir.Undefined)])
+            mask = constant(ir.VectorType(I1, lanes), [1] * lanes)
+        v = self.b.call(fn, [ptrs, constant(I32, itemsize(buf.dtype)), mask,
+                             constant(vty, ir.Undefined)])
         return self.values.from_storage(v, buf.dtype)
 
     def store(self, s: Store, lanes: int | None) -> None:
@@ -294,22 +294,22 @@ class VectorMemory(CodegenPart):
                 # (not an index vector whose lanes are moved to scalar registers one by one)
                 base = self._at(buf, lin[0])
                 ety = storage_type(buf.dtype)
-                pointers = [self.b.gep(base, [ir.Constant(I64, k * lin[1])], source_etype=ety)
+                pointers = [self.b.gep(base, [constant(I64, k * lin[1])], source_etype=ety)
                             for k in range(lanes)]
             else:
                 idx = self.gen.expr(index, lanes)
-                pointers = [self.gen.pointer(buf, self.b.extract_element(idx, ir.Constant(I32, k)))
+                pointers = [self.gen.pointer(buf, self.b.extract_element(idx, constant(I32, k)))
                             for k in range(lanes)]
             for k, ptr in enumerate(pointers):
-                x = self.b.extract_element(value, ir.Constant(I32, k))
+                x = self.b.extract_element(value, constant(I32, k))
                 if mask is None:
                     self.b.store(self.values.to_storage(x, buf.dtype), ptr)
                     continue
-                with self.b.if_then(self.b.extract_element(mask, ir.Constant(I32, k))):
+                with self.b.if_then(self.b.extract_element(mask, constant(I32, k))):
                     self.b.store(self.values.to_storage(x, buf.dtype), ptr)
             return
         if isinstance(value.type, ir.VectorType):
             # a lane-invariant store in a vector loop: every lane writes the same element
-            value = self.b.extract_element(value, ir.Constant(I32, value.type.count - 1))
+            value = self.b.extract_element(value, constant(I32, value.type.count - 1))
         self.b.store(self.values.to_storage(value, buf.dtype),
                      self._at(buf, index))

@@ -34,14 +34,15 @@ def target_machine(target: Target) -> llvm.TargetMachine:
                                      reloc="static", codemodel="large")
 
 
-def optimize_module(llvm_ir: str, target: Target, slp: bool = True):
-    """Parse, verify and run LLVM's O3 pipeline; returns (llvm module, target machine)."""
+def optimize_module(llvm_ir: str, target: Target, slp: bool = True, speed: int = 3):
+    """Parse, verify and run LLVM's O``speed`` pipeline (O3 unless a caller knows O2 does as
+    well: compiler/kernel_objects.py's pass_level); returns (llvm module, target machine)."""
     tm = target_machine(target)
     mod = llvm.parse_assembly(llvm_ir)
     mod.triple = tm.triple
     mod.data_layout = str(tm.target_data)
     mod.verify()
-    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto = llvm.create_pipeline_tuning_options(speed_level=speed)
     pto.loop_vectorization = True
     pto.slp_vectorization = slp
     pb = llvm.create_pass_builder(tm, pto)
@@ -50,9 +51,10 @@ def optimize_module(llvm_ir: str, target: Target, slp: bool = True):
 
 
 def emit_object(llvm_ir: str, target: Target,
-                on_phase: Callable[[str, float], None] | None = None) -> bytes:
-    """Optimize and compile to object code; ``on_phase(name, seconds)`` hears the seconds of
-    "LLVM optimization" (parsing and the pass pipeline) and "object emission".
+                on_phase: Callable[[str, float], None] | None = None, speed: int = 3) -> bytes:
+    """Optimize (LLVM's O``speed`` pipeline) and compile to object code; ``on_phase(name,
+    seconds)`` hears the seconds of "LLVM optimization" (parsing and the pass pipeline) and
+    "object emission".
 
     LLVM stops the process when one of its internal assertions fails, and the SLP vectorizer
     of the LLVM that llvmlite ships can produce IR its own code generator asserts on (seen on a
@@ -67,11 +69,11 @@ def emit_object(llvm_ir: str, target: Target,
             on_phase("object emission", emit_seconds)
         return obj
     try:
-        return report(_in_child(_emit, llvm_ir, target, True))
+        return report(_in_child(_emit, llvm_ir, target, True, speed))
     except _ChildCrashed:
         pass
     try:
-        return report(_in_child(_emit, llvm_ir, target, False))
+        return report(_in_child(_emit, llvm_ir, target, False, speed))
     except _ChildCrashed as crash:
         raise TensorcError(f"LLVM crashed while compiling the generated code ({crash}); this "
                            f"is a bug in tensorc or LLVM: please report it with the model") \
@@ -79,21 +81,25 @@ def emit_object(llvm_ir: str, target: Target,
 
 
 def emit_object_here(llvm_ir: str, target: Target,
-                     on_phase: Callable[[str, float], None] | None = None) -> bytes:
+                     on_phase: Callable[[str, float], None] | None = None, speed: int = 3,
+                     slp: bool = True) -> bytes:
     """:func:`emit_object` in this process, with the SLP vectorizer: for a process that is
     itself a disposable child (compiler/kernel_objects.py's workers), whose parent builds the
-    kernel again through :func:`emit_object` if it dies."""
-    obj, optimize_seconds, emit_seconds = _emit(llvm_ir, target, True)
+    kernel again through :func:`emit_object` if it dies; or, with ``slp=False``, for code
+    without loops that the SLP vectorizer (the known crash) has no reason to touch (the entry
+    function, compiler/llvm.py)."""
+    obj, optimize_seconds, emit_seconds = _emit(llvm_ir, target, slp, speed)
     if on_phase is not None:
         on_phase("LLVM optimization", optimize_seconds)
         on_phase("object emission", emit_seconds)
     return obj
 
 
-def _emit(llvm_ir: str, target: Target, slp: bool) -> tuple[bytes, float, float]:
+def _emit(llvm_ir: str, target: Target, slp: bool, speed: int = 3
+          ) -> tuple[bytes, float, float]:
     """(object code, seconds optimizing, seconds emitting)."""
     start = time.perf_counter()
-    mod, tm = optimize_module(llvm_ir, target, slp)
+    mod, tm = optimize_module(llvm_ir, target, slp, speed)
     optimized = time.perf_counter()
     obj = tm.emit_object(mod)
     return obj, optimized - start, time.perf_counter() - optimized

@@ -7,7 +7,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from tensorc.codegen.llvm.function_state import FunctionState, opaque
-from tensorc.codegen.llvm.ir_types import I1, I32, I64, PTR, VOID
+from tensorc.codegen.llvm.ir_types import I1, I32, I64, PTR, VOID, constant
 from tensorc.codegen.llvm.part import CodegenPart
 from tensorc.ir import arith
 from tensorc.ir import expr as E
@@ -67,7 +67,7 @@ class ParallelLoops(CodegenPart):
         fn = ir.Function(self.gen.module, ir.FunctionType(VOID, [PTR]), name)
         fn.linkage = "internal"
         fn.attributes.add("nounwind")
-        extent = ir.Constant(I64, n) if n is not None else self.gen.expr(s.extent)
+        extent = constant(I64, n) if n is not None else self.gen.expr(s.extent)
 
         # caller: pack the closure, size the chunks, run the body on the team
         b = self.b
@@ -75,7 +75,7 @@ class ParallelLoops(CodegenPart):
         closure = opaque(entry.alloca(closure_ty, name=f"{name}.closure"))
 
         def slot(builder, base, k):
-            return builder.gep(base, [ir.Constant(I32, 0), ir.Constant(I32, k)],
+            return builder.gep(base, [constant(I32, 0), constant(I32, k)],
                                source_etype=closure_ty)
 
         values = [self.fs.env[v] for v in captured_vars] + \
@@ -85,26 +85,26 @@ class ParallelLoops(CodegenPart):
         nthreads = b.load(self.gen.num_threads, typ=I32)
         nth = b.sext(nthreads, I64)
         min_chunk = max(1, -(-MIN_CHUNK_WORK // max(1, s.annotations["iteration_work"])))
-        share = b.mul(nth, ir.Constant(I64, CHUNKS_PER_THREAD))
-        chunk = b.sdiv(b.add(extent, b.sub(share, ir.Constant(I64, 1))), share)
-        chunk = b.select(b.icmp_signed("<", chunk, ir.Constant(I64, min_chunk)),
-                         ir.Constant(I64, min_chunk), chunk)
-        b.store(ir.Constant(I64, 0), slot(b, closure, 0))
+        share = b.mul(nth, constant(I64, CHUNKS_PER_THREAD))
+        chunk = b.sdiv(b.add(extent, b.sub(share, constant(I64, 1))), share)
+        chunk = b.select(b.icmp_signed("<", chunk, constant(I64, min_chunk)),
+                         constant(I64, min_chunk), chunk)
+        b.store(constant(I64, 0), slot(b, closure, 0))
         b.store(chunk, slot(b, closure, 1))
-        chunks = b.sdiv(b.add(extent, b.sub(chunk, ir.Constant(I64, 1))), chunk)
+        chunks = b.sdiv(b.add(extent, b.sub(chunk, constant(I64, 1))), chunk)
         # no more threads than chunks: a thread with nothing to take only costs a wake-up
         team = b.select(b.icmp_signed("<", chunks, nth), chunks, nth)
-        ranges = b.select(b.icmp_signed("<", team, ir.Constant(I64, MAX_RANGES)), team,
-                          ir.Constant(I64, MAX_RANGES))
+        ranges = b.select(b.icmp_signed("<", team, constant(I64, MAX_RANGES)), team,
+                          constant(I64, MAX_RANGES))
         if n is None:
             # an extent of 0 at run time: one empty range (the callee divides by the count)
-            ranges = b.select(b.icmp_signed("<", ranges, ir.Constant(I64, 1)),
-                              ir.Constant(I64, 1), ranges)
+            ranges = b.select(b.icmp_signed("<", ranges, constant(I64, 1)),
+                              constant(I64, 1), ranges)
         b.store(ranges, slot(b, closure, 2))
 
         def counter(builder, base, r):
-            return builder.gep(base, [ir.Constant(I32, 0), ir.Constant(I32, 3),
-                                      builder.mul(r, ir.Constant(I64, COUNTER_STRIDE))],
+            return builder.gep(base, [constant(I32, 0), constant(I32, 3),
+                                      builder.mul(r, constant(I64, COUNTER_STRIDE))],
                                source_etype=closure_ty)
 
         def range_start(builder, r, count, extent=extent):
@@ -117,8 +117,8 @@ class ParallelLoops(CodegenPart):
         self.gen.serial_loop(_RANGE_VAR, ranges, lambda: b.store(
             range_start(b, self.fs.env[_RANGE_VAR], ranges),
             counter(b, closure, self.fs.env[_RANGE_VAR])))
-        alone = ir.Constant(I1, 1) if n is not None and n <= 1 else \
-            b.icmp_signed("<=", team, ir.Constant(I64, 1))
+        alone = constant(I1, 1) if n is not None and n <= 1 else \
+            b.icmp_signed("<=", team, constant(I64, 1))
         with b.if_else(alone) as (serial, threaded):
             with serial:
                 b.call(fn, [closure])
@@ -136,11 +136,11 @@ class ParallelLoops(CodegenPart):
             (state.env if isinstance(key, E.Var) else state.buffers)[key] = val
         own_chunk = cb.load(slot(cb, fn.args[0], 1), typ=I64)
         own_ranges = cb.load(slot(cb, fn.args[0], 2), typ=I64)
-        ticket = cb.atomic_rmw("add", slot(cb, fn.args[0], 0), ir.Constant(I64, 1), "monotonic")
+        ticket = cb.atomic_rmw("add", slot(cb, fn.args[0], 0), constant(I64, 1), "monotonic")
         home = cb.urem(ticket, own_ranges)
         # ranges visited: the home range, then the next ones in turn
         visited = ir.IRBuilder(state.entry).alloca(I64)
-        cb.store(ir.Constant(I64, 0), visited)
+        cb.store(constant(I64, 0), visited)
         saved, saved_par = self.fs, self.gen.in_parallel
         self.gen.fs, self.gen.in_parallel = state, True
         visit = cb.append_basic_block(f"{name}.visit")
@@ -153,7 +153,7 @@ class ParallelLoops(CodegenPart):
         seen = cb.load(visited, typ=I64)
         r = cb.urem(cb.add(home, seen), own_ranges)
         own_extent = extent if n is not None else cb.load(slot(cb, fn.args[0], 4), typ=I64)
-        end = range_start(cb, cb.add(r, ir.Constant(I64, 1)), own_ranges, own_extent)
+        end = range_start(cb, cb.add(r, constant(I64, 1)), own_ranges, own_extent)
         next_iteration = counter(cb, fn.args[0], r)
         cb.cbranch(cb.icmp_signed("<", seen, own_ranges), take, done)
         cb.position_at_end(take)
@@ -165,7 +165,7 @@ class ParallelLoops(CodegenPart):
         self.gen.serial_loop(s.var, hi, lambda: self.gen.stmt(s.body), start=lo)
         cb.branch(take)
         cb.position_at_end(drained)
-        cb.store(cb.add(seen, ir.Constant(I64, 1)), visited)
+        cb.store(cb.add(seen, constant(I64, 1)), visited)
         cb.branch(visit)
         cb.position_at_end(done)
         cb.ret_void()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from tensorc.codegen.llvm.ir_types import I1, I32, I64, PTR, VOID
+from tensorc.codegen.llvm.ir_types import I1, I32, I64, PTR, VOID, constant
 from tensorc.codegen.llvm.part import CodegenPart
 from tensorc.codegen.llvm.values import storage_type, type_suffix
 from tensorc.codegen.llvm.vectors import VectorLoops
@@ -46,13 +46,13 @@ class RegisterTiles(CodegenPart):
         lanes = arith.as_const_int(inner.extent)
         guard = inner.body.cond if isinstance(inner.body, IfThenElse) else None
         width = pow2_at_least(lanes)
-        tail = None if width == lanes else ir.Constant(
+        tail = None if width == lanes else constant(
             ir.VectorType(I1, width), [int(j < lanes) for j in range(width)])
         saved = self.vec.lane_mask, self.vec.tail_mask_only
         self.fs.ranges[s.var] = (0, k - 1)
         values, masks = [], []
         for u in range(k):
-            self.fs.env[s.var] = ir.Constant(I64, u)
+            self.fs.env[s.var] = constant(I64, u)
             self.vec.bind(inner.var, width, lanes)
             self.fs.ranges[inner.var] = (0, width - 1)
             mask = tail
@@ -66,15 +66,15 @@ class RegisterTiles(CodegenPart):
             masks.append(mask)
             del self.fs.env[inner.var]
         self.vec.lane_mask, self.vec.tail_mask_only = saved
-        self.fs.env[s.var] = ir.Constant(I64, 0)
-        self.fs.env[inner.var] = ir.Constant(I64, 0)
+        self.fs.env[s.var] = constant(I64, 0)
+        self.fs.env[inner.var] = constant(I64, 0)
         base = self.gen.pointer(st.buffer, self.gen.scalar_index(st.indices[0]))
         del self.fs.env[inner.var], self.fs.env[s.var]
         ety = storage_type(st.buffer.dtype)
         rows = self._interleave(values)
         row_masks = self._interleave(masks) if masks[0] is not None else [None] * k
         for j, (row, mask) in enumerate(zip(rows, row_masks)):
-            ptr = self.b.gep(base, [ir.Constant(I64, j * width)], source_etype=ety) if j \
+            ptr = self.b.gep(base, [constant(I64, j * width)], source_etype=ety) if j \
                 else base
             if mask is None:
                 self.b.store(row, ptr).align = 4
@@ -94,7 +94,7 @@ class RegisterTiles(CodegenPart):
             w = a.type.count
             for half in (0, w // 2):
                 picks = [half + j // 2 + (w if j % 2 else 0) for j in range(w)]
-                out.append(self.b.shuffle_vector(a, b, ir.Constant(ir.VectorType(I32, w),
+                out.append(self.b.shuffle_vector(a, b, constant(ir.VectorType(I32, w),
                                                                    picks)))
         return out
 
@@ -115,7 +115,7 @@ class RegisterTiles(CodegenPart):
         saved_mask = self.vec.lane_mask
         self.fs.ranges[s.var] = (0, m - 1)
         for k in range(m):
-            self.fs.env[s.var] = ir.Constant(I64, k)
+            self.fs.env[s.var] = constant(I64, k)
             self.vec.bind(inner.var, n, n)
             self.fs.ranges[inner.var] = (0, n - 1)
             self.vec.lane_mask = None
@@ -123,23 +123,23 @@ class RegisterTiles(CodegenPart):
             values.append(self.gen.values.to_storage(value, st.buffer.dtype))
             del self.fs.env[inner.var]
         self.vec.lane_mask = saved_mask
-        self.fs.env[s.var] = ir.Constant(I64, 0)
-        self.fs.env[inner.var] = ir.Constant(I64, 0)
+        self.fs.env[s.var] = constant(I64, 0)
+        self.fs.env[inner.var] = constant(I64, 0)
         base = self.gen.pointer(st.buffer, self.gen.scalar_index(index))
         del self.fs.env[inner.var], self.fs.env[s.var]
         ety = storage_type(st.buffer.dtype)
-        values += [ir.Constant(values[0].type, ir.Undefined)] * (n - m)
-        mask = None if m == n else ir.Constant(ir.VectorType(I1, n), [k < m for k in range(n)])
+        values += [constant(values[0].type, ir.Undefined)] * (n - m)
+        mask = None if m == n else constant(ir.VectorType(I1, n), [k < m for k in range(n)])
         prefetch = self.gen.declare("llvm.prefetch.p0", VOID, [PTR, I32, I32, I32])
         for j, row in enumerate(self._transpose(values)):
-            ptr = self.b.gep(base, [ir.Constant(I64, j * stride)], source_etype=ety) if j \
+            ptr = self.b.gep(base, [constant(I64, j * stride)], source_etype=ety) if j \
                 else base
             # The rows land in n different cache lines (or two each): a cold output costs a
             # read for ownership of each, one after another. Ask for the lines of the next
             # block along v (n rows on) for writing now, so that they arrive in parallel.
-            ahead = self.b.gep(ptr, [ir.Constant(I64, n * stride)], source_etype=ety)
-            self.b.call(prefetch, [ahead, ir.Constant(I32, 1), ir.Constant(I32, 3),
-                                   ir.Constant(I32, 1)])
+            ahead = self.b.gep(ptr, [constant(I64, n * stride)], source_etype=ety)
+            self.b.call(prefetch, [ahead, constant(I32, 1), constant(I32, 3),
+                                   constant(I32, 1)])
             if mask is None:
                 self.b.store(row, ptr).align = 4
             else:
@@ -190,14 +190,14 @@ class RegisterTiles(CodegenPart):
         if value.op == "add":
             fn = self.gen.declare(f"llvm.vector.reduce.fadd.v{lanes}{type_suffix(ety)}", ety,
                                   [ety, vector.type])
-            total = self.b.call(fn, [ir.Constant(ety, -0.0), vector], fastmath=("reassoc",))
+            total = self.b.call(fn, [constant(ety, -0.0), vector], fastmath=("reassoc",))
         else:
             name = "fmaximum" if value.op == "max" else "fminimum"
             fn = self.gen.declare(f"llvm.vector.reduce.{name}.v{lanes}{type_suffix(ety)}",
                                   ety, [vector.type])
             total = self.b.call(fn, [vector], fastmath=("nsz",))
         for j in range(n // lanes * lanes, n):     # partials past the last whole vector
-            self.fs.env[s.var] = ir.Constant(I64, j)
+            self.fs.env[s.var] = constant(I64, j)
             total = self.gen.values.binary(value.op, value.dtype, total, self.gen.expr(part))
         self.fs.env.pop(s.var, None)
         values = self.gen.values
@@ -221,9 +221,9 @@ class RegisterTiles(CodegenPart):
                 low = [c if not c & bit else n + (c ^ bit) for c in range(n)]
                 high = [c ^ bit if not c & bit else n + c for c in range(n)]
                 out[i] = self.b.shuffle_vector(rows[i], rows[j],
-                                               ir.Constant(ir.VectorType(I32, n), low))
+                                               constant(ir.VectorType(I32, n), low))
                 out[j] = self.b.shuffle_vector(rows[i], rows[j],
-                                               ir.Constant(ir.VectorType(I32, n), high))
+                                               constant(ir.VectorType(I32, n), high))
             rows = out
             bit //= 2
         return rows

@@ -14,7 +14,7 @@ from llvmlite import ir
 
 from tensorc.codegen.llvm import narrow_dtypes
 from tensorc.codegen.llvm.int8_dot import emit_dot4
-from tensorc.codegen.llvm.ir_types import I1, I8, I32, I64, like, splat
+from tensorc.codegen.llvm.ir_types import I1, I8, I32, I64, constant, like, splat
 from tensorc.codegen.llvm.part import CodegenPart
 from tensorc.codegen.llvm.vector_math import INLINE, MathOps
 from tensorc.errors import TensorcError
@@ -78,7 +78,7 @@ class ValueOps(CodegenPart):
             wide = self.b.shl(self.b.zext(v, like(v.type, I32)), splat(v.type, I32, 16))
             return self.b.bitcast(wide, like(v.type, ir.FloatType()))
         if dtype == "bool":
-            zero = ir.Constant(v.type, None)
+            zero = constant(v.type, None)
             return self.b.icmp_unsigned("!=", v, zero)
         return v
 
@@ -98,11 +98,11 @@ class ValueOps(CodegenPart):
             return v
         vty = ir.VectorType(v.type, lanes)
         if isinstance(v, ir.Constant):
-            return ir.Constant(vty, [v.constant] * lanes)
-        undef = ir.Constant(vty, ir.Undefined)
-        one = self.b.insert_element(undef, v, ir.Constant(I32, 0))
-        return self.b.shuffle_vector(one, undef, ir.Constant(ir.VectorType(I32, lanes),
-                                                              [0] * lanes))
+            return constant(vty, [v.constant] * lanes)
+        undef = constant(vty, ir.Undefined)
+        one = self.b.insert_element(undef, v, constant(I32, 0))
+        return self.b.shuffle_vector(one, undef, constant(ir.VectorType(I32, lanes),
+                                                          [0] * lanes))
 
     def pair(self, x: ir.Value, y: ir.Value) -> tuple[ir.Value, ir.Value]:
         xv, yv = isinstance(x.type, ir.VectorType), isinstance(y.type, ir.VectorType)
@@ -136,7 +136,7 @@ class ValueOps(CodegenPart):
                 if op == "truncmod":
                     return r
                 # floor semantics: fix the sign when r and y differ in sign
-                zero = ir.Constant(r.type, None)
+                zero = constant(r.type, None)
                 fix = b.and_(b.fcmp_ordered("!=", r, zero),
                              b.xor(b.fcmp_ordered("<", r, zero), b.fcmp_ordered("<", y, zero)))
                 return b.select(fix, b.fadd(r, y), r)
@@ -162,7 +162,7 @@ class ValueOps(CodegenPart):
                 return b.udiv(x, y)
             q = b.sdiv(x, y)
             r = b.srem(x, y)
-            zero = ir.Constant(r.type, None)
+            zero = constant(r.type, None)
             fix = b.and_(b.icmp_signed("!=", r, zero),
                          b.xor(b.icmp_signed("<", r, zero), b.icmp_signed("<", y, zero)))
             return b.sub(q, b.zext(fix, q.type))
@@ -170,7 +170,7 @@ class ValueOps(CodegenPart):
             if not signed:
                 return b.urem(x, y)
             r = b.srem(x, y)
-            zero = ir.Constant(r.type, None)
+            zero = constant(r.type, None)
             fix = b.and_(b.icmp_signed("!=", r, zero),
                          b.xor(b.icmp_signed("<", r, zero), b.icmp_signed("<", y, zero)))
             return b.select(fix, b.add(r, y), r)
@@ -214,7 +214,7 @@ class ValueOps(CodegenPart):
         if e.name in ("isnan", "isinf"):
             if e.name == "isnan":
                 return self.b.fcmp_unordered("uno", x, x)
-            inf = ir.Constant(x.type.element if isinstance(x.type, ir.VectorType) else x.type,
+            inf = constant(x.type.element if isinstance(x.type, ir.VectorType) else x.type,
                               float("inf"))
             if isinstance(x.type, ir.VectorType):
                 inf = self.broadcast(inf, x.type.count)
@@ -265,10 +265,10 @@ class ValueOps(CodegenPart):
         fn = self.gen.declare(name + suffix, scalar_ty, [scalar_ty] * len(args))
         if not isinstance(x.type, ir.VectorType):
             return self.b.call(fn, args)
-        out = ir.Constant(x.type, ir.Undefined)
+        out = constant(x.type, ir.Undefined)
         for k in range(x.type.count):
-            lane = [self.b.extract_element(a, ir.Constant(I32, k)) for a in args]
-            out = self.b.insert_element(out, self.b.call(fn, lane), ir.Constant(I32, k))
+            lane = [self.b.extract_element(a, constant(I32, k)) for a in args]
+            out = self.b.insert_element(out, self.b.call(fn, lane), constant(I32, k))
         return out
 
     def _bitcast(self, v: ir.Value, src: str, dst: str) -> ir.Value:
@@ -281,7 +281,7 @@ class ValueOps(CodegenPart):
             bits = b.lshr(b.bitcast(v, like(v.type, I32)), splat(v.type, I32, 16))
             v = b.trunc(bits, like(v.type, i16))
         if dst == "bool":
-            return b.icmp_unsigned("!=", v, ir.Constant(v.type, None))
+            return b.icmp_unsigned("!=", v, constant(v.type, None))
         if dst == "bfloat16":
             wide = b.shl(b.zext(v, like(v.type, I32)), splat(v.type, I32, 16))
             return b.bitcast(wide, like(v.type, ir.FloatType()))
@@ -313,7 +313,7 @@ class ValueOps(CodegenPart):
             dty = ir.VectorType(dty, vec)
         sf, df = E.is_float(src), E.is_float(dst)
         if dst == "bool":
-            zero = ir.Constant(v.type, None)
+            zero = constant(v.type, None)
             return b.fcmp_unordered("!=", v, zero) if sf else b.icmp_unsigned("!=", v, zero)
         if sf and df:
             if src == "float64" and dst == "float16":  # no such instruction (a libcall)
@@ -392,4 +392,4 @@ def _fold_int(op: str, x: ir.Value, y: ir.Value) -> ir.Constant | None:
     if op in ("floordiv", "floormod") and y.constant == 0:
         return None
     half = 1 << (x.type.width - 1)
-    return ir.Constant(x.type, (fold(x.constant, y.constant) + half) % (2 * half) - half)
+    return constant(x.type, (fold(x.constant, y.constant) + half) % (2 * half) - half)

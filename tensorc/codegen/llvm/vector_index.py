@@ -62,6 +62,8 @@ def strip_justified_clamps(index: E.Expr, cond: E.Expr) -> E.Expr | None:
                 lower.add(arith.expr_key(c.a))
             elif c.op == "lt":
                 upper.add((arith.expr_key(c.a), c.b.value))
+    if not lower and not upper:
+        return None
     stripped = False
 
     def fn(x: E.Expr):

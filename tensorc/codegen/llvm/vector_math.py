@@ -24,7 +24,7 @@ import math
 import numpy as np
 from llvmlite import ir
 
-from tensorc.codegen.llvm.ir_types import I32, I64, concat, like, slice_lanes, splat
+from tensorc.codegen.llvm.ir_types import I32, I64, concat, constant, like, slice_lanes, splat
 from tensorc.codegen.llvm.part import CodegenPart
 
 F32 = ir.FloatType()
@@ -190,11 +190,11 @@ class MathOps(CodegenPart):
         mask_ty = ir.IntType(max(8, width))
         args = [vty, vty, vty, mask_ty] + ([I32] if width == 16 else [])
         fn = self.gen.declare(f"llvm.x86.avx512.mask.scalef.ps.{32 * width}", vty, args)
-        tail = [ir.Constant(I32, 4)] if width == 16 else []    # the current rounding mode
+        tail = [constant(I32, 4)] if width == 16 else []    # the current rounding mode
         parts = []
         for start in range(0, lanes, width):
             pp, nn = slice_lanes(self.b, p, start, width), slice_lanes(self.b, n, start, width)
-            parts.append(b.call(fn, [pp, nn, pp, ir.Constant(mask_ty, -1), *tail]))
+            parts.append(b.call(fn, [pp, nn, pp, constant(mask_ty, -1), *tail]))
         return concat(self.b, parts)
 
     # functions --------------------------------------------------------------------------

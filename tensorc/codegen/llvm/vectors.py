@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from tensorc.codegen.llvm.ir_types import I1, I32, I64
+from tensorc.codegen.llvm.ir_types import I1, I32, I64, constant
 from tensorc.codegen.llvm.part import CodegenPart
 from tensorc.codegen.llvm.values import ICMP, is_signed
 from tensorc.codegen.llvm.vector_index import multiple_of
@@ -49,7 +49,7 @@ class VectorLoops(CodegenPart):
         self.bind(s.var, width, lanes)
         self.fs.ranges[s.var] = (0, width - 1)
         saved_mask = self.lane_mask
-        self.lane_mask = None if width == lanes else ir.Constant(
+        self.lane_mask = None if width == lanes else constant(
             ir.VectorType(I1, width), [int(k < lanes) for k in range(width)])
         self.tail_mask_only = True
         self.vector_stmt(s.body, s)
@@ -60,7 +60,7 @@ class VectorLoops(CodegenPart):
     def set_lanes(self, lane_ids: list[int]) -> None:
         """Bind the vector variable to the values ``lane_ids`` (one per vector element)."""
         self.lane_ids = lane_ids
-        self.fs.env[self.var] = ir.Constant(ir.VectorType(I64, len(lane_ids)), lane_ids)
+        self.fs.env[self.var] = constant(ir.VectorType(I64, len(lane_ids)), lane_ids)
 
     def vector_stmt(self, st: Stmt, loop: For) -> None:
         if isinstance(st, Seq):
@@ -79,9 +79,9 @@ class VectorLoops(CodegenPart):
             # holds, so masked-off lanes never touch memory.
             env = self.fs.env
             vec = env[loop.var]
-            env[loop.var] = ir.Constant(I64, 0)
+            env[loop.var] = constant(I64, 0)
             first = self.gen.expr(st.cond)
-            env[loop.var] = ir.Constant(I64, self.active_lanes - 1)
+            env[loop.var] = constant(I64, self.active_lanes - 1)
             last = self.gen.expr(st.cond)
             env[loop.var] = vec
             all_lanes = self.b.and_(first, last)
@@ -93,7 +93,7 @@ class VectorLoops(CodegenPart):
                         self._predicated(st, loop)
                     else:
                         del env[loop.var]
-                        self.gen.serial_loop(loop.var, ir.Constant(I64, self.active_lanes),
+                        self.gen.serial_loop(loop.var, constant(I64, self.active_lanes),
                                              lambda: self.gen.stmt(st))
                         env[loop.var] = vec
 
@@ -167,12 +167,12 @@ class VectorLoops(CodegenPart):
         base, stride = lin
         b = self.b
         cast = self.gen.values.cast
-        neg = cast(b.sub(ir.Constant(I64, 0), cast(self.gen.expr(base, None), e.a.dtype, "int64")),
+        neg = cast(b.sub(constant(I64, 0), cast(self.gen.expr(base, None), e.a.dtype, "int64")),
                    "int64", "int64")
         # saturate -base into int32: the lane offsets are small, so the comparison is exact
-        lo, hi = ir.Constant(I64, -(1 << 31)), ir.Constant(I64, (1 << 31) - 1)
+        lo, hi = constant(I64, -(1 << 31)), constant(I64, (1 << 31) - 1)
         neg = b.select(b.icmp_signed("<", neg, lo), lo, neg)
         neg = b.select(b.icmp_signed(">", neg, hi), hi, neg)
         rhs = self.gen.values.broadcast(b.trunc(neg, I32), lanes)
-        offsets = ir.Constant(ir.VectorType(I32, lanes), [stride * k for k in self.lane_ids])
+        offsets = constant(ir.VectorType(I32, lanes), [stride * k for k in self.lane_ids])
         return b.icmp_signed(ICMP[e.op], offsets, rhs)
