@@ -9,6 +9,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import tensorc
+from tests.ops.test_matmul_gemm import knob_configs
 from tensorc.ir import expr as E
 from tensorc.ir import te
 from tensorc.ir.lower import lower
@@ -110,13 +111,7 @@ def test_every_listed_config_builds(packed):
     of all the rows was a local block of run-time size)."""
     out, mm, attrs, _ = _group(packed)
     space = get_op("matmul").template("llvm").search_space(HOST, out, mm, attrs)
-    configs = {space.default()}
-    for name, knob in space.knobs.items():
-        for value in knob.choices:
-            config = space.default().replace(**{name: value})
-            if space.is_valid(config):
-                configs.add(config)
-    for config in configs:
+    for config in knob_configs(space, samples=0):
         _build(packed, config)
     # pack_a over all the rows: rejected, naming why
     whole = space.default().replace(row_tiles=WHOLE, pack_a=True)

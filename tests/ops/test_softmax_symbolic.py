@@ -12,23 +12,14 @@ import pytest
 from onnx import TensorProto, helper
 
 import tensorc
+from tests.ops.test_softmax_rows import _model as rows_model
+from tests.ops.test_softmax_rows import _numpy
 
 DIMS = ["batch", "heads", "seq", "keys"]
 
 
 def _model(op: str):
-    graph = helper.make_graph(
-        [helper.make_node(op, ["x"], ["y"], axis=-1)], "rows",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, DIMS)],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, DIMS)])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-
-
-def _numpy(op: str, x: np.ndarray) -> np.ndarray:
-    x = x.astype(np.float64)
-    shifted = x - x.max(axis=-1, keepdims=True)
-    log_sum = np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-    return shifted - log_sum if op == "LogSoftmax" else np.exp(shifted - log_sum)
+    return rows_model(op, DIMS)
 
 
 @pytest.fixture(scope="module", params=["Softmax", "LogSoftmax"])

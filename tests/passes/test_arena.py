@@ -92,17 +92,21 @@ def test_no_two_live_values_share_bytes_at_any_shape(name):
         _check_plan(graph, groups, plan, dims)
 
 
+def _bert_table():
+    """The BERT encoder's dims (batch, seq) with their ranges and hints."""
+    graph, _, _ = _planned(SYMBOLIC_MODELS["bert_encoder"]())
+    return graph.dims
+
+
 def test_a_value_takes_the_freed_token_that_grows_least():
     """Sizes over symbolic dims: a value reuses a freed token, the one that grows least at
     the sample points and then the one with the fewest bytes left over (a [batch, 64] value
     takes the freed [batch, 64] token, not the freed [batch, seq, seq] one); where each
     choice grows the arena alike, a new token; the tokens lie one after another."""
-    model = SYMBOLIC_MODELS["bert_encoder"]()
-    graph, _, _ = _planned(model)
+    table = _bert_table()
     batch, seq = Dim("batch"), Dim("seq")
-    with graph.dims.active():
-        points = sample_points(graph.dims, ["batch", "seq"])
-        tokens = StorageTokens(graph.dims, [1] * len(points))
+    with table.active():
+        tokens = StorageTokens(table, [1] * len(sample_points(table, ["batch", "seq"])))
         small = tokens.allocate(batch * 256, 0)
         big = tokens.allocate(batch * seq * seq * 4, 0)
         assert small[0] != big[0] and small[1] == big[1] == 0
@@ -119,12 +123,10 @@ def test_a_value_takes_the_freed_token_that_grows_least():
 def test_a_value_stacks_on_a_live_one_inside_a_larger_freed_token():
     """A token whose large value died holds several smaller live values at once, one on
     top of the other (first fit's packing, with offsets that hold at every run)."""
-    model = SYMBOLIC_MODELS["bert_encoder"]()
-    graph, _, _ = _planned(model)
+    table = _bert_table()
     batch, seq = Dim("batch"), Dim("seq")
-    with graph.dims.active():
-        points = sample_points(graph.dims, ["batch", "seq"])
-        tokens = StorageTokens(graph.dims, [1] * len(points))
+    with table.active():
+        tokens = StorageTokens(table, [1] * len(sample_points(table, ["batch", "seq"])))
         big = tokens.allocate(batch * seq * seq * 64, 0)
         tokens.release(1)
         first = tokens.allocate(batch * seq * 4, 2)

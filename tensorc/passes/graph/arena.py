@@ -18,6 +18,7 @@ before ``step`` free their bytes), ``offset(handle)`` and ``size()``.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -148,8 +149,14 @@ def at_points(size, names: list[str], points: list[tuple[int, ...]]) -> list[int
     """``size`` evaluated at each point (values of ``names``)."""
     if not is_symbolic(size):
         return [size] * len(points)
-    evaluate = evaluator([size], names)
-    return [evaluate(p)[0] for p in points]
+    return list(_evaluated(size, tuple(names), tuple(points)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _evaluated(size, names: tuple, points: tuple) -> tuple:
+    # a plan evaluates each size twice (LiveBytes, then StorageTokens): compiled once
+    evaluate = evaluator([size], list(names))
+    return tuple(evaluate(p)[0] for p in points)
 
 
 class LiveBytes:

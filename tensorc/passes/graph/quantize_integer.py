@@ -22,8 +22,7 @@ from tensorc.ops.build import emit
 from tensorc.ops.matmul.tile import pack_b_panels, panel_width
 from tensorc.ops.quantized.qmatmul import shift_of
 from tensorc.ops.quantized.words import pack_words
-from tensorc.passes.graph.quantize_qdq import QUANTIZED
-from tensorc.passes.graph.simplify import eliminate_dead_code
+from tensorc.passes.graph.quantize_qdq import QUANTIZED, finish_rewrite
 from tensorc.target import Target
 
 
@@ -47,12 +46,7 @@ def quantize_integer(g: Graph, target: Target) -> Graph:
             built.name = node.name
         if node.outputs[0] in g.outputs:
             renames.append((value, node.outputs[0].name))
-    g.outputs = [replaced.get(v, v) for v in g.outputs]
-    g = eliminate_dead_code(g)
-    g.release_dead_names()
-    for value, name in renames:
-        g.rename(value, name)
-    return g
+    return finish_rewrite(g, replaced, renames)
 
 
 def _match(g: Graph, node: Node) -> tuple[Value, Value | None, np.ndarray] | None:

@@ -23,9 +23,8 @@ from tensorc.ops.catalog import get_op
 from tensorc.ops.interpret import evaluate_node
 from tensorc.ops.registry import Pattern
 from tensorc.passes.graph.quantize_qdq import (
-    QUANTIZED, dequantized_activation, quantize_chain, single_use,
+    QUANTIZED, dequantized_activation, finish_rewrite, quantize_chain, single_use,
 )
-from tensorc.passes.graph.simplify import eliminate_dead_code
 
 
 def quantize_lut(g: Graph) -> Graph:
@@ -56,12 +55,7 @@ def quantize_lut(g: Graph) -> Graph:
         replaced[node.outputs[0]] = value
         if node.outputs[0] in outputs:
             renames.append((value, node.outputs[0].name))
-    g.outputs = [replaced.get(v, v) for v in g.outputs]
-    g = eliminate_dead_code(g)
-    g.release_dead_names()
-    for value, name in renames:
-        g.rename(value, name)
-    return g
+    return finish_rewrite(g, replaced, renames)
 
 
 def _chain(g: Graph, cast: Node, consumers: dict, outputs: set) -> list[Node] | None:

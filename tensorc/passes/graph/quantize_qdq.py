@@ -94,10 +94,19 @@ def quantize_qdq(g: Graph, target: Target) -> Graph:
         value = replaced[node.outputs[0]] = _build(g, match, target, match.anchor.name)
         if node.outputs[0] in outputs:
             renames.append((value, node.outputs[0].name))
+    return finish_rewrite(g, replaced, renames,
+                          lambda done: _fold_dequantize(eliminate_dead_code(done)))
+
+
+def finish_rewrite(g: Graph, replaced: dict[Value, Value], renames: list[tuple[Value, str]],
+                   clean=eliminate_dead_code) -> Graph:
+    """The end of a rewrite that replaced values (``replaced``): the graph's outputs
+    replaced, what no longer feeds them dropped (``clean``), and each replaced graph output
+    under its old name (``renames``)."""
     g.outputs = [replaced.get(v, v) for v in g.outputs]
-    g = _fold_dequantize(eliminate_dead_code(g))
+    g = clean(g)
     g.release_dead_names()
-    for value, name in renames:     # a graph output keeps its name
+    for value, name in renames:
         g.rename(value, name)
     return g
 

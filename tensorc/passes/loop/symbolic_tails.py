@@ -139,19 +139,10 @@ def _point(cmp: E.Compare, loop: For, inner: dict, dims: set[E.Var]) -> E.Expr |
     if cmp.op not in ("lt", "le", "gt") or \
             not (E.free_vars(cmp.a) | E.free_vars(cmp.b)) & dims:
         return None
-    # as coeff * v + base < 0
-    diff = _below_zero(cmp)
-    lin = arith.linear_coeff(diff, loop.var)
-    if lin is None or lin[1] <= 0:
+    form = _linear_form(cmp, loop, inner)
+    if form is None:
         return None
-    base, coeff = lin
-    relaxed = {v: r for v, r in inner.items() if E.uses_var(base, v)}
-    bounded = relaxed_interval(arith.simplify(base), relaxed, {})
-    if bounded is None:
-        return None
-    rest, _, hi = bounded
-    if E.free_vars(rest) & _inner_vars(loop.body):
-        return None     # an inner loop of symbolic extent: no point for all its iterations
+    coeff, rest, _, hi = form
     # ``rest`` may read outer loops' variables (a tile's rows start at its block's): the
     # point is then computed where the loop starts, as its extent is
     # v < (-rest - hi - 1) // coeff + 1  =  (-rest + coeff - hi - 1) // coeff
@@ -221,8 +212,18 @@ def _end(cmp: E.Compare, loop: For, inner: dict, dims: set[E.Var]) -> E.Expr | N
     """Where ``cmp`` (as ``coeff * v + rest + [lo, hi] < 0``) stops holding for every inner
     iteration: the least v with ``coeff * v + rest + lo >= 0``; None where it is not of that
     form."""
-    if cmp.op not in ("lt", "le", "gt"):
+    form = _linear_form(cmp, loop, inner) if cmp.op in ("lt", "le", "gt") else None
+    if form is None:
         return None
+    coeff, rest, lo, _ = form
+    return arith.simplify((E.const(coeff - 1 - lo) - rest) // coeff)
+
+
+def _linear_form(cmp: E.Compare, loop: For, inner: dict) -> tuple | None:
+    """``cmp`` as ``coeff * v + rest + [lo, hi] < 0`` over the loop's variable v (coeff > 0,
+    the inner loops' variables relaxed into [lo, hi]): (coeff, rest, lo, hi), or None where
+    it is not of that form or ``rest`` reads an inner loop of symbolic extent (no bound then
+    holds for all its iterations)."""
     lin = arith.linear_coeff(_below_zero(cmp), loop.var)
     if lin is None or lin[1] <= 0:
         return None
@@ -231,10 +232,10 @@ def _end(cmp: E.Compare, loop: For, inner: dict, dims: set[E.Var]) -> E.Expr | N
     bounded = relaxed_interval(arith.simplify(base), relaxed, {})
     if bounded is None:
         return None
-    rest, lo, _ = bounded
+    rest, lo, hi = bounded
     if E.free_vars(rest) & _inner_vars(loop.body):
         return None
-    return arith.simplify((E.const(coeff - 1 - lo) - rest) // coeff)
+    return coeff, rest, lo, hi
 
 
 def _stores_end(body: Stmt, loop: For, inner: dict, dims: set[E.Var], end: E.Expr) -> bool:
