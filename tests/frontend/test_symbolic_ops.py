@@ -59,6 +59,8 @@ def check_sweep(m, sweep):
 
 SWEEP_NK = [{"n": 1, "k": 1}, {"n": 3, "k": 7}, {"n": 13, "k": 2}]
 SWEEP_HW = [{"n": 1, "h": 5, "w": 7}, {"n": 2, "h": 13, "w": 31}, {"n": 3, "h": 8, "w": 9}]
+SWEEP_HW_NARROW = [*SWEEP_HW, {"n": 2, "h": 1, "w": 1}, {"n": 1, "h": 3, "w": 2},
+                   {"n": 2, "h": 11, "w": 4}]
 
 CASES = {
     "add_broadcast_bias": (model([("Add", ["x", "b"], ["y"], {})],
@@ -89,6 +91,19 @@ CASES = {
                                                              "strides": [2, 2],
                                                              "ceil_mode": 1})],
                                [("x", F, ["n", 2, "h", "w"])]), SWEEP_HW),
+    # padded windows: the divisor counts live taps (count_include_pad 0) or the padded
+    # window, over a run-time size (a 64-bit dim against 32-bit window arithmetic)
+    "averagepool_padded": (model([("AveragePool", ["x"], ["y"], {"kernel_shape": [3, 3],
+                                                               "strides": [2, 2],
+                                                               "pads": [1, 1, 1, 1]})],
+                                 [("x", F, ["n", 2, "h", "w"])]), SWEEP_HW_NARROW),
+    "averagepool_padded_counted": (model([("AveragePool", ["x"], ["y"],
+                                           {"kernel_shape": [3, 3], "pads": [1, 0, 1, 2],
+                                            "count_include_pad": 1})],
+                                         [("x", F, ["n", 2, "h", "w"])]), SWEEP_HW_NARROW),
+    "maxpool_padded": (model([("MaxPool", ["x"], ["y"], {"kernel_shape": [3, 3],
+                                                       "pads": [1, 1, 1, 1]})],
+                             [("x", F, ["n", 16, "h", "w"])]), SWEEP_HW_NARROW),
     "global_pool_flatten": (model([("GlobalAveragePool", ["x"], ["g"], {}),
                                    ("Flatten", ["g"], ["y"], {})],
                                   [("x", F, ["n", 2, "h", "w"])]), SWEEP_HW),

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from tensorc.errors import InputError, ScheduleError
+from tensorc.ir import expr as E
 from tensorc.ir import te
 from tensorc.ir.lower import lower
 from tensorc.ir.loop import IfThenElse, walk_stmts
@@ -179,3 +180,41 @@ def test_overcompute_takes_a_local_stage_only():
     s = create_schedule([c])
     with pytest.raises(ScheduleError, match="overcompute"):
         s[c].overcompute(s[c].op_axis[0])
+
+
+
+def test_padded_window_over_run_time_rows_in_unrolled_tiles():
+    """A 3x3 window over an H x W map of run-time size padded by 1, rows on threads, each row
+    in unrolled tiles of 4: partitioning cuts a row's first tile (the left padding) off at a
+    constant point and the tails pass gives each piece one copy per remainder of W. Where W
+    is below the tile, the second piece is empty and its copies must not run: they read the
+    row with the left padding's test dropped."""
+    h, w = dim_var("H"), dim_var("W")
+    a = te.placeholder((h, w, 8), name="A")
+    ky, kx = te.reduce_axis(3, "ky"), te.reduce_axis(3, "kx")
+
+    def tap(y, x, c):
+        sy, sx = y + ky.var - 1, x + kx.var - 1
+        inside = E.all_of(sy >= 0, sy < h, sx >= 0, sx < w)
+        load = a[E.minimum(E.maximum(sy, 0), h - 1), E.minimum(E.maximum(sx, 0), w - 1), c]
+        return E.select(inside, load, E.Const(0.0, "float32"))
+    out = te.compute((h, w, 8), lambda y, x, c: te.sum_(tap(y, x, c), axis=[ky, kx]),
+                     name="W")
+    s = create_schedule([out])
+    y, x, c = s[out].op_axis
+    xo, xi = s[out].split(x, 4)
+    s[out].reorder(y, xo, xi, c)
+    s[out].unroll(xi)
+    s[out].vectorize(c)
+    s[out].parallel(y)
+    kernel = build_kernel(optimize(lower(s, [a, out], "window")))
+    rng = np.random.default_rng(2)
+    for rows in (1, 2, 5):
+        for cols in range(1, 14):
+            x = _rand(rng, rows, cols, 8)
+            p = np.pad(x, ((1, 1), (1, 1), (0, 0)))
+            want = sum(p[i:i + rows, j:j + cols] for i in range(3) for j in range(3))
+            got = np.full((rows, cols, 8), np.nan, "float32")
+            kernel(x, got, num_threads=2)
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5,
+                                       err_msg=f"H={rows} W={cols}")

@@ -33,14 +33,17 @@ def _conv(nodes, inits, rng, x, c_in, c_out, kernel, stride=1, dilation=1, pads=
     return f"{name}_relu"
 
 
-def _chain(c_in, first: dict, second: dict, pool: bool = False):
+MAX_2X2 = ("MaxPool", {"kernel_shape": [2, 2], "strides": [2, 2]})
+
+
+def _chain(c_in, first: dict, second: dict, pool: tuple | None = None):
     rng = np.random.default_rng(c_in)
     nodes, inits = [], []
     c_mid = first["c_out"]
     y = _conv(nodes, inits, rng, "x", c_in, **first)
     if pool:
-        nodes.append(helper.make_node("MaxPool", [y], ["pooled"], kernel_shape=[2, 2],
-                                      strides=[2, 2]))
+        op, attrs = pool
+        nodes.append(helper.make_node(op, [y], ["pooled"], **attrs))
         y = "pooled"
     y = _conv(nodes, inits, rng, y, c_mid, **second)
     graph = helper.make_graph(
@@ -52,19 +55,34 @@ def _chain(c_in, first: dict, second: dict, pool: bool = False):
 
 CASES = {
     "3x3 then 3x3": (16, {"c_out": 16, "kernel": (3, 3)}, {"c_out": 24, "kernel": (3, 3)},
-                     False, True),
+                     None, True),
     "stem 3x3/2 then 3x3/2": (3, {"c_out": 8, "kernel": (3, 3), "stride": 2},
-                              {"c_out": 16, "kernel": (3, 3), "stride": 2}, False, True),
+                              {"c_out": 16, "kernel": (3, 3), "stride": 2}, None, True),
     "dilated, pointwise": (8, {"c_out": 16, "kernel": (3, 3), "dilation": 2},
-                           {"c_out": 8, "kernel": (1, 1)}, False, True),
+                           {"c_out": 8, "kernel": (1, 1)}, None, True),
     "3x3 then depthwise 3x3/2": (8, {"c_out": 16, "kernel": (3, 3)},
                                  {"c_out": 16, "kernel": (3, 3), "stride": 2, "group": 16},
-                                 False, True),
+                                 None, True),
     "a pointwise head of odd filters": (8, {"c_out": 16, "kernel": (3, 3)},
-                                        {"c_out": 18, "kernel": (1, 1)}, False, False),
+                                        {"c_out": 18, "kernel": (1, 1)}, None, False),
     "pool between, a column kernel": (8, {"c_out": 8, "kernel": (3, 3)},
                                       {"c_out": 16, "kernel": (5, 1), "pads": [0, 0, 0, 0]},
-                                      True, True),
+                                      MAX_2X2, True),
+    # padded average pools: the divisor counts the live taps, or the padded window, over a
+    # run-time size (a 64-bit dim against 32-bit window arithmetic failed to compile)
+    "padded average pool between": (8, {"c_out": 16, "kernel": (3, 3)},
+                                    {"c_out": 16, "kernel": (3, 3)},
+                                    ("AveragePool", {"kernel_shape": [3, 3], "strides": [2, 2],
+                                                     "pads": [1, 1, 1, 1]}), True),
+    "padded average pool counting the padding": (
+        8, {"c_out": 16, "kernel": (3, 3)}, {"c_out": 8, "kernel": (1, 1)},
+        ("AveragePool", {"kernel_shape": [3, 3], "pads": [1, 0, 1, 2],
+                         "count_include_pad": 1}), True),
+    # a ceil-mode window over a dim that is itself an expression (a strided conv's output)
+    "ceil-mode pool after a strided conv": (
+        3, {"c_out": 16, "kernel": (3, 3), "stride": 2},
+        {"c_out": 16, "kernel": (3, 3)},
+        ("MaxPool", {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}), True),
 }
 
 

@@ -4,6 +4,7 @@ padding."""
 from __future__ import annotations
 
 from tensorc.errors import ShapeError
+from tensorc.ir.dims import is_symbolic
 from tensorc.ir.types import TensorType
 from tensorc.ops.nn import blocked_layout
 from tensorc.ops.shape_rules import check_window_attrs, expect_arity, window_output_size
@@ -29,9 +30,16 @@ def overhang(attrs: dict, shape: tuple[int, ...], out: tuple[int, ...]) -> tuple
         return (0,) * spatial       # floor mode: every window ends inside the padding
     kernel, strides, pads = attrs["kernel_shape"], attrs["strides"], attrs["pads"]
     dilation = dilations(attrs, spatial)
-    return tuple(max(0, (out[i] - 1) * strides[i] + (kernel[i] - 1) * dilation[i] + 1
-                     - (shape[2 + i] + pads[i] + pads[i + spatial]))
-                 for i in range(spatial))
+
+    def reach(i: int) -> int:
+        if is_symbolic(shape[2 + i]) or is_symbolic(out[i]):
+            # over a run-time size, its bound: the last window starts at most a stride less
+            # one past where a floor-mode window would (the padded input is read through
+            # clamped loads, so a longer overhang only pads more)
+            return strides[i] - 1
+        return max(0, (out[i] - 1) * strides[i] + (kernel[i] - 1) * dilation[i] + 1
+                   - (shape[2 + i] + pads[i] + pads[i + spatial]))
+    return tuple(reach(i) for i in range(spatial))
 
 
 def infer_pool(name: str, attrs: dict, input_types: list[TensorType]) -> list[TensorType]:

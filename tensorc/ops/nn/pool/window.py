@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from tensorc.ir import expr as E
 from tensorc.ir import te
+from tensorc.ir.dims import Dim
 from tensorc.ops.nn.padding import padded_input
 from tensorc.ops.nn.pool.shapes import dilations, output_spatial, overhang
 
@@ -58,7 +59,11 @@ def window_count(attrs: dict, size: tuple[int, ...], dtype: str, o) -> E.Expr:
     for d in range(spatial):
         start = E.cast("int32", o[d]) * strides[d] - pads[d]
         low = -pads[d] if include else 0
-        high = size[d] + (pads[d + spatial] if include else 0)
+        # (a symbolic size is a 64-bit expression: narrowed as the output index is)
+        extent = size[d]
+        if not isinstance(extent, int):
+            extent = E.cast("int32", extent.expr if isinstance(extent, Dim) else extent)
+        high = extent + (pads[d + spatial] if include else 0)
         step = dilation[d]
         first = E.maximum((low - start + step - 1) // step, 0)     # ceil division
         last = E.minimum((high - 1 - start) // step, kernel[d] - 1)
