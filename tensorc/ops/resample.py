@@ -24,7 +24,7 @@ from tensorc.ir import te
 from tensorc.ir.dims import Dim, as_expr
 from tensorc.ir.types import TensorType
 from tensorc.ops.registry import Pattern, define
-from tensorc.ops.schedules import INJECTIVE
+from tensorc.ops.schedules import injective_space, schedule_injective
 from tensorc.ops.shape_rules import expect_arity, expect_axis
 
 resample_axis = define("resample_axis", Pattern.OUT_ELEMWISE_FUSABLE)
@@ -168,57 +168,78 @@ def _f64(value) -> E.Expr:
 
 @resample_axis.compute
 def _compute(attrs: dict, x: te.Tensor) -> te.Tensor:
+    """The taps' positions and weights as tables over the output positions (computed once
+    per call, :func:`_apply`), then resize_axis's weighted gathers from them."""
     axis, mode = attrs["axis"], attrs["mode"]
-    n = x.shape[axis]
-    size = attrs["size"]
+    n, size = x.shape[axis], attrs["size"]
     shape = x.shape[:axis] + (size,) + x.shape[axis + 1:]
     last = _index(n) - 1
     fattrs = {**attrs, "scale": None if attrs["scale"] is None else
               E.Const(float(attrs["scale"]), "float64")}
+    taps = {"nearest": 1, "linear": 2, "cubic": 4}[mode]
+    first = {"nearest": 0, "linear": -1, "cubic": -2}[mode]   # the first tap from ceil(x)
 
-    def tap(o, position):
-        index = E.minimum(E.maximum(E.cast("int64", position), E.const(0)), last)
-        return x[tuple(index if d == axis else o[d] for d in range(x.ndim))]
+    def coordinate(j):
+        src, scale = _source(fattrs, _f64(j), _f64(n), _f64(size))
+        top = E.call("ceil", src)
+        return top, src - (top - 1.0), scale
+
+    def kernel_weight(k, ratio):
+        """Keys' weight of the tap at offset ``k`` (-1..2) from the left neighbour."""
+        near, far, d = _cubic(float(k) - ratio, attrs["cubic_coeff_a"])
+        return E.select(d <= 1.0, near, E.select(d < 2.0, far, E.Const(0.0, "float64")))
+
+    def position(t, j):
+        top, ratio, scale = coordinate(j)
+        if mode == "nearest":
+            at = E.select(_rounds_up(attrs, ratio, scale), top, top - 1.0)
+        else:
+            at = top + E.cast("float64", t) + float(first)
+        return E.cast("int32", E.minimum(E.maximum(E.cast("int64", at), E.const(0)), last))
+
+    def weight(t, j):
+        top, ratio, _ = coordinate(j)
+        if mode == "linear":
+            return E.cast("float32", E.select(E.Compare("eq", t, E.const(0, t.dtype)),
+                                              1.0 - ratio, ratio))
+        weights = [kernel_weight(k, ratio) for k in (-1, 0, 1, 2)]
+        if attrs["exclude_outside"]:
+            inside = [E.all_of(top + float(k - 1) >= 0.0,
+                               top + float(k - 1) <= E.cast("float64", last))
+                      for k in (-1, 0, 1, 2)]
+            weights = [E.select(c, w, E.Const(0.0, "float64")) for c, w in zip(inside, weights)]
+            total = weights[0] + weights[1] + weights[2] + weights[3]
+            total = E.select(_Exprs.eq(total, 0.0), E.Const(1.0, "float64"), total)
+            weights = [w / total for w in weights]
+        picked = weights[3]
+        for k in (2, 1, 0):
+            picked = E.select(E.Compare("eq", t, E.const(k, t.dtype)), weights[k], picked)
+        return E.cast("float32", picked)
+
+    positions = te.compute((taps, size), position, name="resample_positions")
+    weights = None if mode == "nearest" else \
+        te.compute((taps, size), weight, name="resample_weights")
 
     def body(*o):
-        j = _f64(o[axis])
-        src, scale = _source(fattrs, j, _f64(n), _f64(size))
-        top = E.call("ceil", src)
-        ratio = src - (top - 1.0)
-        if mode == "nearest":
-            return tap(o, E.select(_rounds_up(attrs, ratio, scale), top, top - 1.0))
-        offsets = (0, 1) if mode == "linear" else (-1, 0, 1, 2)
-        positions = [top + float(k - 1) for k in offsets]
-        if mode == "linear":
-            weights = [1.0 - ratio, ratio]
-        else:
-            weights = []
-            for k in offsets:
-                near, far, d = _cubic(float(k) - ratio, attrs["cubic_coeff_a"])
-                zero = E.Const(0.0, "float64")
-                weights.append(E.select(d <= 1.0, near, E.select(d < 2.0, far, zero)))
-            if attrs["exclude_outside"]:
-                weights = [E.select(E.any_of(p < 0.0, p > E.cast("float64", last)),
-                                    E.Const(0.0, "float64"), w)
-                           for p, w in zip(positions, weights)]
-                total = weights[0] + weights[1] + weights[2] + weights[3]
-                total = E.select(_Exprs.eq(total, 0.0), E.Const(1.0, "float64"), total)
-                weights = [w / total for w in weights]
-        # (weights rounded to float32 as resize_axis's tables are)
+        j = o[axis]
         total = None
-        for p, w in zip(positions, weights):
-            term = E.cast("float32", tap(o, p)) * E.cast("float32", w)
+        for t in range(taps):
+            source = E.cast("int64", positions[t, j])
+            value = x[tuple(source if d == axis else o[d] for d in range(x.ndim))]
+            if weights is None:
+                return value
+            term = E.cast("float32", value) * weights[t, j]
             total = term if total is None else total + term
         return E.cast(x.dtype, total)
     return te.compute(shape, body, name="resample_axis")
 
 
 def _apply(target, sch, out, anchor, attrs, config) -> None:
-    INJECTIVE["llvm"].apply(target, sch, out, anchor, attrs, config)
+    """The injective template, with the tables computed once at the kernel's start."""
+    schedule_injective(target, sch, out, anchor, attrs, config)
+    for table in anchor.op.input_tensors():
+        if table.op.name.startswith("resample_"):
+            sch[table].compute_root()
 
 
-def _space(target, out, anchor, attrs):
-    return INJECTIVE["llvm"].search_space(target, out, anchor, attrs)
-
-
-resample_axis.schedule(_apply, target="llvm", space=_space)
+resample_axis.schedule(_apply, target="llvm", space=injective_space, symbolic=True)
