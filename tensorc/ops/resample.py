@@ -3,16 +3,18 @@
 resample_axis{axis, size, mode, coordinates, nearest_mode, scale, cubic_coeff_a,
 exclude_outside}(x): x resized along ``axis`` to ``size`` (a Dim) with ONNX's rules. Where
 the input or output length is known only at run time, resize_axis's constant tables
-(ops/resize.py) cannot be built, so each output position computes its source coordinate,
-taps and weights itself, in float64 as the frontend's tables are:
+(ops/resize.py) cannot be built at compile time, so the kernel builds them first, once per
+call, over the output positions of the axis, in float64 as the frontend builds the constant
+ones:
 
     x(j) = the coordinate mode's source of output j   (scale: the attr, or size / n)
     linear:  taps ceil(x) - 1 and ceil(x), weights 1 - r and r, r = x - (ceil(x) - 1)
     cubic:   taps ceil(x) - 2 .. ceil(x) + 1, Keys' kernel at each tap's distance
     nearest: ceil(x) - 1 or ceil(x) by the nearest mode
 
-with every tap clamped into the axis (``r`` in (0, 1]: ONNX takes the taps left of an exact
-input position). It is an anchor as resize_axis is, scheduled by the injective template.
+every tap clamped into the axis (``r`` in (0, 1]: ONNX takes the taps left of an exact input
+position), weights rounded to float32. Then the output is resize_axis's sum of weighted
+gathers. It is an anchor as resize_axis is, scheduled by the injective template.
 """
 from __future__ import annotations
 
