@@ -17,6 +17,7 @@ from tensorc.ops import softmax  # noqa: F401  softmax, log_softmax, hardmax
 from tensorc.ops import transform  # noqa: F401  reshape, transpose, concat, pad, slice, ...
 from tensorc.ops import indexing  # noqa: F401  gather*, scatter_*, one_hot, trilu, ...
 from tensorc.ops import scan  # noqa: F401  cumsum, cumprod
+from tensorc.ops import resample  # noqa: F401  resample_axis
 from tensorc.ops import resize  # noqa: F401  resize_axis
 from tensorc.ops import image  # noqa: F401  grid_sample, col2im
 from tensorc.ops import dim_values  # noqa: F401  symbolic dims' values as a tensor

@@ -104,6 +104,18 @@ CASES = {
     "maxpool_padded": (model([("MaxPool", ["x"], ["y"], {"kernel_shape": [3, 3],
                                                        "pads": [1, 1, 1, 1]})],
                              [("x", F, ["n", 16, "h", "w"])]), SWEEP_HW_NARROW),
+    # Resize over symbolic dims (ops/resample.py): the reference's taps and weights
+    "resize_linear_half_pixel": (model([("Resize", ["x", "", "s"], ["y"], {"mode": "linear"})],
+                                       [("x", F, ["n", 2, "h", "w"])],
+                                       [("s", np.array([1, 1, 2, 0.5], np.float32))]),
+                                 SWEEP_HW),
+    "resize_cubic_align_corners": (model([("Resize", ["x", "", "s"], ["y"], {
+        "mode": "cubic", "coordinate_transformation_mode": "align_corners"})],
+        [("x", F, ["n", 2, "h", "w"])], [("s", np.array([1, 1, 3, 2], np.float32))]), SWEEP_HW),
+    "resize_nearest_shrink": (model([("Resize", ["x", "", "s"], ["y"], {
+        "mode": "nearest", "coordinate_transformation_mode": "half_pixel"})],
+        [("x", F, ["n", 2, "h", "w"])], [("s", np.array([1, 1, 0.5, 0.25], np.float32))]),
+        SWEEP_HW),
     "global_pool_flatten": (model([("GlobalAveragePool", ["x"], ["g"], {}),
                                    ("Flatten", ["g"], ["y"], {})],
                                   [("x", F, ["n", 2, "h", "w"])]), SWEEP_HW),
@@ -267,9 +279,11 @@ def test_reshape_whose_count_cannot_be_proved_is_a_run_time_constraint():
 
 
 def test_unported_resize_names_the_op_and_the_dim():
+    # a scale of 1/3 in float32: floor(scale * h) is no exact integer arithmetic of h
     m = model([("Resize", ["x", "", "s"], ["y"], {"mode": "linear"})],
-              [("x", F, ["n", 2, "h", "w"])], [("s", np.array([1, 1, 2, 2], np.float32))])
-    with pytest.raises(SymbolicDimError, match=r"(?s)Resize.*symbolic dim h.*input_shapes"):
+              [("x", F, ["n", 2, "h", "w"])], [("s", np.array([1, 1, 1 / 3, 1], np.float32))])
+    with pytest.raises(SymbolicDimError,
+                       match=r"(?s)Resize.*symbolic dim h.*a scale of.*input_shapes"):
         import_onnx(m)
 
 
@@ -327,11 +341,11 @@ def test_squeezing_a_symbolic_dim_requires_it_to_be_1():
 
 
 def test_a_converter_not_ported_fails_naming_the_node_and_its_symbolic_inputs():
-    # Resize by sizes over a symbolic dim divides by the dim: not ported, refused by name
-    m = model([("Resize", ["x", "", "", "s"], ["y"], {"mode": "nearest"})],
-              [("x", F, ["n", 2, "h", 4])], [ints("s", [1, 2, 8, 8])])
-    with pytest.raises(SymbolicDimError, match=r"(?s)Resize.*symbolic dims.*x float32"
-                                               r"\[n,2,h,4\].*input_shapes"):
+    # SpaceToDepth over a symbolic dim needs it divisible by the block: not ported, refused
+    # by name
+    m = model([("SpaceToDepth", ["x"], ["y"], {"blocksize": 2})], [("x", F, ["n", 2, "h", 4])])
+    with pytest.raises(SymbolicDimError, match=r"(?s)SpaceToDepth.*h%2 is known only at run "
+                                               r"time.*inputs: x: float32\[n,2,h,4\]"):
         import_onnx(m)
 
 

@@ -8,6 +8,7 @@ per output position) for linear and cubic. The tables follow the ONNX reference 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Sequence
 
 import numpy as np
@@ -172,6 +173,14 @@ def resize(ctx: ImportContext, x: Value, scales: Sequence[float] | None,
     roi = list(roi) if roi is not None and len(roi) else None
     if roi is not None and len(roi) != 2 * len(axes):
         raise ShapeError(f"Resize roi {roi} must hold a start and an end per resized axis")
+    if sizes is not None and any(isinstance(d, Dim) for d in
+                                 [*sizes, *(shape[a] for a in axes)]):
+        if keep_aspect_ratio_policy != "stretch":
+            raise SymbolicDimError(f"Resize keep_aspect_ratio_policy "
+                                   f"{keep_aspect_ratio_policy!r} over symbolic dims is not "
+                                   f"supported; give concrete input_shapes",
+                                   next(d for d in [*sizes, *shape] if isinstance(d, Dim)))
+        return _resample(ctx, x, axes, None, list(sizes), roi, options)
     if sizes is not None:
         factors = [int(n) / shape[a] for n, a in zip(sizes, axes)]
         out = [int(n) for n in sizes]
@@ -216,18 +225,11 @@ def _resize_symbolic(ctx: ImportContext, x: Value, axes: Sequence[int], factors:
     """Resize of symbolic axes: nearest by whole factors (2x upsampling in a detector's neck),
     as each element repeated (reshape, broadcast, reshape), output ``k*H``. Other modes over a
     symbolic axis are not ported: refused by name."""
-    shape = x.type.shape
     coordinates = options.get("coordinates", "asymmetric")
     nearest = options.get("nearest_mode", "floor") if options.get("mode") == "nearest" else None
-    resized = [shape[a] for a, f in zip(axes, factors) if isinstance(shape[a], Dim) and f != 1]
-    symbolic = (resized or [shape[a] for a in axes if isinstance(shape[a], Dim)])[0]
     if options.get("mode") != "nearest" or (coordinates, nearest) not in _REPEATING or \
             roi is not None or any(f != int(f) for f in factors):
-        raise SymbolicDimError(
-            f"Resize (mode {options.get('mode')!r}, coordinate_transformation_mode "
-            f"{coordinates!r}, scales {factors}) of {x.type} over symbolic dim {symbolic} is "
-            f"not supported yet: only nearest resizing by whole factors is; give concrete "
-            f"input_shapes", symbolic)
+        return _resample(ctx, x, axes, factors, None, roi, options)
     for axis, factor in zip(axes, factors):
         k = int(factor)
         if k == 1:
@@ -238,6 +240,62 @@ def _resize_symbolic(ctx: ImportContext, x: Value, axes: Sequence[int], factors:
         spread[axis + 1] = k
         x = ctx.emit("broadcast_to", [x], shape=tuple(spread))
         x = reshape(ctx, x, dims[:axis] + [dims[axis] * k] + dims[axis + 1:])
+    return x
+
+
+# the largest denominator of a scale that resizes a symbolic dim: its output length
+# floor(scale * H) is then exact integer arithmetic, (p * H) // q
+SCALE_DENOMINATOR = 1024
+
+
+def _resample(ctx: ImportContext, x: Value, axes: Sequence[int], factors: list[float] | None,
+              sizes: list | None, roi, options: dict) -> Value:
+    """Resize where an axis's length is known only at run time: one resample_axis per
+    resized axis (ops/resample.py), whose kernel computes each output's taps and weights,
+    the last axis first. ``factors`` (the scales) or ``sizes`` (ints or Dims) give the
+    output lengths."""
+    shape = x.type.shape
+    resized = [shape[a] for k, a in enumerate(axes)
+               if factors is None or factors[k] != 1] + list(sizes or [])
+    symbolic = next(d for d in [*resized, *shape] if isinstance(d, Dim))
+    mode, coordinates = options.get("mode"), options.get("coordinates", "asymmetric")
+
+    def refuse(why: str):
+        raise SymbolicDimError(
+            f"Resize (mode {mode!r}, coordinate_transformation_mode {coordinates!r}, "
+            f"{'scales ' + str(factors) if factors is not None else 'sizes'}) of {x.type} "
+            f"over symbolic dim {symbolic}: {why} is not supported over symbolic dims; give "
+            f"concrete input_shapes", symbolic)
+    if roi is not None or coordinates == "tf_crop_and_resize":
+        refuse("tf_crop_and_resize (a region of interest)")
+    if options.get("antialias") and mode != "nearest":
+        refuse("antialias")
+    if mode not in ("nearest", "linear", "cubic"):
+        refuse(f"mode {mode!r}")
+    for k in sorted(range(len(axes)), key=lambda k: -axes[k]):
+        axis = axes[k]
+        n = x.type.shape[axis]
+        scale = None
+        if factors is not None:
+            scale = factors[k]
+            exact = Fraction(scale)
+            if exact.denominator > SCALE_DENOMINATOR:
+                refuse(f"a scale of {scale} (not a ratio of small integers)")
+            size = exact.numerator * n // exact.denominator
+        else:
+            size = sizes[k]
+        if scale == 1.0 or size is n:
+            continue        # every coordinate mode maps an unscaled axis onto itself
+        if isinstance(n, int) and isinstance(size, int):
+            if scale is None:
+                scale = size / n
+            x = resize_axis(ctx, x, axis, size, scale, (0.0, 1.0), **options)
+            continue
+        x = ctx.emit("resample_axis", [x], axis=axis, size=size, mode=mode,
+                     coordinates=coordinates,
+                     nearest_mode=options.get("nearest_mode", "round_prefer_floor"),
+                     scale=scale, cubic_coeff_a=float(options.get("cubic_coeff_a", -0.75)),
+                     exclude_outside=bool(options.get("exclude_outside")))
     return x
 
 
@@ -258,11 +316,16 @@ def resize_11(ctx: ImportContext, inputs: list[Value], *, antialias: int = 0,
               mode: str = "nearest", nearest_mode: str = "round_prefer_floor") -> Value:
     roi = _optional(ctx, inputs, 1, "roi")
     scales = _optional(ctx, inputs, 2, "scales")
-    sizes = _optional(ctx, inputs, 3, "sizes")
+    if len(inputs) > 3 and inputs[3] is not None and ctx.constant(inputs[3]) is None:
+        # sizes computed from the shapes of symbolic inputs (an FPN's upsampling to its
+        # lateral map's size): ints and Dims
+        sizes = ctx.require_dims(inputs[3], "sizes")
+    else:
+        sizes = _optional(ctx, inputs, 3, "sizes")
+        sizes = None if sizes is None else sizes.astype(np.int64).tolist()
     if coordinate_transformation_mode != "tf_crop_and_resize":
         roi = None
-    return resize(ctx, inputs[0], None if sizes is not None else scales,
-                  None if sizes is None else sizes.astype(np.int64).tolist(), roi, axes,
+    return resize(ctx, inputs[0], None if sizes is not None else scales, sizes, roi, axes,
                   keep_aspect_ratio_policy, mode=mode,
                   coordinates=coordinate_transformation_mode, nearest_mode=nearest_mode,
                   cubic_coeff_a=cubic_coeff_a, antialias=bool(antialias),
