@@ -3,7 +3,7 @@ TypeError: each compiled once with its dims symbolic and run at several shapes (
 against onnxruntime. A transposed conv (col2im over a run-time image), an LSTM over a symbolic
 batch, a top-k and an argmax along a run-time axis, reflect/edge/wrap padding and Tile of
 run-time lengths, and constant indices counting from the end of a run-time axis (a decoder's
-last token)."""
+last token), a softmax along a run-time axis behind a transpose."""
 from __future__ import annotations
 
 import numpy as np
@@ -77,6 +77,12 @@ CASES = {
         _model([("Gather", ["x", "i"], ["y"], {"axis": 1})], ["n", "t", 3],
                [_ints("i", [-1, 0, -2])]),
         lambda a, b, c: (a, b + 1, 3)),
+    # its rows are a constant axis of 4 inside the batch: a local block of 4 rows of
+    # run-time length, malloc'd once per call
+    "softmax_of_a_transposed_run_time_axis": (
+        _model([("Transpose", ["x"], ["t"], {"perm": [0, 2, 1]}),
+                ("Softmax", ["t"], ["y"], {"axis": -1})], ["n", "t", 4], []),
+        lambda a, b, c: (a, b, 4)),
 }
 DIMS = [(1, 1, 1), (2, 3, 5), (3, 7, 4), (1, 13, 9)]
 
