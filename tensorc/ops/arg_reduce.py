@@ -137,7 +137,8 @@ def arg_index(x: te.Tensor, axis: int, largest: bool, last: bool, name: str, tag
         j = rj.var
         if last:
             return te.max_(E.select(hit, j, E.const(-1)), axis=rj)
-        return te.min_(E.select(hit, j, E.const(n)), axis=rj)
+        end = E.const(n) if isinstance(n, int) else E.cast(j.dtype, n)   # (a run-time n)
+        return te.min_(E.select(hit, j, end), axis=rj)
     return te.compute(kept, position, name=name, tag=tag)
 
 
@@ -250,7 +251,9 @@ KEY_BITS = 32
 def selects(dtype: str, n: int, k: int) -> bool:
     """Whether a top-k of ``k`` along an axis of ``n`` ``dtype`` elements runs as a
     selection (``_topk_select``): float32 and int32, whose order fits 32-bit keys."""
-    return dtype in ("float32", "int32") and n >= SELECT_MIN and 1 <= k <= SELECT_MAX_K
+    # (an axis of run-time length ranks: the selection's passes are built for a known one)
+    return dtype in ("float32", "int32") and isinstance(n, int) and n >= SELECT_MIN and \
+        1 <= k <= SELECT_MAX_K
 
 
 def _order_key(x: E.Expr, largest: bool) -> E.Expr:

@@ -25,7 +25,7 @@ from tensorc.ir.schedule import Schedule
 from tensorc.ir.types import TensorType
 from tensorc.ops.registry import Pattern, define
 from tensorc.ops.schedules import clamp, in_range, schedule_injective, schedule_reduction
-from tensorc.ops.shape_rules import expect_arity, expect_float
+from tensorc.ops.shape_rules import expect_arity, expect_float, require_dims
 from tensorc.target import Target
 
 grid_sample = define("grid_sample", Pattern.OUT_ELEMWISE_FUSABLE)
@@ -312,6 +312,13 @@ def _col2im_infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType
                          f"dilations must agree in rank")
     blocks = _col2im_blocks(attrs)
     kernel = math.prod(block)
+    if x.ndim == 3 and not x.is_static:
+        # run-time sizes (a transposed conv over symbolic dims): checked when bound
+        require_dims(math.prod(blocks), "==", x.shape[2],
+                     f"col2im: the blocks of {block} over image {image} are x's columns")
+        for size in blocks:
+            require_dims(size, ">=", 1, f"col2im: a block of {block} fits in image {image}")
+        return [TensorType((x.shape[0], x.shape[1] // kernel) + image, x.dtype)]
     if (x.ndim != 3 or x.shape[1] % kernel or min(blocks) < 1
             or x.shape[2] != math.prod(blocks)):
         raise ShapeError(f"col2im: input {x} must be (N, C * {kernel}, {math.prod(blocks)}) "

@@ -307,6 +307,12 @@ def _pad_source(mode: str, src: E.Expr, n: int) -> E.Expr:
         return clamp(src, n)
     if mode == "wrap":
         return src % n
+    if not isinstance(n, int):
+        # a run-time length: the period max(2(n - 1), 1) folds every position onto 0 where
+        # n is 1, as the constant case below does
+        period = E.maximum(2 * (n - 1), E.const(1, n.dtype))
+        folded = src % period
+        return E.select(E.Compare("lt", folded, n), folded, period - folded)
     if n == 1:  # reflect over one element: it is every position's mirror
         return E.const(0)
     period = 2 * (n - 1)
@@ -355,9 +361,13 @@ def _broadcast_to_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
 @tile.compute
 def _tile_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
     shape = tuple(d * r for d, r in zip(x.shape, attrs["repeats"]))
+
+    def source(o, n, repeats):
+        if not isinstance(n, int):      # a run-time length (o % n is 0 where n is 1)
+            return o % n if repeats > 1 else o
+        return o % n if repeats > 1 and n > 1 else (E.const(0) if n == 1 else o)
     return te.compute(shape, lambda *o: x[tuple(
-        o[d] % n if attrs["repeats"][d] > 1 and n > 1 else (E.const(0) if n == 1 else o[d])
-        for d, n in enumerate(x.shape))], name="tile")
+        source(o[d], n, attrs["repeats"][d]) for d, n in enumerate(x.shape))], name="tile")
 
 
 @arange.compute

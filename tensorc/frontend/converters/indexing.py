@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tensorc.errors import ShapeError, SymbolicDimError
+from tensorc.errors import ShapeError
 from tensorc.frontend.converters.common import normalize_axis
 from tensorc.frontend.context import ImportContext
 from tensorc.frontend.registry import converter
@@ -43,17 +43,18 @@ def _check_indices(ctx: ImportContext, op: str, indices: Value, sizes: list[int]
 
 
 def _require_in_symbolic_axis(op: str, array: np.ndarray, size: Dim) -> None:
-    """Constant indices into an axis of symbolic size: non-negative ones (the first token,
-    x[:, 0]) need the axis to hold them, a run-time constraint where the ranges do not
-    prove it; negative ones count from an end known only at run time (not ported)."""
+    """Constant indices into an axis of symbolic size need the axis to hold them (the first
+    token, x[:, 0]; the last, x[:, -1]), a run-time constraint where the ranges do not prove
+    it. A negative one counts from the end, which the kernels wrap at run time as they do
+    every index (ops/indexing.py)."""
     if not array.size:
         return
+    if array.max() >= 0:
+        require_dims(size, ">=", int(array.max()) + 1,
+                     f"{op}: constant index {int(array.max())} lies in the axis")
     if array.min() < 0:
-        raise SymbolicDimError(f"{op}: constant indices {array.reshape(-1).tolist()[:8]} "
-                               f"count from the end of an axis of symbolic size {size}, "
-                               f"which tensorc does not support yet", size)
-    require_dims(size, ">=", int(array.max()) + 1,
-                 f"{op}: constant index {int(array.max())} lies in the axis")
+        require_dims(size, ">=", -int(array.min()),
+                     f"{op}: constant index {int(array.min())} lies in the axis")
 
 
 def _as_index(ctx: ImportContext, indices: Value) -> Value:

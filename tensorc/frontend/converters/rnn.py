@@ -13,10 +13,11 @@ from typing import Sequence
 
 import numpy as np
 
-from tensorc.errors import ShapeError, UnsupportedOpError
+from tensorc.errors import ShapeError, SymbolicDimError, UnsupportedOpError
 from tensorc.frontend.converters.common import reshape
 from tensorc.frontend.context import ImportContext
 from tensorc.frontend.registry import converter
+from tensorc.ir.dims import Dim
 from tensorc.ir.graph import Value
 
 ACTIVATIONS = {"sigmoid": "sigmoid", "tanh": "tanh", "relu": "relu"}
@@ -27,7 +28,13 @@ MAX_UNROLLED_ITERATIONS = 4096
 
 def check_unrolled_steps(op: str, steps: int) -> None:
     """Scan and the recurrent ops unroll their time loop at import: refuse a length past
-    MAX_UNROLLED_ITERATIONS before building (10^9 steps would run for hours)."""
+    MAX_UNROLLED_ITERATIONS before building (10^9 steps would run for hours), and a length
+    known only at run time by name."""
+    if isinstance(steps, Dim):
+        raise SymbolicDimError(f"{op}: its time loop runs over the symbolic dim {steps}; "
+                               f"tensorc unrolls recurrent ops at compile time, so the "
+                               f"sequence length must be concrete: give it in input_shapes",
+                               steps)
     if steps > MAX_UNROLLED_ITERATIONS:
         raise UnsupportedOpError(f"{op}: {steps} steps to unroll; tensorc unrolls the time "
                                  f"loop at compile time, up to {MAX_UNROLLED_ITERATIONS} "
@@ -128,7 +135,10 @@ class _Recurrence:
     def initial(self, value: Value | None, d: int) -> Value:
         """The [B, H] initial state of direction d (zeros when not given)."""
         if value is None:
-            return self.ctx.const(np.zeros((self.batch, self.hidden), self.dtype))
+            if isinstance(self.batch, int):
+                return self.ctx.const(np.zeros((self.batch, self.hidden), self.dtype))
+            zeros = self.ctx.const(np.zeros((1, self.hidden), self.dtype))
+            return self.ctx.emit("broadcast_to", [zeros], shape=(self.batch, self.hidden))
         if self.layout == 1:
             value = self.ctx.emit("transpose", [value], perm=(1, 0, 2))
         return take(self.ctx, value, 0, d, keep_axis=False)

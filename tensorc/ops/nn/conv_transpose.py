@@ -15,11 +15,12 @@ import numpy as np
 from tensorc.errors import ShapeError
 from tensorc.ir import expr as E
 from tensorc.ir import te
+from tensorc.ir.dims import Dim
 from tensorc.ir.schedule import Schedule
 from tensorc.ir.types import TensorType
 from tensorc.ops.registry import Pattern, define
 from tensorc.ops.schedules import clamp, schedule_injective, schedule_reduction
-from tensorc.ops.shape_rules import expect_arity, expect_same_dtype
+from tensorc.ops.shape_rules import expect_arity, expect_same_dtype, require_dims
 from tensorc.target import Target
 
 conv_transpose = define("conv_transpose", Pattern.REDUCTION)
@@ -62,7 +63,11 @@ def _infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
         raise ShapeError(f"conv_transpose: w {w} must have one row per input channel of x {x}, "
                          f"and groups={groups} must divide them")
     out = output_spatial(attrs, x.shape, w.shape)
-    if min(out) < 1:
+    for size in out:
+        if isinstance(size, Dim):       # a run-time size: checked when the dims are bound
+            require_dims(size, ">=", 1, f"conv_transpose: pads {tuple(attrs['pads'])} leave "
+                         f"an output of x {x} and w {w}")
+    if any(isinstance(size, int) and size < 1 for size in out):
         raise ShapeError(f"conv_transpose: pads {tuple(attrs['pads'])} crop the whole output "
                          f"of x {x} and w {w}")
     return [TensorType((x.shape[0], w.shape[1] * groups) + out, dtype)]
@@ -106,8 +111,9 @@ def _compute(attrs: dict, x: te.Tensor, w: te.Tensor) -> te.Tensor:
         conds, src = [], []
         for d in range(spatial):
             rel = q[d] - shift[d]
+            reach = (x.shape[2 + d] - 1) * strides[d] + 1     # (an expression at run time)
             conds += [E.Compare("ge", rel, E.const(0)),
-                      E.Compare("lt", rel, E.const((x.shape[2 + d] - 1) * strides[d] + 1))]
+                      E.Compare("lt", rel, E.const(reach) if isinstance(reach, int) else reach)]
             if strides[d] > 1:
                 conds.append(E.eq(rel % strides[d], 0))
             src.append(clamp(rel // strides[d] if strides[d] > 1 else rel, x.shape[2 + d]))

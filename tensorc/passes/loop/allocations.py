@@ -35,9 +35,11 @@ def on_heap(buf: Buffer) -> bool:
 
 
 def _row_block(buf: Buffer) -> bool:
-    """A local block of one row of symbolic length (a softmax's exp values, kept for the
-    row's later passes): every dim 1 but the last."""
-    return all(d == 1 for d in buf.shape[:-1]) and not isinstance(buf.shape[-1], int)
+    """A local block of rows of symbolic length (a softmax's exp values, kept for the row's
+    later passes; a few rows where its rows are not the outermost axis): every dim constant
+    but the last."""
+    return all(isinstance(d, int) for d in buf.shape[:-1]) and \
+        not isinstance(buf.shape[-1], int)
 
 
 def has_padding_lanes(buf: Buffer) -> bool:
