@@ -119,10 +119,12 @@ def _unit_point(func: PrimFunc, names: list[str], table: DimTable) -> dict[str, 
         choices.append([v for v in values if v >= lo and (hi is None or v <= hi)])
     if not all(choices) or math.prod(len(c) for c in choices) > MAX_UNIT_POINTS:
         return None
+    # (the graph's run-time constraints on these dims hold there too: a pool's window fits)
+    constraints = [c for c in table.constraints if set(c.names()) <= set(names)]
     for values in itertools.product(*choices):
         point = dict(zip(names, values))
         if all(evaluate(own[v.name], point) == 1 if v.name in own else point.get(v.name) == 1
-               for v in func.dims):
+               for v in func.dims) and all(c.holds(point) for c in constraints):
             return point
     return None
 
