@@ -49,3 +49,16 @@ def test_compile_time_benchmark_symbolic_beside_static(capsys):
     assert result["model"] == "cnn"
     assert result["symbolic"] > 0 and result["static"] > 0
     assert result["ratio"] == result["symbolic"] / result["static"]
+
+
+def test_symbolic_compile_cost_benchmark_prints_both_builds(capsys):
+    """The CPU-clock cost of one symbolic model's kernels beside its static build's; never
+    asserts on speed."""
+    from benchmarks import symbolic_compile_cost
+    symbolic_compile_cost.main(["--models", "cnn", "--shape", "0"])
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("cnn ")]
+    assert len(rows) == 2 and "symbolic" in rows[0] and "static batch=1" in rows[1]
+    for row in rows:
+        cells = [c.strip() for c in row.split("|")]
+        assert float(cells[4]) > 0 and int(cells[5]) > 0 and int(cells[6]) > 0

@@ -145,7 +145,8 @@ def schedule_group(group: FusedGroup, graph: Graph, target: Target, name: str,
                    config: Mapping | None = None,
                    times: CompileTimes | None = None,
                    hints: Mapping[str, int] | None = None,
-                   unless_trace: list | None = None) -> PrimFunc | None:
+                   unless_trace: list | None = None,
+                   same_but_parallel: bool = False) -> PrimFunc | None:
     """One group's kernel, scheduled by its template with ``config`` (by default the
     template's heuristic choice). The PrimFunc's attrs record the config and the trace.
     A config that picks another layout of the anchor's weights (:func:`group_space`) gets
@@ -155,7 +156,8 @@ def schedule_group(group: FusedGroup, graph: Graph, target: Target, name: str,
     chooses at ``hints`` (by dim name; te.hint), and a template that does not take symbolic
     shapes yet gives way to the generic one (ops/symbolic.py). With ``unless_trace``: None,
     neither lowered nor passed through the loop passes, where the schedule's trace is that
-    one (compiler/variants.py: a second schedule that may equal the first)."""
+    one (compiler/variants.py: a second schedule that may equal the first), or with
+    ``same_but_parallel`` that one but for the loops it runs in parallel."""
     times = times if times is not None else CompileTimes()
     if loop_kernel_node(group) is not None:
         if unless_trace == []:      # a loop-IR kernel has no schedule: its trace is empty
@@ -200,7 +202,8 @@ def schedule_group(group: FusedGroup, graph: Graph, target: Target, name: str,
             picks = next(c for c in space.constraints if isinstance(c, PicksLayout))
             applied = picks.own(config)
         template.apply(target, sch, out, anchor, attrs, applied)
-    if unless_trace is not None and list(sch.trace) == unless_trace:
+    if unless_trace is not None and (list(sch.trace) == unless_trace or same_but_parallel and
+                                     serial_steps(sch.trace) == serial_steps(unless_trace)):
         return None
     with times.phase("lowering to loop IR", name):
         func = lower(sch, [*params, out], name)
@@ -209,6 +212,11 @@ def schedule_group(group: FusedGroup, graph: Graph, target: Target, name: str,
     # the kernel dims' values, for its callers (compiler/llvm.py's entry)
     func.attrs.update(config=config, trace=list(sch.trace), dim_values=kernel_dims)
     return func
+
+
+def serial_steps(trace) -> list:
+    """A schedule's trace without its ``parallel`` steps."""
+    return [step for step in trace if step.get("prim") != "parallel"]
 
 
 def loop_kernel_node(group: FusedGroup):

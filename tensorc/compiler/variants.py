@@ -7,7 +7,10 @@ tiles are mostly tail: a 16-wide vector over a row of 7, a 6-row register tile o
 So the group is scheduled a second time with every dim at SMALL_HINT, and where that gives
 another schedule, the entry calls it when every dim the kernel reads is at most SMALL_MAX:
 a predicate over a range, never one value (both kernels serve every value correctly; the
-predicate only picks the faster). Groups whose two schedules agree keep one kernel.
+predicate only picks the faster). Groups whose two schedules agree keep one kernel, and so do
+groups whose schedules differ only in a parallel loop that runs as one chunk at every small
+shape (codegen's chunk protocol then calls its body on the calling thread: the serial copy
+would buy nothing but its compile time).
 
 At batch 1 or a one-token step, a kernel takes a few hundred nanoseconds, and the small
 schedule's tiles of 4 are then all tail: a masked 4x4 register tile for one score, masked
@@ -32,6 +35,7 @@ from typing import Any
 
 from tensorc.compiler.kernel import anchor_layouts, loop_kernel_node, schedule_group
 from tensorc.compiler.timing import CompileTimes
+from tensorc.ir import arith
 from tensorc.ir import expr as E
 from tensorc.ir.dim_table import DimTable
 from tensorc.ir.dims import (
@@ -39,8 +43,9 @@ from tensorc.ir.dims import (
 )
 from tensorc.ir.graph import Graph, Node, Value
 from tensorc.ir.types import TensorType
-from tensorc.ir.loop import PrimFunc
+from tensorc.ir.loop import For, PrimFunc, walk_stmts
 from tensorc.passes.graph.fuse import FusedGroup
+from tensorc.passes.loop.parallel_work import MIN_CHUNK_WORK, stmt_work
 from tensorc.target import Target
 
 SMALL_HINT = 4
@@ -62,7 +67,8 @@ def small_dims_variants(group: FusedGroup, graph: Graph, target: Target, func: P
     # (a schedule equal to the first is neither lowered nor optimized: None)
     small = schedule_group(group, graph, target, f"{func.name}{SMALL_SUFFIX}", None, times,
                            hints={v.name: SMALL_HINT for v in func.dims},
-                           unless_trace=func.attrs["trace"])
+                           unless_trace=func.attrs["trace"],
+                           same_but_parallel=parallel_alone_when_small(func))
     variants = [] if small is None else [(_small_dims(_dim_args(small)), small)]
     return unit_dims_variant(group, graph, target, func, times) + variants
 
@@ -127,6 +133,20 @@ def _unit_point(func: PrimFunc, names: list[str], table: DimTable) -> dict[str, 
                for v in func.dims) and all(c.holds(point) for c in constraints):
             return point
     return None
+
+
+def parallel_alone_when_small(func: PrimFunc) -> bool:
+    """Whether every parallel loop of ``func`` runs as one chunk (on the calling thread,
+    codegen/llvm/parallel.py) wherever every dim is at most SMALL_MAX: its extent there is at
+    most its fewest iterations per chunk (MIN_CHUNK_WORK over its iteration's work)."""
+    small = {v: (0, SMALL_MAX) for v in func.dims}
+    for loop in walk_stmts(func.body):
+        if isinstance(loop, For) and loop.kind == "parallel":
+            fewest = -(-MIN_CHUNK_WORK // max(1, stmt_work(loop.body)))
+            _, most = arith.const_bounds(arith.simplify(loop.extent), small)
+            if most is None or most > fewest:
+                return False
+    return True
 
 
 def kernel_meta(func: PrimFunc, variants: list[tuple[E.Expr, PrimFunc]]) -> dict:

@@ -21,6 +21,7 @@ from llvmlite import ir
 
 from tensorc.codegen.llvm.expr_facts import ExprFacts
 from tensorc.codegen.llvm.function_state import FunctionState, opaque
+from tensorc.codegen.llvm.index_cache import IndexCache
 from tensorc.codegen.llvm.ir_types import I1, I32, I64, I8, PTR, VOID, constant
 from tensorc.codegen.llvm.memory import VectorMemory
 from tensorc.codegen.llvm.parallel import ParallelLoops
@@ -127,6 +128,10 @@ class LLVMCodegen:
         for var, arg in dims.items():
             arg.name = var.name
         state = FunctionState(fn, dims, buffers)
+        if dims:
+            state.index = IndexCache()
+            for var, arg in dims.items():
+                state.index.bind(var, state.entry, arg)
         saved = self.fs
         self.fs = state
         self.stmt(annotate_for_llvm(func).body)
@@ -370,12 +375,16 @@ class LLVMCodegen:
         b.cbranch(b.icmp_signed("<", i, extent), body, done)
         b.position_at_end(body)
         self.fs.env[var] = i
+        if self.fs.index is not None:
+            self.fs.index.bind(var, body, i)
         emit_body()
         nxt = b.add(i, constant(I64, 1), flags=["nsw"])
         i.add_incoming(nxt, b.block)
         b.branch(header)
         b.position_at_end(done)
         del self.fs.env[var]
+        if self.fs.index is not None:
+            self.fs.index.unbind(var)
 
     def check_index(self, index: ir.Value, size: int | ir.Value) -> ir.Value:
         """``index``; where it lies outside [-size, size) in a running lane, the run's status
@@ -446,6 +455,13 @@ class LLVMCodegen:
         if lanes is not None and not self.facts.uses_var(e, self.vectors.var) and \
                 not isinstance(e, E.Var):
             lanes = None
+        if lanes is None and self.fs.index is not None and \
+                not isinstance(e, (E.Var, E.Const)) and self.facts.pure_index(e):
+            return self.fs.index.value(self, e)
+        return self.emit(e, lanes)
+
+    def emit(self, e: E.Expr, lanes: int | None = None) -> ir.Value:
+        """Emit ``e`` where the builder stands (:meth:`expr` without the index cache)."""
         b = self.b
         if isinstance(e, E.Var):
             return self.fs.env[e]
@@ -454,6 +470,15 @@ class LLVMCodegen:
         if isinstance(e, E.Load):
             return self.memory.load(e, lanes)
         if isinstance(e, E.Binary):
+            if lanes is None and self.fs.index is not None and \
+                    e.op in ("floordiv", "floormod") and isinstance(e.b, E.Const) and \
+                    e.b.value > 0 and is_signed(e.dtype) and self.facts.nonnegative(e.a) and \
+                    self.fs.index.nonnegative_vars(self, e.a):
+                # floor and truncating division agree on a dividend that is never negative:
+                # one instruction, not the nine of the sign fix-up
+                x = self.expr(e.a)
+                y = constant(x.type, e.b.value)
+                return b.udiv(x, y) if e.op == "floordiv" else b.urem(x, y)
             x, y = self.values.pair(self.expr(e.a, lanes), self.expr(e.b, lanes))
             return self.values.binary(e.op, e.a.dtype, x, y)
         if isinstance(e, E.Compare):

@@ -13,6 +13,7 @@ True
 """
 from __future__ import annotations
 
+from tensorc.codegen.llvm import index_cache
 from tensorc.codegen.llvm.vector_index import strip_justified_clamps
 from tensorc.ir import arith
 from tensorc.ir import expr as E
@@ -27,6 +28,40 @@ class ExprFacts:
         self._linear: dict[tuple[E.Expr, E.Var], tuple[E.Expr, int] | None] = {}
         self._free: dict[E.Expr, tuple[E.Var, ...]] = {}
         self._stripped: dict[tuple[E.Expr, E.Expr], E.Expr | None] = {}
+        self._pure: dict[E.Expr, bool] = {}
+        self._nonnegative: dict[E.Expr, bool] = {}
+        self._structure: dict[E.Expr, int] = {}
+        self._numbers: dict[tuple, int] = {}
+
+    def pure_index(self, e: E.Expr) -> bool:
+        """``index_cache.pure_index``."""
+        found = self._pure.get(e)
+        if found is None:
+            found = self._pure[e] = index_cache.pure_index(e, self.pure_index)
+        return found
+
+    def nonnegative(self, e: E.Expr) -> bool:
+        """``index_cache.nonnegative``."""
+        found = self._nonnegative.get(e)
+        if found is None:
+            found = self._nonnegative[e] = index_cache.nonnegative(e, self.nonnegative)
+        return found
+
+    def structure(self, e: E.Expr) -> int:
+        """A number for ``e``'s structure (a pure index expression's: index_cache.py), equal
+        for equal expressions, variables by identity."""
+        found = self._structure.get(e)
+        if found is None:
+            if isinstance(e, E.Var):
+                key = ("var", id(e))        # (the memo keeps the Var, so its id stays its)
+            elif isinstance(e, E.Const):
+                key = ("const", e.dtype, e.value)
+            else:
+                head = (type(e).__name__, e.dtype, getattr(e, "op", None))
+                key = head + tuple(self.structure(c) for c in e.children())
+            found = self._numbers.setdefault(key, len(self._numbers))
+            self._structure[e] = found
+        return found
 
     def free_vars(self, e: E.Expr) -> tuple[E.Var, ...]:
         """The variables ``e`` reads (``E.free_vars``)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from tensorc.codegen.llvm.index_cache import IndexCache
 from tensorc.codegen.llvm.ir_types import PTR
 
 
@@ -26,6 +27,8 @@ class FunctionState:
         self.buffers = buffers  # Buffer -> ptr
         self.ranges: dict = {}  # Var -> (lo, hi) of the loops being emitted
         self.allocated: dict = {}   # local Buffer -> elements allocated (with lane padding)
+        # index arithmetic emitted once per binding (index_cache.py): kernels over dims only
+        self.index: IndexCache | None = None
 
     def close(self) -> None:
         """Branch from the alloca block into the body, once the body is emitted."""

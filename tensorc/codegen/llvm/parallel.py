@@ -7,6 +7,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from tensorc.codegen.llvm.function_state import FunctionState, opaque
+from tensorc.codegen.llvm.index_cache import IndexCache
 from tensorc.codegen.llvm.ir_types import I1, I32, I64, PTR, VOID, constant
 from tensorc.codegen.llvm.part import CodegenPart
 from tensorc.ir import arith
@@ -131,9 +132,13 @@ class ParallelLoops(CodegenPart):
         state = FunctionState(fn, {}, {})
         state.ranges = dict(self.fs.ranges)
         cb = state.builder
+        if self.fs.index is not None:
+            state.index = IndexCache()
         for k, key in enumerate([*captured_vars, *captured_bufs]):
             val = cb.load(slot(cb, fn.args[0], k + first), typ=fields[k + first])
             (state.env if isinstance(key, E.Var) else state.buffers)[key] = val
+            if isinstance(key, E.Var) and state.index is not None:
+                state.index.bind(key, cb.block, val)
         own_chunk = cb.load(slot(cb, fn.args[0], 1), typ=I64)
         own_ranges = cb.load(slot(cb, fn.args[0], 2), typ=I64)
         ticket = cb.atomic_rmw("add", slot(cb, fn.args[0], 0), constant(I64, 1), "monotonic")
