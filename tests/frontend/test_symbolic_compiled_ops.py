@@ -92,6 +92,10 @@ CASES = {
         _model([("Slice", ["x", "s", "e", "a", "st"], ["y"], {})], ["n", "t", 4],
                [_ints("s", [5]), _ints("e", [-100]), _ints("a", [1]), _ints("st", [-2])]),
         lambda a, b, c: (a, b, 4)),
+    # H and W divisible by the block: a run-time constraint
+    "space_to_depth": (
+        _model([("SpaceToDepth", ["x"], ["y"], {"blocksize": 2})], ["n", 2, "h", "w"], []),
+        lambda a, b, c: (a, 2, 2 * b, 2 * c)),
     # its rows are a constant axis of 4 inside the batch: a local block of 4 rows of
     # run-time length, malloc'd once per call
     "softmax_of_a_transposed_run_time_axis": (

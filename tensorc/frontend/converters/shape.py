@@ -527,7 +527,10 @@ def space_to_depth(ctx: ImportContext, inputs: list[Value], *, blocksize: int,
     x = inputs[0]
     n, c, h, w = x.type.shape if x.type.ndim == 4 else (0, 0, -1, -1)
     b = blocksize
-    if x.type.ndim != 4 or h % b or w % b:
+    for size in (h, w):
+        if isinstance(size, Dim):       # a run-time size: divisible when the dims are bound
+            require_dims(size % b, "==", 0, f"SpaceToDepth of {x.type} by blocks of {b}")
+    if x.type.ndim != 4 or any(isinstance(v, int) and v % b for v in (h, w)):
         raise ShapeError(f"SpaceToDepth needs [N, C, H, W] with H and W divisible by {b}, "
                          f"got {x.type}")
     # DCR: channels ordered (row offset, column offset, depth); CRD: (depth, row, column)
