@@ -77,6 +77,25 @@ CASES = {
         _model([("Gather", ["x", "i"], ["y"], {"axis": 1})], ["n", "t", 3],
                [_ints("i", [-1, 0, -2])]),
         lambda a, b, c: (a, b + 1, 3)),
+    # a negative step over a run-time axis (x[:, ::-1], x[:, -2:1:-3]; start and end clamp
+    # into [0, t - 1] and [-1, t - 1])
+    "flip_along_a_run_time_axis": (
+        _model([("Slice", ["x", "s", "e", "a", "st"], ["y"], {})], ["n", "t", 4],
+               [_ints("s", [-1]), _ints("e", [-(2 ** 63)]), _ints("a", [1]),
+                _ints("st", [-1])]),
+        lambda a, b, c: (a, b, 4)),
+    "reverse_slice_by_3": (
+        _model([("Slice", ["x", "s", "e", "a", "st"], ["y"], {})], ["n", "t", 4],
+               [_ints("s", [-2]), _ints("e", [1]), _ints("a", [1]), _ints("st", [-3])]),
+        lambda a, b, c: (a, b + 3, 4)),
+    "reverse_slice_from_past_the_end": (
+        _model([("Slice", ["x", "s", "e", "a", "st"], ["y"], {})], ["n", "t", 4],
+               [_ints("s", [5]), _ints("e", [-100]), _ints("a", [1]), _ints("st", [-2])]),
+        lambda a, b, c: (a, b, 4)),
+    # H and W divisible by the block: a run-time constraint
+    "space_to_depth": (
+        _model([("SpaceToDepth", ["x"], ["y"], {"blocksize": 2})], ["n", 2, "h", "w"], []),
+        lambda a, b, c: (a, 2, 2 * b, 2 * c)),
     # its rows are a constant axis of 4 inside the batch: a local block of 4 rows of
     # run-time length, malloc'd once per call
     "softmax_of_a_transposed_run_time_axis": (

@@ -341,11 +341,12 @@ def test_squeezing_a_symbolic_dim_requires_it_to_be_1():
 
 
 def test_a_converter_not_ported_fails_naming_the_node_and_its_symbolic_inputs():
-    # SpaceToDepth over a symbolic dim needs it divisible by the block: not ported, refused
-    # by name
-    m = model([("SpaceToDepth", ["x"], ["y"], {"blocksize": 2})], [("x", F, ["n", 2, "h", 4])])
-    with pytest.raises(SymbolicDimError, match=r"(?s)SpaceToDepth.*h%2 is known only at run "
-                                               r"time.*inputs: x: float32\[n,2,h,4\]"):
+    # a recurrence over a symbolic sequence length unrolls at import: refused by name
+    m = model([("LSTM", ["x", "w", "r"], ["y"], {"hidden_size": 2})],
+              [("x", F, ["t", "n", 4])], [("w", np.ones((1, 8, 4), np.float32)),
+                                          ("r", np.ones((1, 8, 2), np.float32))])
+    with pytest.raises(SymbolicDimError, match=r"(?s)LSTM.*symbolic dim t.*"
+                                               r"inputs: x: float32\[t,n,4\]"):
         import_onnx(m)
 
 

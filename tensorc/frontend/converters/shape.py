@@ -342,9 +342,7 @@ def symbolic_slice(start: DimLike, end: DimLike, step: int, n: DimLike
     ``n`` where a bound or ``n`` is symbolic: clamps the ranges decide fold away, the others
     stay ``min``/``max`` expressions (never assumed)."""
     if step < 0:
-        raise SymbolicDimError(f"a Slice with step {step} over symbolic bounds ({start}, "
-                               f"{end}, axis of {n}) is not supported yet",
-                               next(v for v in (start, end, n) if isinstance(v, Dim)))
+        return _symbolic_reverse_slice(start, end, step, n)
 
     def clamp(v: DimLike) -> DimLike:
         if isinstance(v, int) and v >= (1 << 62):   # INT_MAX-style "to the end"
@@ -355,6 +353,24 @@ def symbolic_slice(start: DimLike, end: DimLike, step: int, n: DimLike
 
     first, last = clamp(start), clamp(end)
     length = dim_max(ceil_div(last - first, step), 0)
+    return (first if not (isinstance(length, int) and length == 0) else 0), step, length
+
+
+def _symbolic_reverse_slice(start: DimLike, end: DimLike, step: int, n: DimLike
+                            ) -> tuple[DimLike, int, DimLike]:
+    """:func:`symbolic_slice` for a negative step (x[::-1], a flip): ONNX clamps the start
+    into [0, n - 1] and the end into [-1, n - 1], negative bounds counting from the end."""
+    def clamp(v: DimLike, low: int) -> DimLike:
+        if isinstance(v, int) and v >= (1 << 62):
+            return n - 1
+        if isinstance(v, int) and v <= -(1 << 62):   # INT_MIN-style "past the front"
+            return low
+        if isinstance(v, int) and v < 0:
+            return dim_max(n + v, low)
+        return dim_min(v, n - 1)
+
+    first, last = clamp(start, 0), clamp(end, -1)
+    length = dim_max(ceil_div(first - last, -step), 0)
     return (first if not (isinstance(length, int) and length == 0) else 0), step, length
 
 
@@ -511,7 +527,10 @@ def space_to_depth(ctx: ImportContext, inputs: list[Value], *, blocksize: int,
     x = inputs[0]
     n, c, h, w = x.type.shape if x.type.ndim == 4 else (0, 0, -1, -1)
     b = blocksize
-    if x.type.ndim != 4 or h % b or w % b:
+    for size in (h, w):
+        if isinstance(size, Dim):       # a run-time size: divisible when the dims are bound
+            require_dims(size % b, "==", 0, f"SpaceToDepth of {x.type} by blocks of {b}")
+    if x.type.ndim != 4 or any(isinstance(v, int) and v % b for v in (h, w)):
         raise ShapeError(f"SpaceToDepth needs [N, C, H, W] with H and W divisible by {b}, "
                          f"got {x.type}")
     # DCR: channels ordered (row offset, column offset, depth); CRD: (depth, row, column)
