@@ -21,7 +21,7 @@ import numpy as np
 from tensorc.errors import ShapeError
 from tensorc.ir import expr as E
 from tensorc.ir import te
-from tensorc.ir.dims import Dim, may_equal
+from tensorc.ir.dims import Dim, as_expr, may_equal
 from tensorc.ir.types import TensorType, format_shape
 from tensorc.ops.registry import Pattern, define
 from tensorc.ops.schedules import (
@@ -117,13 +117,15 @@ def _pad_infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
     expect_arity("pad", input_types, 1)
     (x,) = input_types
     pads = tuple(attrs["pads"])
-    if len(pads) != 2 * x.ndim or min(pads, default=0) < 0:
-        raise ShapeError(f"pad: pads {pads} must be {2 * x.ndim} non-negative ints (all "
-                         f"begins, then all ends) for {x}")
+    if len(pads) != 2 * x.ndim or min((p for p in pads if isinstance(p, int)), default=0) < 0:
+        raise ShapeError(f"pad: pads {pads} must be {2 * x.ndim} non-negative ints or dims "
+                         f"(all begins, then all ends) for {x}")
     mode = attrs.get("mode", "constant")
     if mode not in PAD_MODES:
         raise ShapeError(f"pad: mode {mode!r} is not one of {', '.join(PAD_MODES)}")
-    padded = [d for d in range(x.ndim) if pads[d] or pads[d + x.ndim]]
+    if mode != "constant" and any(isinstance(p, Dim) for p in pads):
+        raise ShapeError(f"pad: {mode} padding by run-time amounts {pads} is not supported")
+    padded = [d for d in range(x.ndim) if _pads_axis(pads, d, x.ndim)]
     if mode != "constant" and any(x.shape[d] == 0 for d in padded):
         raise ShapeError(f"pad: {mode} padding needs a non-empty axis, got {x}")
     for d in padded:
@@ -132,6 +134,12 @@ def _pad_infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
                          f"non-empty axis")
     shape = tuple(d + pads[i] + pads[i + x.ndim] for i, d in enumerate(x.shape))
     return [TensorType(shape, x.dtype)]
+
+
+def _pads_axis(pads: tuple, d: int, ndim: int) -> bool:
+    """Whether ``pads`` pad axis ``d`` (an amount over symbolic dims, a SAME padding's
+    begin at a stride of 2, may be 0 or not at run time: it pads)."""
+    return any(isinstance(p, Dim) or p for p in (pads[d], pads[d + ndim]))
 
 
 @pad.reference
@@ -333,10 +341,11 @@ def _pad_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
         return te.compute(shape, mirrored, name="pad")
 
     def body(*o):
-        src = [o[d] - pads[d] for d in range(nd)]
-        conds = [in_range(s, x.shape[d]) for d, s in enumerate(src) if pads[d] or pads[d + nd]]
-        load = x[tuple(clamp(s, x.shape[d]) if (pads[d] or pads[d + nd]) else s
-                       for d, s in enumerate(src))]
+        src = [o[d] - (as_expr(pads[d]) if isinstance(pads[d], Dim) else pads[d])
+               for d in range(nd)]
+        padded = [_pads_axis(pads, d, nd) for d in range(nd)]
+        conds = [in_range(s, x.shape[d]) for d, s in enumerate(src) if padded[d]]
+        load = x[tuple(clamp(s, x.shape[d]) if padded[d] else s for d, s in enumerate(src))]
         cond = E.all_of(*conds)
         return load if cond is None else E.select(cond, load, E.Const(value, x.dtype))
     return te.compute(shape, body, name="pad")

@@ -92,6 +92,21 @@ CASES = {
         _model([("Slice", ["x", "s", "e", "a", "st"], ["y"], {})], ["n", "t", 4],
                [_ints("s", [5]), _ints("e", [-100]), _ints("a", [1]), _ints("st", [-2])]),
         lambda a, b, c: (a, b, 4)),
+    # SAME padding at a stride of 2: its begin is 0 or 1 by the size's parity, a pad node
+    # of run-time amounts before the window
+    "conv_same_upper_stride_2": (
+        _model([("Conv", ["x", "w"], ["y"], {"strides": [2, 2], "auto_pad": "SAME_UPPER"})],
+               ["n", 8, "h", "w"], [_weights("w", 16, 8, 3, 3)]),
+        lambda a, b, c: (a, 8, b, c)),
+    "conv_same_lower_stride_2_kernel_4": (
+        _model([("Conv", ["x", "w"], ["y"], {"strides": [2, 2], "auto_pad": "SAME_LOWER"})],
+               ["n", 8, "h", "w"], [_weights("w", 16, 8, 4, 4)]),
+        lambda a, b, c: (a, 8, b, c)),
+    "max_pool_same_upper_stride_2": (
+        _model([("MaxPool", ["x"], ["y"], {"kernel_shape": [3, 3], "strides": [2, 2],
+                                            "auto_pad": "SAME_UPPER"})],
+               ["n", 8, "h", "w"], []),
+        lambda a, b, c: (a, 8, b, c)),
     # H and W divisible by the block: a run-time constraint
     "space_to_depth": (
         _model([("SpaceToDepth", ["x"], ["y"], {"blocksize": 2})], ["n", 2, "h", "w"], []),

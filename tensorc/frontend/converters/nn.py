@@ -80,6 +80,7 @@ def conv(ctx: ImportContext, inputs: list[Value], *, auto_pad: str = "NOTSET",
     bias = inputs[2] if len(inputs) > 2 else None
     kernel = _kernel_of(w, kernel_shape)
     strides, pads, dilations = spatial_attrs(x, kernel, strides, dilations, pads, auto_pad)
+    x, pads = run_time_pads(ctx, x, pads, 0.0)
     y = ctx.emit("conv", [x, w], strides=strides, pads=pads, dilations=dilations,
                  groups=int(group))
     return _conv_bias(ctx, y, bias)
@@ -101,9 +102,23 @@ def max_pool(ctx: ImportContext, inputs: list[Value], *, auto_pad: str = "NOTSET
     x = inputs[0]
     strides, pads, dilations = spatial_attrs(x, kernel_shape, strides, dilations, pads,
                                              auto_pad, pool=True)
+    x, pads = run_time_pads(ctx, x, pads, float("-inf"))
     y = ctx.emit("max_pool", [x], kernel_shape=tuple(kernel_shape), strides=strides, pads=pads,
                  dilations=dilations, ceil_mode=bool(ceil_mode))
     return y, None  # the Indices output is not supported
+
+
+def run_time_pads(ctx: ImportContext, x: Value, pads: tuple, value: float
+                  ) -> tuple[Value, tuple]:
+    """(x, pads) where the window's pads are ints; where some are expressions of symbolic
+    dims (SAME padding at a stride over a run-time size: the begin is 0 or 1 by its parity),
+    x padded by ``value`` in a node of its own and no pads left for the window."""
+    if all(isinstance(p, int) for p in pads):
+        return x, pads
+    spatial = len(pads) // 2
+    padded = ctx.emit("pad", [x], pads=(0, 0, *pads[:spatial], 0, 0, *pads[spatial:]),
+                      mode="constant", value=value)
+    return padded, (0,) * len(pads)
 
 
 @converter("AveragePool", since=1)
