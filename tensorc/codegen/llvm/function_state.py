@@ -26,6 +26,9 @@ class FunctionState:
         self.buffers = buffers  # Buffer -> ptr
         self.ranges: dict = {}  # Var -> (lo, hi) of the loops being emitted
         self.allocated: dict = {}   # local Buffer -> elements allocated (with lane padding)
+        # local row blocks of symbolic length whose every vector starting in the row stays
+        # in the block (passes/loop/allocations.py hoist_row_blocks)
+        self.row_slack: set = set()
 
     def close(self) -> None:
         """Branch from the alloca block into the body, once the body is emitted."""

@@ -130,6 +130,7 @@ class ParallelLoops(CodegenPart):
         # until it passes the range's end, then from the other ranges' counters
         state = FunctionState(fn, {}, {})
         state.ranges = dict(self.fs.ranges)
+        state.row_slack = set(self.fs.row_slack)
         cb = state.builder
         for k, key in enumerate([*captured_vars, *captured_bufs]):
             val = cb.load(slot(cb, fn.args[0], k + first), typ=fields[k + first])
