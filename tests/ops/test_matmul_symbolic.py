@@ -4,6 +4,8 @@ the space lists builds. Results against numpy at 1, primes and
 counts that are no multiple of a tile or a block, on one thread and two."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -146,3 +148,14 @@ def test_partial_column_panels_match_numpy():
             np.testing.assert_allclose(mod.run({"q": q, "k": k})["y"], (q @ k) * 0.25,
                                        rtol=1e-4, atol=1e-5,
                                        err_msg=f"{batch, seq, keys} on {threads} threads")
+
+
+def test_partial_column_panel_halves_where_its_remainder_fits():
+    """The last column panel's tile runs 8-lane vectors where at most 8 columns remain
+    (passes/loop/narrow_tails.py), else its 16-lane vectors; the whole panels keep 16."""
+    loops = tensorc.inspect(_scores_model(), stage="loops")
+    main = loops[loops.index("func k0_fused_matmul_mul("):]
+    main = main[:main.index("\nfunc ")]
+    assert re.search(r"if \(\(.*keys.*\) <= 8\)", main), main
+    assert re.search(r"for \(j: vectorized, 0, 8\)", main), main
+    assert re.search(r"for \(j: vectorized, 0, 16\)", main), main
