@@ -11,7 +11,9 @@ over, chosen at run time: vectors of W / 2 lanes where the remainder fits, else 
             if (N - x*16 - c <= 8)  ... for (j: vectorized, 0, 8)  if (j + x*16 + c < N) S
             else  ... for (j: vectorized, 0, 16)  if (j + x*16 + c < N) S
 
-The guards stay (they drop the lanes past the remainder within the half). Only guards
+The guards stay (they drop the lanes past the remainder within the half). Where the
+remainder passes half a tile, each vector loop runs as two of half the lanes: the lower
+half, all of whose lanes run, without the bound, the upper half under it. Only guards
 over a symbolic dim are read, so static kernels are untouched. (QK^T of a decode step
 over a cache of 40, a remainder of 8 in 16-lane panels: the last panel's accumulators
 filled both registers and spilled.)
@@ -43,7 +45,7 @@ def _visit(s: Stmt, dims: set) -> Stmt:
         if found is not None:
             rest, width = found
             body = IfThenElse(E.Compare("le", rest, E.const(width // 2)),
-                              _narrowed(body, rest, width), body)
+                              _narrowed(body, rest, width), _halved(body, rest, width))
         return For(s.var, s.extent, s.kind, body, dict(s.annotations))
     if isinstance(s, Seq):
         return seq(*[_visit(c, dims) for c in s.stmts])
@@ -60,6 +62,12 @@ def _remainder(loop: For) -> tuple[E.Expr, int] | None:
     """(R, W) where ``loop`` is a vector loop over W lanes (a power of two, at least
     MIN_LANES) whose whole body is under a guard with the conjunct ``j < R`` (``j`` the
     loop's variable), R free of j; else None."""
+    found = _bound_conjunct(loop)
+    return None if found is None else found[:2]
+
+
+def _bound_conjunct(loop: For) -> tuple[E.Expr, int, E.Expr] | None:
+    """:func:`_remainder`'s (R, W) and the conjunct that bounds j by R."""
     width = arith.as_const_int(loop.extent)
     if loop.kind != "vectorized" or width is None or width < MIN_LANES or \
             width & (width - 1) or not isinstance(loop.body, IfThenElse) or \
@@ -70,7 +78,7 @@ def _remainder(loop: For) -> tuple[E.Expr, int] | None:
             continue
         lin = arith.linear_coeff(c.a - c.b, loop.var)
         if lin is not None and lin[1] == 1:
-            return arith.simplify(E.const(0) - lin[0]), width
+            return arith.simplify(E.const(0) - lin[0]), width, c
     return None
 
 
@@ -120,3 +128,33 @@ def _narrowed(body: Stmt, rest: E.Expr, width: int) -> Stmt:
                 return For(s.var, E.const(width // 2), s.kind, s.body, dict(s.annotations))
         return None
     return map_stmt(body, fstmt=visit)
+
+
+def _halved(body: Stmt, rest: E.Expr, width: int) -> Stmt:
+    """``body`` (run where the remainder ``rest`` passes half of ``width``) with each of its
+    vector loops of that remainder as two of half the lanes: the lower half, every lane of
+    which runs, without the bound; the upper half under it."""
+    half = width // 2
+
+    def visit(s: Stmt) -> Stmt | None:
+        if not isinstance(s, For):
+            return None
+        found = _bound_conjunct(s)
+        if found is None or found[1] != width or not E.same(found[0], rest):
+            return None
+        guard = s.body
+        others = [c for c in _conjuncts(guard.cond) if c is not found[2]]
+        lower = guard.then_case if not others else \
+            IfThenElse(_conjunction(others), guard.then_case, None, dict(guard.annotations))
+        var = E.Var(s.var.name)
+        upper = map_stmt(guard, lambda e: E.substitute(e, {s.var: var + half}))
+        return seq(For(s.var, E.const(half), s.kind, lower, dict(s.annotations)),
+                   For(var, E.const(half), s.kind, upper, dict(s.annotations)))
+    return map_stmt(body, fstmt=visit)
+
+
+def _conjunction(parts: list[E.Expr]) -> E.Expr:
+    out = parts[0]
+    for p in parts[1:]:
+        out = E.Logical("and", out, p)
+    return out
