@@ -4,6 +4,8 @@ the space lists builds. Results against numpy at 1, primes and
 counts that are no multiple of a tile or a block, on one thread and two."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -117,3 +119,43 @@ def test_every_listed_config_builds(packed):
     whole = space.default().replace(row_tiles=WHOLE, pack_a=True)
     if "pack_a" in space.knobs and True in space.knobs["pack_a"].choices:
         assert not space.is_valid(whole)
+
+
+def _scores_model():
+    """Attention scores over a symbolic key count: q [batch, 2, seq, 16] x k^T [batch, 2,
+    16, keys], scaled: the column panels end in a partial one at most key counts."""
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["q", "k"], ["s"]),
+         helper.make_node("Mul", ["s", "scale"], ["y"])], "scores",
+        [helper.make_tensor_value_info("q", TensorProto.FLOAT, ["batch", 2, "seq", 16]),
+         helper.make_tensor_value_info("k", TensorProto.FLOAT, ["batch", 2, 16, "keys"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 2, "seq", "keys"])],
+        [helper.make_tensor("scale", TensorProto.FLOAT, [], [0.25])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_partial_column_panels_match_numpy():
+    """Every remainder of the key count modulo a panel, short and long rows: the last,
+    partial panel accumulates under its lane mask without branches."""
+    mod = tensorc.compile(_scores_model())
+    rng = np.random.default_rng(5)
+    for batch, seq, keys in [(1, 1, 1), (3, 5, 10), (2, 3, 40), (1, 17, 84), (2, 7, 97),
+                             *[(1, 3, n) for n in range(2, 18)]]:
+        q = rng.standard_normal((batch, 2, seq, 16)).astype(np.float32)
+        k = rng.standard_normal((batch, 2, 16, keys)).astype(np.float32)
+        for threads in (1, 2):
+            mod.num_threads = threads
+            np.testing.assert_allclose(mod.run({"q": q, "k": k})["y"], (q @ k) * 0.25,
+                                       rtol=1e-4, atol=1e-5,
+                                       err_msg=f"{batch, seq, keys} on {threads} threads")
+
+
+def test_partial_column_panel_halves_where_its_remainder_fits():
+    """The last column panel's tile runs 8-lane vectors where at most 8 columns remain
+    (passes/loop/narrow_tails.py), else its 16-lane vectors; the whole panels keep 16."""
+    loops = tensorc.inspect(_scores_model(), stage="loops")
+    main = loops[loops.index("func k0_fused_matmul_mul("):]
+    main = main[:main.index("\nfunc ")]
+    assert re.search(r"if \(\(.*keys.*\) <= 8\)", main), main
+    assert re.search(r"for \(j: vectorized, 0, 8\)", main), main
+    assert re.search(r"for \(j: vectorized, 0, 16\)", main), main

@@ -63,6 +63,7 @@ class LLVMCodegen:
             raise ValueError(f"state must be one of {STATE_LINKAGE}, got {state!r}")
         self.target = target
         self.state = state
+        self.kernel_dims: frozenset = frozenset()   # the symbolic dims of the kernel emitted
         self.module = ir.Module(name)
         self.module.triple = target.triple
         self.num_threads = self._global_i32("tensorc_num_threads")
@@ -132,12 +133,12 @@ class LLVMCodegen:
             state.index = IndexCache()
             for var, arg in dims.items():
                 state.index.bind(var, state.entry, arg)
-        saved = self.fs
-        self.fs = state
+        saved, saved_dims = self.fs, self.kernel_dims
+        self.fs, self.kernel_dims = state, frozenset(func.dims)
         self.stmt(annotate_for_llvm(func).body)
         self.fs.builder.ret_void()
         state.close()
-        self.fs = saved
+        self.fs, self.kernel_dims = saved, saved_dims
         self.functions[func.name] = fn
         return fn
 
@@ -305,11 +306,12 @@ class LLVMCodegen:
         """Heap blocks whose sizes are expressions of symbolic dims: one block, its offsets
         computed at run time (each part rounded up to a cache line)."""
         b = self.b
-        offsets, total = [], constant(I64, 0)
+        offsets, sizes, total = [], [], constant(I64, 0)
         for a in chain:
             offsets.append(total)
             nbytes = a.buffer.nbytes
             size = constant(I64, nbytes) if isinstance(nbytes, int) else self.expr(nbytes)
+            sizes.append(size)
             rounded = b.and_(b.add(size, constant(I64, 63)), constant(I64, -64))
             total = b.add(total, rounded)
         # aligned_alloc of 0 bytes may return null: ask for one line at least
@@ -318,8 +320,15 @@ class LLVMCodegen:
         malloc = self.declare("aligned_alloc", PTR, [I64, I64])
         free = self.declare("free", VOID, [PTR])
         ptr = b.call(malloc, [constant(I64, 64), total])
-        for a, offset in zip(chain, offsets):
+        for a, offset, size in zip(chain, offsets, sizes):
             self.fs.buffers[a.buffer] = b.gep(ptr, [offset], source_etype=I8)
+            if a.annotations.get("row_slack"):
+                # its rows' last vectors are read whole, the lanes past the row discarded;
+                # zeroed, those lanes never hold the denormals of the heap's garbage
+                self.fs.row_slack.add(a.buffer)
+                memset = self.module.declare_intrinsic("llvm.memset", [PTR, I64])
+                b.call(memset, [self.fs.buffers[a.buffer], constant(ir.IntType(8), 0), size,
+                                constant(ir.IntType(1), 0)])
         self.stmt(chain[-1].body)
         self.b.call(free, [ptr])
 

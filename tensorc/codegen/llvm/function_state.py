@@ -29,6 +29,9 @@ class FunctionState:
         self.allocated: dict = {}   # local Buffer -> elements allocated (with lane padding)
         # index arithmetic emitted once per binding (index_cache.py): kernels over dims only
         self.index: IndexCache | None = None
+        # local row blocks of symbolic length whose every vector starting in the row stays
+        # in the block (passes/loop/allocations.py hoist_row_blocks)
+        self.row_slack: set = set()
 
     def close(self) -> None:
         """Branch from the alloca block into the body, once the body is emitted."""

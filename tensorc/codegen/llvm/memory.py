@@ -257,6 +257,13 @@ class VectorMemory(CodegenPart):
             wide_mask = self.b.and_(wide_mask, lane_mask if stride == 1 else
                                     self._spread(lane_mask, stride, span))
         ptr = self._at(buf, base)
+        if stride == 1 and lane_mask is None and self.vec.in_allocation(buf, base, lanes) \
+                and buf in self.fs.row_slack:
+            # a row block's last vector, read whole (it stays in the block): a plain load
+            # forwards from the store that wrote it, a masked one waits for it
+            v = self.b.load(ptr, typ=ir.VectorType(storage_type(buf.dtype), lanes))
+            v.align = itemsize(buf.dtype)
+            return self.b.select(mask, v, other)
         v = self.masked_load(ptr, wide_mask, buf.dtype)
         if stride > 1:
             v = self._pick(v, [k * stride for k in range(lanes)])

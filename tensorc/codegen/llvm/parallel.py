@@ -131,6 +131,7 @@ class ParallelLoops(CodegenPart):
         # until it passes the range's end, then from the other ranges' counters
         state = FunctionState(fn, {}, {})
         state.ranges = dict(self.fs.ranges)
+        state.row_slack = set(self.fs.row_slack)
         cb = state.builder
         if self.fs.index is not None:
             state.index = IndexCache()

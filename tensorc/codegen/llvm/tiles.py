@@ -13,7 +13,7 @@ from tensorc.codegen.llvm.vectors import VectorLoops
 from tensorc.ir import arith
 from tensorc.ir import expr as E
 from tensorc.ir.loop import For, IfThenElse, interleaved_tile
-from tensorc.passes.loop.register_tiles import reduction_operands
+from tensorc.passes.loop.register_tiles import reduction_operands, row_stride
 from tensorc.passes.loop.vector_loops import pow2_at_least
 
 
@@ -110,7 +110,7 @@ class RegisterTiles(CodegenPart):
         st = inner.body
         n = arith.as_const_int(inner.extent)
         (index,) = st.indices
-        stride = self.gen.facts.linear_coeff(index, inner.var)[1]
+        stride = row_stride(index, inner.var)
         values = []
         saved_mask = self.vec.lane_mask
         self.fs.ranges[s.var] = (0, m - 1)
@@ -126,24 +126,33 @@ class RegisterTiles(CodegenPart):
         self.fs.env[s.var] = constant(I64, 0)
         self.fs.env[inner.var] = constant(I64, 0)
         base = self.gen.pointer(st.buffer, self.gen.scalar_index(index))
+        # a symbolic row length apart: the offsets are multiples of its run-time value
+        step = None if isinstance(stride, int) else self.gen.scalar_index(stride)
         del self.fs.env[inner.var], self.fs.env[s.var]
         ety = storage_type(st.buffer.dtype)
         values += [constant(values[0].type, ir.Undefined)] * (n - m)
         mask = None if m == n else constant(ir.VectorType(I1, n), [k < m for k in range(n)])
         prefetch = self.gen.declare("llvm.prefetch.p0", VOID, [PTR, I32, I32, I32])
         for j, row in enumerate(self._transpose(values)):
-            ptr = self.b.gep(base, [constant(I64, j * stride)], source_etype=ety) if j \
+            ptr = self.b.gep(base, [self._times(step, stride, j)], source_etype=ety) if j \
                 else base
             # The rows land in n different cache lines (or two each): a cold output costs a
             # read for ownership of each, one after another. Ask for the lines of the next
             # block along v (n rows on) for writing now, so that they arrive in parallel.
-            ahead = self.b.gep(ptr, [constant(I64, n * stride)], source_etype=ety)
+            ahead = self.b.gep(ptr, [self._times(step, stride, n)], source_etype=ety)
             self.b.call(prefetch, [ahead, constant(I32, 1), constant(I32, 3),
                                    constant(I32, 1)])
             if mask is None:
                 self.b.store(row, ptr).align = 4
             else:
                 self.gen.memory.masked_store(row, ptr, mask, st.buffer.dtype)
+
+    def _times(self, step: ir.Value | None, stride: int, k: int) -> ir.Value:
+        """k rows' offset: ``k * stride`` where the stride is a constant, else k times its
+        run-time value ``step``."""
+        if step is None:
+            return constant(I64, k * stride)
+        return self.b.mul(step, constant(I64, k))
 
     def guarded_transposed(self, s: For, m: int) -> None:
         """A transposed tile (:meth:`transposed`) whose every store is under one guard that

@@ -16,6 +16,11 @@ from tensorc.codegen.llvm.vector_index import multiple_of
 from tensorc.ir import arith
 from tensorc.ir import expr as E
 from tensorc.ir.loop import Buffer, For, IfThenElse, Seq, Stmt, Store
+from tensorc.passes.loop.allocations import slack_lanes
+from tensorc.passes.loop.vector_loops import pow2_at_least
+
+# integer ops that trap on some operands (masked-off lanes compute on garbage)
+_TRAPPING = ("div", "floordiv", "floormod", "truncdiv", "truncmod")
 
 
 class VectorLoops(CodegenPart):
@@ -73,6 +78,9 @@ class VectorLoops(CodegenPart):
                 with self.b.if_then(self.gen.expr(st.cond)):
                     self.vector_stmt(st.then_case, loop)
                 return
+            if self._if_converts(st):
+                self._under_mask(st, loop, self._guard_mask(st))
+                return
             # An affine condition holds on all lanes iff it holds on the first and last:
             # then the body runs as plain vector code. Otherwise (a row's tail) it runs
             # predicated: global loads and stores masked to the lanes where the condition
@@ -98,16 +106,45 @@ class VectorLoops(CodegenPart):
                         env[loop.var] = vec
 
     def _predicated(self, st: IfThenElse, loop: For) -> None:
-        mask = self.gen.values.broadcast(self.gen.expr(st.cond, self.lanes), self.lanes)
-        if self.lane_mask is not None:
-            mask = self.b.and_(mask, self.lane_mask)
+        mask = self._guard_mask(st)
         any_lane = self.b.call(self.gen.declare(f"llvm.vector.reduce.or.v{self.lanes}i1", I1,
                                                 [mask.type]), [mask])
         with self.b.if_then(any_lane):
-            saved, self.lane_mask = self.lane_mask, mask
-            saved_tail, self.tail_mask_only = self.tail_mask_only, False
-            self.vector_stmt(st.then_case, loop)
-            self.lane_mask, self.tail_mask_only = saved, saved_tail
+            self._under_mask(st, loop, mask)
+
+    def _guard_mask(self, st: IfThenElse) -> ir.Value:
+        mask = self.gen.values.broadcast(self.gen.expr(st.cond, self.lanes), self.lanes)
+        if self.lane_mask is not None:
+            mask = self.b.and_(mask, self.lane_mask)
+        return mask
+
+    def _under_mask(self, st: IfThenElse, loop: For, mask: ir.Value) -> None:
+        """``st``'s body on the lanes of ``mask``: loads of global buffers masked, stores
+        masked (into a local block: a select of the new and old lanes)."""
+        saved, self.lane_mask = self.lane_mask, mask
+        saved_tail, self.tail_mask_only = self.tail_mask_only, False
+        self.vector_stmt(st.then_case, loop)
+        self.lane_mask, self.tail_mask_only = saved, saved_tail
+
+    def _if_converts(self, st: IfThenElse) -> bool:
+        """Whether a lane-dependent guard over a symbolic bound runs as straight-line code
+        under its mask, with no branch: its body only stores whole vectors into local blocks
+        (a register tile's last, partial column panel, accumulated at every step of k).
+        Branching at every step on whether all lanes or any lane hold kept the tile's
+        accumulators in memory (QK^T over a decode step's cache of 10: 3x static).
+        Masked-off lanes compute garbage that no store keeps; integer division, which
+        could trap on it, keeps the branches. Static kernels have no such guard."""
+        dims = self.gen.kernel_dims
+        if st.else_case is not None or st.annotations.get("lane_by_lane") or not dims or \
+                self.lanes != pow2_at_least(self.lanes) or \
+                not set(self.gen.facts.free_vars(st.cond)) & dims:
+            return False
+        stores = st.then_case.stmts if isinstance(st.then_case, Seq) else [st.then_case]
+        return all(isinstance(s, Store) and len(s.indices) == 1 and
+                   self.local_vector(s.buffer, s.indices[0], self.lanes) and
+                   not any(isinstance(e, E.Binary) and e.op in _TRAPPING and
+                           not E.is_float(e.dtype) for e in E.walk(s.value))
+                   for s in stores)
 
     def masked(self, buf: Buffer, index: E.Expr | None = None, store: bool = False
                 ) -> ir.Value | None:
@@ -119,6 +156,10 @@ class VectorLoops(CodegenPart):
         accumulators in registers."""
         if buf.scope != "local" or index is None:
             return self.lane_mask
+        if buf in self.fs.row_slack and self._in_row(buf, index):
+            # a row block's vectors stay in the block: loads need no mask; a store keeps
+            # its mask, which a local store applies as a select of the new and old lanes
+            return self.lane_mask if store else None
         stride = 0
         if self.lane_mask is not None or not store:
             lin = self.gen.facts.linear_coeff(index, self.var)
@@ -153,9 +194,18 @@ class VectorLoops(CodegenPart):
         buffers only: parameters' extents are not known to be padded)."""
         if buf.scope != "local":
             return False
+        if buf in self.fs.row_slack:
+            return span <= slack_lanes(buf.dtype)
         lo, hi = arith.const_bounds(base, self.fs.ranges)
         return lo is not None and hi is not None and lo >= 0 and \
             hi + span <= self.fs.allocated.get(buf, buf.size)
+
+    def _in_row(self, buf: Buffer, index: E.Expr) -> bool:
+        """Whether a vector access of a row block at ``index`` is a contiguous run within
+        the block's slack past the row: the row's loops split by whole vectors put every
+        vector's first lane inside the row."""
+        lin = self.gen.facts.linear_coeff(index, self.var)
+        return lin is not None and lin[1] == 1 and self.lanes <= slack_lanes(buf.dtype)
 
     def lane_compare(self, e: E.Compare, lanes: int) -> ir.Value | None:
         """An integer comparison affine in the vector variable, ``base + s*k OP 0`` for lanes

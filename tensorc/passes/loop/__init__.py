@@ -4,6 +4,7 @@ from __future__ import annotations
 from tensorc.ir.loop import PrimFunc
 from tensorc.passes.loop.clamps import resolve_clamps
 from tensorc.passes.loop.flatten import flatten_buffers
+from tensorc.passes.loop.narrow_tails import narrow_symbolic_tails
 from tensorc.passes.loop.partition import partition_loops
 from tensorc.passes.loop.simplify import simplify
 from tensorc.passes.loop.symbolic_tails import split_symbolic_tails
@@ -16,6 +17,7 @@ PIPELINE = (
     resolve_clamps,    # drop the clamps of loads that their selects guard, where they can
     flatten_buffers,   # B[i, j] -> B[i*J + j]
     simplify,          # fold the flattened index arithmetic
+    narrow_symbolic_tails,  # half-width vectors for a symbolic tail that fits half a tile
 )
 
 
@@ -26,4 +28,4 @@ def optimize(func: PrimFunc) -> PrimFunc:
 
 
 __all__ = ["PIPELINE", "optimize", "simplify", "flatten_buffers", "partition_loops",
-           "resolve_clamps", "split_symbolic_tails"]
+           "narrow_symbolic_tails", "resolve_clamps", "split_symbolic_tails"]

@@ -22,6 +22,12 @@ ZEROED_LOCAL_BYTES = 64 * 1024
 WIDEST_VECTOR_BYTES = 64
 
 
+def slack_lanes(dtype: str) -> int:
+    """The elements a hoisted row block (:func:`hoist_row_blocks`) has at least past its
+    row: a vector of up to this many lanes that starts in the row stays in the block."""
+    return WIDEST_VECTOR_BYTES // itemsize(dtype)
+
+
 def on_heap(buf: Buffer) -> bool:
     """Whether a buffer is malloc'd (large global ones, and those of symbolic size) rather
     than on the stack."""
@@ -77,7 +83,11 @@ def hoist_row_blocks(func: PrimFunc) -> PrimFunc:
           ->  allocate e[R, pitch(n)] for (r: parallel) for (i) ... e[r*pitch(n) + k] ...
 
     (A malloc per parallel iteration cost more than the row passes it saved: glibc's
-    aligned_alloc splits and consolidates chunks each time.)"""
+    aligned_alloc splits and consolidates chunks each time.) A block outside any parallel
+    loop gets the same padded pitch. Each hoisted block is annotated ``row_slack``: a vector
+    that starts inside the row stays inside the block, so codegen reads and writes its
+    row's last, partial vector whole (a masked store followed by a masked load of the same
+    lanes could not forward: the softmax of a decode step over a cache of 10, 2.4x static)."""
     dims = set(func.dims)
 
     def movable(a: Allocate) -> bool:
@@ -86,7 +96,9 @@ def hoist_row_blocks(func: PrimFunc) -> PrimFunc:
 
     def wrap(body: Stmt, blocks: list[Allocate]) -> Stmt:
         for a in reversed(blocks):
-            body = Allocate(a.buffer, body, dict(a.annotations))
+            if not a.annotations.get("row_slack"):
+                body, a.buffer = _sliced(body, a.buffer)
+            body = Allocate(a.buffer, body, {**a.annotations, "row_slack": True})
         return body
 
     def visit(s: Stmt) -> tuple[Stmt, list[Allocate]]:
@@ -98,6 +110,7 @@ def hoist_row_blocks(func: PrimFunc) -> PrimFunc:
                                dict(s.annotations)), []
                 for a in blocks:
                     body, a.buffer = _sliced(body, a.buffer, s.var, s.extent)
+                    a.annotations["row_slack"] = True
             return For(s.var, s.extent, s.kind, body, dict(s.annotations)), blocks
         if isinstance(s, Allocate):
             body, blocks = visit(s.body)
@@ -120,21 +133,25 @@ def hoist_row_blocks(func: PrimFunc) -> PrimFunc:
     return func.with_body(wrap(body, blocks)) if blocks else func
 
 
-def _sliced(body: Stmt, buf: Buffer, var: E.Var, count: E.Expr) -> tuple[Stmt, Buffer]:
+def _sliced(body: Stmt, buf: Buffer, var: E.Var | None = None, count: E.Expr | None = None
+            ) -> tuple[Stmt, Buffer]:
     """``body`` with its (flat) accesses of ``buf`` moved to slice ``var`` of a block of
-    ``count`` slices, and that block."""
-    lanes = WIDEST_VECTOR_BYTES // itemsize(buf.dtype)
+    ``count`` slices (without ``var``: one slice), and that block."""
+    lanes = slack_lanes(buf.dtype)
     pitch = arith.simplify((buf.size + (2 * lanes - 1)) // lanes * lanes)
-    block = Buffer(buf.name, (count, pitch), buf.dtype, buf.scope)
-    offset = var * pitch
+    block = Buffer(buf.name, (pitch,) if var is None else (count, pitch), buf.dtype,
+                   buf.scope)
+
+    def at(index: E.Expr) -> E.Expr:
+        return index if var is None else var * pitch + index
 
     def load(e: E.Expr) -> E.Expr | None:
         if isinstance(e, E.Load) and e.source is buf:
-            return E.Load(block, [offset + e.indices[0]])
+            return E.Load(block, [at(e.indices[0])])
         return None
 
     def store(s: Stmt) -> Stmt | None:
         if isinstance(s, Store) and s.buffer is buf:
-            return Store(block, (offset + s.indices[0],), s.value)
+            return Store(block, (at(s.indices[0]),), s.value)
         return None
     return map_stmt(body, lambda e: E.transform(e, load), store), block

@@ -61,8 +61,28 @@ def is_transposed(s: For) -> bool:
         return False
     (index,) = st.indices
     lin_u = arith.linear_coeff(index, s.var)
-    lin_v = arith.linear_coeff(index, inner.var)
-    return lin_u is not None and lin_v is not None and lin_u[1] == 1 and lin_v[1] >= m
+    stride = row_stride(index, inner.var)
+    if lin_u is None or lin_u[1] != 1 or stride is None:
+        return False
+    # a run-time stride (a symbolic row length) is at least m: the m x n elements the tile
+    # stores are distinct, which a stride below m would contradict
+    return not isinstance(stride, int) or stride >= m
+
+
+def row_stride(index: E.Expr, var: E.Var) -> int | E.Expr | None:
+    """The stride of ``index`` along ``var``: an int, or an expression of the symbolic dims
+    (free of ``var``) where ``index`` is ``base + stride * var`` with a run-time stride
+    (``d*i + d*var``: a transposed tile's rows, a symbolic row length apart). None where
+    ``index`` is not of that form."""
+    lin = arith.linear_coeff(index, var)
+    if lin is not None:
+        return lin[1]
+    base = arith.simplify(E.substitute(index, {var: E.const(0)}))
+    stride = arith.simplify(E.substitute(index, {var: E.const(1)}) - base)
+    if E.uses_var(stride, var) or \
+            arith.as_const_int(arith.simplify(index - (base + stride * var))) != 0:
+        return None
+    return stride
 
 
 def is_guarded_transposed(s: For) -> bool:

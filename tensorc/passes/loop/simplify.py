@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from tensorc.ir import arith
 from tensorc.ir import expr as E
+from tensorc.ir.bounds import SYMBOLIC_MAX
 from tensorc.ir.loop import (
     Allocate, For, IfThenElse, Prefetch, PrimFunc, Seq, Stmt, Store, map_stmt, seq,
 )
@@ -14,7 +15,9 @@ def simplify(func: PrimFunc) -> PrimFunc:
 
     >>> simplify(func)   # for (i, 0, 1) A[i*4 + j // 4 * 4 + j % 4] ... -> A[j] ...
     """
-    body = simplify_stmt(func.body, {})
+    # symbolic dims are never negative (a concat's piece past ``past`` in ``past + seq``
+    # then decides which input it reads)
+    body = simplify_stmt(func.body, {d: (0, SYMBOLIC_MAX) for d in func.dims})
     return func.with_body(body if body is not None else Seq([]))
 
 
@@ -32,6 +35,8 @@ def simplify_stmt(s: Stmt, ranges: dict) -> Stmt | None:
         inner = dict(ranges)
         if n is not None:
             inner[s.var] = (0, n - 1)
+        elif any(ranges.get(v, (0, 0))[1] >= SYMBOLIC_MAX for v in E.free_vars(extent)):
+            inner[s.var] = (0, SYMBOLIC_MAX)    # a loop over a symbolic dim
         body = simplify_stmt(s.body, inner)
         return None if body is None else For(s.var, extent, s.kind, body)
     if isinstance(s, Store):

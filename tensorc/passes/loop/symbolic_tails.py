@@ -159,7 +159,9 @@ def _point(cmp: E.Compare, loop: For, inner: dict, dims: set[E.Var]) -> E.Expr |
     ceil = arith.simplify((top + (coeff - 1)) // coeff)
     if not (hi == coeff - 1 and E.same(ceil, arith.simplify(loop.extent))):
         point = E.minimum(point, loop.extent)
-    return arith.simplify(point)
+    # dims are never negative: a concat's cut at past in past + seq is past, not the min
+    # of the two (which left the second piece testing which input each row reads)
+    return arith.simplify(point, {d: (0, SYMBOLIC_MAX) for d in dims})
 
 
 def _split(loop: For, point: E.Expr, cmp: E.Compare, dims: set[E.Var]) -> Stmt:

@@ -1,0 +1,160 @@
+"""Half-width vectors for a symbolic dim's last tile when its remainder fits half a tile.
+
+A tile of W lanes (two registers: a GEMM's column panel) over a symbolic dim ends in a
+tile whose lanes are guarded, ``if (j + base < N)``: every vector of it runs both registers,
+masked, whatever the remainder. Where the remainder ``N - base`` is at most W / 2, the
+upper register holds no lane that runs. The loop around such a tile runs its body twice
+over, chosen at run time: vectors of W / 2 lanes where the remainder fits, else as it was.
+
+    for (x, ...)  ... for (j: vectorized, 0, 16)  if (j + x*16 + c < N) S
+      ->  for (x, ...)
+            if (N - x*16 - c <= 8)  ... for (j: vectorized, 0, 8)  if (j + x*16 + c < N) S
+            else  ... for (j: vectorized, 0, 16)  if (j + x*16 + c < N) S
+
+The guards stay (they drop the lanes past the remainder within the half). Where the
+remainder passes half a tile, each vector loop runs as two of half the lanes: the lower
+half, all of whose lanes run, without the bound, the upper half under it. Only guards
+over a symbolic dim are read, so static kernels are untouched. (QK^T of a decode step
+over a cache of 40, a remainder of 8 in 16-lane panels: the last panel's accumulators
+filled both registers and spilled.)
+
+>>> narrow_symbolic_tails(func)   # doctest: +SKIP
+"""
+from __future__ import annotations
+
+from tensorc.ir import arith
+from tensorc.ir import expr as E
+from tensorc.ir.loop import Allocate, For, IfThenElse, PrimFunc, Seq, Stmt, map_stmt, seq
+
+# the narrowest tile that is halved (16 float lanes: two AVX2 registers)
+MIN_LANES = 16
+
+
+def narrow_symbolic_tails(func: PrimFunc) -> PrimFunc:
+    """Give each loop whose body holds guarded tiles of a symbolic remainder a half-width
+    copy of its body (see the module docstring)."""
+    if not func.dims:
+        return func
+    return func.with_body(_visit(func.body, set(func.dims)))
+
+
+def _visit(s: Stmt, dims: set) -> Stmt:
+    if isinstance(s, For):
+        body = _visit(s.body, dims)
+        found = _shared_remainder(body, s.var, dims)
+        if found is not None:
+            rest, width = found
+            body = IfThenElse(E.Compare("le", rest, E.const(width // 2)),
+                              _narrowed(body, rest, width), _halved(body, rest, width))
+        return For(s.var, s.extent, s.kind, body, dict(s.annotations))
+    if isinstance(s, Seq):
+        return seq(*[_visit(c, dims) for c in s.stmts])
+    if isinstance(s, Allocate):
+        return Allocate(s.buffer, _visit(s.body, dims), dict(s.annotations))
+    if isinstance(s, IfThenElse):
+        return IfThenElse(s.cond, _visit(s.then_case, dims),
+                          None if s.else_case is None else _visit(s.else_case, dims),
+                          dict(s.annotations))
+    return s
+
+
+def _remainder(loop: For) -> tuple[E.Expr, int] | None:
+    """(R, W) where ``loop`` is a vector loop over W lanes (a power of two, at least
+    MIN_LANES) whose whole body is under a guard with the conjunct ``j < R`` (``j`` the
+    loop's variable), R free of j; else None."""
+    found = _bound_conjunct(loop)
+    return None if found is None else found[:2]
+
+
+def _bound_conjunct(loop: For) -> tuple[E.Expr, int, E.Expr] | None:
+    """:func:`_remainder`'s (R, W) and the conjunct that bounds j by R."""
+    width = arith.as_const_int(loop.extent)
+    if loop.kind != "vectorized" or width is None or width < MIN_LANES or \
+            width & (width - 1) or not isinstance(loop.body, IfThenElse) or \
+            loop.body.else_case is not None:
+        return None
+    for c in _conjuncts(loop.body.cond):
+        if not isinstance(c, E.Compare) or c.op != "lt":
+            continue
+        lin = arith.linear_coeff(c.a - c.b, loop.var)
+        if lin is not None and lin[1] == 1:
+            return arith.simplify(E.const(0) - lin[0]), width, c
+    return None
+
+
+def _conjuncts(c: E.Expr) -> list[E.Expr]:
+    if isinstance(c, E.Logical) and c.op == "and":
+        return [x for a in c.args for x in _conjuncts(a)]
+    return [c]
+
+
+def _vector_loops(s: Stmt) -> list[For]:
+    found = []
+
+    def visit(x: Stmt) -> None:
+        if isinstance(x, For) and x.kind == "vectorized":
+            found.append(x)
+        return None
+    map_stmt(s, fstmt=visit)
+    return found
+
+
+def _shared_remainder(body: Stmt, var: E.Var, dims: set) -> tuple[E.Expr, int] | None:
+    """(R, W) shared by the guarded vector loops of ``body`` whose remainder R reads
+    ``var`` and a symbolic dim and nothing bound inside ``body``; None where there are none
+    or they differ."""
+    shared = None
+    for loop in _vector_loops(body):
+        found = _remainder(loop)
+        if found is None:
+            continue
+        rest, width = found
+        free = E.free_vars(rest)
+        if var not in free or not free & dims or not free <= dims | {var}:
+            continue
+        if shared is not None and (shared[1] != width or not E.same(shared[0], rest)):
+            return None
+        shared = (rest, width)
+    return shared
+
+
+def _narrowed(body: Stmt, rest: E.Expr, width: int) -> Stmt:
+    """``body`` with its vector loops of remainder ``rest`` over ``width`` lanes run over
+    half as many."""
+    def visit(s: Stmt) -> Stmt | None:
+        if isinstance(s, For):
+            found = _remainder(s)
+            if found is not None and found[1] == width and E.same(found[0], rest):
+                return For(s.var, E.const(width // 2), s.kind, s.body, dict(s.annotations))
+        return None
+    return map_stmt(body, fstmt=visit)
+
+
+def _halved(body: Stmt, rest: E.Expr, width: int) -> Stmt:
+    """``body`` (run where the remainder ``rest`` passes half of ``width``) with each of its
+    vector loops of that remainder as two of half the lanes: the lower half, every lane of
+    which runs, without the bound; the upper half under it."""
+    half = width // 2
+
+    def visit(s: Stmt) -> Stmt | None:
+        if not isinstance(s, For):
+            return None
+        found = _bound_conjunct(s)
+        if found is None or found[1] != width or not E.same(found[0], rest):
+            return None
+        guard = s.body
+        others = [c for c in _conjuncts(guard.cond) if c is not found[2]]
+        lower = guard.then_case if not others else \
+            IfThenElse(_conjunction(others), guard.then_case, None, dict(guard.annotations))
+        var = E.Var(s.var.name)
+        upper = map_stmt(guard, lambda e: E.substitute(e, {s.var: var + half}))
+        return seq(For(s.var, E.const(half), s.kind, lower, dict(s.annotations)),
+                   For(var, E.const(half), s.kind, upper, dict(s.annotations)))
+    return map_stmt(body, fstmt=visit)
+
+
+def _conjunction(parts: list[E.Expr]) -> E.Expr:
+    out = parts[0]
+    for p in parts[1:]:
+        out = E.Logical("and", out, p)
+    return out
