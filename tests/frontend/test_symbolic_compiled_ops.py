@@ -107,6 +107,11 @@ CASES = {
                                             "auto_pad": "SAME_UPPER"})],
                ["n", 8, "h", "w"], []),
         lambda a, b, c: (a, 8, b, c)),
+    "lp_pool_same_upper_stride_2": (
+        _model([("LpPool", ["x"], ["y"], {"kernel_shape": [3, 3], "strides": [2, 2],
+                                           "auto_pad": "SAME_UPPER"})],
+               ["n", 8, "h", "w"], []),
+        lambda a, b, c: (a, 8, b, c)),
     # H and W divisible by the block: a run-time constraint
     "space_to_depth": (
         _model([("SpaceToDepth", ["x"], ["y"], {"blocksize": 2})], ["n", 2, "h", "w"], []),
@@ -150,3 +155,12 @@ def test_a_constant_index_past_a_run_time_axis_is_refused_at_run():
     module = tensorc.compile(model, cache=False)
     with pytest.raises(tensorc.TensorcError, match=r"dim 1 \(t\) is 1.*index -2"):
         module.run({"x": np.zeros((1, 1, 3), np.float32)})
+
+
+def test_an_average_pool_whose_same_padding_depends_on_a_dim_names_it():
+    model = _model([("AveragePool", ["x"], ["y"], {"kernel_shape": [3, 3], "strides": [2, 2],
+                                                    "auto_pad": "SAME_UPPER"})],
+                   ["n", 8, "h", "w"], [])
+    with pytest.raises(SymbolicDimError, match=r"(?s)AveragePool with auto_pad SAME_UPPER.*"
+                                               r"symbolic dim.*input_shapes"):
+        tensorc.compile(model)

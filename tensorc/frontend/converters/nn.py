@@ -4,10 +4,11 @@ from __future__ import annotations
 import math
 from typing import Callable, Sequence
 
-from tensorc.errors import InvalidModelError, ShapeError, UnsupportedOpError
+from tensorc.errors import InvalidModelError, ShapeError, SymbolicDimError, UnsupportedOpError
 from tensorc.frontend.converters.common import normalize_axis, reshape, scalar, spatial_attrs
 from tensorc.frontend.context import ImportContext
 from tensorc.frontend.registry import converter
+from tensorc.ir.dims import Dim
 from tensorc.ir.graph import Value
 
 
@@ -108,6 +109,16 @@ def max_pool(ctx: ImportContext, inputs: list[Value], *, auto_pad: str = "NOTSET
     return y, None  # the Indices output is not supported
 
 
+def constant_pads(op: str, auto_pad: str, pads: tuple) -> None:
+    """Refuse, by name, a window whose divisor counts its live taps where its SAME padding
+    is known only at run time (an average or Lp pool at a stride over a symbolic dim)."""
+    dim = next((p for p in pads if isinstance(p, Dim)), None)
+    if dim is not None:
+        raise SymbolicDimError(f"{op} with auto_pad {auto_pad} pads by {dim}, which depends on "
+                               f"a symbolic dim's value; this is not supported yet: give "
+                               f"concrete input_shapes", dim)
+
+
 def run_time_pads(ctx: ImportContext, x: Value, pads: tuple, value: float
                   ) -> tuple[Value, tuple]:
     """(x, pads) where the window's pads are ints; where some are expressions of symbolic
@@ -130,6 +141,7 @@ def average_pool(ctx: ImportContext, inputs: list[Value], *, auto_pad: str = "NO
     x = inputs[0]
     strides, pads, dilations = spatial_attrs(x, kernel_shape, strides, dilations, pads,
                                              auto_pad, pool=True)
+    constant_pads("AveragePool", auto_pad, pads)
     return ctx.emit("avg_pool", [x], kernel_shape=tuple(kernel_shape), strides=strides,
                     pads=pads, dilations=dilations, ceil_mode=bool(ceil_mode),
                     count_include_pad=bool(count_include_pad))
@@ -154,6 +166,7 @@ def lp_pool(ctx: ImportContext, inputs: list[Value], *, auto_pad: str = "NOTSET"
     x = inputs[0]
     strides, pads, dilations = spatial_attrs(x, kernel_shape, strides, dilations, pads,
                                              auto_pad, pool=True)
+    x, pads = run_time_pads(ctx, x, pads, 0.0)     # (zeros add nothing to a p-norm)
     return ctx.emit("lp_pool", [x], kernel_shape=tuple(kernel_shape), strides=strides,
                     pads=pads, dilations=dilations, ceil_mode=bool(ceil_mode), p=float(p))
 
