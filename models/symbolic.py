@@ -197,6 +197,29 @@ def detector(seed: int = 0, anchors: int = 3, values: int = 6) -> onnx.ModelProt
     return b.model("detector_symbolic", inputs, outputs)
 
 
+def segmenter(seed: int = 0, classes: int = 5) -> onnx.ModelProto:
+    """Two stride-2 convs, a 2x2 transposed conv back up to stride 2, a 1x1 head and a
+    bilinear Resize to the input's own height and width (sizes from its Shape, as
+    F.interpolate(x, size=image.shape[2:]) exports): [b, classes, height, width]."""
+    b = GraphBuilder(seed)
+    p1 = _conv(b, "images", 3, 8, stride=2)
+    p2 = _conv(b, p1, 8, 16, stride=2)
+    w = b.constant("up_weight", b.he_normal((16, 8, 2, 2), 16 * 4))
+    up = b.node("Relu", [b.node("ConvTranspose", [p2, w], kernel_shape=[2, 2],
+                                strides=[2, 2])])
+    head = b.constant("head", b.he_normal((classes, 8, 1, 1), 8))
+    logits = b.node("Conv", [up, head], kernel_shape=[1, 1])
+    size = _shape_of(b, [_dim(b, logits, 0), _dim(b, logits, 1), _dim(b, "images", 2),
+                         _dim(b, "images", 3)])
+    b.node("Resize", [logits, "", "", size], output="masks", mode="linear",
+           coordinate_transformation_mode="half_pixel")
+    inputs = [helper.make_tensor_value_info("images", TensorProto.FLOAT,
+                                            ["batch", 3, "height", "width"])]
+    outputs = [helper.make_tensor_value_info("masks", TensorProto.FLOAT,
+                                             ["batch", classes, "height", "width"])]
+    return b.model("segmenter", inputs, outputs)
+
+
 def cnn(seed: int = 0, classes: int = 10) -> onnx.ModelProto:
     """Conv, BatchNorm, Relu, pool, global pool, Flatten, Gemm over a symbolic batch."""
     b = GraphBuilder(seed)
@@ -212,7 +235,8 @@ def cnn(seed: int = 0, classes: int = 10) -> onnx.ModelProto:
 
 SYMBOLIC_MODELS: dict[str, Callable[..., onnx.ModelProto]] = {
     "bert_encoder": bert_encoder, "gpt_decoder_step": gpt_decoder_step,
-    "ocr_recognizer": ocr_recognizer, "detector": detector, "cnn": cnn,
+    "ocr_recognizer": ocr_recognizer, "detector": detector, "segmenter": segmenter,
+    "cnn": cnn,
 }
 
 # Dim values each model is checked at: 1, odd sizes, primes (and, for the cache, empty).
@@ -226,5 +250,7 @@ SWEEPS: dict[str, list[dict[str, int]]] = {
                        {"batch": 3, "width": 101}, {"batch": 2, "width": 256}],
     "detector": [{"batch": 1, "height": 8, "width": 8}, {"batch": 3, "height": 40, "width": 24},
                  {"batch": 2, "height": 64, "width": 136}],
+    "segmenter": [{"batch": 1, "height": 1, "width": 1}, {"batch": 2, "height": 17, "width": 23},
+                  {"batch": 1, "height": 64, "width": 48}, {"batch": 3, "height": 37, "width": 5}],
     "cnn": [{"batch": 1}, {"batch": 7}, {"batch": 13}],
 }
