@@ -163,6 +163,9 @@ BOUND = 1.2
     pytest.param("detector", marks=pytest.mark.xfail(
         strict=True, reason="its convs read a padded copy of their input (a buffer of its "
                             "own, which the static build does not have): 2.0x on an 8x8 image")),
+    pytest.param("segmenter", marks=pytest.mark.xfail(
+        strict=True, reason="as the detector's: padded copies of the convs' inputs, 1.40x at "
+                            "1x1; 1.01-1.11x at larger images")),
 ])
 def test_symbolic_arena_within_the_bound_of_the_static_plan(name):
     model = SYMBOLIC_MODELS[name]()
