@@ -39,7 +39,8 @@ from tensorc.ir import arith
 from tensorc.ir import expr as E
 from tensorc.ir.dim_table import DimTable
 from tensorc.ir.dims import (
-    Dim, as_expr, dim_from_json, dim_to_json, dim_var, dims_in, evaluate, is_symbolic,
+    as_expr, dim_from_json, dim_to_json, dim_var, dims_in, evaluate, evaluate_within,
+    is_symbolic,
 )
 from tensorc.ir.graph import Graph, Node, Value
 from tensorc.ir.types import TensorType
@@ -207,13 +208,7 @@ def _specialized(group: FusedGroup, graph: Graph, values: dict[str, int]
     """A copy of ``group`` over a graph of its own in which every dim is its value: its
     inputs (constants sharing their arrays), nodes and types with their Dims evaluated."""
     def concrete(value: Any) -> Any:
-        if isinstance(value, Dim):
-            return evaluate(value, values)
-        if isinstance(value, tuple):
-            return tuple(concrete(v) for v in value)
-        if isinstance(value, list):
-            return [concrete(v) for v in value]
-        return value
+        return evaluate_within(value, values)
 
     def typed(v: Value) -> TensorType:
         return TensorType(concrete(tuple(v.type.shape)), v.type.dtype)

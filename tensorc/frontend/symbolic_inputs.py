@@ -21,7 +21,7 @@ import onnx
 
 from tensorc.errors import ShapeError
 from tensorc.ir.dim_table import DimTable
-from tensorc.ir.dims import Dim, evaluate
+from tensorc.ir.dims import Dim, evaluate_within
 from tensorc.ir.graph import Graph
 from tensorc.ir.types import TensorType
 
@@ -137,13 +137,7 @@ def specialize_dims(graph: Graph, values: Mapping[str, int]) -> Graph:
     static.dims = DimTable()
 
     def concrete(value: Any) -> Any:
-        if isinstance(value, Dim):
-            return evaluate(value, values)
-        if isinstance(value, tuple):
-            return tuple(concrete(v) for v in value)
-        if isinstance(value, list):
-            return [concrete(v) for v in value]
-        return value
+        return evaluate_within(value, values)
 
     for value in static.values():
         if not value.type.is_static:

@@ -307,6 +307,19 @@ def dim_max(a: DimLike, b: DimLike) -> DimLike:
     return Dim.of(Binary("max", as_expr(a), as_expr(b)))
 
 
+def evaluate_within(value, values: Mapping[str, int]):
+    """``value`` (a dim, or a tuple or list holding dims at any depth, or anything else)
+    with every Dim in it evaluated (:func:`evaluate`): a node's attrs or a type's shape
+    specialized to one shape."""
+    if isinstance(value, Dim):
+        return evaluate(value, values)
+    if isinstance(value, tuple):
+        return tuple(evaluate_within(v, values) for v in value)
+    if isinstance(value, list):
+        return [evaluate_within(v, values) for v in value]
+    return value
+
+
 def evaluate(d: DimLike, values: Mapping[str, int]) -> int:
     """The value of ``d`` with each dim name given a value.
 
