@@ -35,7 +35,7 @@ demo: $(INSTALLED)
 
 ## test: run the test suite on 2 workers
 test: $(INSTALLED)
-	$(PY) -m pytest -n 2 --dist loadgroup -q
+	$(PY) -m pytest -n 2 -q
 
 ## fuzz: mutate the seed models for FUZZ_SECONDS, print the counts per outcome, save failures
 fuzz: $(INSTALLED)

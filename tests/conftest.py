@@ -40,19 +40,3 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             os.environ.pop(name, None)
         else:
             os.environ[name] = _saved[name]
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under ``make test`` (pytest-xdist, ``--dist loadgroup``) the tests of a file that use
-    a module-scoped fixture run on one worker, so that the fixture (most often a compiled
-    model) is made once rather than once per worker; the other tests are balanced one by one
-    as before. Runs before xdist reads the marks (tryfirst)."""
-    for item in items:
-        info = getattr(item, "_fixtureinfo", None)
-        if info is None:
-            continue
-        if any(defs and defs[-1].scope == "module"
-               for name in info.names_closure
-               for defs in [info.name2fixturedefs.get(name)]):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
