@@ -126,10 +126,12 @@ class EvolutionarySearch:
             self.rng.shuffle(pool)
             return pool[:count]
         out: list[Config] = []
+        chosen: set[Config] = set()     # (a list's `in` made this quadratic in count)
         for _ in range(count * 20):
             c = space.sample(self.rng)
-            if c not in state.measured and c not in exclude and c not in out:
+            if c not in state.measured and c not in exclude and c not in chosen:
                 out.append(c)
+                chosen.add(c)
                 if len(out) == count:
                     break
         return out

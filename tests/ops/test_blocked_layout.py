@@ -581,7 +581,14 @@ def test_convs_whose_tile_weights_outrun_l1_take_their_channel_blocks_outside(
         assert default["taps_inner"]
 
 
-def test_every_config_of_a_conv_with_its_channel_blocks_outside(monkeypatch):
+# Its configs took the suite's longest single item (449 s of a loaded 2-worker run): every
+# config is still built and checked, a quarter of them per item, so that the two pytest-xdist
+# workers share them (SHARDS items).
+SHARDS = 4
+
+
+@pytest.mark.parametrize("shard", range(SHARDS))
+def test_every_config_of_a_conv_with_its_channel_blocks_outside(monkeypatch, shard):
     space_of = blocked.blocked_tile_space
 
     def outer(*args):
@@ -601,7 +608,7 @@ def test_every_config_of_a_conv_with_its_channel_blocks_outside(monkeypatch):
     want = task.reference(arrays)[0]
     configs = list(task.space().configs())
     assert len(configs) >= 32       # rows of 1, 2, 3, 6; 1 or 2 vectors; taps; bands; lines
-    for config in configs:      # (Winograd's, where it picks it: the weights repacked)
+    for config in configs[shard::SHARDS]:   # (Winograd's, where it picks it: repacked)
         out = np.full(want.shape, 7.0, want.dtype)
         build_kernel(task.schedule(config))(*task.inputs_for(config, arrays), out,
                                             num_threads=1)
