@@ -52,11 +52,20 @@ class Target:
 
     @property
     def int8_dot_exact(self) -> bool:
-        """Whether int8 dot products sum four byte products exactly (``vpdpbusd``: AVX-VNNI,
-        or AVX512-VNNI with VL); without it AVX2's ``vpmaddubsw`` saturates each pair of
-        products to int16 (see codegen/llvm/int8_dot.py)."""
+        """Whether int8 dot products sum four byte products exactly (``vpdpbusd`` on 256-bit
+        vectors); without it AVX2's ``vpmaddubsw`` saturates each pair of products to int16
+        (see codegen/llvm/int8_dot.py)."""
+        return self.has_vnni(256)
+
+    def has_vnni(self, bits: int) -> bool:
+        """Whether ``vpdpbusd`` exists for ``bits``-wide vectors: AVX-VNNI or AVX512-VNNI with
+        VL for 256, AVX512-VNNI with BW for 512."""
         on = {f[1:] for f in self.features.split(",") if f.startswith("+")}
-        return "avxvnni" in on or {"avx512vnni", "avx512vl"} <= on
+        if bits == 512:
+            return {"avx512vnni", "avx512bw"} <= on
+        if bits == 256:
+            return "avxvnni" in on or {"avx512vnni", "avx512vl"} <= on
+        return False
 
     @property
     def vector_registers(self) -> int:

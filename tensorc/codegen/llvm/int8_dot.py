@@ -32,25 +32,14 @@ from tensorc.codegen.llvm.ir_types import I8, I32, concat, slice_lanes, splat
 I16 = ir.IntType(16)
 
 
-def has_vnni(features: str, bits: int) -> bool:
-    """Whether ``vpdpbusd`` exists for ``bits``-wide vectors under LLVM ``features``."""
-    on = {f[1:] for f in features.split(",") if f.startswith("+")}
-    if bits == 512:
-        return {"avx512vnni", "avx512bw"} <= on
-    if bits == 256:
-        return "avxvnni" in on or {"avx512vnni", "avx512vl"} <= on
-    return False
-
-
 def emit_dot4(gen, first: ir.Value, second: ir.Value, signed: bool = False) -> ir.Value:
     """The dot4 of int32 (vector) values: ``dot4_u8s8(first, second)``, or where ``signed``
     ``dot4_s8s8(first, second)``; ``gen``: the code generator (its builder ``b``,
     ``target`` and ``declare``)."""
-    features = gen.target.features
     if isinstance(first.type, ir.VectorType):
         bits = 32 * first.type.count
         for width in (512, 256):
-            if bits % width or not _native(features, width) or \
+            if bits % width or not _native(gen.target, width) or \
                     not _power_of_two(bits // width):
                 continue
             lanes = width // 32
@@ -58,7 +47,7 @@ def emit_dot4(gen, first: ir.Value, second: ir.Value, signed: bool = False) -> i
                                   slice_lanes(gen.b, second, k, lanes), width, signed)
                      for k in range(0, first.type.count, lanes)]
             return concat(gen.b, parts)
-    if _native(features, 256):
+    if _native(gen.target, 256):
         # a scalar or narrow vector: in the low lanes of one 256-bit vector, through the same
         # instructions (one answer whichever loops vectorize; the int32 emulation, right
         # alone, gave wrong first rows in the scalar register tile of a conv over a 1x1
@@ -88,9 +77,9 @@ def _power_of_two(n: int) -> bool:
     return n & (n - 1) == 0
 
 
-def _native(features: str, width: int) -> bool:
-    on = {f[1:] for f in features.split(",") if f.startswith("+")}
-    if has_vnni(features, width):
+def _native(target, width: int) -> bool:
+    on = {f[1:] for f in target.features.split(",") if f.startswith("+")}
+    if target.has_vnni(width):
         return True
     return "avx512bw" in on if width == 512 else "avx2" in on
 
@@ -111,7 +100,7 @@ def _native_dot4(gen, first: ir.Value, second: ir.Value, width: int, signed: boo
         else:
             s = b.select(negative, b.sub(zero, s), s)
         u = b.select(negative, b.sub(zero, u), u)
-    if has_vnni(gen.target.features, width):
+    if gen.target.has_vnni(width):
         fn = gen.declare(f"llvm.x86.avx512.vpdpbusd.{width}", i32v, [i32v] * 3)
         return b.call(fn, [ir.Constant(i32v, None), b.bitcast(u, i32v), b.bitcast(s, i32v)])
     if width == 256:
