@@ -101,7 +101,9 @@ def _source(attrs: dict, j, n, size, lib=_Exprs):
     if mode == "pytorch_half_pixel":
         return where(lib.eq(length, 1.0), 0.0 * j - 0.5, x), scale
     if mode == "half_pixel_symmetric":
-        return n / 2 * (1 - size / length) + x, scale
+        # summed in the frontend's order: where x lands on an input position exactly
+        # matters to the nearest modes, and another order rounds it off by an ulp
+        return n / 2 * (1 - size / length) + (j + 0.5) / scale - 0.5, scale
     return x, scale
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import onnxruntime
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
 
 import tensorc
 
@@ -82,3 +83,19 @@ def test_symbolic_resize_matches_onnxruntime(case):
         assert got.shape == expected.shape, (case, height, width)
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5,
                                    err_msg=f"{case} at {height}x{width}")
+
+
+def test_nearest_where_coordinates_land_on_input_positions_matches_the_onnx_reference():
+    """half_pixel_symmetric at 1.5 puts source coordinates exactly on input positions, where
+    the floor rule picks one neighbour or the other by an ulp: the kernel sums them in the
+    ONNX reference's order (as the static build's tables do). onnxruntime's float32 math
+    lands elsewhere at 31x17, so the reference here is ONNX's own implementation."""
+    model = _by_scales("nearest", "half_pixel_symmetric", [1, 1, 1.5, 1.25],
+                       nearest_mode="floor")
+    module = tensorc.compile(model, cache=False)
+    reference = ReferenceEvaluator(model)
+    for k, (height, width) in enumerate(SHAPES):
+        x = np.random.default_rng(k).standard_normal((1, 3, height, width)).astype(np.float32)
+        (got,) = module.run({"x": x}).values()
+        (expected,) = reference.run(None, {"x": x})
+        np.testing.assert_array_equal(got, expected, err_msg=f"{height}x{width}")
