@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from tensorc.ir import arith
 from tensorc.ir import expr as E
-from tensorc.ir.loop import Allocate, For, IfThenElse, PrimFunc, Seq, Stmt, map_stmt, seq
+from tensorc.ir.loop import For, IfThenElse, PrimFunc, Stmt, map_stmt, seq
 
 # the narrowest tile that is halved (16 float lanes: two AVX2 registers)
 MIN_LANES = 16
@@ -35,27 +35,20 @@ def narrow_symbolic_tails(func: PrimFunc) -> PrimFunc:
     copy of its body (see the module docstring)."""
     if not func.dims:
         return func
-    return func.with_body(_visit(func.body, set(func.dims)))
+    dims = set(func.dims)
 
-
-def _visit(s: Stmt, dims: set) -> Stmt:
-    if isinstance(s, For):
-        body = _visit(s.body, dims)
-        found = _shared_remainder(body, s.var, dims)
-        if found is not None:
-            rest, width = found
-            body = IfThenElse(E.Compare("le", rest, E.const(width // 2)),
-                              _narrowed(body, rest, width), _halved(body, rest, width))
+    def narrowed(s: Stmt) -> Stmt | None:
+        if not isinstance(s, For):
+            return None
+        found = _shared_remainder(s.body, s.var, dims)
+        if found is None:
+            return None
+        rest, width = found
+        body = IfThenElse(E.Compare("le", rest, E.const(width // 2)),
+                          _narrowed(s.body, rest, width), _halved(s.body, rest, width))
         return For(s.var, s.extent, s.kind, body, dict(s.annotations))
-    if isinstance(s, Seq):
-        return seq(*[_visit(c, dims) for c in s.stmts])
-    if isinstance(s, Allocate):
-        return Allocate(s.buffer, _visit(s.body, dims), dict(s.annotations))
-    if isinstance(s, IfThenElse):
-        return IfThenElse(s.cond, _visit(s.then_case, dims),
-                          None if s.else_case is None else _visit(s.else_case, dims),
-                          dict(s.annotations))
-    return s
+    # inner loops first: a loop's body is already narrowed where it is looked at
+    return func.with_body(map_stmt(func.body, fstmt=narrowed))
 
 
 def _remainder(loop: For) -> tuple[E.Expr, int] | None:
