@@ -1,10 +1,11 @@
 """Reductions that return positions: argmax, argmin, topk.
 
 argmax / argmin attrs: axis (non-negative), keepdims, select_last_index; int64 output.
-topk attrs: axis, k, largest, output ("values" or "indices"). The frontend emits one topk per
-ONNX output; both share the rule below, so the two agree on every tie. A k given at run time
-is a data-dependent dim, and the topk then takes a second input, the value_dim that writes it
-(ops/value_dim.py), which orders the two kernels (its value is not read again).
+topk attrs: axis, k, largest; its output is the k indices (int64). The frontend gathers the
+values at them (gather_elements), so the selection runs once for both of ONNX's outputs. A k
+given at run time is a data-dependent dim, and the topk then takes a second input, the
+value_dim that writes it (ops/value_dim.py), which orders the two kernels (its value is not
+read again).
 
 The kernels use plain sum / max / min reductions: an argmax is the first position whose value
 equals the maximum, and a top-k entry is the element whose rank is its output position (the
@@ -85,10 +86,8 @@ def _topk_infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
     expect_axis("topk", axis, x.ndim)
     if isinstance(k, int) and not 0 <= k <= x.shape[axis]:
         raise ShapeError(f"topk: k={k} must be in [0, {x.shape[axis]}] (axis {axis} of {x})")
-    if attrs["output"] not in ("values", "indices"):
-        raise ShapeError(f"topk: output must be 'values' or 'indices', got {attrs['output']!r}")
     shape = x.shape[:axis] + (k,) + x.shape[axis + 1:]
-    return [TensorType(shape, x.dtype if attrs["output"] == "values" else "int64")]
+    return [TensorType(shape, "int64")]
 
 
 @topk.reference
@@ -104,10 +103,7 @@ def _topk_reference(attrs: dict, x: np.ndarray, k_value: np.ndarray | None = Non
         order = np.flip(n - 1 - flipped, axis=axis)
     else:
         order = np.argsort(x, axis=axis, kind="stable")
-    indices = np.take(order, np.arange(k), axis=axis).astype(np.int64)
-    if attrs["output"] == "indices":
-        return [indices]
-    return [np.take_along_axis(x, indices, axis=axis)]
+    return [np.take(order, np.arange(k), axis=axis).astype(np.int64)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -193,10 +189,8 @@ def _topk_compute(attrs: dict, x: te.Tensor, k_written: te.Tensor | None = None
 
     def pick(*o):
         hit = E.Compare("eq", ranks[along(o, ri.var)], o[axis])
-        if attrs["output"] == "indices":
-            return te.sum_(E.select(hit, ri.var, E.const(0)), axis=ri)
-        return te.max_(E.select(hit, x[along(o, ri.var)], te.min_value(x.dtype)), axis=ri)
-    return te.compute(shape, pick, name=f"topk_{attrs['output']}")
+        return te.sum_(E.select(hit, ri.var, E.const(0)), axis=ri)
+    return te.compute(shape, pick, name="topk_indices")
 
 
 def _topk_schedule(target, sch, out: te.Tensor, anchor: te.Tensor, attrs: dict, config
@@ -372,11 +366,7 @@ def _topk_select(attrs: dict, x: te.Tensor) -> te.Tensor:
     order = te.compute(chosen_shape, lambda *o: te.sum_(E.select(
         E.Compare("eq", ranks[along(o, rr.var)], E.cast(i32, o[axis])),
         gathered[along(o, rr.var)], zero), axis=rr), name=f"{SELECT_PREFIX}_order")
-    if attrs["output"] == "indices":
-        return te.compute(chosen_shape, lambda *o: E.cast("int64", order[o]),
-                          name="topk_indices")
-    return te.compute(chosen_shape, lambda *o: x[along(o, E.cast(E.INDEX, order[o]))],
-                      name="topk_values")
+    return te.compute(chosen_shape, lambda *o: E.cast("int64", order[o]), name="topk_indices")
 
 
 topk.schedule(_topk_schedule, space=reduction_space)

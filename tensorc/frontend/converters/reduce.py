@@ -109,8 +109,13 @@ def _topk(ctx: ImportContext, x: Value, k: int, axis: int, largest: int
           ) -> tuple[Value, Value]:
     axis = normalize_axis(axis, x.type.ndim)
     attrs = dict(axis=axis, k=k if isinstance(k, Dim) else int(k), largest=bool(largest))
-    return (ctx.emit("topk", [x], output="values", **attrs),
-            ctx.emit("topk", [x], output="indices", **attrs))
+    return _values_at(ctx, x, ctx.emit("topk", [x], **attrs), axis)
+
+
+def _values_at(ctx: ImportContext, x: Value, indices: Value, axis: int
+               ) -> tuple[Value, Value]:
+    """ONNX's two outputs from one topk (its indices): the values gathered at them."""
+    return ctx.emit("gather_elements", [x, indices], axis=axis), indices
 
 
 @converter("TopK", since=1, until=9)
@@ -135,11 +140,10 @@ def _runtime_topk(ctx: ImportContext, x: Value, k: Value, axis: int, largest: in
                   ) -> tuple[Value, Value]:
     """TopK whose k is computed at run time (the number of detections kept): k is a
     data-dependent dim in [0, the axis' length], written by a value_dim kernel that checks
-    it, which both topk nodes take as an input (ops/value_dim.py)."""
+    it, which the topk takes as an input (ops/value_dim.py)."""
     axis = normalize_axis(axis, x.type.ndim)
     n = x.type.shape[axis]
     count = ctx.graph.dims.declare_data("topk", n, ctx.node_name or "TopK")
     written = ctx.emit("value_dim", [k], count=count, writes=(count.expr.name,), bound=n)
     attrs = dict(axis=axis, k=count, largest=bool(largest))
-    return (ctx.emit("topk", [x, written], output="values", **attrs),
-            ctx.emit("topk", [x, written], output="indices", **attrs))
+    return _values_at(ctx, x, ctx.emit("topk", [x, written], **attrs), axis)
