@@ -72,3 +72,23 @@ def test_what_may_be_moved_and_what_is_never_negative():
     assert not nonnegative(i - 1) and not nonnegative((i - 1) // 2)
     # x % c is never negative for c > 0, whatever x is
     assert nonnegative((i - 7) % 4)
+
+
+def test_unrolled_loads_of_a_static_kernel_share_one_address():
+    """A static kernel's unrolled loads (a Winograd transform's) are a constant offset each
+    from one address, which is computed once: no multiply per load."""
+    a = te.placeholder((16, 6, 8), name="A")
+    b = te.compute((16, 8), lambda i, j: a[i, 0, j] * 2.0 + a[i, 1, j] * 3.0 - a[i, 2, j] +
+                   a[i, 3, j] * 5.0 - a[i, 4, j] * 7.0 + a[i, 5, j], name="B")
+    s = create_schedule([b])
+    s[b].vectorize(s[b].op_axis[1])
+    func = optimize(lower(s, [a, b], "rows"))
+    text = llvm_ir(func)
+    assert len(re.findall(r"= mul i64", text)) <= 2
+    assert len(re.findall(r"getelementptr float, ptr %\"[^\"]+\", i64 (8|16|24|32|40)\n",
+                          text)) == 5
+    x = np.random.default_rng(1).standard_normal((16, 6, 8)).astype("float32")
+    out = np.zeros((16, 8), "float32")
+    build_kernel(func)(x, out)
+    np.testing.assert_allclose(out, x[:, 0] * 2 + x[:, 1] * 3 - x[:, 2] + x[:, 3] * 5 -
+                               x[:, 4] * 7 + x[:, 5], rtol=1e-5, atol=1e-5)

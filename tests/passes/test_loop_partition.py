@@ -61,6 +61,29 @@ def test_a_parallel_loop_keeps_its_pieces_in_one_parallel_loop():
     np.testing.assert_array_equal(out, a * 2)
 
 
+def test_only_what_a_parallel_piece_decides_is_branched():
+    """A padded stage computed at each block of a parallel loop has a guard the edge blocks
+    decide; the consumer under it has none, so it runs once after the branches, not copied
+    into each (a Winograd conv's GEMM after its padded input transform)."""
+    A = placeholder((12, 8), name="A")
+    P = compute((14, 8), lambda r, j: E.select(
+        E.Logical("and", E.Compare("ge", r, E.const(1)), E.Compare("lt", r, E.const(13))),
+        A[E.minimum(E.maximum(r - 1, 0), 11), j], E.Const(0.0, "float32")), name="P")
+    B = compute((12, 8), lambda i, j: P[i, j] + P[i + 2, j] * 3.0, name="B")
+    s = create_schedule(B)
+    outer, _ = s[B].split(s[B].op_axis[0], 4)
+    s[B].parallel(outer)
+    s[P].compute_at(s[B], outer)
+    func = lower(s, [A, B], "padded")
+    text = str(optimize(func))
+    assert text.count("parallel") == 1 and "if (i.o < 1)" in text and "select" not in text
+    assert text.count("B[") == 1           # the consumer's one store, outside the branches
+    a = random_array(RNG, (12, 8))
+    (out,) = run_func(func, [a])
+    padded = np.pad(a, ((1, 1), (0, 0)))
+    np.testing.assert_allclose(out, padded[:12] + padded[2:] * 3.0, rtol=1e-6)
+
+
 def test_a_triangle_is_split_in_both_loops_and_stays_right():
     A = placeholder((4, 4), name="A")
     B = compute((4, 4), lambda i, j: E.select(E.Compare("lt", i + j, E.const(6)), A[i, j],

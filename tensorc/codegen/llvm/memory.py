@@ -37,8 +37,16 @@ class VectorMemory(CodegenPart):
         return self.gen.values
 
     def _at(self, buf: Buffer, index: E.Expr) -> ir.Value:
-        """The address of ``buf[index]``, ``index`` a scalar."""
-        return self.gen.pointer(buf, self.gen.scalar_index(index))
+        """The address of ``buf[index]``, ``index`` a scalar: the terms of the index that are
+        constant here (an unrolled loop's, bound to a constant) as a constant offset from the
+        address of the rest, which the index cache then emits once for all of them (a
+        Winograd transform's 36 unrolled loads share one address)."""
+        rest, offset = self.gen.constant_offset(index)
+        if not offset:
+            return self.gen.pointer(buf, self.gen.scalar_index(index))
+        base = self.gen.fs.buffers[buf] if isinstance(rest, E.Const) and rest.value == 0 else \
+            self.gen.pointer(buf, self.gen.scalar_index(rest))
+        return self.b.gep(base, [constant(I64, offset)], source_etype=storage_type(buf.dtype))
 
     def load(self, e: E.Load, lanes: int | None) -> ir.Value:
         buf = e.source

@@ -16,6 +16,7 @@ from tensorc.ir import expr as E
 from tensorc.ir.bounds import SYMBOLIC_MAX
 from tensorc.ir.loop import (
     Allocate, For, IfThenElse, PrimFunc, Seq, Stmt, Store, interleaved_tile, map_stmt, seq,
+    stmt_exprs, walk_stmts,
 )
 from tensorc.passes.loop.simplify import simplify, simplify_stmt
 
@@ -76,21 +77,58 @@ def _parallel_pieces(loop: For, points: list[int], ranges: dict) -> Stmt:
     in a wait for all threads, and a short piece (the partial last column block of a GEMV,
     the edge rows of a padded map) would run on one thread while the others wait: a 1 x
     2048 x 1000 matmul (ResNet-50's classifier), 7 column blocks in parallel then the
-    partial 8th alone, took 0.265 ms at two threads (onnxruntime 0.188)."""
-    branches = []
-    for start, stop in zip(points, points[1:]):
-        inner = dict(ranges)
-        inner[loop.var] = (start, stop - 1)
-        body = loop.body
-        if stop - start == 1:       # one iteration: its index a constant
-            body = map_stmt(body, lambda e, k=start: E.substitute(e, {loop.var: E.const(
-                k, loop.var.dtype)}))
-        body = simplify_stmt(_visit(body, inner), inner)
-        branches.append((stop, body if body is not None else seq()))
-    body = branches[-1][1]
-    for stop, branch in reversed(branches[:-1]):
-        body = IfThenElse(E.Compare("lt", loop.var, E.const(stop, loop.var.dtype)), branch, body)
-    return For(loop.var, loop.extent, loop.kind, body)
+    partial 8th alone, took 0.265 ms at two threads (onnxruntime 0.188).
+
+    Only the statements the pieces can decide something in are branched: the rest of the
+    body (a Winograd conv's GEMM and output transform, after the padded input transform that
+    the edge rows decide) runs once for all pieces, not copied into each branch (resnet's
+    two 3x3 convs were 1.75 MB of LLVM IR each, three copies of the whole tile)."""
+    pieces = [(start, stop) for start, stop in zip(points, points[1:])]
+    whole = dict(ranges)
+    whole[loop.var] = (points[0], points[-1] - 1)
+
+    def branched(s: Stmt) -> Stmt:
+        branches = []
+        for start, stop in pieces:
+            inner = dict(ranges)
+            inner[loop.var] = (start, stop - 1)
+            body = s
+            if stop - start == 1:       # one iteration: its index a constant
+                body = map_stmt(body, lambda e, k=start: E.substitute(e, {loop.var: E.const(
+                    k, loop.var.dtype)}))
+            body = simplify_stmt(_visit(body, inner), inner)
+            branches.append((stop, body if body is not None else seq()))
+        out = branches[-1][1]
+        for stop, branch in reversed(branches[:-1]):
+            out = IfThenElse(E.Compare("lt", loop.var, E.const(stop, loop.var.dtype)), branch,
+                             out)
+        return out
+
+    def factored(s: Stmt) -> Stmt:
+        if isinstance(s, Seq):
+            return seq(*[factored(c) for c in s.stmts])
+        if isinstance(s, Allocate):
+            return Allocate(s.buffer, factored(s.body), dict(s.annotations))
+        if not _decided_by(s, loop.var):
+            shared = simplify_stmt(_visit(s, whole), whole)
+            return shared if shared is not None else seq()
+        return branched(s)
+    return For(loop.var, loop.extent, loop.kind, factored(loop.body))
+
+
+def _decided_by(s: Stmt, var: E.Var) -> bool:
+    """Whether a piece's narrower range of ``var`` can change ``s``: ``var`` in a comparison
+    (a guard, a select), a min or max (a clamp) or a loop's extent (a tail) inside it.
+    Elsewhere (addresses) it only folds to a constant in a one-iteration piece."""
+    for x in walk_stmts(s):
+        for e in stmt_exprs(x):
+            if isinstance(x, For) and var in E.free_vars(e):
+                return True
+            for sub in E.walk(e):
+                if (isinstance(sub, E.Compare) or isinstance(sub, E.Binary) and
+                        sub.op in ("min", "max")) and var in E.free_vars(sub):
+                    return True
+    return False
 
 
 def _declares_shared(s: Stmt) -> bool:
