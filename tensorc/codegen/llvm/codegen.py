@@ -79,6 +79,9 @@ class LLVMCodegen:
         self.in_parallel = False        # emitting the body of an outlined parallel loop
         self.facts = ExprFacts()       # uses_var and linear_coeff, answered once each
         self._decisions: dict[tuple, bool | None] = {}     # see _decided
+        # see constant_offset: the terms of each index, and each rest made of them
+        self._terms: dict[E.Expr, list] = {}
+        self._rests: dict[tuple, E.Expr] = {}
         self.values = ValueOps(self)
         self.vectors = VectorLoops(self)
         self.memory = VectorMemory(self)
@@ -452,37 +455,43 @@ class LLVMCodegen:
         return decided
 
     def constant_offset(self, index: E.Expr) -> tuple[E.Expr, int]:
-        """``index`` as (rest, offset): the terms of its sum whose variables are all bound to
-        constants here (unrolled loops' indices) folded into ``offset``."""
-        if not (isinstance(index, E.Binary) and index.op in ("add", "sub")):
+        """``index`` as (rest, offset): the terms of its sum that are constant here (numbers,
+        unrolled loops' indices bound to constants, their products) folded into ``offset``.
+        The terms and each rest are made once per index (an unrolled loop asks per copy), so
+        the rest is one object that the index cache finds again."""
+        terms = self._terms.get(index)
+        if terms is None:
+            terms = self._terms[index] = _sum_terms(index)
+        if len(terms) < 2:
             return index, 0
-        env, kept, offset = self.fs.env, [], 0
-        stack = [(index, 1)]
-        while stack:
-            e, sign = stack.pop()
-            if isinstance(e, E.Binary) and e.op in ("add", "sub"):
-                stack.append((e.b, -sign if e.op == "sub" else sign))
-                stack.append((e.a, sign))
-                continue
-            values = {}
-            for var in self.facts.free_vars(e):
-                value = env.get(var)
-                if not isinstance(value, ir.Constant) or not isinstance(value.type, ir.IntType):
-                    break
-                values[var] = E.const(value.constant, var.dtype)
-            else:
-                folded = arith.simplify(E.substitute(e, values)) if values else e
-                if isinstance(folded, E.Const):
-                    offset += sign * int(folded.value)
-                    continue
-            kept.append((e, sign))
+        values = [self._constant_term(e) for e, _ in terms]
+        offset = sum(sign * v for (_, sign), v in zip(terms, values) if v is not None)
         if offset == 0:
             return index, 0
-        rest = None
-        for e, sign in kept:
-            rest = (e if sign > 0 else E.const(0, index.dtype) - e) if rest is None else \
-                (rest + e if sign > 0 else rest - e)
-        return (rest if rest is not None else E.const(0, index.dtype)), offset
+        key = (index, tuple(v is None for v in values))
+        rest = self._rests.get(key)
+        if rest is None:
+            for (e, sign), v in zip(terms, values):
+                if v is None:
+                    rest = (e if sign > 0 else E.const(0, index.dtype) - e) if rest is None \
+                        else (rest + e if sign > 0 else rest - e)
+            rest = self._rests[key] = rest if rest is not None else E.const(0, index.dtype)
+        return rest, offset
+
+    def _constant_term(self, e: E.Expr) -> int | None:
+        """``e``'s value where it is an integer constant here: a number, a variable bound to
+        a constant, or a product of those."""
+        if isinstance(e, E.Const):
+            return e.value if isinstance(e.value, int) else None
+        if isinstance(e, E.Var):
+            value = self.fs.env.get(e)
+            return value.constant if isinstance(value, ir.Constant) and \
+                isinstance(value.type, ir.IntType) else None
+        if isinstance(e, E.Binary) and e.op == "mul":
+            a = self._constant_term(e.a)
+            b = self._constant_term(e.b) if a is not None else None
+            return a * b if b is not None else None
+        return None
 
     def scalar_index(self, index: E.Expr) -> ir.Value:
         v = self.expr(index, None)
@@ -559,3 +568,16 @@ class LLVMCodegen:
         if isinstance(e, E.Call):
             return self.values.call(e, lanes)
         raise TensorcError(f"LLVM codegen cannot emit expression {type(e).__name__}")
+
+
+def _sum_terms(index: E.Expr) -> list[tuple[E.Expr, int]]:
+    """The terms of ``index`` as a sum, with their signs (1 or -1), in order."""
+    out, stack = [], [(index, 1)]
+    while stack:
+        e, sign = stack.pop()
+        if isinstance(e, E.Binary) and e.op in ("add", "sub"):
+            stack.append((e.b, -sign if e.op == "sub" else sign))
+            stack.append((e.a, sign))
+        else:
+            out.append((e, sign))
+    return out
