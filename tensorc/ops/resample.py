@@ -26,7 +26,6 @@ from tensorc.ir import te
 from tensorc.ir.dims import Dim, as_expr
 from tensorc.ir.types import TensorType
 from tensorc.ops.registry import Pattern, define
-from tensorc.ops.resize import cache_row_taps
 from tensorc.ops.schedules import injective_space, schedule_injective
 from tensorc.ops.shape_rules import expect_arity, expect_axis
 
@@ -240,16 +239,11 @@ def _compute(attrs: dict, x: te.Tensor) -> te.Tensor:
 
 
 def _apply(target, sch, out, anchor, attrs, config) -> None:
-    """The injective template, with the tables computed once at the kernel's start, and
-    along an axis before the last, each row's taps read from them once, at the row (read
-    at every vector, they were reloaded there: the stores might alias them, as LLVM sees
-    it; 2.3x the static kernel along H)."""
+    """The injective template, with the tables computed once at the kernel's start."""
     schedule_injective(target, sch, out, anchor, attrs, config)
-    tables = [t for t in anchor.op.input_tensors() if t.op.name.startswith("resample_")]
-    for table in tables:
-        sch[table].compute_root()
-    if anchor is out:
-        cache_row_taps(sch, out, attrs["axis"], tables)
+    for table in anchor.op.input_tensors():
+        if table.op.name.startswith("resample_"):
+            sch[table].compute_root()
 
 
 resample_axis.schedule(_apply, target="llvm", space=injective_space, symbolic=True)

@@ -28,7 +28,6 @@ import numpy as np
 from tensorc.errors import ShapeError
 from tensorc.ir import expr as E
 from tensorc.ir import te
-from tensorc.ir.schedule import Schedule
 from tensorc.ir.types import TensorType
 from tensorc.ops.registry import Pattern, define
 from tensorc.ops.schedules import INJECTIVE
@@ -129,16 +128,8 @@ def _schedule_rows(target, sch, out, anchor, attrs, config) -> None:
     positions and weights), so that the row's vectors read them once: loaded from the tables
     at every vector, they are reloaded there (the stores might alias them, as LLVM sees it)."""
     INJECTIVE["llvm"].apply(target, sch, out, anchor, attrs, config)
-    if anchor is not out or not te.is_static(out.shape):
-        return
-    cache_row_taps(sch, out, attrs["axis"], anchor.op.input_tensors()[1:])
-
-
-def cache_row_taps(sch: Schedule, out: te.Tensor, axis: int, tables: list[te.Tensor]) -> None:
-    """Each output row's entries of ``tables`` (a resize along ``axis``, before the last:
-    the row's taps' positions and weights) copied to registers at the row's loop, where the
-    stage's loops are a nest of rows and then loops along the row alone."""
-    if axis >= len(out.shape) - 1 or len(out.shape) < 2:
+    if anchor is not out or not te.is_static(out.shape) or \
+            attrs["axis"] >= len(out.shape) - 1 or len(out.shape) < 2:
         return
     st = sch[out]
     last = st.op_axis[-1].name
@@ -147,7 +138,7 @@ def cache_row_taps(sch: Schedule, out: te.Tensor, axis: int, tables: list[te.Ten
     if not rows or rows[-1] != len(rows) - 1 or len(rows) == len(leaves):
         return      # (only a nest of rows, then loops along the row alone)
     row = leaves[rows[-1]]
-    for table in tables:
+    for table in anchor.op.input_tensors()[1:]:
         local = sch.cache_read(table, "local", [out])
         sch[local].compute_at(st, row)
 

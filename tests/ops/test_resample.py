@@ -99,21 +99,3 @@ def test_nearest_where_coordinates_land_on_input_positions_matches_the_onnx_refe
         (got,) = module.run({"x": x}).values()
         (expected,) = reference.run(None, {"x": x})
         np.testing.assert_array_equal(got, expected, err_msg=f"{height}x{width}")
-
-
-def test_rows_read_their_taps_once():
-    """Resized along H, each output row's two taps (positions and weights) are copied from
-    the tables once, at the row's loop: read at every vector, LLVM reloaded them there (the
-    stores might alias the tables), 2.3x the static kernel. Results at rows of every length
-    modulo a vector against onnxruntime."""
-    model = _by_scales("linear", "half_pixel", [1, 1, 2, 1])
-    loops = tensorc.inspect(model, stage="loops")
-    kernel = loops[loops.index("func k0_fused_resample_axis("):]
-    assert "resample_positions.local" in kernel and "resample_weights.local" in kernel, kernel
-    mod = tensorc.compile(model)
-    session = onnxruntime.InferenceSession(model.SerializeToString())
-    rng = np.random.default_rng(3)
-    for h, w in [(1, 1), (3, 5), (4, 8), (7, 13), (2, 17), (5, 40)]:
-        x = rng.standard_normal((2, 3, h, w)).astype(np.float32)
-        np.testing.assert_allclose(mod.run({"x": x})["y"], session.run(None, {"x": x})[0],
-                                   rtol=1e-5, atol=1e-6, err_msg=f"{h}x{w}")
