@@ -59,3 +59,24 @@ def test_symbolic_transposed_conv_matches_onnxruntime(kernel, attrs):
             np.testing.assert_allclose(mod.run({"x": x})["y"], session.run(None, {"x": x})[0],
                                        rtol=1e-4, atol=1e-5,
                                        err_msg=f"{n, h, w} on {threads} threads")
+
+
+def test_col2im_over_a_symbolic_batch_keeps_its_range_tests():
+    """ONNX Col2Im of a constant image (5 x 7, blocks 2 x 3, stride 1 x 2, pads) over a
+    symbolic batch: the symbolic schedule, with the pads' range tests kept."""
+    image = numpy_helper.from_array(np.array([5, 7], np.int64), "image")
+    block = numpy_helper.from_array(np.array([2, 3], np.int64), "block")
+    columns = (5 + 2 - 2 + 1) * ((7 + 1 - 3) // 2 + 1)
+    graph = helper.make_graph(
+        [helper.make_node("Col2Im", ["x", "image", "block"], ["y"], strides=[1, 2],
+                          pads=[1, 0, 1, 1])], "col2im",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 18, columns])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [image, block])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    mod = tensorc.compile(model)
+    session = onnxruntime.InferenceSession(model.SerializeToString())
+    rng = np.random.default_rng(4)
+    for n in (1, 2, 5, 9):
+        x = rng.standard_normal((n, 18, columns)).astype(np.float32)
+        np.testing.assert_allclose(mod.run({"x": x})["y"], session.run(None, {"x": x})[0],
+                                   rtol=1e-5, atol=1e-5, err_msg=f"batch {n}")
