@@ -26,8 +26,8 @@ from tensorc.ir.schedule import Schedule
 from tensorc.ir.types import TensorType
 from tensorc.ops.registry import Pattern, define
 from tensorc.ops.schedules import clamp, in_range, schedule_injective, schedule_reduction
-from tensorc.ops.symbolic import PARALLEL_MIN_ELEMENTS
 from tensorc.ops.shape_rules import expect_arity, expect_float, require_dims
+from tensorc.ops.symbolic import PARALLEL_MIN_ELEMENTS
 from tensorc.target import Target
 
 grid_sample = define("grid_sample", Pattern.OUT_ELEMWISE_FUSABLE)
@@ -422,8 +422,9 @@ def _col2im_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.T
             acc[lanes] = 0;  for (taps)  for (x.i: vectorized)  acc[x.i] += x[...]
             for (x.i: vectorized)  out[...] = epilogue(acc[x.i])
 
-    its row's partial vector a guarded tail (one guard-free copy per remainder,
-    passes/loop/symbolic_tails.py)."""
+    its whole vectors unguarded and a row's partial vector masked
+    (passes/loop/symbolic_tails.py). The generic schedule ran each pixel alone, its
+    intermediate a whole global tensor."""
     if te.is_static(out.shape) and te.is_static(anchor.op.input_tensors()[0].shape):
         schedule_reduction(target, sch, out, anchor)
         return
