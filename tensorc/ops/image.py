@@ -19,6 +19,7 @@ import math
 import numpy as np
 
 from tensorc.errors import ShapeError
+from tensorc.ir import arith
 from tensorc.ir import expr as E
 from tensorc.ir import te
 from tensorc.ir.schedule import Schedule
@@ -26,6 +27,7 @@ from tensorc.ir.types import TensorType
 from tensorc.ops.registry import Pattern, define
 from tensorc.ops.schedules import clamp, in_range, schedule_injective, schedule_reduction
 from tensorc.ops.shape_rules import expect_arity, expect_float, require_dims
+from tensorc.ops.symbolic import PARALLEL_MIN_ELEMENTS
 from tensorc.target import Target
 
 grid_sample = define("grid_sample", Pattern.OUT_ELEMWISE_FUSABLE)
@@ -345,6 +347,21 @@ def _col2im_reference(attrs: dict, x: np.ndarray) -> list[np.ndarray]:
     return [np.ascontiguousarray(padded[(slice(None), slice(None)) + inner])]
 
 
+def _blocks_cover(image, blocks, block: int, stride: int, pad: int) -> bool:
+    """Whether every pixel of a run-time ``image`` axis reads a block in range: one block
+    offset per pixel (block <= stride, so the block read is (pixel + pad) // stride, never
+    negative) and the last pixel's block below ``blocks``, as the dims' arithmetic proves (a
+    transposed conv's own output: its blocks are its input's pixels). The range test and
+    the clamp then leave the kernel's inner loop. Static sizes keep them (the loop
+    simplifier decides them per constant)."""
+    if isinstance(image, int) and isinstance(blocks, int) or block > stride:
+        return False
+    slack = arith.simplify_nonnegative(E.as_expr(blocks) - 1 -
+                                       (E.as_expr(image) - 1 + pad) // stride)
+    low, _ = arith.const_bounds(slack, {})
+    return low is not None and low >= 0
+
+
 @col2im.compute
 def _col2im_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
     image, block = tuple(attrs["image_shape"]), tuple(attrs["block_shape"])
@@ -376,20 +393,55 @@ def _col2im_compute(attrs: dict, x: te.Tensor) -> te.Tensor:
         return a, distance // s if s > 1 else distance, \
             [E.eq(distance % s, 0)] if s > 1 else []
 
+    inside = [by_phase and _blocks_cover(image[j], blocks[j], block[j], strides[j], pads[j])
+              for j in range(k)]
+
     def body(n, c, *p):
         conds, column, channel = [], E.const(0), c * kernel
         for j in range(k):
             offset, position, covers = place(j, p[j], axes[j].var)
-            conds += [*covers, in_range(position, blocks[j])]
-            column = column * blocks[j] + clamp(position, blocks[j])
+            if inside[j]:
+                conds += covers
+                column = column * blocks[j] + position
+            else:
+                conds += [*covers, in_range(position, blocks[j])]
+                column = column * blocks[j] + clamp(position, blocks[j])
             channel = channel + offset * math.prod(block[j + 1:])
         value = x[(n, channel, column)]
-        return te.sum_(E.select(E.all_of(*conds), value, zero), axis=axes)
+        return te.sum_(E.select(E.all_of(*conds), value, zero) if conds else value, axis=axes)
     return te.compute((x.shape[0], x.shape[1] // kernel) + image, body, name="col2im")
 
 
-@col2im.schedule
+@col2im.schedule(symbolic=True)
 def _col2im_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tensor,
                      attrs: dict, config) -> None:
-    schedule_reduction(target, sch, out, anchor)
+    """The generic reduction schedule; over run-time sizes (a transposed conv over symbolic
+    H and W) the same loop nest with constant vectors:
+
+        for (n.c: parallel)  for y  for x.o:
+            acc[lanes] = 0;  for (taps)  for (x.i: vectorized)  acc[x.i] += x[...]
+            for (x.i: vectorized)  out[...] = epilogue(acc[x.i])
+
+    its whole vectors unguarded and a row's partial vector masked
+    (passes/loop/symbolic_tails.py). The generic schedule ran each pixel alone, its
+    intermediate a whole global tensor."""
+    if te.is_static(out.shape) and te.is_static(anchor.op.input_tensors()[0].shape):
+        schedule_reduction(target, sch, out, anchor)
+        return
+    lanes = target.vector_lanes(out.dtype)
+    if out is anchor:
+        anchor = sch.cache_write(anchor, "local")
+    stage = sch[out]
+    n, c, *rows, x = stage.op_axis
+    x_outer, x_inner = stage.split(x, lanes)
+    stage.vectorize(x_inner)
+    # (n and c fused: a constant divisor; the image rows stay loops of their own)
+    planes = stage.fuse(n, c)
+    if math.prod(te.hint_shape(out.shape)) >= PARALLEL_MIN_ELEMENTS:
+        stage.parallel(planes)
+    sch[anchor].compute_at(stage, x_outer)
+    acc = sch[anchor]
+    *acc_rows, acc_x = acc.op_axis
+    acc.reorder(*acc_rows, *acc.reduce_axis, acc_x)
+    acc.vectorize(acc_x)
 

@@ -101,6 +101,13 @@ def gemm_space(target: Target, gemm: Gemm, dtype: str) -> SearchSpace:
     col_choices = [c for c in BLOCK_CHOICES if c < panel_count] + [WHOLE]
     col_panels = max([c for c in col_choices[:-1] if c <= most and _fits(c, panel_count)],
                      default=WHOLE)
+    if gemm.symbolic_n and gemm.batched:
+        # run-time columns under batch dims: the schedule keeps the column blocks serial
+        # (no threads to share them among), and blocks of several panels ended in a partial
+        # block whose last panel was a masked full-width tile, a tail inside a tail (2.5x the
+        # static GEMM of a transposed conv at N = 40); one panel per block leaves one tail,
+        # which narrows where its remainder fits half a panel (passes/loop/narrow_tails.py)
+        col_panels = col_choices[0]     # (WHOLE where the hints give one panel)
     if k_block < k and m * k * gemm.itemsize > A_REREAD_BYTES and \
             K_BLOCK_WIDE in k_choices:
         wide = _core_column_blocks(panel_count, width * K_BLOCK_WIDE * gemm.itemsize,
