@@ -18,7 +18,7 @@ from helpers_kernels import compile_func
 from tensorc.runtime.kernel import llvm_ir
 from tensorc.ir.lower import lower
 from tensorc.ir.schedule import create_schedule
-from tensorc.ir.te import compute, placeholder, reduce_axis, sum_
+from tensorc.ir.te import compute, dim_var, placeholder, reduce_axis, sum_
 from tensorc.passes.loop import optimize
 from tensorc.passes.loop.parallel_work import MIN_CHUNK_WORK, stmt_work
 
@@ -122,6 +122,65 @@ import ctypes
 sys.stdout.flush()
 ctypes.CDLL("libgomp.so.1").omp_display_env(1)
 """
+
+
+SYMBOLIC_PROBE = """
+import os, sys
+import numpy as np
+sys.path.insert(0, {repo!r})
+from tensorc.runtime.kernel import build_kernel
+from tensorc.ir.lower import lower
+from tensorc.ir.schedule import create_schedule
+from tensorc.ir.te import compute, dim_var, placeholder
+from tensorc.ir.loop import walk_stmts
+from tensorc.passes.loop import optimize
+from tensorc.passes.loop.parallel_work import annotate_parallel_loops
+
+m, h, w = dim_var("M"), dim_var("H"), dim_var("W")
+A = placeholder((m, h, w, 64), name="A")
+B = compute((m, h, w, 64), lambda i, y, x, c: A[i, y, x, c] * 2.0, name="B")
+s = create_schedule(B)
+s[B].parallel(s[B].op_axis[0])
+func = optimize(lower(s, [A, B], "rows"))
+kernel = build_kernel(func)
+annotated = annotate_parallel_loops(func)
+work = [x.annotations["iteration_work"] for x in walk_stmts(annotated.body)
+        if getattr(x, "kind", "") == "parallel"]
+a = np.random.default_rng(0).standard_normal((40, 2, 2, 64)).astype(np.float32)
+b = np.zeros_like(a)
+before = len(os.listdir("/proc/self/task"))
+kernel(a, b, num_threads=2)
+assert (b == a * 2).all()
+print(before, len(os.listdir("/proc/self/task")), isinstance(work[0], int))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
+def test_symbolic_loop_sizes_its_chunks_by_the_runs_dims():
+    """Over symbolic dims the work of an iteration is an expression of them, computed at run
+    time: 40 rows of 2 x 2 x 64 run as one chunk on the calling thread (counted as 16 x 16
+    x 64 per row, they made five chunks and woke a worker)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_"))}
+    probe = subprocess.run([sys.executable, "-c", textwrap.dedent(SYMBOLIC_PROBE.format(
+        repo=str(REPO)))], env=env, capture_output=True, text=True, timeout=120)
+    assert probe.returncode == 0, probe.stderr
+    before, after, constant_work = probe.stdout.split()[:3]
+    assert constant_work == "False" and before == after
+
+
+def test_symbolic_chunks_give_the_same_answer_at_any_size_and_thread_count():
+    m, n = dim_var("M"), dim_var("N")
+    A = placeholder((m, n, 16), name="A")
+    B = compute((m, n, 16), lambda i, j, c: A[i, j, c] * 3.0 - 1.0, name="B")
+    s = create_schedule(B)
+    s[B].parallel(s[B].op_axis[0])
+    kernel = compile_func(lower(s, [A, B], "sym"))
+    for rows, cols in [(1, 1), (3, 5), (40, 2), (257, 300), (5, 20000), (0, 3)]:
+        a = RNG.random((rows, cols, 16), dtype=np.float32)
+        for threads in THREAD_COUNTS:
+            out = np.full_like(a, np.nan)
+            kernel(a, out, num_threads=threads)
+            np.testing.assert_allclose(out, a * 3 - 1, rtol=1e-6, atol=1e-6)
 
 
 def _probe(**env_extra: str) -> subprocess.CompletedProcess:

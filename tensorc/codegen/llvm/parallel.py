@@ -85,11 +85,15 @@ class ParallelLoops(CodegenPart):
             b.store(v, slot(b, closure, k + first))
         nthreads = b.load(self.gen.num_threads, typ=I32)
         nth = b.sext(nthreads, I64)
-        min_chunk = max(1, -(-MIN_CHUNK_WORK // max(1, s.annotations["iteration_work"])))
+        work = s.annotations["iteration_work"]
+        if isinstance(work, int):
+            min_chunk = constant(I64, max(1, -(-MIN_CHUNK_WORK // max(1, work))))
+        else:       # over symbolic dims: from the run's dims
+            work = self.gen.expr(E.maximum(work, E.const(1, work.dtype)))
+            min_chunk = b.sdiv(b.add(constant(I64, MIN_CHUNK_WORK - 1), work), work)
         share = b.mul(nth, constant(I64, CHUNKS_PER_THREAD))
         chunk = b.sdiv(b.add(extent, b.sub(share, constant(I64, 1))), share)
-        chunk = b.select(b.icmp_signed("<", chunk, constant(I64, min_chunk)),
-                         constant(I64, min_chunk), chunk)
+        chunk = b.select(b.icmp_signed("<", chunk, min_chunk), min_chunk, chunk)
         b.store(constant(I64, 0), slot(b, closure, 0))
         b.store(chunk, slot(b, closure, 1))
         chunks = b.sdiv(b.add(extent, b.sub(chunk, constant(I64, 1))), chunk)

@@ -1,6 +1,8 @@
 """The work of one iteration of each parallel loop, which codegen's chunk protocol sizes its
 chunks by (codegen/llvm/parallel.py): ``iteration_work``, the stores the loop's body
-executes, counted from its loop nest.
+executes, counted from its loop nest: an int, or over symbolic dims an expression of them
+that the chunk size is computed from at run time (a detector's 5x5 map then runs on the
+calling thread, as its static build does, instead of waking a worker for a few rows).
 
 >>> annotate_parallel_loops(func)   # doctest: +SKIP
 (for (i: parallel, 0, 64) [iteration_work=4096])
@@ -8,6 +10,7 @@ executes, counted from its loop nest.
 from __future__ import annotations
 
 from tensorc.ir import arith
+from tensorc.ir import expr as E
 from tensorc.ir.loop import (
     Allocate, For, IfThenElse, KernelCall, PrimFunc, Seq, Stmt, Store, map_stmt,
 )
@@ -39,10 +42,57 @@ def stmt_work(s: Stmt) -> int:
     return 0
 
 
+def dims_work(s: Stmt, dims: frozenset) -> int | E.Expr:
+    """:func:`stmt_work` where the loops' extents may be expressions of the kernel's ``dims``
+    (kept as such: the work at the run's dims); other unknown extents count 16 as there."""
+    def extent(loop: For):
+        n = arith.as_const_int(loop.extent)
+        if n is not None:
+            return max(n, 0)
+        if E.free_vars(loop.extent) <= dims:
+            return E.maximum(loop.extent, E.const(0, loop.extent.dtype))
+        return 16
+
+    def work(x: Stmt):
+        if isinstance(x, For):
+            return _times(extent(x), work(x.body))
+        if isinstance(x, Seq):
+            total = 0
+            for c in x.stmts:
+                total = _plus(total, work(c))
+            return total
+        if isinstance(x, Allocate):
+            return work(x.body)
+        if isinstance(x, IfThenElse):
+            a, b = work(x.then_case), work(x.else_case) if x.else_case is not None else 0
+            return max(a, b) if isinstance(a, int) and isinstance(b, int) else \
+                E.maximum(E.as_expr(a), E.as_expr(b))
+        return stmt_work(x)
+    found = work(s)
+    return found if isinstance(found, int) else arith.simplify(found)
+
+
+def _times(a, b):
+    if isinstance(a, int) and isinstance(b, int):
+        return a * b
+    if 0 in (a, b):
+        return 0
+    return E.as_expr(a) * E.as_expr(b)
+
+
+def _plus(a, b):
+    if isinstance(a, int) and isinstance(b, int):
+        return a + b
+    return E.as_expr(a) + E.as_expr(b)
+
+
 def annotate_parallel_loops(func: PrimFunc) -> PrimFunc:
     """Give each parallel loop its ``iteration_work`` (see the module docstring)."""
+    dims = frozenset(func.dims)
+
     def visit(s: Stmt) -> Stmt | None:
         if isinstance(s, For) and s.kind == "parallel":
-            s.annotations["iteration_work"] = stmt_work(s.body)
+            s.annotations["iteration_work"] = dims_work(s.body, dims) if dims else \
+                stmt_work(s.body)
         return None
     return func.with_body(map_stmt(func.body, fstmt=visit))
