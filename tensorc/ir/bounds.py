@@ -61,6 +61,35 @@ WHOLE_FACTOR = 1 << 20
 SYMBOLIC_MAX = 1 << 40
 
 
+def part_of_fused_within(cond: Expr, extents: dict[Var, Expr], ranges: arith.Bounds) -> bool:
+    """Whether ``cond`` is ``v // s < n``, ``v // s >= 0``, ``v % s < s`` or ``v % s >= 0``
+    for a loop ``v`` whose symbolic extent (``extents``) is a whole multiple of ``s`` (and
+    ``n`` times it for the first), after the loops that ``ranges`` gives one value take it:
+    the parts of a loop fused from two of symbolic extent, which interval arithmetic cannot
+    place (its extent has no constant bound), but which lie in their loops' ranges wherever
+    ``v`` runs."""
+    if not isinstance(cond, E.Compare) or cond.op not in ("lt", "ge"):
+        return False
+    fixed = {v: E.const(ranges[v][0]) for v in E.free_vars(cond)
+             if v in ranges and ranges[v][0] == ranges[v][1]}
+    if fixed:
+        cond = arith.simplify(substitute(cond, fixed), ranges)
+        if not isinstance(cond, E.Compare):
+            return isinstance(cond, E.Const) and bool(cond.value)
+    part = cond.a
+    if not (isinstance(part, E.Binary) and part.op in ("floordiv", "floormod") and
+            isinstance(part.a, Var) and part.a in extents):
+        return False
+    whole, s = extents[part.a], part.b
+    quotient = arith.simplify(whole // s)
+    if not E.same(arith.simplify(quotient * s - whole), E.const(0)):
+        return False
+    if cond.op == "ge":
+        return E.same(cond.b, E.const(0))
+    return E.same(arith.simplify((quotient if part.op == "floordiv" else s) - cond.b),
+                  E.const(0))
+
+
 def loop_range(extent: int | Expr) -> tuple[int, int]:
     """The (low, high) of a loop's variable."""
     return (0, extent - 1) if isinstance(extent, int) else (0, SYMBOLIC_MAX - 1)

@@ -20,7 +20,8 @@ from tensorc.errors import ScheduleError
 from tensorc.ir import arith
 from tensorc.ir import expr as E
 from tensorc.ir.bounds import (
-    SYMBOLIC_MAX, NestInfo, as_index, lattice_step, loop_range, relaxed_interval, runs, scaled,
+    SYMBOLIC_MAX, NestInfo, as_index, lattice_step, loop_range, part_of_fused_within,
+    relaxed_interval, runs, scaled,
 )
 from tensorc.ir.expr import (
     Const, Expr, Load, Reduce, Var, all_of, format_expr, substitute, transform,
@@ -55,6 +56,8 @@ class _Lowering:
         self.compact_strides = any(k.startswith(("blockIdx", "threadIdx"))
                                    for st in sch.stages for k in st.loop_kind.values())
         self.var_ranges: dict[Var, tuple[int, int]] = {}
+        # the loops of symbolic extent, with their extents (see part_of_fused_within)
+        self.var_extents: dict[Var, Expr] = {}
         # loops bound to a GPU thread axis (threadIdx.*), with their ranges
         self.thread_ranges: dict[Var, tuple[int, int]] = {}
         self.params: list[Buffer] = []
@@ -168,6 +171,8 @@ class _Lowering:
         info = NestInfo(st, root_ranges)
         for sv in st.leaf_vars:
             self.var_ranges[sv.var] = loop_range(info.extent[sv])
+            if not isinstance(info.extent[sv], int):
+                self.var_extents[sv.var] = info.extent[sv]
             if st.loop_kind.get(sv, "").startswith("threadIdx"):
                 self.thread_ranges[sv.var] = loop_range(info.extent[sv])
         op: ComputeOp = st.op
@@ -391,7 +396,8 @@ class _Lowering:
             idx = info.root_index[sv]
             for cond in (E.Compare("ge", idx, E.const(0)), E.Compare("lt", idx, as_index(n))):
                 c = arith.simplify(cond, self.var_ranges)
-                if not (isinstance(c, Const) and c.value):
+                if not (isinstance(c, Const) and c.value or
+                        part_of_fused_within(c, self.var_extents, self.var_ranges)):
                     out.append(c)
         return out
 

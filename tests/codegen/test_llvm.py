@@ -700,3 +700,43 @@ def test_local_blocks_are_zeroed_where_they_are_allocated():
     out = np.zeros((6, 28), np.float32)
     build_kernel(optimize(lower(s, [a, b], "local")))(x, out)
     np.testing.assert_allclose(out, x * 2 + 1, rtol=1e-6)
+
+
+def _half_rows_tile(divided: bool):
+    """C[i, j] = sum_k A[i // 2 (or i), k] * B[k, j] over symbolic R x N, its 8-wide column
+    tiles accumulated in a local block, the last one under a lane guard."""
+    from tensorc.ir.te import dim_var
+    rows, n = dim_var("R"), dim_var("N")
+    a = placeholder((rows, 8), name="A")
+    b = placeholder((8, n), name="B")
+    k = reduce_axis(8, "k")
+    c = compute((rows, n), lambda i, j: sum_(a[i // 2 if divided else i, k] * b[k, j],
+                                             axis=k), name="C")
+    s = create_schedule([c])
+    local = s.cache_write(c, "local")
+    _, j = s[c].op_axis
+    jo, ji = s[c].split(j, 8)
+    s[c].vectorize(ji)
+    s[local].compute_at(s[c], jo)
+    ci, cj = s[local].op_axis
+    s[local].reorder(*s[local].reduce_axis, ci, cj)
+    s[local].vectorize(cj)
+    return optimize(lower(s, [a, b, c], "tile"))
+
+
+def test_a_tile_tail_reading_a_row_divided_by_a_constant_accumulates_without_branches():
+    """The guarded accumulation of a last, partial column tile runs under its lane mask,
+    with no any-lane branch at each step of k, though its loads' indices divide by constants
+    (the tile's start N // 8, a batch x heads loop's batch index): only a divisor that may be
+    0 could trap in masked-off lanes. The one any-lane test left is the store of C's tail."""
+    for divided in (False, True):
+        func = _half_rows_tile(divided)
+        assert llvm_ir(func).count("call i1 @\"llvm.vector.reduce.or") == 1
+    kernel = build_kernel(func)
+    rng = np.random.default_rng(4)
+    for rows, n in [(1, 1), (2, 7), (5, 8), (4, 13), (3, 30)]:
+        x = rng.standard_normal((rows, 8)).astype(np.float32)
+        y = rng.standard_normal((8, n)).astype(np.float32)
+        out = np.full((rows, n), np.nan, np.float32)
+        kernel(x, y, out)
+        np.testing.assert_allclose(out, x[np.arange(rows) // 2] @ y, rtol=1e-5, atol=1e-5)

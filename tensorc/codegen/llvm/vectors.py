@@ -23,6 +23,14 @@ from tensorc.passes.loop.vector_loops import pow2_at_least
 _TRAPPING = ("div", "floordiv", "floormod", "truncdiv", "truncmod")
 
 
+def _may_trap(e: E.Expr) -> bool:
+    """An integer division whose divisor may be 0 in a masked-off lane (by a nonzero
+    constant, as a batch x heads loop's head index is split back, it never traps)."""
+    if not (isinstance(e, E.Binary) and e.op in _TRAPPING and not E.is_float(e.dtype)):
+        return False
+    return not (isinstance(e.b, E.Const) and e.b.value != 0)
+
+
 class VectorLoops(CodegenPart):
     """The vector loop being emitted: ``var`` is bound to a vector of ``lanes`` lane ids, of
     which ``active_lanes`` run; ``lane_mask`` says which lanes run (a vector of i1, None for
@@ -142,8 +150,7 @@ class VectorLoops(CodegenPart):
         stores = st.then_case.stmts if isinstance(st.then_case, Seq) else [st.then_case]
         return all(isinstance(s, Store) and len(s.indices) == 1 and
                    self.local_vector(s.buffer, s.indices[0], self.lanes) and
-                   not any(isinstance(e, E.Binary) and e.op in _TRAPPING and
-                           not E.is_float(e.dtype) for e in E.walk(s.value))
+                   not any(_may_trap(e) for e in E.walk(s.value))
                    for s in stores)
 
     def masked(self, buf: Buffer, index: E.Expr | None = None, store: bool = False

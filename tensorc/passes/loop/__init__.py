@@ -7,6 +7,7 @@ from tensorc.passes.loop.flatten import flatten_buffers
 from tensorc.passes.loop.narrow_tails import narrow_symbolic_tails
 from tensorc.passes.loop.partition import partition_loops
 from tensorc.passes.loop.simplify import simplify
+from tensorc.passes.loop.single_tails import single_tails_as_ifs
 from tensorc.passes.loop.symbolic_tails import split_symbolic_tails
 
 # The lowering pipeline, read top to bottom; `tensorc inspect --stage loops` prints the result.
@@ -18,6 +19,7 @@ PIPELINE = (
     flatten_buffers,   # B[i, j] -> B[i*J + j]
     simplify,          # fold the flattened index arithmetic
     narrow_symbolic_tails,  # half-width vectors for a symbolic tail that fits half a tile
+    single_tails_as_ifs,    # a symbolic tail loop that runs once or never, as an if
 )
 
 
@@ -28,4 +30,4 @@ def optimize(func: PrimFunc) -> PrimFunc:
 
 
 __all__ = ["PIPELINE", "optimize", "simplify", "flatten_buffers", "partition_loops",
-           "narrow_symbolic_tails", "resolve_clamps", "split_symbolic_tails"]
+           "narrow_symbolic_tails", "resolve_clamps", "single_tails_as_ifs", "split_symbolic_tails"]
