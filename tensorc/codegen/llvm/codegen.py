@@ -480,17 +480,19 @@ class LLVMCodegen:
 
     def _constant_term(self, e: E.Expr) -> int | None:
         """``e``'s value where it is an integer constant here: a number, a variable bound to
-        a constant, or a product of those."""
+        a constant, or arithmetic of those (``(ab // 6) * 48`` in an unrolled loop over ab)."""
         if isinstance(e, E.Const):
             return e.value if isinstance(e.value, int) else None
         if isinstance(e, E.Var):
             value = self.fs.env.get(e)
             return value.constant if isinstance(value, ir.Constant) and \
                 isinstance(value.type, ir.IntType) else None
-        if isinstance(e, E.Binary) and e.op == "mul":
+        if isinstance(e, E.Binary) and e.op in _FOLDED:
             a = self._constant_term(e.a)
             b = self._constant_term(e.b) if a is not None else None
-            return a * b if b is not None else None
+            if b is None or e.op in ("floordiv", "floormod") and b <= 0:
+                return None
+            return _FOLDED[e.op](a, b)
         return None
 
     def scalar_index(self, index: E.Expr) -> ir.Value:
@@ -568,6 +570,12 @@ class LLVMCodegen:
         if isinstance(e, E.Call):
             return self.values.call(e, lanes)
         raise TensorcError(f"LLVM codegen cannot emit expression {type(e).__name__}")
+
+
+# the integer operations a constant term may hold (floor division and modulo by a positive
+# number: Python's // and % are floor's)
+_FOLDED = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+           "floordiv": lambda a, b: a // b, "floormod": lambda a, b: a % b, "min": min, "max": max}
 
 
 def _sum_terms(index: E.Expr) -> list[tuple[E.Expr, int]]:
