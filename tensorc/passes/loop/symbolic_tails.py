@@ -34,6 +34,7 @@ from tensorc.passes.loop import partition
 from tensorc.passes.loop.padded_loads import tighten_padded_clamps
 from tensorc.passes.loop.partition import _comparisons, _conditions, _loop_ranges
 from tensorc.passes.loop.simplify import simplify, simplify_stmt
+from tensorc.passes.loop.tail_pieces import tail_pieces
 
 SPLIT_KINDS = ("serial", "parallel")
 # the largest split factor whose remainders get a copy of the tail each
@@ -334,6 +335,18 @@ def _remainder_cases(body: Stmt, var: E.Var, at: E.Expr, cmp: E.Compare, dims: s
             runs = arith.simplify(E.substitute(extent, {dim: q * factor + c + off}), ranges)
             if arith.as_const_int(runs) != (1 if c else 0):
                 return None
+    inner = _inner_vars(body)
+
+    def rows_of(x: E.Compare) -> E.Expr | None:
+        own = _tail_split(x, var) if x.op in ("lt", "le", "gt") else None
+        if own is None or own[1] != factor:
+            return None
+        rows = arith.simplify(own[0] + dim - off)
+        return rows if E.free_vars(rows) <= inner else None
+    pieces = tail_pieces(body, var, at, factor, arith.simplify((dim - off) % factor), rows_of,
+                         _drop_clamps, {dim})
+    if pieces is not None:
+        return pieces
     at_tile = map_stmt(body, lambda e: E.substitute(e, {var: at}))
     cases = None
     for c in range(factor - 1, 0, -1):
@@ -409,6 +422,16 @@ def _count_cases(loop: For, point: E.Expr, cmp: E.Compare, dims: set[E.Var],
                 return E.Compare("lt", own[2], remainder)
         return None
 
+    def rows_of(x: E.Compare) -> E.Expr | None:
+        own = _guarded_count(x, loop.var, inner, dims)
+        if own is not None and own[0] == factor and E.same(own[1], count) and \
+                E.same(_point(x, loop, inner, dims), point):
+            return own[2]
+        return None
+    pieces = tail_pieces(loop.body, loop.var, tile, factor, arith.simplify(count % factor),
+                         rows_of, _drop_clamps, E.free_vars(count))
+    if pieces is not None:
+        return pieces
     marked = map_stmt(loop.body, lambda e: E.substitute(E.transform(e, decided),
                                                         {loop.var: tile}))
     cases = None
