@@ -52,7 +52,8 @@ def simplify_stmt(s: Stmt, ranges: dict) -> Stmt | None:
             if most is not None:        # over dims of a bounded range (dim_ranges)
                 inner[s.var] = (0, max(most - 1, 0))
         body = simplify_stmt(s.body, inner)
-        return None if body is None else For(s.var, extent, s.kind, body)
+        # (annotations kept: a remainder copy's rolled loops, passes/loop/symbolic_tails.py)
+        return None if body is None else For(s.var, extent, s.kind, body, dict(s.annotations))
     if isinstance(s, Store):
         return Store(s.buffer, tuple(arith.simplify(i, ranges) for i in s.indices),
                      arith.simplify(s.value, ranges))

@@ -19,7 +19,8 @@ The tail of a split by a small factor F runs at most one tile, whose guarded row
 dim's remainder ``N % F``: it becomes one guard-free copy per remainder, each with its rows
 unrolled (``N`` written as ``q*F + c`` decides every guard), chosen at run time. A guarded
 register tile of 6 rows computing one row took 5x the unguarded row (a decode step's
-projection). partition.py cuts at constant points; this pass
+projection). The copies' loops of constant extent stay rolled (LLVM unrolled each copy's
+reduction whole: most of a symbolic matmul's code). partition.py cuts at constant points; this pass
 only fires on comparisons that involve a symbolic dim, so static kernels are untouched.
 """
 from __future__ import annotations
@@ -34,7 +35,6 @@ from tensorc.passes.loop import partition
 from tensorc.passes.loop.padded_loads import tighten_padded_clamps
 from tensorc.passes.loop.partition import _comparisons, _conditions, _loop_ranges
 from tensorc.passes.loop.simplify import simplify, simplify_stmt
-from tensorc.passes.loop.tail_pieces import tail_pieces
 
 SPLIT_KINDS = ("serial", "parallel")
 # the largest split factor whose remainders get a copy of the tail each
@@ -335,18 +335,6 @@ def _remainder_cases(body: Stmt, var: E.Var, at: E.Expr, cmp: E.Compare, dims: s
             runs = arith.simplify(E.substitute(extent, {dim: q * factor + c + off}), ranges)
             if arith.as_const_int(runs) != (1 if c else 0):
                 return None
-    inner = _inner_vars(body)
-
-    def rows_of(x: E.Compare) -> E.Expr | None:
-        own = _tail_split(x, var) if x.op in ("lt", "le", "gt") else None
-        if own is None or own[1] != factor:
-            return None
-        rows = arith.simplify(own[0] + dim - off)
-        return rows if E.free_vars(rows) <= inner else None
-    pieces = tail_pieces(body, var, at, factor, arith.simplify((dim - off) % factor), rows_of,
-                         _drop_clamps, {dim})
-    if pieces is not None:
-        return pieces
     at_tile = map_stmt(body, lambda e: E.substitute(e, {var: at}))
     cases = None
     for c in range(factor - 1, 0, -1):
@@ -360,7 +348,7 @@ def _remainder_cases(body: Stmt, var: E.Var, at: E.Expr, cmp: E.Compare, dims: s
             return None     # a guard on N left (a load's index may read q: not a guard)
         # a padded load's clamp to N - 1 is one to c - 1 past q*F, which codegen loads
         # masked (with N as q*F + c, before q is read back as N // F)
-        copy = tighten_padded_clamps(copy)
+        copy = _rolled(tighten_padded_clamps(copy))
         copy = map_stmt(copy, lambda e: E.substitute(e, {q: (dim - off) // factor}))
         remainder = E.Compare("eq", (dim - off) % factor, E.const(c))
         cases = IfThenElse(remainder, copy, cases)
@@ -422,16 +410,6 @@ def _count_cases(loop: For, point: E.Expr, cmp: E.Compare, dims: set[E.Var],
                 return E.Compare("lt", own[2], remainder)
         return None
 
-    def rows_of(x: E.Compare) -> E.Expr | None:
-        own = _guarded_count(x, loop.var, inner, dims)
-        if own is not None and own[0] == factor and E.same(own[1], count) and \
-                E.same(_point(x, loop, inner, dims), point):
-            return own[2]
-        return None
-    pieces = tail_pieces(loop.body, loop.var, tile, factor, arith.simplify(count % factor),
-                         rows_of, _drop_clamps, E.free_vars(count))
-    if pieces is not None:
-        return pieces
     marked = map_stmt(loop.body, lambda e: E.substitute(E.transform(e, decided),
                                                         {loop.var: tile}))
     cases = None
@@ -443,7 +421,7 @@ def _count_cases(loop: For, point: E.Expr, cmp: E.Compare, dims: set[E.Var],
             return None     # a guard left (inside a vectorized loop: no copy is worth it)
         # a padded load's clamp to N - 1 is one to c - 1 past the tile's start, which codegen
         # loads masked (N is F * tile + c here)
-        copy = tighten_padded_clamps(copy, (count, factor * tile + c))
+        copy = _rolled(tighten_padded_clamps(copy, (count, factor * tile + c)))
         cases = IfThenElse(E.Compare("eq", count % factor, E.const(c)), copy, cases)
     return cases
 
@@ -479,3 +457,17 @@ def _guarded_count(cmp: E.Compare, var: E.Var, inner: dict, dims: set[E.Var]):
         return None
     count = arith.simplify(E.const(0) - rest - lo)
     return factor, count, arith.simplify(base + count)
+
+
+def _rolled(s: Stmt) -> Stmt:
+    """``s`` (a remainder's copy) with its serial loops of constant extent marked for codegen
+    to keep rolled. LLVM unrolls such a loop whole (a register tile's reduction over 16 or
+    64 steps): in each of F - 1 copies of each variant, it made most of a kernel's code. A
+    copy runs one partial tile per block, and a tile of a few rows waits on its accumulators'
+    FMA latency, loop or no loop."""
+    def mark(x: Stmt) -> Stmt | None:
+        if isinstance(x, For) and x.kind == "serial" and \
+                (arith.as_const_int(x.extent) or 0) > 1:
+            return For(x.var, x.extent, x.kind, x.body, {**x.annotations, "rolled": True})
+        return None
+    return map_stmt(s, fstmt=mark)
