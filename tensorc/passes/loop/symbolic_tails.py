@@ -39,6 +39,9 @@ from tensorc.passes.loop.simplify import simplify, simplify_stmt
 SPLIT_KINDS = ("serial", "parallel")
 # the largest split factor whose remainders get a copy of the tail each
 MAX_TAIL_CASES = 8
+# the copies' loops of constant extent stay rolled (benchmarks/tail_copies.py sets it off to
+# time them against LLVM's unrolling)
+ROLLED_COPIES = True
 
 
 def split_symbolic_tails(func: PrimFunc) -> PrimFunc:
@@ -466,7 +469,7 @@ def _rolled(s: Stmt) -> Stmt:
     copy runs one partial tile per block, and a tile of a few rows waits on its accumulators'
     FMA latency, loop or no loop."""
     def mark(x: Stmt) -> Stmt | None:
-        if isinstance(x, For) and x.kind == "serial" and \
+        if ROLLED_COPIES and isinstance(x, For) and x.kind == "serial" and \
                 (arith.as_const_int(x.extent) or 0) > 1:
             return For(x.var, x.extent, x.kind, x.body, {**x.annotations, "rolled": True})
         return None
