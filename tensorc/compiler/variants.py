@@ -69,7 +69,8 @@ def small_dims_variants(group: FusedGroup, graph: Graph, target: Target, func: P
     small = schedule_group(group, graph, target, f"{func.name}{SMALL_SUFFIX}", None, times,
                            hints={v.name: SMALL_HINT for v in func.dims},
                            unless_trace=func.attrs["trace"],
-                           same_but_parallel=parallel_alone_when_small(func))
+                           same_but_parallel=parallel_alone_when_small(func),
+                           dims_at_most=SMALL_MAX)
     variants = [] if small is None else [(_small_dims(_dim_args(small)), small)]
     return unit_dims_variant(group, graph, target, func, times) + variants
 

@@ -111,7 +111,8 @@ class Stmt:
 @dataclass(eq=False)
 class For(Stmt):
     """A loop. ``annotations`` hold what the passes that run just before codegen decided
-    about it (passes/loop/annotate.py: how it vectorizes, whether it is a register tile);
+    about it (passes/loop/annotate.py: how it vectorizes, whether it is a register tile), and
+    ``rolled`` where LLVM is to keep it a loop (passes/loop/symbolic_tails.py's copies);
     :func:`map_stmt` keeps them, so a rewrite after those passes must drop what it makes
     untrue."""
 

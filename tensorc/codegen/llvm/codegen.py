@@ -65,6 +65,7 @@ class LLVMCodegen:
         self.state = state
         self.kernel_dims: frozenset = frozenset()   # the symbolic dims of the kernel emitted
         self.module = ir.Module(name)
+        self._rolled: ir.MDValue | None = None
         self.module.triple = target.triple
         self.num_threads = self._global_i32("tensorc_num_threads")
         self.status = self._global_i32("tensorc_status")
@@ -371,9 +372,14 @@ class LLVMCodegen:
         if s.kind.startswith(("blockIdx", "threadIdx")):
             raise TensorcError(f"loop {s.var.name} is bound to {s.kind}, which a CPU target "
                                f"cannot run; compile for target='cuda' or schedule it again")
-        self.serial_loop(s.var, self.expr(s.extent), lambda: self.stmt(s.body))
+        self.serial_loop(s.var, self.expr(s.extent), lambda: self.stmt(s.body),
+                         rolled=s.annotations.get("rolled", False))
 
-    def serial_loop(self, var: E.Var, extent: ir.Value, emit_body, start=None) -> None:
+    def serial_loop(self, var: E.Var, extent: ir.Value, emit_body, start=None,
+                    rolled: bool = False) -> None:
+        """A loop from ``start`` (0) while below ``extent``; ``rolled``: LLVM keeps it a loop
+        (no unrolling, no vectorizing: a symbolic tail's copy, passes/loop/symbolic_tails.py,
+        whose code the unrolled loops multiplied)."""
         b = self.b
         pre = b.block
         header = b.append_basic_block(f"{var.name}.head")
@@ -391,11 +397,25 @@ class LLVMCodegen:
         emit_body()
         nxt = b.add(i, constant(I64, 1), flags=["nsw"])
         i.add_incoming(nxt, b.block)
-        b.branch(header)
+        back = b.branch(header)
+        if rolled:
+            back.set_metadata("llvm.loop", self._rolled_loop())
         b.position_at_end(done)
         del self.fs.env[var]
         if self.fs.index is not None:
             self.fs.index.unbind(var)
+
+    def _rolled_loop(self) -> ir.MDValue:
+        """The loop metadata of a loop LLVM keeps rolled: self-referential, as a loop's ID is
+        (one shared by every such loop of the module)."""
+        if self._rolled is None:
+            m = self.module
+            options = [m.add_metadata([ir.MetaDataString(m, "llvm.loop.unroll.disable")]),
+                       m.add_metadata([ir.MetaDataString(m, "llvm.loop.vectorize.enable"),
+                                       constant(I1, 0)])]
+            self._rolled = m.add_metadata([None, *options])
+            self._rolled.operands = (self._rolled, *options)
+        return self._rolled
 
     def check_index(self, index: ir.Value, size: int | ir.Value) -> ir.Value:
         """``index``; where it lies outside [-size, size) in a running lane, the run's status

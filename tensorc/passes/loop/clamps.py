@@ -41,7 +41,7 @@ def _stmt(s: Stmt, ranges: dict) -> Stmt:
         n = arith.as_const_int(s.extent)
         if n is not None:
             inner[s.var] = (0, n - 1)
-        return For(s.var, s.extent, s.kind, _stmt(s.body, inner))
+        return For(s.var, s.extent, s.kind, _stmt(s.body, inner), dict(s.annotations))
     if isinstance(s, Store):
         resolve = _Resolver(ranges)
         return Store(s.buffer, tuple(resolve(i, {}) for i in s.indices), resolve(s.value, {}))

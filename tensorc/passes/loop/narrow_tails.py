@@ -24,7 +24,9 @@ from __future__ import annotations
 
 from tensorc.ir import arith
 from tensorc.ir import expr as E
+from tensorc.ir.bounds import SYMBOLIC_MAX
 from tensorc.ir.loop import For, IfThenElse, PrimFunc, Stmt, map_stmt, seq
+from tensorc.passes.loop.simplify import dim_ranges
 
 # the narrowest tile that is halved (16 float lanes: two AVX2 registers)
 MIN_LANES = 16
@@ -36,6 +38,7 @@ def narrow_symbolic_tails(func: PrimFunc) -> PrimFunc:
     if not func.dims:
         return func
     dims = set(func.dims)
+    ranges = dim_ranges(func)
 
     def narrowed(s: Stmt) -> Stmt | None:
         if not isinstance(s, For):
@@ -44,8 +47,14 @@ def narrow_symbolic_tails(func: PrimFunc) -> PrimFunc:
         if found is None:
             return None
         rest, width = found
-        body = IfThenElse(E.Compare("le", rest, E.const(width // 2)),
-                          _narrowed(s.body, rest, width), _halved(s.body, rest, width))
+        fits = E.Compare("le", rest, E.const(width // 2))
+        # (a variant over small dims, whose remainder always fits: the narrowed body alone)
+        decided = arith.simplify(fits, {**ranges, s.var: (0, SYMBOLIC_MAX)})
+        if isinstance(decided, E.Const) and decided.value:
+            body = _narrowed(s.body, rest, width)
+        else:
+            body = IfThenElse(fits, _narrowed(s.body, rest, width),
+                              _halved(s.body, rest, width))
         return For(s.var, s.extent, s.kind, body, dict(s.annotations))
     # inner loops first: a loop's body is already narrowed where it is looked at
     return func.with_body(map_stmt(func.body, fstmt=narrowed))

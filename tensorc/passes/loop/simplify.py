@@ -15,10 +15,20 @@ def simplify(func: PrimFunc) -> PrimFunc:
 
     >>> simplify(func)   # for (i, 0, 1) A[i*4 + j // 4 * 4 + j % 4] ... -> A[j] ...
     """
-    # symbolic dims are never negative (a concat's piece past ``past`` in ``past + seq``
-    # then decides which input it reads)
-    body = simplify_stmt(func.body, {d: (0, SYMBOLIC_MAX) for d in func.dims})
+    body = simplify_stmt(func.body, dim_ranges(func))
     return func.with_body(body if body is not None else Seq([]))
+
+
+def dim_ranges(func: PrimFunc) -> dict:
+    """The range of each symbolic dim of ``func``: never negative (a concat's piece past
+    ``past`` in ``past + seq`` then decides which input it reads), at most the bound that
+    its ``dims_at_most`` attribute gives (a variant the entry calls only where every dim is
+    small, compiler/variants.py: the tiles of larger dims drop out of its code).
+
+    >>> dim_ranges(func)    # {seq: (0, 8)} for a variant called where seq <= 8
+    """
+    most = func.attrs.get("dims_at_most", SYMBOLIC_MAX)
+    return {d: (0, most) for d in func.dims}
 
 
 def simplify_stmt(s: Stmt, ranges: dict) -> Stmt | None:
@@ -37,8 +47,13 @@ def simplify_stmt(s: Stmt, ranges: dict) -> Stmt | None:
             inner[s.var] = (0, n - 1)
         elif any(ranges.get(v, (0, 0))[1] >= SYMBOLIC_MAX for v in E.free_vars(extent)):
             inner[s.var] = (0, SYMBOLIC_MAX)    # a loop over a symbolic dim
+        else:
+            most = arith.const_bounds(extent, ranges)[1]
+            if most is not None:        # over dims of a bounded range (dim_ranges)
+                inner[s.var] = (0, max(most - 1, 0))
         body = simplify_stmt(s.body, inner)
-        return None if body is None else For(s.var, extent, s.kind, body)
+        # (annotations kept: a remainder copy's rolled loops, passes/loop/symbolic_tails.py)
+        return None if body is None else For(s.var, extent, s.kind, body, dict(s.annotations))
     if isinstance(s, Store):
         return Store(s.buffer, tuple(arith.simplify(i, ranges) for i in s.indices),
                      arith.simplify(s.value, ranges))

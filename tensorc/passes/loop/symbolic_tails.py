@@ -19,7 +19,8 @@ The tail of a split by a small factor F runs at most one tile, whose guarded row
 dim's remainder ``N % F``: it becomes one guard-free copy per remainder, each with its rows
 unrolled (``N`` written as ``q*F + c`` decides every guard), chosen at run time. A guarded
 register tile of 6 rows computing one row took 5x the unguarded row (a decode step's
-projection). partition.py cuts at constant points; this pass
+projection). The copies' loops of constant extent stay rolled (LLVM unrolled each copy's
+reduction whole: most of a symbolic matmul's code). partition.py cuts at constant points; this pass
 only fires on comparisons that involve a symbolic dim, so static kernels are untouched.
 """
 from __future__ import annotations
@@ -38,6 +39,9 @@ from tensorc.passes.loop.simplify import simplify, simplify_stmt
 SPLIT_KINDS = ("serial", "parallel")
 # the largest split factor whose remainders get a copy of the tail each
 MAX_TAIL_CASES = 8
+# the copies' loops of constant extent stay rolled (benchmarks/tail_copies.py sets it off to
+# time them against LLVM's unrolling)
+ROLLED_COPIES = True
 
 
 def split_symbolic_tails(func: PrimFunc) -> PrimFunc:
@@ -347,7 +351,7 @@ def _remainder_cases(body: Stmt, var: E.Var, at: E.Expr, cmp: E.Compare, dims: s
             return None     # a guard on N left (a load's index may read q: not a guard)
         # a padded load's clamp to N - 1 is one to c - 1 past q*F, which codegen loads
         # masked (with N as q*F + c, before q is read back as N // F)
-        copy = tighten_padded_clamps(copy)
+        copy = _rolled(tighten_padded_clamps(copy))
         copy = map_stmt(copy, lambda e: E.substitute(e, {q: (dim - off) // factor}))
         remainder = E.Compare("eq", (dim - off) % factor, E.const(c))
         cases = IfThenElse(remainder, copy, cases)
@@ -420,7 +424,7 @@ def _count_cases(loop: For, point: E.Expr, cmp: E.Compare, dims: set[E.Var],
             return None     # a guard left (inside a vectorized loop: no copy is worth it)
         # a padded load's clamp to N - 1 is one to c - 1 past the tile's start, which codegen
         # loads masked (N is F * tile + c here)
-        copy = tighten_padded_clamps(copy, (count, factor * tile + c))
+        copy = _rolled(tighten_padded_clamps(copy, (count, factor * tile + c)))
         cases = IfThenElse(E.Compare("eq", count % factor, E.const(c)), copy, cases)
     return cases
 
@@ -456,3 +460,17 @@ def _guarded_count(cmp: E.Compare, var: E.Var, inner: dict, dims: set[E.Var]):
         return None
     count = arith.simplify(E.const(0) - rest - lo)
     return factor, count, arith.simplify(base + count)
+
+
+def _rolled(s: Stmt) -> Stmt:
+    """``s`` (a remainder's copy) with its serial loops of constant extent marked for codegen
+    to keep rolled. LLVM unrolls such a loop whole (a register tile's reduction over 16 or
+    64 steps): in each of F - 1 copies of each variant, it made most of a kernel's code. A
+    copy runs one partial tile per block, and a tile of a few rows waits on its accumulators'
+    FMA latency, loop or no loop."""
+    def mark(x: Stmt) -> Stmt | None:
+        if ROLLED_COPIES and isinstance(x, For) and x.kind == "serial" and \
+                (arith.as_const_int(x.extent) or 0) > 1:
+            return For(x.var, x.extent, x.kind, x.body, {**x.annotations, "rolled": True})
+        return None
+    return map_stmt(s, fstmt=mark)
