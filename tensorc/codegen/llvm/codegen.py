@@ -22,6 +22,7 @@ from llvmlite import ir
 from tensorc.codegen.llvm.expr_facts import ExprFacts
 from tensorc.codegen.llvm.function_state import FunctionState, opaque
 from tensorc.codegen.llvm.index_cache import IndexCache
+from tensorc.codegen.llvm.offsets import ConstantOffsets
 from tensorc.codegen.llvm.ir_types import I1, I32, I64, I8, PTR, VOID, constant
 from tensorc.codegen.llvm.memory import VectorMemory
 from tensorc.codegen.llvm.parallel import ParallelLoops
@@ -80,9 +81,7 @@ class LLVMCodegen:
         self.in_parallel = False        # emitting the body of an outlined parallel loop
         self.facts = ExprFacts()       # uses_var and linear_coeff, answered once each
         self._decisions: dict[tuple, bool | None] = {}     # see _decided
-        # see constant_offset: the terms of each index, and each rest made of them
-        self._terms: dict[E.Expr, list] = {}
-        self._rests: dict[tuple, E.Expr] = {}
+        self.offsets = ConstantOffsets(self)
         self.values = ValueOps(self)
         self.vectors = VectorLoops(self)
         self.memory = VectorMemory(self)
@@ -474,47 +473,6 @@ class LLVMCodegen:
             bool(folded.value) if isinstance(folded, E.Const) else None
         return decided
 
-    def constant_offset(self, index: E.Expr) -> tuple[E.Expr, int]:
-        """``index`` as (rest, offset): the terms of its sum that are constant here (numbers,
-        unrolled loops' indices bound to constants, their products) folded into ``offset``.
-        The terms and each rest are made once per index (an unrolled loop asks per copy), so
-        the rest is one object that the index cache finds again."""
-        terms = self._terms.get(index)
-        if terms is None:
-            terms = self._terms[index] = _sum_terms(index)
-        if len(terms) < 2:
-            return index, 0
-        values = [self._constant_term(e) for e, _ in terms]
-        offset = sum(sign * v for (_, sign), v in zip(terms, values) if v is not None)
-        if offset == 0:
-            return index, 0
-        key = (index, tuple(v is None for v in values))
-        rest = self._rests.get(key)
-        if rest is None:
-            for (e, sign), v in zip(terms, values):
-                if v is None:
-                    rest = (e if sign > 0 else E.const(0, index.dtype) - e) if rest is None \
-                        else (rest + e if sign > 0 else rest - e)
-            rest = self._rests[key] = rest if rest is not None else E.const(0, index.dtype)
-        return rest, offset
-
-    def _constant_term(self, e: E.Expr) -> int | None:
-        """``e``'s value where it is an integer constant here: a number, a variable bound to
-        a constant, or arithmetic of those (``(ab // 6) * 48`` in an unrolled loop over ab)."""
-        if isinstance(e, E.Const):
-            return e.value if isinstance(e.value, int) else None
-        if isinstance(e, E.Var):
-            value = self.fs.env.get(e)
-            return value.constant if isinstance(value, ir.Constant) and \
-                isinstance(value.type, ir.IntType) else None
-        if isinstance(e, E.Binary) and e.op in _FOLDED:
-            a = self._constant_term(e.a)
-            b = self._constant_term(e.b) if a is not None else None
-            if b is None or e.op in ("floordiv", "floormod") and b <= 0:
-                return None
-            return _FOLDED[e.op](a, b)
-        return None
-
     def scalar_index(self, index: E.Expr) -> ir.Value:
         v = self.expr(index, None)
         if isinstance(v.type, ir.VectorType):
@@ -590,22 +548,3 @@ class LLVMCodegen:
         if isinstance(e, E.Call):
             return self.values.call(e, lanes)
         raise TensorcError(f"LLVM codegen cannot emit expression {type(e).__name__}")
-
-
-# the integer operations a constant term may hold (floor division and modulo by a positive
-# number: Python's // and % are floor's)
-_FOLDED = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-           "floordiv": lambda a, b: a // b, "floormod": lambda a, b: a % b, "min": min, "max": max}
-
-
-def _sum_terms(index: E.Expr) -> list[tuple[E.Expr, int]]:
-    """The terms of ``index`` as a sum, with their signs (1 or -1), in order."""
-    out, stack = [], [(index, 1)]
-    while stack:
-        e, sign = stack.pop()
-        if isinstance(e, E.Binary) and e.op in ("add", "sub"):
-            stack.append((e.b, -sign if e.op == "sub" else sign))
-            stack.append((e.a, sign))
-        else:
-            out.append((e, sign))
-    return out

@@ -41,7 +41,7 @@ class VectorMemory(CodegenPart):
         constant here (an unrolled loop's, bound to a constant) as a constant offset from the
         address of the rest, which the index cache then emits once for all of them (a
         Winograd transform's 36 unrolled loads share one address)."""
-        rest, offset = self.gen.constant_offset(index)
+        rest, offset = self.gen.offsets.split(index)
         if not offset:
             return self.gen.pointer(buf, self.gen.scalar_index(index))
         base = self.gen.fs.buffers[buf] if isinstance(rest, E.Const) and rest.value == 0 else \
