@@ -60,11 +60,14 @@ def main(argv: list[str] | None = None) -> None:
     table = []
     for name, build in (("scores", scores_model), ("projection", projection_model)):
         model = build()
-        symbolic_tails.ROLLED_COPIES = True
-        rolled = tensorc.compile(model, cache=False)
-        symbolic_tails.ROLLED_COPIES = False
-        unrolled = tensorc.compile(model, cache=False)
-        symbolic_tails.ROLLED_COPIES = True
+        default = symbolic_tails.ROLLED_COPIES
+        try:
+            symbolic_tails.ROLLED_COPIES = True
+            rolled = tensorc.compile(model, cache=False)
+            symbolic_tails.ROLLED_COPIES = False
+            unrolled = tensorc.compile(model, cache=False)
+        finally:
+            symbolic_tails.ROLLED_COPIES = default
         rolled.num_threads = unrolled.num_threads = 1
         rng = np.random.default_rng(1)
         for rows in (int(r) for r in args.rows.split(",")):

@@ -19,8 +19,9 @@ The tail of a split by a small factor F runs at most one tile, whose guarded row
 dim's remainder ``N % F``: it becomes one guard-free copy per remainder, each with its rows
 unrolled (``N`` written as ``q*F + c`` decides every guard), chosen at run time. A guarded
 register tile of 6 rows computing one row took 5x the unguarded row (a decode step's
-projection). The copies' loops of constant extent stay rolled (LLVM unrolled each copy's
-reduction whole: most of a symbolic matmul's code). partition.py cuts at constant points; this pass
+projection). The copies' loops of constant extent can be kept rolled (ROLLED_COPIES: LLVM
+unrolls each copy's reduction whole, most of a symbolic matmul's code), but that is off: a
+rolled copy ran the worst sweep shapes 7-19% slower. partition.py cuts at constant points; this pass
 only fires on comparisons that involve a symbolic dim, so static kernels are untouched.
 """
 from __future__ import annotations
@@ -39,9 +40,12 @@ from tensorc.passes.loop.simplify import simplify, simplify_stmt
 SPLIT_KINDS = ("serial", "parallel")
 # the largest split factor whose remainders get a copy of the tail each
 MAX_TAIL_CASES = 8
-# the copies' loops of constant extent stay rolled (benchmarks/tail_copies.py sets it off to
-# time them against LLVM's unrolling)
-ROLLED_COPIES = True
+# Whether the copies' loops of constant extent stay rolled (less code for LLVM, 10-20% of a
+# symbolic compile). Off: where a copy is most of a kernel's work (gpt at batch 31, seq 3,
+# past 7; an OCR line of width 4; bert at 7 x 97) the rolled reductions ran the whole model
+# 9-19% slower (the same compile both ways, alternating, quiet machine); at gpt 127,17,67 they
+# were 8% faster. benchmarks/tail_copies.py times both.
+ROLLED_COPIES = False
 
 
 def split_symbolic_tails(func: PrimFunc) -> PrimFunc:
