@@ -21,55 +21,39 @@ from tensorc.ir.loop import (
 MIN_CHUNK_WORK = 1 << 17
 
 
-def stmt_work(s: Stmt) -> int:
+def stmt_work(s: Stmt, dims: frozenset = frozenset()) -> int | E.Expr:
     """Stores that ``s`` executes, from its loop nest (a loop of unknown extent counts 16,
     a conditional its larger branch, a kernel call one whole chunk): the size of a parallel
-    loop's iteration."""
+    loop's iteration. A loop whose extent is an expression of the kernel's ``dims`` keeps it
+    (the work at the run's dims: an expression, where an int is otherwise returned)."""
     if isinstance(s, For):
-        n = arith.as_const_int(s.extent)
-        return (16 if n is None else max(n, 0)) * stmt_work(s.body)
+        return _times(_extent(s, dims), stmt_work(s.body, dims))
     if isinstance(s, Seq):
-        return sum(stmt_work(c) for c in s.stmts)
+        total = 0
+        for c in s.stmts:
+            total = _plus(total, stmt_work(c, dims))
+        return total
     if isinstance(s, Store):
         return 1
     if isinstance(s, Allocate):
-        return stmt_work(s.body)
+        return stmt_work(s.body, dims)
     if isinstance(s, IfThenElse):
-        return max(stmt_work(s.then_case),
-                   stmt_work(s.else_case) if s.else_case is not None else 0)
+        a = stmt_work(s.then_case, dims)
+        b = stmt_work(s.else_case, dims) if s.else_case is not None else 0
+        return max(a, b) if isinstance(a, int) and isinstance(b, int) else \
+            E.maximum(E.as_expr(a), E.as_expr(b))
     if isinstance(s, KernelCall):
         return MIN_CHUNK_WORK
     return 0
 
 
-def dims_work(s: Stmt, dims: frozenset) -> int | E.Expr:
-    """:func:`stmt_work` where the loops' extents may be expressions of the kernel's ``dims``
-    (kept as such: the work at the run's dims); other unknown extents count 16 as there."""
-    def extent(loop: For):
-        n = arith.as_const_int(loop.extent)
-        if n is not None:
-            return max(n, 0)
-        if E.free_vars(loop.extent) <= dims:
-            return E.maximum(loop.extent, E.const(0, loop.extent.dtype))
-        return 16
-
-    def work(x: Stmt):
-        if isinstance(x, For):
-            return _times(extent(x), work(x.body))
-        if isinstance(x, Seq):
-            total = 0
-            for c in x.stmts:
-                total = _plus(total, work(c))
-            return total
-        if isinstance(x, Allocate):
-            return work(x.body)
-        if isinstance(x, IfThenElse):
-            a, b = work(x.then_case), work(x.else_case) if x.else_case is not None else 0
-            return max(a, b) if isinstance(a, int) and isinstance(b, int) else \
-                E.maximum(E.as_expr(a), E.as_expr(b))
-        return stmt_work(x)
-    found = work(s)
-    return found if isinstance(found, int) else arith.simplify(found)
+def _extent(loop: For, dims: frozenset) -> int | E.Expr:
+    n = arith.as_const_int(loop.extent)
+    if n is not None:
+        return max(n, 0)
+    if dims and E.free_vars(loop.extent) <= dims:
+        return E.maximum(loop.extent, E.const(0, loop.extent.dtype))
+    return 16
 
 
 def _times(a, b):
@@ -92,7 +76,8 @@ def annotate_parallel_loops(func: PrimFunc) -> PrimFunc:
 
     def visit(s: Stmt) -> Stmt | None:
         if isinstance(s, For) and s.kind == "parallel":
-            s.annotations["iteration_work"] = dims_work(s.body, dims) if dims else \
-                stmt_work(s.body)
+            work = stmt_work(s.body, dims)
+            s.annotations["iteration_work"] = work if isinstance(work, int) else \
+                arith.simplify(work)
         return None
     return func.with_body(map_stmt(func.body, fstmt=visit))
