@@ -11,8 +11,9 @@ import numpy as np
 from tensorc.runtime.kernel import Kernel, build_kernel
 from tensorc.ir.loop import PrimFunc
 from tensorc.ir.lower import lower
-from tensorc.ir.schedule import Schedule
-from tensorc.ir.te import Tensor
+from tensorc.ir import te
+from tensorc.ir.schedule import Schedule, create_schedule
+from tensorc.ir.te import Tensor, dim_var
 from tensorc.passes.loop import optimize
 
 
@@ -61,3 +62,29 @@ def random_array(rng: np.random.Generator, shape: Sequence[int], dtype: str = "f
     if np.dtype(dtype).kind in "iu":
         return rng.integers(int(low), int(high), size=shape).astype(dtype)
     return rng.uniform(low, high, size=shape).astype(dtype)
+
+
+def symbolic_tiled_matmul(rows: int, depth, columns: int, parallel: bool) -> PrimFunc:
+    """C[M, columns] = A[M, depth] @ B[depth, columns] over a symbolic M (``depth`` an int or
+    a dim), optimized: register tiles of ``rows`` rows (unrolled) by 8 lanes, so the rows'
+    tail is one copy of the tile per remainder of M (passes/loop/symbolic_tails.py)."""
+    m = dim_var("M")
+    a = te.placeholder((m, depth), name="A")
+    b = te.placeholder((depth, columns), name="B")
+    k = te.reduce_axis(depth, "k")
+    c = te.compute((m, columns), lambda i, j: te.sum_(a[i, k] * b[k, j], axis=k), name="C")
+    s = create_schedule([c])
+    cl = s.cache_write(c, "local")
+    i, j = s[c].op_axis
+    io, ii = s[c].split(i, rows)
+    jo, ji = s[c].split(j, 8)
+    s[c].reorder(io, jo, ii, ji)
+    s[c].vectorize(ji)
+    if parallel:
+        s[c].parallel(io)
+    s[cl].compute_at(s[c], jo)
+    ci, cj = s[cl].op_axis
+    s[cl].reorder(s[cl].reduce_axis[0], ci, cj)
+    s[cl].vectorize(cj)
+    s[cl].unroll(ci)
+    return optimize(lower(s, [a, b, c], "mm"))

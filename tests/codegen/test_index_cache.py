@@ -6,6 +6,8 @@ import re
 
 import numpy as np
 
+from helpers_kernels import symbolic_tiled_matmul
+
 from tensorc.codegen.llvm.index_cache import nonnegative, pure_index
 from tensorc.ir import expr as E
 from tensorc.ir import te
@@ -17,27 +19,9 @@ from tensorc.runtime.kernel import build_kernel, llvm_ir
 
 
 def _tiled_matmul():
-    """A register tile of 6 rows over symbolic rows: whole tiles, then one copy of the tile
-    per remainder of M by 6 (passes/loop/symbolic_tails.py), each reading M // 6."""
-    m, kd = dim_var("M"), dim_var("K")
-    a = te.placeholder((m, kd), name="A")
-    b = te.placeholder((kd, 32), name="B")
-    k = te.reduce_axis(kd, "k")
-    c = te.compute((m, 32), lambda i, j: te.sum_(a[i, k] * b[k, j], axis=k), name="C")
-    s = create_schedule([c])
-    cl = s.cache_write(c, "local")
-    i, j = s[c].op_axis
-    io, ii = s[c].split(i, 6)
-    jo, ji = s[c].split(j, 8)
-    s[c].reorder(io, jo, ii, ji)
-    s[c].vectorize(ji)
-    s[c].parallel(io)
-    s[cl].compute_at(s[c], jo)
-    ci, cj = s[cl].op_axis
-    s[cl].reorder(s[cl].reduce_axis[0], ci, cj)
-    s[cl].vectorize(cj)
-    s[cl].unroll(ci)
-    return optimize(lower(s, [a, b, c], "mm"))
+    """A register tile of 6 rows over symbolic rows and depth: whole tiles, then one copy of
+    the tile per remainder of M by 6 (passes/loop/symbolic_tails.py), each reading M // 6."""
+    return symbolic_tiled_matmul(6, dim_var("K"), 32, parallel=True)
 
 
 def test_a_dim_term_is_computed_once_where_the_dim_is_bound():

@@ -5,46 +5,20 @@ loops, not the copies')."""
 import numpy as np
 import pytest
 
+from helpers_kernels import symbolic_tiled_matmul
+
 from tensorc.codegen.llvm.codegen import LLVMCodegen
-from tensorc.ir import arith, te
+from tensorc.ir import arith
 from tensorc.ir.loop import For, IfThenElse, walk_stmts
-from tensorc.ir.lower import lower
-from tensorc.ir.schedule import create_schedule
-from tensorc.ir.te import dim_var
-from tensorc.passes.loop import optimize, symbolic_tails
+from tensorc.passes.loop import symbolic_tails
 from tensorc.runtime.kernel import build_kernel
 from tensorc.target import Target
-
-
-def _register_tiled_matmul(rows: int, parallel: bool):
-    """C[M, 24] = A[M, K] @ B[K, 24], M symbolic, K = 16, in register tiles of ``rows`` rows
-    (unrolled) by 8 lanes."""
-    m = dim_var("M")
-    a = te.placeholder((m, 16), name="A")
-    b = te.placeholder((16, 24), name="B")
-    k = te.reduce_axis(16, "k")
-    c = te.compute((m, 24), lambda i, j: te.sum_(a[i, k] * b[k, j], axis=k), name="C")
-    s = create_schedule([c])
-    cl = s.cache_write(c, "local")
-    i, j = s[c].op_axis
-    io, ii = s[c].split(i, rows)
-    jo, ji = s[c].split(j, 8)
-    s[c].reorder(io, jo, ii, ji)
-    s[c].vectorize(ji)
-    if parallel:
-        s[c].parallel(io)
-    s[cl].compute_at(s[c], jo)
-    ci, cj = s[cl].op_axis
-    s[cl].reorder(s[cl].reduce_axis[0], ci, cj)
-    s[cl].vectorize(cj)
-    s[cl].unroll(ci)
-    return optimize(lower(s, [a, b, c], "mm"))
 
 
 @pytest.mark.parametrize("rows", [4, 6, 8])
 @pytest.mark.parametrize("parallel", [False, True])
 def test_each_remainder_of_rows_matches_numpy(rows, parallel):
-    kernel = build_kernel(_register_tiled_matmul(rows, parallel))
+    kernel = build_kernel(symbolic_tiled_matmul(rows, 16, 24, parallel))
     rng = np.random.default_rng(rows)
     # every remainder 0..rows-1, with no whole tile before it and with some
     for m in [*range(0, 2 * rows + 2), 61]:
@@ -65,7 +39,7 @@ def _reductions(s) -> list[For]:
 def test_the_remainder_copies_keep_their_reductions_rolled_when_asked(monkeypatch):
     # (off by default: symbolic_tails.ROLLED_COPIES says why)
     monkeypatch.setattr(symbolic_tails, "ROLLED_COPIES", True)
-    func = _register_tiled_matmul(6, parallel=True)
+    func = symbolic_tiled_matmul(6, 16, 24, parallel=True)
     copies = [x for x in walk_stmts(func.body)
               if isinstance(x, IfThenElse) and "%" in str(x.cond) and "==" in str(x.cond)]
     assert len(copies) == 5     # remainders 1..5
