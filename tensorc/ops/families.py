@@ -26,6 +26,7 @@ from tensorc.ops import compaction  # noqa: F401  nonzero, compress (data-depend
 from tensorc.ops import value_dim  # noqa: F401  a data-dependent dim from a tensor's value
 from tensorc.ops import nms  # noqa: F401  non_max_suppression
 from tensorc.ops import unique  # noqa: F401  unique (data-dependent size)
+from tensorc.ops import recurrence  # noqa: F401  RNN/GRU/LSTM over a run-time length
 from tensorc.ops import branch_select  # noqa: F401  an If's result of a run-time shape
 from tensorc.ops.quantized import qmatmul as qmatmul  # noqa: F401  int8 GEMM (QDQ models)
 from tensorc.ops.quantized import dequantize  # noqa: F401  constant int8 -> float32

@@ -142,14 +142,6 @@ def test_symbolic_op_matches_onnxruntime(case):
                                    err_msg=f"{case} at {x.shape}")
 
 
-def test_a_recurrence_over_a_symbolic_sequence_names_the_dim():
-    model = _model([("LSTM", ["x", "w", "r"], ["y"], {"hidden_size": 8})], ["t", "n", 4],
-                   [_weights("w", 1, 32, 4), _weights("r", 1, 32, 8)])
-    with pytest.raises(SymbolicDimError, match=r"(?s)LSTM.*symbolic dim t.*unrolls.*"
-                                               r"input_shapes"):
-        tensorc.compile(model)
-
-
 def test_a_constant_index_past_a_run_time_axis_is_refused_at_run():
     model, _ = CASES["negative_and_positive_indices"]
     module = tensorc.compile(model, cache=False)

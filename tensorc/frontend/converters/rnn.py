@@ -1,11 +1,12 @@
-"""Converters of ONNX's recurrent ops (RNN, GRU, LSTM), unrolled over the sequence length.
+"""Converters of ONNX's recurrent ops (RNN, GRU, LSTM).
 
-Shapes are static, so the time loop unrolls at import: the input projection of every step is
+A sequence length known at compile time unrolls at import: the input projection of every step is
 one MatMul ``X @ W^T`` (plus both biases), and each step adds ``H @ R^T`` and applies
 the gate equations of the ONNX spec with core ops. Directions forward, reverse and
 bidirectional; layouts 0 ([T, B, ...]) and 1 ([B, T, ...]); LSTM peepholes, input_forget and
 clip; GRU's linear_before_reset. Activations: Sigmoid, Tanh, Relu (the others are rejected
-by name).
+by name). A length known only at run time (a symbolic dim) runs the same equations as one
+``recurrence`` kernel per direction (ops/recurrence.py) that loops over the steps at run time.
 """
 from __future__ import annotations
 
@@ -105,7 +106,10 @@ class _Recurrence:
         if self.steps == 0:
             raise ShapeError(f"X {inputs[0].type} holds a sequence of length 0 (layout "
                              f"{layout}); give it at least one step")
-        check_unrolled_steps(f"X {inputs[0].type}", self.steps)
+        # a length known only at run time runs as one kernel looping over the steps
+        self.symbolic = isinstance(self.steps, Dim)
+        if not self.symbolic:
+            check_unrolled_steps(f"X {inputs[0].type}", self.steps)
         self.hidden, self.gates, self.layout = hidden_size, gates, layout
         self.directions = {"forward": [False], "reverse": [True],
                            "bidirectional": [False, True]}[direction]
@@ -209,6 +213,59 @@ class _Recurrence:
             kept = ctx.emit("where", [alive, new_state, old_state])
         return h, kept
 
+    def scan(self, cell: str, initial_c: Value | None = None, peepholes: Value | None = None,
+             input_forget: int = 0, linear_before_reset: int = 0) -> tuple[Value, ...]:
+        """The outputs of the op over a run-time length: per direction one ``recurrence``
+        kernel (ops/recurrence.py) after the input projection of all steps; Y, Y_h (and
+        Y_c) sliced from its [T + 1, B, S*H] states."""
+        ctx, hid = self.ctx, self.hidden
+        lstm = cell == "lstm"
+        for name in (a for names in self.activations for a in names):
+            if name.lower() not in ACTIVATIONS:
+                raise UnsupportedOpError(f"recurrent activation {name!r} is not supported "
+                                         f"(supported: Sigmoid, Tanh, Relu)")
+        ys, finals = [], []
+        for d, reverse in enumerate(self.directions):
+            lbr = cell == "gru" and bool(linear_before_reset)
+            xw, r_t, rb = self.projections(d, fold_recurrent_bias=not lbr)
+            operands = [xw, r_t]
+            h0 = self.initial_h is not None
+            c0 = lstm and initial_c is not None
+            if h0:
+                operands.append(self.initial(self.initial_h, d))
+            if c0:
+                operands.append(self.initial(initial_c, d))
+            if lstm and peepholes is not None:
+                operands.append(take(ctx, peepholes, 0, d, keep_axis=False))
+            if lbr:
+                operands.append(rb if rb is not None else
+                                self.const(np.zeros(self.gates * hid, self.dtype)))
+            if self.seq_lens is not None:
+                operands.append(self.seq_lens)
+            states = ctx.emit("recurrence", operands, cell=cell, hidden=hid, reverse=reverse,
+                              activations=tuple(a.lower() for a in self.activations[d]),
+                              clip=None if self.clip is None else float(self.clip),
+                              input_forget=int(input_forget),
+                              linear_before_reset=int(bool(linear_before_reset)),
+                              has_h0=h0, has_c0=c0,
+                              has_peepholes=lstm and peepholes is not None,
+                              has_lens=self.seq_lens is not None)
+            steps = self.steps
+
+            def part(first_step, count, first, size, states=states):
+                return ctx.emit("slice", [states], starts=(first_step, 0, first),
+                                steps=(1, 1, 1), shape=(count, self.batch, size))
+            ys.append(reshape(ctx, part(0, steps, 0, hid), (steps, 1, self.batch, hid)))
+            finals.append([part(steps, 1, k * hid, hid) for k in range(2 if lstm else 1)])
+        results = [ctx.emit("concat", ys, axis=1) if len(ys) > 1 else ys[0]]
+        for k in range(2 if lstm else 1):
+            parts = [f[k] for f in finals]
+            results.append(ctx.emit("concat", parts, axis=0) if len(parts) > 1 else parts[0])
+        if self.layout == 1:
+            results[0] = ctx.emit("transpose", [results[0]], perm=(2, 0, 1, 3))
+            results[1:] = [ctx.emit("transpose", [s], perm=(1, 0, 2)) for s in results[1:]]
+        return tuple(results)
+
     def outputs(self, hs: list[list[Value]], finals_h: list[Value],
                 extra_finals: list[list[Value]] = ()) -> tuple[Value, ...]:
         """Y [T, D, B, H] and Y_h [D, B, H] (and more final states), in the op's layout."""
@@ -236,6 +293,8 @@ def rnn(ctx: ImportContext, inputs: list[Value | None], *, activation_alpha=(),
         ) -> tuple[Value, ...]:
     rec = _Recurrence(ctx, inputs, 1, hidden_size, direction, layout, activations, ["Tanh"],
                       clip)
+    if rec.symbolic:
+        return rec.scan("rnn")
 
     def step(d, xw_t, r_t, rb, h):
         h = h if h is not None else rec.initial(rec.initial_h, d)
@@ -254,6 +313,8 @@ def gru(ctx: ImportContext, inputs: list[Value | None], *, activation_alpha=(),
         linear_before_reset: int = 0) -> tuple[Value, ...]:
     rec = _Recurrence(ctx, inputs, 3, hidden_size, direction, layout, activations,
                       ["Sigmoid", "Tanh"], clip)
+    if rec.symbolic:
+        return rec.scan("gru", linear_before_reset=linear_before_reset)
     hid = hidden_size
 
     def step(d, xw_t, r_t, rb, h):
@@ -296,6 +357,8 @@ def lstm(ctx: ImportContext, inputs: list[Value | None], *, activation_alpha=(),
                       ["Sigmoid", "Tanh", "Tanh"], clip)
     initial_c = inputs[6] if len(inputs) > 6 else None
     peepholes = inputs[7] if len(inputs) > 7 else None
+    if rec.symbolic:
+        return rec.scan("lstm", initial_c, peepholes, input_forget)
     hid = hidden_size
 
     def peephole(d: int, k: int) -> Value | None:
