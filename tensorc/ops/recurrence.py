@@ -17,10 +17,12 @@ for LSTM (h, then c) and 1 otherwise: row t the hidden state the op outputs at s
 row), row T the final state (Y_h, and Y_c for LSTM), so the frontend slices every output of
 the op from one buffer.
 
-The unrolled form (frontend/converters/rnn.py) serves concrete lengths; this one serves a
-length known at run time. Per batch row the kernel keeps the state in two local vectors and
-runs the steps in order: the recurrent product adds ``h[k] * r_t[k, :]`` for each k into the
-gates (a contiguous axpy), then the gate equations of the ONNX spec update the state.
+The frontend (frontend/converters/rnn.py ``runs_as_kernel``) takes this op for a length known
+at run time, a long concrete one, or a single batch row, and unrolls the rest. The kernel
+steps tiles of ROWS batch rows (the tiles in parallel), keeping their states in local
+buffers: per step the recurrent product adds UNROLL rows of R^T at a time into the gates
+(contiguous, vectorized along the gates, each row of R^T read once for the tile's rows),
+then the gate equations of the ONNX spec update the state.
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ import numpy as np
 
 from tensorc.errors import ShapeError
 from tensorc.ir import expr as E
-from tensorc.ir.loop import Buffer, Stmt
+from tensorc.ir.loop import Buffer, For, Stmt
 from tensorc.ir.types import TensorType
 from tensorc.ops.elementwise import sigmoid_expr
 from tensorc.ops.loop_kernels import allocate, extent, loop, read, seq, when, write
@@ -142,6 +144,12 @@ def _activation(name: str, x: E.Expr) -> E.Expr:
     return E.maximum(x, E.Const(0.0, x.dtype))
 
 
+# batch rows stepped together: each row of R^T read from memory serves this many rows' products
+ROWS = 4
+# rows of R^T added per pass over the gates
+UNROLL = 4
+
+
 @recurrence.kernel
 def _kernel(attrs: dict, operands: list, out: Buffer, writes: list[Buffer]) -> Stmt:
     ops = dict(zip(operand_names(attrs), operands))
@@ -152,11 +160,13 @@ def _kernel(attrs: dict, operands: list, out: Buffer, writes: list[Buffer]) -> S
     dtype = xw.dtype
     steps, batch = extent(xw.shape[0]), extent(xw.shape[1])
     zero, one = E.Const(0.0, dtype), E.Const(1.0, dtype)
-    h = Buffer("h", (hid,), dtype, "local")
-    c = Buffer("c", (hid,), dtype, "local")
-    gates = Buffer("gates", (size,), dtype, "local")
-    # GRU without linear_before_reset: r * h, the hidden gate's recurrent operand
-    rh = Buffer("rh", (hid,), dtype, "local")
+    # per tile of ROWS batch rows: the state, the gates' pre-activations, and (GRU) r * h or
+    # the recurrent product
+    h = Buffer("h", (ROWS * hid,), dtype, "local")
+    c = Buffer("c", (ROWS * hid,), dtype, "local")
+    gates = Buffer("gates", (ROWS * size,), dtype, "local")
+    rh = Buffer("rh", (ROWS * hid,), dtype, "local")
+    hr = Buffer("hr", (ROWS * size,), dtype, "local")
 
     def f(k: int, x: E.Expr) -> E.Expr:
         if attrs["clip"] is not None:
@@ -164,101 +174,121 @@ def _kernel(attrs: dict, operands: list, out: Buffer, writes: list[Buffer]) -> S
                           E.Const(attrs["clip"], dtype))
         return _activation(acts[k], x)
 
-    def gate(k: int, j) -> E.Expr:
-        return E.Load(gates, (j + k * hid,))
+    def tile(first_row: E.Expr) -> Stmt:
+        rows = E.minimum(E.const(ROWS), batch - first_row)
 
-    def product(vector: Buffer, first: int, count: int) -> Stmt:
-        """gates[first:first+count] += vector @ r_t[:, first:first+count]"""
-        def row(k):
-            value = E.Load(vector, (k,))
-            return loop(count, lambda g: write(gates, g + first, E.Load(gates, (g + first,))
-                                               + value * read(r_t, k * size + g + first)), "g")
-        return loop(hid, row, "k")
+        def per_row(body) -> Stmt:
+            return loop(rows, body, "q")
 
-    def batch_row(b) -> Stmt:
+        def product(target: Buffer, vector: Buffer, first: int, count: int) -> Stmt:
+            """target[q, first:first+count] += vector[q] @ r_t[:, first:first+count] for
+            every row q of the tile: a row of R^T is loaded once for all of them, and each
+            pass adds UNROLL rows of it (the gates are loaded and stored once per UNROLL
+            products, not once per product)."""
+            def k_rows(k0, width):
+                def add(q, g):
+                    at = q * size + g + first
+                    total = E.Load(target, (at,))
+                    for i in range(width):
+                        total = total + E.Load(vector, (q * hid + k0 + i,)) \
+                            * read(r_t, (k0 + i) * size + g + first)
+                    return write(target, at, total)
+                return per_row(lambda q: loop(count, lambda g: add(q, g), "g"))
+            whole, rest = divmod(hid, UNROLL)
+            return seq(loop(whole, lambda k: k_rows(k * UNROLL, UNROLL), "k"),
+                       *([k_rows(E.const(whole * UNROLL), rest)] if rest else []))
+
         def initial(buffer: Buffer, name: str) -> Stmt:
-            if name in ops:
-                return loop(hid, lambda j: write(buffer, j, read(ops[name], b * hid + j)), "j")
-            return loop(hid, lambda j: write(buffer, j, zero), "j")
+            def row(q):
+                return loop(hid, lambda j: write(buffer, q * hid + j, read(
+                    ops[name], (first_row + q) * hid + j) if name in ops else zero), "j")
+            return per_row(row)
 
         def step(s) -> Stmt:
             t = steps - 1 - s if attrs["reverse"] else s
-            base = (t * batch + b) * size
-            load_gates = loop(size, lambda g: write(gates, g, read(xw, base + g)), "g")
-            alive = E.Compare("lt", t, E.cast("int64", read(ops["lens"], b))) \
-                if "lens" in ops else None
 
-            def emit(j, new_h: E.Expr, new_c: E.Expr | None) -> Stmt:
-                """Update the state at j (where the sequence is alive) and write the step's
-                output row."""
+            def gate(q, k: int, j) -> E.Expr:
+                return E.Load(gates, (q * size + k * hid + j,))
+
+            def load_gates(q):
+                base = (t * batch + first_row + q) * size
+                return loop(size, lambda g: write(gates, q * size + g, read(xw, base + g)), "g")
+
+            def emit(q, j, new_h: E.Expr, new_c: E.Expr | None) -> Stmt:
+                """Update the state of row q at j (where its sequence is alive) and write the
+                step's output."""
+                b = first_row + q
+                at = q * hid + j
+                update = seq(write(h, at, new_h), *([write(c, at, new_c)] if new_c is not None
+                                                    else []))
+                hv = E.Load(h, (at,))
                 row = (t * batch + b) * state
-                update = seq(write(h, j, new_h), *([write(c, j, new_c)] if new_c is not None
-                                                   else []))
-                if alive is not None:
-                    update = when(alive, update)
-                hv = E.Load(h, (j,))
-                outs = [write(out, row + j, E.select(alive, hv, zero) if alive is not None
-                              else hv)]
+                if "lens" in ops:
+                    alive = E.Compare("lt", t, E.cast("int64", read(ops["lens"], b)))
+                    update, hv = when(alive, update), E.select(alive, hv, zero)
+                outs = [write(out, row + j, hv)]
                 if cell == "lstm":
-                    outs.append(write(out, row + hid + j, E.Load(c, (j,))))
+                    outs.append(write(out, row + hid + j, E.Load(c, (at,))))
                 return seq(update, *outs)
 
+            def cells(update) -> Stmt:
+                return per_row(lambda q: loop(hid, lambda j: update(q, j), "j"))
+
             if cell == "rnn":
-                body = seq(product(h, 0, size),
-                           loop(hid, lambda j: emit(j, f(0, gate(0, j)), None), "j"))
+                body = seq(product(gates, h, 0, size),
+                           cells(lambda q, j: emit(q, j, f(0, gate(q, 0, j)), None)))
             elif cell == "lstm":
                 p = ops.get("peepholes")
 
                 def peep(k: int, j, cv: E.Expr) -> E.Expr:
                     return read(p, k * hid + j) * cv if p is not None else zero
 
-                def lstm_j(j):
-                    cv = E.Load(c, (j,))
-                    i = f(0, gate(0, j) + peep(0, j, cv))
+                def lstm_cell(q, j):
+                    cv = E.Load(c, (q * hid + j,))
+                    i = f(0, gate(q, 0, j) + peep(0, j, cv))
                     forget = one - i if attrs["input_forget"] else \
-                        f(0, gate(2, j) + peep(2, j, cv))
-                    new_c = forget * cv + i * f(1, gate(3, j))
-                    o = f(0, gate(1, j) + peep(1, j, new_c))
-                    return emit(j, o * _activation(acts[2], new_c), new_c)
-                # the new c is computed twice (once for h, once stored); LLVM shares it
-                body = seq(product(h, 0, size), loop(hid, lstm_j, "j"))
+                        f(0, gate(q, 2, j) + peep(2, j, cv))
+                    new_c = forget * cv + i * f(1, gate(q, 3, j))
+                    o = f(0, gate(q, 1, j) + peep(1, j, new_c))
+                    # new_c is stated twice (for h and stored); LLVM computes it once
+                    return emit(q, j, o * _activation(acts[2], new_c), new_c)
+                body = seq(product(gates, h, 0, size), cells(lstm_cell))
             elif attrs["linear_before_reset"]:
+                # hr = h @ R^T + Rb: z and r add it, the candidate takes r times its part
+                def gru_cell(q, j):
+                    part = [E.Load(hr, (q * size + k * hid + j,)) for k in range(3)]
+                    z = f(0, gate(q, 0, j) + part[0])
+                    r = f(0, gate(q, 1, j) + part[1])
+                    cand = f(1, gate(q, 2, j) + r * part[2])
+                    return emit(q, j, (one - z) * cand + z * E.Load(h, (q * hid + j,)), None)
                 rb = ops["rb"]
-                # gates hold xw; the recurrent part (h @ R^T + Rb) goes into rh's place per
-                # gate: z and r take it added, the candidate takes it times r
-                hr = Buffer("hr", (size,), dtype, "local")
-
-                def hr_row(k):
-                    value = E.Load(h, (k,))
-                    return loop(size, lambda g: write(hr, g, E.Load(hr, (g,))
-                                                      + value * read(r_t, k * size + g)), "g")
-
-                def gru_j(j):
-                    hr_at = [E.Load(hr, (j + k * hid,)) for k in range(3)]
-                    z = f(0, gate(0, j) + hr_at[0])
-                    r = f(0, gate(1, j) + hr_at[1])
-                    cand = f(1, gate(2, j) + r * hr_at[2])
-                    return emit(j, (one - z) * cand + z * E.Load(h, (j,)), None)
-                body = allocate([hr], seq(
-                    loop(size, lambda g: write(hr, g, read(rb, g)), "g"),
-                    loop(hid, hr_row, "k"), loop(hid, gru_j, "j")))
+                body = seq(per_row(lambda q: loop(size, lambda g: write(
+                               hr, q * size + g, read(rb, g)), "g")),
+                           product(hr, h, 0, size), cells(gru_cell))
             else:
-                def reset(j):
-                    return write(rh, j, f(0, gate(1, j)) * E.Load(h, (j,)))
+                def reset(q, j):
+                    return write(rh, q * hid + j,
+                                 f(0, gate(q, 1, j)) * E.Load(h, (q * hid + j,)))
 
-                def gru_j(j):
-                    z = f(0, gate(0, j))
-                    cand = f(1, gate(2, j))
-                    return emit(j, (one - z) * cand + z * E.Load(h, (j,)), None)
-                body = seq(product(h, 0, 2 * hid), loop(hid, reset, "j"),
-                           product(rh, 2 * hid, hid), loop(hid, gru_j, "j"))
-            return seq(load_gates, body)
+                def gru_cell(q, j):
+                    z = f(0, gate(q, 0, j))
+                    cand = f(1, gate(q, 2, j))
+                    return emit(q, j, (one - z) * cand + z * E.Load(h, (q * hid + j,)), None)
+                body = seq(product(gates, h, 0, 2 * hid), cells(reset),
+                           product(gates, rh, 2 * hid, hid), cells(gru_cell))
+            return seq(per_row(load_gates), body)
 
-        final = (steps * batch + b) * state
-        finals = [loop(hid, lambda j: write(out, final + j, E.Load(h, (j,))), "j")]
-        if cell == "lstm":
-            finals.append(loop(hid, lambda j: write(out, final + hid + j, E.Load(c, (j,))),
-                               "j"))
-        return seq(initial(h, "h0"), initial(c, "c0"), loop(steps, step, "s"), *finals)
+        def finals(q) -> Stmt:
+            final = (steps * batch + first_row + q) * state
+            parts = [loop(hid, lambda j: write(out, final + j, E.Load(h, (q * hid + j,))), "j")]
+            if cell == "lstm":
+                parts.append(loop(hid, lambda j: write(out, final + hid + j,
+                                                       E.Load(c, (q * hid + j,))), "j"))
+            return seq(*parts)
 
-    return allocate([h, c, gates, rh], loop(batch, batch_row, "b"))
+        return allocate([h, c, gates, rh, hr], seq(
+            initial(h, "h0"), initial(c, "c0"), loop(steps, step, "s"), per_row(finals)))
+
+    tiles = (batch + (ROWS - 1)) // ROWS
+    var = E.Var("tile")
+    return For(var, tiles, "parallel", tile(var * ROWS))

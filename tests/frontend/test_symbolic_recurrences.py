@@ -3,7 +3,8 @@ with its time (and batch) dims symbolic, one ``recurrence`` kernel per direction
 the steps, and run against onnxruntime at several lengths (1 included) and batch sizes, at 1
 and 2 threads: every output (Y, Y_h, Y_c) compared. The attributes the unrolled form supports
 are covered: directions, layout 1, initial states, peepholes, input_forget, clip,
-linear_before_reset, activations, sequence_lens."""
+linear_before_reset, activations, sequence_lens. Concrete lengths take the kernel where it
+pays (long sequences, one batch row) and unroll otherwise."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import tensorc
+from tensorc.frontend.onnx import import_onnx
 from tensorc.ir.dims import Dim
 from tensorc.ops.recurrence import recurrence
 
@@ -159,3 +161,23 @@ def test_an_unsupported_activation_is_refused_by_name():
     model = _model("RNN", {"activations": ["Softsign"]}, ("b",))
     with pytest.raises(tensorc.TensorcError, match="Softsign"):
         tensorc.compile(model, cache=False)
+
+
+@pytest.mark.parametrize("op, steps, batch, kernel", [
+    ("GRU", 70, 3, True),       # long: the kernel (the unrolled form compiles per step)
+    ("LSTM", 9, 1, True),       # one batch row: the kernel
+    ("LSTM", 9, 2, False),      # short, several rows: unrolled, the steps' GEMMs share R
+])
+def test_concrete_sequences_run_as_the_kernel_where_it_pays(op, steps, batch, kernel):
+    model = _model(op, {"direction": "bidirectional"}, ("b", "h0"), seed=3)
+    shapes = {"x": (steps, batch, INPUT), "h0": (2, batch, HIDDEN)}
+    graph = import_onnx(model, input_shapes=shapes)
+    assert any(n.op == "recurrence" for n in graph.nodes) == kernel
+    module = tensorc.compile(model, input_shapes=shapes, cache=False)
+    feeds = _feeds(model, steps, batch, 5)
+    session = onnxruntime.InferenceSession(model.SerializeToString(),
+                                           providers=["CPUExecutionProvider"])
+    names = [o.name for o in model.graph.output]
+    got = module.run(feeds)
+    for name, expected in zip(names, session.run(names, feeds)):
+        np.testing.assert_allclose(got[name], expected, rtol=1e-4, atol=1e-5, err_msg=name)

@@ -42,6 +42,19 @@ def check_unrolled_steps(op: str, steps: int) -> None:
                                  f"steps; shorten the sequence (or split it into chunks)")
 
 
+# a concrete sequence longer than this runs as the recurrence kernel, not unrolled
+KERNEL_STEPS = 64
+
+
+def runs_as_kernel(steps, batch) -> bool:
+    """Whether a recurrence runs as one ``recurrence`` kernel (ops/recurrence.py) rather than
+    unrolled: always over a run-time length; over a concrete one when it is long (the
+    unrolled form compiles kernels per step: 64 steps of an LSTM took 7 s, 200 steps 30-55 s,
+    the kernel 0.6 s) or its batch is one row (the kernel as fast as the unrolled steps'
+    GEMMs, which gain over it only by sharing each row of R among several batch rows)."""
+    return isinstance(steps, Dim) or steps > KERNEL_STEPS or batch == 1
+
+
 def take(ctx: ImportContext, x: Value, axis: int, start: int, size: int = 1,
          keep_axis: bool = True) -> Value:
     """``x[..., start:start + size, ...]`` along ``axis`` (dropping the axis when size is 1
@@ -106,8 +119,9 @@ class _Recurrence:
         if self.steps == 0:
             raise ShapeError(f"X {inputs[0].type} holds a sequence of length 0 (layout "
                              f"{layout}); give it at least one step")
-        # a length known only at run time runs as one kernel looping over the steps
-        self.symbolic = isinstance(self.steps, Dim)
+        # a length known only at run time runs as one kernel looping over the steps; so do
+        # long sequences and single rows (see runs_as_kernel)
+        self.symbolic = runs_as_kernel(self.steps, x.type.shape[1])
         if not self.symbolic:
             check_unrolled_steps(f"X {inputs[0].type}", self.steps)
         self.hidden, self.gates, self.layout = hidden_size, gates, layout
