@@ -11,6 +11,9 @@ sizes (tests/frontend/test_symbolic_models.py).
   [batch, 2, past + seq, 16]; ``past`` may be 0 (an empty cache).
 - ``ocr_recognizer``: ``x`` [batch, 3, 32, width] -> per-column class scores
   [batch, width//4, 40] (convs and pools, then a reshape to a sequence).
+- ``crnn``: ``x`` [batch, 1, 32, width] -> ``scores`` [batch, width//4, 30]: the recognizer
+  above with a bidirectional LSTM over the columns, as PyTorch exports nn.LSTM (time-major,
+  its Y transposed and reshaped back from Shape).
 - ``detector``: ``images`` [batch, 3, height, width] -> ``boxes`` [batch, cells, 6] (strided
   convs, a 2x nearest upsample joined to a skip connection, a head reshaped to boxes).
 - ``cnn``: ``x`` [batch, 3, 32, 32] -> ``logits`` [batch, 10].
@@ -171,6 +174,40 @@ def ocr_recognizer(seed: int = 0, classes: int = 40) -> onnx.ModelProto:
     return b.model("ocr_recognizer", inputs, outputs)
 
 
+def crnn(seed: int = 0, classes: int = 30, hidden: int = 24) -> onnx.ModelProto:
+    """A text-line recognizer as OCR packages ship it: convs and pools take a grey line
+    [b, 1, 32, W] to [b, 32, 1, W//4], the columns run through a bidirectional LSTM
+    (time-major: [W//4, b, 32]) whose Y [T, 2, b, H] is transposed and reshaped to
+    [T, b, 2H], then classified per column and returned batch-major."""
+    b = GraphBuilder(seed)
+    x = _conv(b, "x", 1, 16)
+    x = b.node("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
+    x = _conv(b, x, 16, 32)
+    x = b.node("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
+    x = _conv(b, x, 32, 32, kernel=(8, 1), pads=(0, 0, 0, 0))     # height 8 -> 1
+    x = b.node("Squeeze", [x, _ints(b, "axes", [2])])             # [b, 32, T]
+    seq = b.node("Transpose", [x], perm=[2, 0, 1])                # [T, b, 32]
+    scale = 1 / np.sqrt(hidden)
+    w = b.constant("lstm_w", b.rng.uniform(-scale, scale, (2, 4 * hidden, 32))
+                   .astype(np.float32))
+    r = b.constant("lstm_r", b.rng.uniform(-scale, scale, (2, 4 * hidden, hidden))
+                   .astype(np.float32))
+    bias = b.constant("lstm_b", b.rng.uniform(-scale, scale, (2, 8 * hidden))
+                      .astype(np.float32))
+    name = b.fresh("lstm")
+    b.nodes.append(helper.make_node("LSTM", [seq, w, r, bias], [f"{name}_y"], name=name,
+                                    hidden_size=hidden, direction="bidirectional"))
+    y = b.node("Transpose", [f"{name}_y"], perm=[0, 2, 1, 3])    # [T, b, 2, H]
+    y = b.node("Reshape", [y, _shape_of(b, [_dim(b, y, 0), _dim(b, y, 1), [2 * hidden]])])
+    head = b.constant("classifier", b.he_normal((2 * hidden, classes), 2 * hidden))
+    logits = b.node("Softmax", [b.node("MatMul", [y, head])], axis=-1)
+    b.node("Transpose", [logits], output="scores", perm=[1, 0, 2])
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 1, 32, "width"])]
+    outputs = [helper.make_tensor_value_info("scores", TensorProto.FLOAT,
+                                             ["batch", "columns", classes])]
+    return b.model("crnn", inputs, outputs)
+
+
 def detector(seed: int = 0, anchors: int = 3, values: int = 6) -> onnx.ModelProto:
     """Two stride-2 convs and a third, a 2x nearest upsample of the deepest map concatenated
     with the stride-4 map (so height and width must be multiples of 8, as in YOLO), a head
@@ -235,7 +272,7 @@ def cnn(seed: int = 0, classes: int = 10) -> onnx.ModelProto:
 
 SYMBOLIC_MODELS: dict[str, Callable[..., onnx.ModelProto]] = {
     "bert_encoder": bert_encoder, "gpt_decoder_step": gpt_decoder_step,
-    "ocr_recognizer": ocr_recognizer, "detector": detector, "segmenter": segmenter,
+    "ocr_recognizer": ocr_recognizer, "crnn": crnn, "detector": detector, "segmenter": segmenter,
     "cnn": cnn,
 }
 
@@ -248,6 +285,7 @@ SWEEPS: dict[str, list[dict[str, int]]] = {
                          {"batch": 2, "seq": 7, "past": 11}],
     "ocr_recognizer": [{"batch": 1, "width": 4}, {"batch": 1, "width": 37},
                        {"batch": 3, "width": 101}, {"batch": 2, "width": 256}],
+    "crnn": [{"batch": 1, "width": 4}, {"batch": 1, "width": 61}, {"batch": 3, "width": 37}],
     "detector": [{"batch": 1, "height": 8, "width": 8}, {"batch": 3, "height": 40, "width": 24},
                  {"batch": 2, "height": 64, "width": 136}],
     "segmenter": [{"batch": 1, "height": 1, "width": 1}, {"batch": 2, "height": 17, "width": 23},

@@ -59,6 +59,19 @@ def _softmax(node: Node) -> int:
     return 4 * _input_elements(node)
 
 
+# per hidden unit and step, the gate equations' arithmetic (MATH_FLOPS below for the
+# functions): LSTM three sigmoids, two tanh and six multiply-adds; GRU two sigmoids, a tanh and
+# five; RNN a tanh
+_CELL_FLOPS = {"lstm": 3 * 13 + 2 * 14 + 6, "gru": 2 * 13 + 14 + 5, "rnn": 14}
+
+
+def _recurrence(node: Node) -> int:
+    # each step: the recurrent product h @ R^T (H x G*H) and the gate equations
+    steps, batch, size = node.inputs[0].type.shape
+    hidden = node.attrs["hidden"]
+    return steps * batch * (2 * hidden * size + _CELL_FLOPS[node.attrs["cell"]] * hidden)
+
+
 # Ops whose arithmetic is not one operation per output element.
 FLOPS = {
     "conv": _conv,
@@ -70,6 +83,7 @@ FLOPS = {
     "normalize": _normalize,
     "softmax": _softmax,
     "log_softmax": _softmax,
+    "recurrence": _recurrence,
 }
 
 # Operations per element of the functions a CPU has no instruction for, as their shortest
