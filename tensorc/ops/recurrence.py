@@ -10,7 +10,8 @@ Operands, in order (the optional ones present where their flag says so):
   hidden state runs along contiguous rows of G*H;
 - ``h0`` [B, H], ``c0`` [B, H] (LSTM), ``peepholes`` [3*H] (LSTM: input, output, forget),
   ``rb`` [G*H] (GRU with ``linear_before_reset``: R's bias), ``lens`` [B] (int32 or int64:
-  steps past a sequence's length carry its state and output zeros; forward only).
+  steps past a sequence's length carry its state and output zeros; a reverse direction runs
+  each sequence backwards from its own end).
 
 G is the number of gates (RNN 1, GRU 3, LSTM 4). The output is [T + 1, B, S*H] with S = 2
 for LSTM (h, then c) and 1 otherwise: row t the hidden state the op outputs at step t (Y's
@@ -99,34 +100,40 @@ def _reference(attrs: dict, *arrays: np.ndarray) -> list[np.ndarray]:
     p = ops.get("peepholes", np.zeros(3 * hid)).astype(np.float64)
     lens = ops["lens"].astype(np.int64) if "lens" in ops else np.full(batch, steps)
     out = np.zeros((steps + 1, batch, _state_size(attrs)))
-    order = range(steps - 1, -1, -1) if attrs["reverse"] else range(steps)
-    for t in order:
-        gates = xw[t] + (h @ r_t if cell != "gru" or attrs["linear_before_reset"] else 0)
+    rows = np.arange(batch)
+    for s in range(steps):
+        # each row's time step: a reverse direction runs each sequence backwards from its own
+        # end (past it, the row's zero outputs)
+        t = np.full(batch, s)
+        if attrs["reverse"]:
+            t = np.where(s < lens, lens - 1 - s, s) if "lens" in ops else steps - 1 - t
+        x = xw[t, rows]                                   # [batch, G*H]
         if cell == "rnn":
-            new_h, new_c = f(0, gates), c
+            new_h, new_c = f(0, x + h @ r_t), c
         elif cell == "gru":
             if attrs["linear_before_reset"]:
                 hr = h @ r_t + ops["rb"]
-                z = f(0, xw[t, :, :hid] + hr[:, :hid])
-                r = f(0, xw[t, :, hid:2 * hid] + hr[:, hid:2 * hid])
-                cand = f(1, xw[t, :, 2 * hid:] + r * hr[:, 2 * hid:])
+                z = f(0, x[:, :hid] + hr[:, :hid])
+                r = f(0, x[:, hid:2 * hid] + hr[:, hid:2 * hid])
+                cand = f(1, x[:, 2 * hid:] + r * hr[:, 2 * hid:])
             else:
-                zr = xw[t, :, :2 * hid] + h @ r_t[:, :2 * hid]
+                zr = x[:, :2 * hid] + h @ r_t[:, :2 * hid]
                 z, r = f(0, zr[:, :hid]), f(0, zr[:, hid:])
-                cand = f(1, xw[t, :, 2 * hid:] + (r * h) @ r_t[:, 2 * hid:])
+                cand = f(1, x[:, 2 * hid:] + (r * h) @ r_t[:, 2 * hid:])
             new_h, new_c = (1 - z) * cand + z * h, c
         else:
+            gates = x + h @ r_t
             g = [gates[:, k * hid:(k + 1) * hid] for k in range(4)]
             i = f(0, g[0] + p[:hid] * c)
             forget = 1 - i if attrs["input_forget"] else f(0, g[2] + p[2 * hid:] * c)
             new_c = forget * c + i * f(1, g[3])
             o = f(0, g[1] + p[hid:2 * hid] * new_c)
             new_h = o * _np_activation(acts[2], new_c)
-        alive = (t < lens)[:, None]
+        alive = (s < lens)[:, None]
         h, c = np.where(alive, new_h, h), np.where(alive, new_c, c)
-        out[t, :, :hid] = np.where(alive, h, 0)
+        out[t, rows, :hid] = np.where(alive, h, 0)
         if cell == "lstm":
-            out[t, :, hid:] = c
+            out[t, rows, hid:] = c
     out[steps, :, :hid] = h
     if cell == "lstm":
         out[steps, :, hid:] = c
@@ -205,13 +212,23 @@ def _kernel(attrs: dict, operands: list, out: Buffer, writes: list[Buffer]) -> S
             return per_row(row)
 
         def step(s) -> Stmt:
-            t = steps - 1 - s if attrs["reverse"] else s
+            def length(q) -> E.Expr:
+                return E.cast("int64", read(ops["lens"], first_row + q))
+
+            def time_of(q) -> E.Expr:
+                """The time step row q takes at step s: a reverse direction runs each
+                sequence backwards from its own end; past that end, the row's zero outputs."""
+                if not attrs["reverse"]:
+                    return s
+                if "lens" not in ops:
+                    return steps - 1 - s
+                return E.select(E.Compare("lt", s, length(q)), length(q) - 1 - s, s)
 
             def gate(q, k: int, j) -> E.Expr:
                 return E.Load(gates, (q * size + k * hid + j,))
 
             def load_gates(q):
-                base = (t * batch + first_row + q) * size
+                base = (time_of(q) * batch + first_row + q) * size
                 return loop(size, lambda g: write(gates, q * size + g, read(xw, base + g)), "g")
 
             def emit(q, j, new_h: E.Expr, new_c: E.Expr | None) -> Stmt:
@@ -222,9 +239,9 @@ def _kernel(attrs: dict, operands: list, out: Buffer, writes: list[Buffer]) -> S
                 update = seq(write(h, at, new_h), *([write(c, at, new_c)] if new_c is not None
                                                     else []))
                 hv = E.Load(h, (at,))
-                row = (t * batch + b) * state
+                row = (time_of(q) * batch + b) * state
                 if "lens" in ops:
-                    alive = E.Compare("lt", t, E.cast("int64", read(ops["lens"], b)))
+                    alive = E.Compare("lt", s, length(q))
                     update, hv = when(alive, update), E.select(alive, hv, zero)
                 outs = [write(out, row + j, hv)]
                 if cell == "lstm":

@@ -3,8 +3,9 @@ with its time (and batch) dims symbolic, one ``recurrence`` kernel per direction
 the steps, and run against onnxruntime at several lengths (1 included) and batch sizes, at 1
 and 2 threads: every output (Y, Y_h, Y_c) compared. The attributes the unrolled form supports
 are covered: directions, layout 1, initial states, peepholes, input_forget, clip,
-linear_before_reset, activations, sequence_lens. Concrete lengths take the kernel where it
-pays (long sequences, one batch row) and unroll otherwise."""
+linear_before_reset, activations, sequence_lens (a reverse direction runs each sequence
+backwards from its own end, which the unrolled form refused). Concrete lengths take the
+kernel where it pays (long sequences, one batch row) and unroll otherwise."""
 from __future__ import annotations
 
 import numpy as np
@@ -86,6 +87,9 @@ CASES = {
     "lstm_reverse_input_forget_layout1": ("LSTM", {"direction": "reverse", "input_forget": 1},
                                           ("b", "h0"), 1),
     "lstm_sequence_lens": ("LSTM", {}, ("b", "lens"), 0),
+    "lstm_bidirectional_sequence_lens": ("LSTM", {"direction": "bidirectional"},
+                                         ("b", "lens", "h0", "c0"), 0),
+    "gru_reverse_sequence_lens": ("GRU", {"direction": "reverse"}, ("b", "lens"), 0),
     "lstm_activations": ("LSTM", {"activations": ["Sigmoid", "Relu", "Tanh"]}, ("b",), 0),
     "gru_forward": ("GRU", {}, ("b", "h0"), 0),
     "gru_bidirectional_linear_before_reset": (
@@ -165,12 +169,16 @@ def test_an_unsupported_activation_is_refused_by_name():
 
 @pytest.mark.parametrize("op, steps, batch, kernel", [
     ("GRU", 70, 3, True),       # long: the kernel (the unrolled form compiles per step)
+    ("RNN", 6, 3, True),        # sequence_lens backwards: the kernel's per-row steps
     ("LSTM", 9, 1, True),       # one batch row: the kernel
     ("LSTM", 9, 2, False),      # short, several rows: unrolled, the steps' GEMMs share R
 ])
 def test_concrete_sequences_run_as_the_kernel_where_it_pays(op, steps, batch, kernel):
-    model = _model(op, {"direction": "bidirectional"}, ("b", "h0"), seed=3)
+    extra = ("b", "h0", "lens") if op == "RNN" else ("b", "h0")
+    model = _model(op, {"direction": "bidirectional"}, extra, seed=3)
     shapes = {"x": (steps, batch, INPUT), "h0": (2, batch, HIDDEN)}
+    if op == "RNN":
+        shapes["lens"] = (batch,)
     graph = import_onnx(model, input_shapes=shapes)
     assert any(n.op == "recurrence" for n in graph.nodes) == kernel
     module = tensorc.compile(model, input_shapes=shapes, cache=False)

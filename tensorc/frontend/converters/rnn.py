@@ -141,10 +141,10 @@ class _Recurrence:
             lens = ctx.constant(seq_lens)
             if lens is not None and np.all(lens == self.steps):
                 self.seq_lens = None       # every sequence is full: nothing to mask
-            elif any(self.directions):     # a reverse direction
-                raise UnsupportedOpError("sequence_lens with the reverse direction: each "
-                                         "sequence would run backwards from its own end; "
-                                         "not supported")
+            elif any(self.directions):
+                # a reverse direction runs each sequence backwards from its own end: the
+                # kernel's per-row time steps (the unrolled form has one step for all rows)
+                self.symbolic = True
         self.dtype = x.type.dtype
 
     def const(self, value: float) -> Value:
