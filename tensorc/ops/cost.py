@@ -77,6 +77,7 @@ FLOPS = {
     "conv": _conv,
     "conv_transpose": _conv_transpose,
     "matmul": _matmul,
+    "qmatmul": _matmul,
     "max_pool": _window,
     "avg_pool": _window,
     "lp_pool": _window,

@@ -84,3 +84,47 @@ def test_qdq_cnn_runs_its_convs_in_integers_within_one_step(name):
     step = float(next(numpy_helper.to_array(t) for t in int8.graph.initializer
                       if t.name == last.input[1]))
     assert np.abs(got - want).max() <= step * 1.001
+
+
+def _symbolic_rows(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with its inputs' and outputs' first two dims named batch and seq."""
+    for value in [*model.graph.input, *model.graph.output]:
+        dims = value.type.tensor_type.shape.dim
+        for k, name in enumerate(("batch", "seq")):
+            dims[k].ClearField("dim_value")
+            dims[k].dim_param = name
+    return model
+
+
+@pytest.mark.parametrize("quantizer", ["dynamic", "static s8"])
+def test_an_int8_transformer_over_symbolic_batch_and_sequence_runs_in_integers(quantizer):
+    # compiled once with [batch, seq] symbolic: its MatMulIntegers (quantize_dynamic) or its
+    # QDQ weight matmuls (quantize_static) on the int8 GEMM, and at every shape within the
+    # accuracy bar of onnxruntime int8's error against fp32
+    fp32 = quantized.transformer(16, 64, 2)
+    if quantizer == "dynamic":
+        int8 = quantized.quantize_dynamic(_symbolic_rows(fp32))
+        integer_matmuls = sum(1 for n in int8.graph.node if n.op_type == "MatMulInteger")
+    else:
+        int8 = _symbolic_rows(quantized.quantize_static(fp32, {"tokens": (1, 16, 64)}))
+        fp32 = _symbolic_rows(fp32)
+        # the weight matmuls (a DequantizeLinear of a constant as the second operand)
+        weights = {t.name for t in int8.graph.initializer}
+        dequantized = {n.output[0] for n in int8.graph.node
+                       if n.op_type == "DequantizeLinear" and n.input[0] in weights}
+        integer_matmuls = sum(1 for n in int8.graph.node
+                              if n.op_type == "MatMul" and n.input[1] in dequantized)
+    graph = tensorc.inspect(int8, "graph")
+    assert graph.count("= qmatmul(") == integer_matmuls > 0
+    module = tensorc.compile(int8)
+    fp32_session, int8_session = _session(fp32), _session(int8)
+    for k, (batch, seq) in enumerate([(1, 1), (2, 7), (1, 33), (3, 5)]):
+        feeds = quantized.random_inputs({"tokens": (batch, seq, 64)}, k)
+        module.num_threads = 1 + k % 2
+        reference = fp32_session.run(None, feeds)[0]
+        span = float(reference.max() - reference.min())
+        got = next(iter(module.run(feeds).values()))
+        ort_error = float(np.abs(int8_session.run(None, feeds)[0] - reference).max())
+        tc_error = float(np.abs(got - reference).max())
+        assert got.shape == reference.shape
+        assert tc_error <= ort_error + 1e-2 * span, (batch, seq, tc_error, ort_error, span)

@@ -114,7 +114,7 @@ def _space(target: Target, out: te.Tensor, acc: te.Tensor, attrs: dict) -> Searc
     return gemm_space(target, _gemm(out, acc, attrs), "int32")
 
 
-@qmatmul.schedule(space=_space)
+@qmatmul.schedule(space=_space, symbolic=True)
 def _schedule(target: Target, sch: Schedule, out: te.Tensor, acc: te.Tensor, attrs: dict,
               config) -> None:
     # A is read as words of four bytes: a copy in mr-row panels would scatter them

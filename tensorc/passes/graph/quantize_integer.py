@@ -54,7 +54,7 @@ def _match(g: Graph, node: Node) -> tuple[Value, Value | None, np.ndarray] | Non
     x, w = node.inputs
     weights = g.constants.get(w)
     if weights is None or weights.dtype != np.int32 or weights.ndim != 2 or \
-            node.attrs.get("b_panel") or not x.type.is_static or \
+            node.attrs.get("b_panel") or \
             weights.min(initial=0) < -128 or weights.max(initial=0) > 127:
         return None
     zero = None

@@ -21,7 +21,8 @@ Weights may be int8 or uint8 with any zero point whose difference fits int8 (uin
 with zero point 128 do), per tensor or per output channel; the activation scale and zero
 point must be per tensor. A Relu or Clip between the product and Q raises ``lo`` (and lowers
 ``hi``) to where their bounds quantize: exact, since quantization is monotone. Convs: 2-D,
-one group (depthwise and grouped convs stay on the float path); static shapes. What the
+one group (depthwise and grouped convs stay on the float path), static shapes; matmuls over
+symbolic dims too (qmatmul's GEMM template takes them, as the float one does). What the
 pass leaves, including every ``dequantize`` it did not use, is folded back to float constants.
 
 int8 activations: where the target has ``vpdpbusd`` (``Target.int8_dot_exact``) they are read
@@ -154,8 +155,8 @@ def _match(g: Graph, node: Node, consumers: dict, outputs: set) -> Match | None:
     if activation is None or weights is None:
         return None
     x, x_scale, x_zero = activation
-    if not (x.type.is_static and anchor.outputs[0].type.is_static):
-        return None     # symbolic dims: the int8 kernels take static shapes so far
+    if anchor.op == "conv" and not (x.type.is_static and anchor.outputs[0].type.is_static):
+        return None     # symbolic dims: the int8 conv kernels take static shapes so far
     w, w_scale = weights
     bias = None
     if bias_value is not None:
