@@ -96,7 +96,8 @@ def _compile(model, target, input_shapes, tuning_log, num_threads, progress, inp
         # the CUDA back end compiles one shape: its symbolic dims must be bound
         try:
             proto, graph = import_model(model, input_shapes, input_values, dim_ranges,
-                                        symbolic=tgt.kind != "cuda")
+                                        symbolic=tgt.kind != "cuda",
+                                        loop_kernels=tgt.kind != "cuda")
         except ShapeError as error:
             if tgt.kind == "cuda" and UNBOUND_DIMS in str(error):
                 raise cuda_needs_shapes(error) from None
@@ -201,7 +202,8 @@ def inspect(model, stage: str = "graph", input_shapes=None, target: str | Target
     tgt = Target.from_string(target)
     from tensorc.frontend.model import import_model  # start-up cost: see the top
     symbolic = tgt.kind != "cuda" and stage != "cuda"
-    _, graph = import_model(model, input_shapes, input_values, dim_ranges, symbolic=symbolic)
+    _, graph = import_model(model, input_shapes, input_values, dim_ranges, symbolic=symbolic,
+                            loop_kernels=symbolic)
     # run the pipeline only as far as the stage asked for (symbolic dims decided by their
     # ranges, as compile decides them)
     if stage in ("graph", "fused"):

@@ -76,6 +76,9 @@ class ImportContext:
         self.env = env if env is not None else {}
         # shape values holding symbolic dims (frontend/shape_values.py): value -> object array
         self.known: dict[Value, np.ndarray] = {}
+        # whether the back end runs loop-IR kernels (ops/loop_kernels.py): recurrences over
+        # a concrete length may then take the recurrence kernel (the CUDA back end has none)
+        self.loop_kernels = True
 
     def inline_graph(self, body: onnx.GraphProto, inputs: Sequence[ImportValue | None]
                      ) -> list[ImportValue]:

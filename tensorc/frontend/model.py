@@ -26,7 +26,8 @@ def with_input_values(model, input_values):
     return bind_input_values(negative_dims_as_symbols(proto), input_values, label)
 
 
-def import_model(model, input_shapes, input_values=None, dim_ranges=None, symbolic=False):
+def import_model(model, input_shapes, input_values=None, dim_ranges=None, symbolic=False,
+                 loop_kernels=True):
     """The ModelProto and graph IR of an ONNX model (path or ModelProto), with
     ``input_values`` bound as constants and ``input_shapes`` binding symbolic dims. Dims
     left unbound stay symbolic where ``symbolic`` (``tensorc check``), else are a ShapeError
@@ -37,7 +38,8 @@ def import_model(model, input_shapes, input_values=None, dim_ranges=None, symbol
                                                                  input_values, label)
     proto = bind_input_values(negative_dims_as_symbols(proto), input_values, label)
     try:
-        graph = import_onnx(proto, input_shapes, dim_ranges, label=label, symbolic=symbolic)
+        graph = import_onnx(proto, input_shapes, dim_ranges, label=label, symbolic=symbolic,
+                            loop_kernels=loop_kernels)
     except ConstantRequiredError as error:
         hint = input_value_hint(error, proto)
         if hint:

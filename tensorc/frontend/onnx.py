@@ -40,7 +40,8 @@ DEFAULT_DOMAINS = ("", "ai.onnx")
 def import_onnx(model: str | Path | onnx.ModelProto,
                 input_shapes: Mapping[str, Sequence[int]] | None = None,
                 dim_ranges: Mapping[str, tuple[int, int | None]] | None = None,
-                label: str | None = None, symbolic: bool = True) -> Graph:
+                label: str | None = None, symbolic: bool = True,
+                loop_kernels: bool = True) -> Graph:
     """Convert an ONNX model (a path or a ModelProto) to a graph of core ops.
 
     ``input_shapes`` binds the symbolic or unknown dims of the inputs; the dims it leaves
@@ -48,7 +49,8 @@ def import_onnx(model: str | Path | onnx.ModelProto,
     ``dim_ranges`` (dim name -> (lo, hi), hi None for unbounded). With ``symbolic=False`` an
     unbound dim is a ShapeError asking for concrete shapes (what compiling needs today).
     ``label`` names the model in error messages (the one :func:`load_model` returned for a
-    model read from a file).
+    model read from a file). ``loop_kernels``: whether the back end runs loop-IR kernels
+    (the CUDA one does not: recurrences over concrete lengths then always unroll).
 
     >>> g = import_onnx("resnet50.onnx", input_shapes={"data": (1, 3, 224, 224)})  # doctest: +SKIP
     >>> g = import_onnx("bert.onnx", dim_ranges={"seq": (1, 512)})  # doctest: +SKIP
@@ -63,6 +65,7 @@ def import_onnx(model: str | Path | onnx.ModelProto,
     _check_supported(proto, opset, label)
     onnx_graph = proto.graph
     context = new_context(proto, opset, input_shapes or {}, label, dim_ranges, symbolic)
+    context.loop_kernels = loop_kernels
     graph, env = context.graph, context.env
     with graph.dims.active():
         for index, node in numbered_nodes(onnx_graph):

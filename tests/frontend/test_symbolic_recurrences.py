@@ -181,6 +181,12 @@ def test_concrete_sequences_run_as_the_kernel_where_it_pays(op, steps, batch, ke
         shapes["lens"] = (batch,)
     graph = import_onnx(model, input_shapes=shapes)
     assert any(n.op == "recurrence" for n in graph.nodes) == kernel
+    if op != "RNN":     # a back end without loop-IR kernels (CUDA) unrolls them all
+        graph = import_onnx(model, input_shapes=shapes, loop_kernels=False)
+        assert not any(n.op == "recurrence" for n in graph.nodes)
+    else:               # ... and refuses sequence_lens backwards, as before
+        with pytest.raises(tensorc.TensorcError, match="reverse direction.*CPU targets"):
+            import_onnx(model, input_shapes=shapes, loop_kernels=False)
     module = tensorc.compile(model, input_shapes=shapes, cache=False)
     feeds = _feeds(model, steps, batch, 5)
     session = onnxruntime.InferenceSession(model.SerializeToString(),

@@ -46,13 +46,14 @@ def check_unrolled_steps(op: str, steps: int) -> None:
 KERNEL_STEPS = 64
 
 
-def runs_as_kernel(steps, batch) -> bool:
+def runs_as_kernel(steps, batch, loop_kernels: bool = True) -> bool:
     """Whether a recurrence runs as one ``recurrence`` kernel (ops/recurrence.py) rather than
-    unrolled: always over a run-time length; over a concrete one when it is long (the
+    unrolled: always over a run-time length; over a concrete one, where the back end runs
+    loop-IR kernels (``loop_kernels``: not CUDA's), when it is long (the
     unrolled form compiles kernels per step: 64 steps of an LSTM took 7 s, 200 steps 30-55 s,
     the kernel 0.6 s) or its batch is one row (the kernel as fast as the unrolled steps'
     GEMMs, which gain over it only by sharing each row of R among several batch rows)."""
-    return isinstance(steps, Dim) or steps > KERNEL_STEPS or batch == 1
+    return isinstance(steps, Dim) or (loop_kernels and (steps > KERNEL_STEPS or batch == 1))
 
 
 def take(ctx: ImportContext, x: Value, axis: int, start: int, size: int = 1,
@@ -121,8 +122,8 @@ class _Recurrence:
                              f"{layout}); give it at least one step")
         # a length known only at run time runs as one kernel looping over the steps; so do
         # long sequences and single rows (see runs_as_kernel)
-        self.symbolic = runs_as_kernel(self.steps, x.type.shape[1])
-        if not self.symbolic:
+        self.as_kernel = runs_as_kernel(self.steps, x.type.shape[1], ctx.loop_kernels)
+        if not self.as_kernel:
             check_unrolled_steps(f"X {inputs[0].type}", self.steps)
         self.hidden, self.gates, self.layout = hidden_size, gates, layout
         self.directions = {"forward": [False], "reverse": [True],
@@ -144,7 +145,11 @@ class _Recurrence:
             elif any(self.directions):
                 # a reverse direction runs each sequence backwards from its own end: the
                 # kernel's per-row time steps (the unrolled form has one step for all rows)
-                self.symbolic = True
+                if not ctx.loop_kernels:
+                    raise UnsupportedOpError("sequence_lens with the reverse direction: each "
+                                             "sequence runs backwards from its own end, "
+                                             "which tensorc runs on CPU targets only")
+                self.as_kernel = True
         self.dtype = x.type.dtype
 
     def const(self, value: float) -> Value:
@@ -307,7 +312,7 @@ def rnn(ctx: ImportContext, inputs: list[Value | None], *, activation_alpha=(),
         ) -> tuple[Value, ...]:
     rec = _Recurrence(ctx, inputs, 1, hidden_size, direction, layout, activations, ["Tanh"],
                       clip)
-    if rec.symbolic:
+    if rec.as_kernel:
         return rec.scan("rnn")
 
     def step(d, xw_t, r_t, rb, h):
@@ -327,7 +332,7 @@ def gru(ctx: ImportContext, inputs: list[Value | None], *, activation_alpha=(),
         linear_before_reset: int = 0) -> tuple[Value, ...]:
     rec = _Recurrence(ctx, inputs, 3, hidden_size, direction, layout, activations,
                       ["Sigmoid", "Tanh"], clip)
-    if rec.symbolic:
+    if rec.as_kernel:
         return rec.scan("gru", linear_before_reset=linear_before_reset)
     hid = hidden_size
 
@@ -371,7 +376,7 @@ def lstm(ctx: ImportContext, inputs: list[Value | None], *, activation_alpha=(),
                       ["Sigmoid", "Tanh", "Tanh"], clip)
     initial_c = inputs[6] if len(inputs) > 6 else None
     peepholes = inputs[7] if len(inputs) > 7 else None
-    if rec.symbolic:
+    if rec.as_kernel:
         return rec.scan("lstm", initial_c, peepholes, input_forget)
     hid = hidden_size
 
