@@ -14,16 +14,16 @@ over, chosen at run time: vectors of W / 2 lanes where the remainder fits, else 
 The guards stay (they drop the lanes past the remainder within the half). Where the
 remainder passes half a tile, each vector loop runs as two of half the lanes: the lower
 half, all of whose lanes run, without the bound, the upper half under it. Only guards
-over a symbolic dim are read, so static kernels are untouched.
+over a symbolic dim are read, so static kernels are untouched. (QK^T of a decode step
+over a cache of 40, a remainder of 8 in 16-lane panels: the last panel's accumulators
+filled both registers and spilled.)
 
 A remainder that reads only dims (the last tile of a parallel loop over a map's positions,
 which keeps its tail in the loop's last iteration: symbolic_tails.py) is the same in every
 iteration: the smallest statement holding all of its vector loops branches once, and its
 narrowed copy narrows again, to a quarter of the tile, where the remainder fits that (a
 detector head's 1x1 conv over a 2x2 map ran 16-lane tiles, masked to 4 lanes, at 5x the
-static build's 4-lane tiles). (QK^T of a decode step
-over a cache of 40, a remainder of 8 in 16-lane panels: the last panel's accumulators
-filled both registers and spilled.)
+static build's 4-lane tiles).
 
 >>> narrow_symbolic_tails(func)   # doctest: +SKIP
 """
