@@ -180,8 +180,12 @@ def schedule_group(group: FusedGroup, graph: Graph, target: Target, name: str,
                 graph, group = relaid_group(group, graph, layouts, value)
         kernel_dims: dict = {}
         params, out, anchor = group_to_te(group, graph, target, kernel_dims)
-        # a kernel dim's hint is its expression's at the dims' hints
-        own_hints = {n: te.hint(d) for n, d in kernel_dims.items()}
+        # a kernel dim's hint is its expression's at the dims' hints, unless ``hints`` names
+        # the kernel dim itself (a variant's: every dim of the kernel small, a padded height
+        # among them; overriding it with its expression at the graph dims' default hints
+        # scheduled a conv's small variant as its large one)
+        own_hints = {n: te.hint(d) for n, d in kernel_dims.items()
+                     if hints is None or n not in hints}
         stack.enter_context(te.dim_hints({**te.current_hints(), **own_hints}))
         sch = create_schedule(out)
         # everything but the anchor and the output is computed inline

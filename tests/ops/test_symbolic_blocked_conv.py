@@ -7,6 +7,8 @@ as one GEMM over the map's positions (conv/conv_gemm.py), between the layout tra
 to plain."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import onnxruntime
 import pytest
@@ -106,3 +108,59 @@ def test_symbolic_blocked_chain_matches_onnxruntime_at_every_remainder(case):
         assert got.shape == expected.shape, (case, x.shape)
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4,
                                    err_msg=f"{case} at {x.shape}")
+
+
+def _single_conv(c_in, c_out, kernel, pads=None):
+    rng = np.random.default_rng(c_out)
+    nodes, inits = [], []
+    y = _conv(nodes, inits, rng, "x", c_in, c_out, kernel, pads=pads)
+    graph = helper.make_graph(
+        nodes, "one", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                     ["n", c_in, "h", "w"])],
+        [helper.make_tensor_value_info(y, TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _matches_onnxruntime(model, shapes):
+    module = tensorc.compile(model, cache=False)
+    session = onnxruntime.InferenceSession(model.SerializeToString(),
+                                           providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(3)
+    for shape in shapes:
+        x = rng.standard_normal(shape).astype(np.float32)
+        for threads in (1, 2):
+            module.num_threads = threads
+            (got,) = module.run({"x": x}).values()
+            (expected,) = session.run(None, {"x": x})
+            np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4,
+                                       err_msg=f"{shape} on {threads} threads")
+
+
+def test_a_blocked_conv_over_small_maps_gets_its_own_register_tile():
+    """The conv's small-dims variant (compiler/variants.py) is scheduled at small dims: the
+    kernel's own dims (the padded width, an expression of the graph's) take the small hint,
+    not the large one their expression gives (which made the small schedule the large one's,
+    so no conv had a variant). Over a row of 2, 2 outputs x 4 filter blocks, not a 6-output
+    tile's remainder of 2 x 2 blocks; results at small and odd maps against onnxruntime."""
+    model = _single_conv(16, 32, (3, 3))
+    loops = tensorc.inspect(model, stage="loops")
+    assert re.search(r"(?m)^func k\d+_fused_conv\w*_small\(", loops), loops[:2000]
+    _matches_onnxruntime(model, [(1, 16, 1, 1), (1, 16, 1, 4), (2, 16, 5, 5), (1, 16, 2, 3),
+                                 (3, 16, 7, 2), (1, 16, 4, 9), (2, 16, 3, 13)])
+
+
+def test_a_pointwise_head_over_a_small_map_runs_narrow_vectors():
+    """A pointwise conv of 18 filters over the map's positions (conv_gemm.py): a map of fewer
+    than 16 positions is all last tile, whose remainder reads dims alone; it runs 4-lane
+    vectors where at most 4 positions remain, 8-lane where at most 8
+    (passes/loop/narrow_tails.py), else 16-lane; every count of positions modulo 16 against
+    onnxruntime."""
+    model = _single_conv(16, 18, (1, 1), pads=[0, 0, 0, 0])
+    loops = tensorc.inspect(model, stage="loops")
+    main = loops[loops.index("func k0_fused_conv_add_relu("):]
+    assert re.search(r"if \(\(.*h\*w.*\) <= 4\)", main), main
+    assert re.search(r"for \(p: vectorized, 0, 4\)", main), main
+    assert re.search(r"for \(p: vectorized, 0, 8\)", main), main
+    _matches_onnxruntime(model, [(1, 16, h, w) for h, w in
+                                 [(1, 1), (1, 4), (2, 3), (5, 5), (1, 7), (3, 3), (2, 6),
+                                  (1, 13), (4, 4), (3, 7)]])

@@ -18,6 +18,13 @@ over a symbolic dim are read, so static kernels are untouched. (QK^T of a decode
 over a cache of 40, a remainder of 8 in 16-lane panels: the last panel's accumulators
 filled both registers and spilled.)
 
+A remainder that reads only dims (the last tile of a parallel loop over a map's positions,
+which keeps its tail in the loop's last iteration: symbolic_tails.py) is the same in every
+iteration: the smallest statement holding all of its vector loops branches once, and its
+narrowed copy narrows again, to a quarter of the tile, where the remainder fits that (a
+detector head's 1x1 conv over a 2x2 map ran 16-lane tiles, masked to 4 lanes, at 5x the
+static build's 4-lane tiles).
+
 >>> narrow_symbolic_tails(func)   # doctest: +SKIP
 """
 from __future__ import annotations
@@ -25,11 +32,13 @@ from __future__ import annotations
 from tensorc.ir import arith
 from tensorc.ir import expr as E
 from tensorc.ir.bounds import SYMBOLIC_MAX
-from tensorc.ir.loop import For, IfThenElse, PrimFunc, Stmt, map_stmt, seq
+from tensorc.ir.loop import Allocate, For, IfThenElse, PrimFunc, Seq, Stmt, map_stmt, seq
 from tensorc.passes.loop.simplify import dim_ranges
 
 # the narrowest tile that is halved (16 float lanes: two AVX2 registers)
 MIN_LANES = 16
+# ... and the narrowest that a remainder of dims alone narrows again (to SSE's 4 lanes)
+MIN_INVARIANT_LANES = 8
 
 
 def narrow_symbolic_tails(func: PrimFunc) -> PrimFunc:
@@ -57,21 +66,78 @@ def narrow_symbolic_tails(func: PrimFunc) -> PrimFunc:
                               _halved(s.body, rest, width))
         return For(s.var, s.extent, s.kind, body, dict(s.annotations))
     # inner loops first: a loop's body is already narrowed where it is looked at
-    return func.with_body(map_stmt(func.body, fstmt=narrowed))
+    body = map_stmt(func.body, fstmt=narrowed)
+    return func.with_body(_narrow_invariant(body, dims, ranges))
 
 
-def _remainder(loop: For) -> tuple[E.Expr, int] | None:
+def _narrow_invariant(s: Stmt, dims: set, ranges: dict) -> Stmt:
+    """``s`` with the smallest statement that holds every guarded vector loop of a
+    remainder R over dims alone run as ``if (R <= W / 2) narrowed else halved`` (narrowed
+    again inside where W / 2 is at least MIN_INVARIANT_LANES)."""
+    found = _invariant_remainders(s, dims)
+    if not found:
+        return s
+    kids = [c for c in s.children() if _invariant_remainders(c, dims)]
+    if len(found) > 1 or len(kids) == 1 and not (isinstance(s, For) and
+                                                   s.kind == "vectorized"):
+        # descend: into the one child that holds them all, or into each where they differ
+        return _rebuilt(s, lambda c: _narrow_invariant(c, dims, ranges))
+    rest, width = found[0]
+    fits = arith.simplify(E.Compare("le", rest, E.const(width // 2)), ranges)
+    narrow = _narrowed(s, rest, width)
+    if width // 2 >= MIN_INVARIANT_LANES:
+        narrow = _narrow_invariant(narrow, dims, ranges)
+    if isinstance(fits, E.Const):
+        return narrow if fits.value else (_halved(s, rest, width) if width >= MIN_LANES
+                                          else s)
+    other = _halved(s, rest, width) if width >= MIN_LANES else s
+    return IfThenElse(fits, narrow, other)
+
+
+def _invariant_remainders(s: Stmt, dims: set) -> list[tuple[E.Expr, int]]:
+    """The distinct (R, W) of the guarded vector loops in ``s`` whose R reads dims only."""
+    out: list[tuple[E.Expr, int]] = []
+    for loop in _vector_loops(s):
+        width = arith.as_const_int(loop.extent)
+        if width is None or width < MIN_INVARIANT_LANES:
+            continue
+        found = _remainder(loop, MIN_INVARIANT_LANES)
+        if found is None:
+            continue
+        free = E.free_vars(found[0])
+        if free and free <= dims and not any(E.same(found[0], r) and found[1] == w
+                                             for r, w in out):
+            out.append(found)
+    return out
+
+
+def _rebuilt(s: Stmt, fn) -> Stmt:
+    """``s`` with ``fn`` applied to each of its child statements."""
+    if isinstance(s, For):
+        return For(s.var, s.extent, s.kind, fn(s.body), dict(s.annotations))
+    if isinstance(s, Allocate):
+        return Allocate(s.buffer, fn(s.body), dict(s.annotations))
+    if isinstance(s, IfThenElse):
+        return IfThenElse(s.cond, fn(s.then_case),
+                          None if s.else_case is None else fn(s.else_case),
+                          dict(s.annotations))
+    if isinstance(s, Seq):
+        return seq(*[fn(c) for c in s.stmts])
+    return s
+
+
+def _remainder(loop: For, least: int = MIN_LANES) -> tuple[E.Expr, int] | None:
     """(R, W) where ``loop`` is a vector loop over W lanes (a power of two, at least
-    MIN_LANES) whose whole body is under a guard with the conjunct ``j < R`` (``j`` the
+    ``least``) whose whole body is under a guard with the conjunct ``j < R`` (``j`` the
     loop's variable), R free of j; else None."""
-    found = _bound_conjunct(loop)
+    found = _bound_conjunct(loop, least)
     return None if found is None else found[:2]
 
 
-def _bound_conjunct(loop: For) -> tuple[E.Expr, int, E.Expr] | None:
+def _bound_conjunct(loop: For, least: int = MIN_LANES) -> tuple[E.Expr, int, E.Expr] | None:
     """:func:`_remainder`'s (R, W) and the conjunct that bounds j by R."""
     width = arith.as_const_int(loop.extent)
-    if loop.kind != "vectorized" or width is None or width < MIN_LANES or \
+    if loop.kind != "vectorized" or width is None or width < least or \
             width & (width - 1) or not isinstance(loop.body, IfThenElse) or \
             loop.body.else_case is not None:
         return None
@@ -125,7 +191,7 @@ def _narrowed(body: Stmt, rest: E.Expr, width: int) -> Stmt:
     half as many."""
     def visit(s: Stmt) -> Stmt | None:
         if isinstance(s, For):
-            found = _remainder(s)
+            found = _remainder(s, MIN_INVARIANT_LANES)
             if found is not None and found[1] == width and E.same(found[0], rest):
                 return For(s.var, E.const(width // 2), s.kind, s.body, dict(s.annotations))
         return None

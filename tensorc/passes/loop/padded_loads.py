@@ -49,6 +49,8 @@ def _select(e: E.Expr, equal: tuple[E.Expr, E.Expr] | None = None) -> E.Expr | N
               E.is_int(c.a.dtype)]
     if not bounds:
         return None
+    lows = {arith.expr_key(c.a) for c in _conjuncts(e.cond)
+            if isinstance(c, E.Compare) and c.op == "ge" and _is_zero(c.b)}
     shifted = {}        # id(conjunct) -> its rewrite
 
     def clamp(x: E.Expr) -> E.Expr | None:
@@ -58,8 +60,18 @@ def _select(e: E.Expr, equal: tuple[E.Expr, E.Expr] | None = None) -> E.Expr | N
         if equal is not None:
             key = arith.expr_key(arith.simplify(equal[0]))
             top = E.transform(top, lambda y: equal[1] if arith.expr_key(y) == key else None)
+        # a clamp at both ends, min(max(u, 0), n - 1), as a padding's left border reads it,
+        # under u >= 0: n + min(max(u, 0) - n, -1), whose clamps codegen strips inside out
+        floor = _justified_floor(x.a, lows)
         for cmp in bounds:
             u, n = cmp.a, cmp.b
+            if floor is not None:
+                if isinstance(n, E.Const) or \
+                        arith.expr_key(floor.a) != arith.expr_key(u) or \
+                        not _is_zero(arith.simplify(top - (n - 1))):
+                    continue
+                shifted[id(cmp)] = E.Compare("lt", u - n, E.const(0))
+                return n + E.minimum(floor - n, E.const(-1))
             t = arith.simplify(x.a - u)
             if not _is_zero(arith.simplify(top - (n - 1) - t)):
                 continue
@@ -76,6 +88,15 @@ def _select(e: E.Expr, equal: tuple[E.Expr, E.Expr] | None = None) -> E.Expr | N
         return None
     cond = E.transform(e.cond, lambda x: shifted.get(id(x))) if shifted else e.cond
     return E.Select(cond, E.Load(load.source, indices), e.false_value)
+
+
+def _justified_floor(x: E.Expr, lows: set) -> E.Binary | None:
+    """``x`` where it is ``max(a, 0)`` and ``lows`` (the keys of the conjuncts' e in
+    e >= 0) holds a; else None."""
+    if isinstance(x, E.Binary) and x.op == "max" and _is_zero(x.b) and \
+            arith.expr_key(x.a) in lows:
+        return x
+    return None
 
 
 def _is_zero(x: E.Expr) -> bool:

@@ -42,7 +42,18 @@ def blocked_symbolic_space(target: Target, out: te.Tensor, conv_t: te.Tensor, at
     fits = RegisterTileFits(target.vector_registers)
     taps = _taps(tile)
     strided = taps > 1 and attrs["strides"][1] > 1 and not attrs.get("plain_input")
-    if strided:
+    if width < SYMBOLIC_TILE_ROWS:
+        # a small map (the small-dims variant, compiler/variants.py): a row's remainder
+        # copies hold at most its width of outputs, so a tile gains from the filter vectors
+        # only: the most that fit, then the longest row beside them (where that is the
+        # large map's tile, the variant is not built). A strided tile keeps the large map's.
+        if strided:
+            default_rows, default_vectors = _strided_tile(SYMBOLIC_TILE_ROWS, vectors, fits)
+        else:
+            default_vectors = max((v for v in vectors if fits.holds(1, v)), default=1)
+            default_rows = max((r for r in rows if fits.holds(r, default_vectors)),
+                               default=1)
+    elif strided:
         default_rows, default_vectors = _strided_tile(max(width, 1), vectors, fits)
         default_rows = min(default_rows, SYMBOLIC_TILE_ROWS)
     else:
