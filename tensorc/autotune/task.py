@@ -9,8 +9,9 @@ is how many times the model runs it.
 A model compiled with symbolic dims has tasks over symbolic dims (:func:`symbolic_tasks`):
 keyed by their symbolic workloads, as the symbolic compile keys its kernels, so the log's
 records apply to it; each is measured at the tuning shapes (``Task.shapes``, graph dim values)
-where it runs its own schedule: at a shape where every dim of the kernel is at most
-``variants.SMALL_MAX`` the model runs its small-dims variant, which no config changes.
+where it runs its own schedule: at a shape where every row dim of the kernel (all but its batch
+dims) is at most ``variants.SMALL_MAX`` the model runs its small-dims variant, which no config
+changes.
 
 >>> tasks = extract_tasks("resnet.onnx", {"input": (1, 3, 224, 224)}, "llvm")
 >>> tasks[0].name, tasks[0].weight, tasks[0].flops, tasks[0].default_latency
@@ -33,7 +34,7 @@ from tensorc.compiler.kernel import (
 from tensorc.compiler.kernel_objects import kernel_jobs
 from tensorc.compiler.llvm import compile_graph, compile_model
 from tensorc.compiler.pipeline import optimize_graph
-from tensorc.compiler.variants import SMALL_MAX
+from tensorc.compiler.variants import SMALL_MAX, row_extents
 from tensorc.errors import TensorcError
 from tensorc.frontend.model import import_model
 from tensorc.ir.dims import Dim, dims_in, evaluate, is_symbolic
@@ -236,9 +237,13 @@ def kernel_dims(group: FusedGroup, graph: Graph) -> list:
 def runs_own_schedule(task: Task, values: Mapping[str, int]) -> bool:
     """Whether the model runs ``task``'s kernel with its own schedule (a tuned config's)
     where the dims take ``values``: not where every dim it takes is at most ``SMALL_MAX``
-    (the small-dims variant runs there, compiler/variants.py); always for a static one."""
+    (the small-dims variant runs there, compiler/variants.py; a batch dim may be any size);
+    always for a static one."""
     dims = kernel_dims(task.group, task.graph)
-    return not dims or any(evaluate(d, values) > SMALL_MAX for d in dims)
+    # (the variant's condition reads its row dims alone: compiler/variants.py's row_dims)
+    rows = [d for d in dims if d in {e for v in [*task.group.inputs, task.group.output]
+                                     for e in row_extents(v.type.shape)}] or dims
+    return not dims or any(evaluate(d, values) > SMALL_MAX for d in rows)
 
 
 def symbolic_tasks(graph: Graph, shapes, target: Target) -> list[Task]:

@@ -147,7 +147,7 @@ def schedule_group(group: FusedGroup, graph: Graph, target: Target, name: str,
                    hints: Mapping[str, int] | None = None,
                    unless_trace: list | None = None,
                    same_but_parallel: bool = False,
-                   dims_at_most: int | None = None) -> PrimFunc | None:
+                   dims_at_most: Mapping[str, int] | None = None) -> PrimFunc | None:
     """One group's kernel, scheduled by its template with ``config`` (by default the
     template's heuristic choice). The PrimFunc's attrs record the config and the trace.
     A config that picks another layout of the anchor's weights (:func:`group_space`) gets
@@ -159,8 +159,9 @@ def schedule_group(group: FusedGroup, graph: Graph, target: Target, name: str,
     neither lowered nor passed through the loop passes, where the schedule's trace is that
     one (compiler/variants.py: a second schedule that may equal the first), or with
     ``same_but_parallel`` that one but for the loops it runs in parallel. ``dims_at_most``:
-    the kernel runs only where each of its dims is at most this (a variant's predicate): the
-    loop passes drop the code of larger dims (passes/loop/simplify.py's dim_ranges)."""
+    the kernel runs only where each dim it names is at most its value (a variant's
+    predicate): the loop passes drop the code of larger dims (passes/loop/simplify.py's
+    dim_ranges)."""
     times = times if times is not None else CompileTimes()
     if loop_kernel_node(group) is not None:
         if unless_trace == []:      # a loop-IR kernel has no schedule: its trace is empty
@@ -215,7 +216,7 @@ def schedule_group(group: FusedGroup, graph: Graph, target: Target, name: str,
     with times.phase("lowering to loop IR", name):
         func = lower(sch, [*params, out], name)
         if dims_at_most is not None:
-            func.attrs["dims_at_most"] = dims_at_most
+            func.attrs["dims_at_most"] = dict(dims_at_most)
     with times.phase("loop passes", name):
         func = loop_passes.optimize(func)
     # the kernel dims' values, for its callers (compiler/llvm.py's entry)

@@ -1,16 +1,20 @@
-"""Kernel variants over symbolic dims: one more schedule where every dim is small, one where
-every dim the kernel reads is 1, and how the entry calls a kernel over symbolic dims.
+"""Kernel variants over symbolic dims: one more schedule where its row dims are small, one
+where every dim the kernel reads is 1, and how the entry calls a kernel over symbolic dims.
 
 A kernel over symbolic dims is scheduled at the dims' hints (te.hint): tiles for dims of
 about DEFAULT_HINT. Where the dims are far smaller at run time (a 7-token sequence), those
 tiles are mostly tail: a 16-wide vector over a row of 7, a 6-row register tile over 7 rows.
-So the group is scheduled a second time with every dim at SMALL_HINT, and where that gives
-another schedule, the entry calls it when every dim the kernel reads is at most SMALL_MAX:
-a predicate over a range, never one value (both kernels serve every value correctly; the
-predicate only picks the faster). Groups whose two schedules agree keep one kernel, and so do
-groups whose schedules differ only in a parallel loop that runs as one chunk at every small
-shape (codegen's chunk protocol then calls its body on the calling thread: the serial copy
-would buy nothing but its compile time).
+So the group is scheduled a second time with its *row dims* at SMALL_HINT, and where that
+gives another schedule, the entry calls it when each row dim is at most SMALL_MAX: a
+predicate over a range, never one value (both kernels serve every value correctly; the
+predicate only picks the faster). The row dims are those the tiles and rows are made of:
+every dim of the kernel but a batch dim, one that only leads tensors of three or more axes
+(:func:`row_dims`). A batch dim keeps its hint and no bound, so that a large batch of short
+rows (bert at batch 126, sequence 3: the scores' softmax and QK^T took 9x and 4.5x the
+static kernels in the large dims' form) runs the short rows' form too. Groups whose two
+schedules agree keep one kernel, and so do groups whose schedules differ only in a parallel
+loop that runs as one chunk at every small shape (codegen's chunk protocol then calls its
+body on the calling thread: the serial copy would buy nothing but its compile time).
 
 At batch 1 or a one-token step, a kernel takes a few hundred nanoseconds, and the small
 schedule's tiles of 4 are then all tail: a masked 4x4 register tile for one score, masked
@@ -25,7 +29,7 @@ for (compiler/kernel.py), and its variants; :func:`call_forms` turns it into the
 entry makes.
 
 >>> kernel.calls      # [(batch == 1 && seq == 1, 'k3_unit', []),
-...                   #  (batch <= 8 && seq <= 8, 'k3_small', [batch, seq]), (None, 'k3', ...)]
+...                   #  (seq <= 8, 'k3_small', [batch, seq]), (None, 'k3', ...)]
 """
 from __future__ import annotations
 
@@ -35,8 +39,9 @@ from typing import Any
 
 from tensorc.compiler.kernel import anchor_layouts, loop_kernel_node, schedule_group
 from tensorc.compiler.timing import CompileTimes
-from tensorc.ir import arith
+from tensorc.ir import arith, te
 from tensorc.ir import expr as E
+from tensorc.ir.bounds import SYMBOLIC_MAX
 from tensorc.ir.dim_table import DimTable
 from tensorc.ir.dims import (
     as_expr, dim_from_json, dim_to_json, dim_var, dims_in, evaluate, evaluate_within,
@@ -60,19 +65,41 @@ MAX_UNIT_POINTS = 4096
 
 def small_dims_variants(group: FusedGroup, graph: Graph, target: Target, func: PrimFunc,
                         times: CompileTimes | None = None) -> list[tuple[E.Expr, PrimFunc]]:
-    """[(every dim <= SMALL_MAX, the group scheduled at SMALL_HINT)], or [] where the
-    kernel has no symbolic dim or the small schedule is ``func``'s own."""
+    """[(each row dim <= SMALL_MAX, the group scheduled with them at SMALL_HINT)], or []
+    where the kernel has no symbolic dim or the small schedule is ``func``'s own."""
     if not func.dims:
         return []
+    rows = row_dims(func)
     # (the template's default at small dims: a tuned config is the large dims' choice)
     # (a schedule equal to the first is neither lowered nor optimized: None)
     small = schedule_group(group, graph, target, f"{func.name}{SMALL_SUFFIX}", None, times,
-                           hints={v.name: SMALL_HINT for v in func.dims},
+                           hints={**te.current_hints(), **{n: SMALL_HINT for n in rows}},
                            unless_trace=func.attrs["trace"],
-                           same_but_parallel=parallel_alone_when_small(func),
-                           dims_at_most=SMALL_MAX)
-    variants = [] if small is None else [(_small_dims(_dim_args(small)), small)]
+                           same_but_parallel=parallel_alone_when_small(func, rows),
+                           dims_at_most={n: SMALL_MAX for n in rows})
+    variants = [] if small is None else [(_small_dims(_dim_args(small, rows)), small)]
     return unit_dims_variant(group, graph, target, func, times) + variants
+
+
+def row_dims(func: PrimFunc) -> list[str]:
+    """The names of ``func``'s dims that its small variant takes small: all but its batch
+    dims, those that occur in its buffers' shapes only as the first axis of a buffer of three
+    or more axes (a matrix's rows are rows; a kernel of batch dims alone takes them all).
+
+    >>> row_dims(func)      # ['seq'] for softmax over float32[batch, 4, seq, seq]
+    """
+    names = [v.name for v in func.dims]
+    inner = {v.name for buffer in func.params for extent in row_extents(buffer.shape)
+             if isinstance(extent, E.Expr) for v in E.free_vars(extent)}
+    rows = [n for n in names if n in inner]
+    return rows or names
+
+
+def row_extents(shape) -> list:
+    """The extents of a shape that hold row dims (:func:`row_dims`): all but the first of
+    three or more."""
+    shape = list(shape)
+    return shape[1:] if len(shape) >= 3 else shape
 
 
 def unit_dims_variant(group: FusedGroup, graph: Graph, target: Target, func: PrimFunc,
@@ -137,11 +164,13 @@ def _unit_point(func: PrimFunc, names: list[str], table: DimTable) -> dict[str, 
     return None
 
 
-def parallel_alone_when_small(func: PrimFunc) -> bool:
+def parallel_alone_when_small(func: PrimFunc, rows: list[str] | None = None) -> bool:
     """Whether every parallel loop of ``func`` runs as one chunk (on the calling thread,
-    codegen/llvm/parallel.py) wherever every dim is at most SMALL_MAX: its extent there is at
-    most its fewest iterations per chunk (MIN_CHUNK_WORK over its iteration's work)."""
-    small = {v: (0, SMALL_MAX) for v in func.dims}
+    codegen/llvm/parallel.py) wherever each of its dims named in ``rows`` (by default all) is
+    at most SMALL_MAX: its extent there is at most its fewest iterations per chunk
+    (MIN_CHUNK_WORK over its iteration's work)."""
+    small = {v: (0, SMALL_MAX) if rows is None or v.name in rows else (0, SYMBOLIC_MAX)
+             for v in func.dims}
     for loop in walk_stmts(func.body):
         if isinstance(loop, For) and loop.kind == "parallel":
             fewest = -(-MIN_CHUNK_WORK // max(1, stmt_work(loop.body)))
@@ -163,6 +192,8 @@ def kernel_meta(func: PrimFunc, variants: list[tuple[E.Expr, PrimFunc]]) -> dict
                               f.attrs.get("dim_values", {}).items()}}
         if f.attrs.get("unit"):
             out["unit"] = True
+        if isinstance(f.attrs.get("dims_at_most"), dict):
+            out["small"] = sorted(f.attrs["dims_at_most"])      # the dims its call bounds
         return out
     return {**one(func), "variants": [{"suffix": f.name[len(func.name):], **one(f)}
                                       for _, f in variants]}
@@ -174,17 +205,19 @@ def call_forms(symbol: str, meta: dict) -> list:
     if not meta:
         return []
 
-    def args(m: dict) -> list[E.Expr]:
+    def args(m: dict, only: list[str] | None = None) -> list[E.Expr]:
         own = {n: dim_from_json(d) for n, d in m["dim_values"].items()}
-        return [as_expr(own[n]) if n in own else dim_var(n) for n in m["dims"]]
-    forms = [(_all_one(args(meta)) if v.get("unit") else _small_dims(args(v)),
+        return [as_expr(own[n]) if n in own else dim_var(n) for n in m["dims"]
+                if only is None or n in only]
+    forms = [(_all_one(args(meta)) if v.get("unit") else _small_dims(args(v, v.get("small"))),
               symbol + v["suffix"], args(v)) for v in meta["variants"]]
     return [*forms, (None, symbol, args(meta))]
 
 
-def _dim_args(func: PrimFunc) -> list[E.Expr]:
+def _dim_args(func: PrimFunc, only: list[str] | None = None) -> list[E.Expr]:
     own = func.attrs.get("dim_values", {})
-    return [as_expr(own[v.name]) if v.name in own else v for v in func.dims]
+    return [as_expr(own[v.name]) if v.name in own else v for v in func.dims
+            if only is None or v.name in only]
 
 
 def _small_dims(values: list[E.Expr]) -> E.Expr:

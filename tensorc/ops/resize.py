@@ -128,8 +128,17 @@ def _schedule_rows(target, sch, out, anchor, attrs, config) -> None:
     positions and weights), so that the row's vectors read them once: loaded from the tables
     at every vector, they are reloaded there (the stores might alias them, as LLVM sees it)."""
     INJECTIVE["llvm"].apply(target, sch, out, anchor, attrs, config)
-    if anchor is not out or not te.is_static(out.shape) or \
-            attrs["axis"] >= len(out.shape) - 1 or len(out.shape) < 2:
+    if anchor is not out or not te.is_static(out.shape):
+        return
+    taps_per_row(sch, out, attrs["axis"], anchor.op.input_tensors()[1:])
+
+
+def taps_per_row(sch, out, axis: int, tables: list) -> None:
+    """For a resize along ``axis`` before the last, scheduled as injective: ``tables``' entries
+    of each output row (its taps' positions and weights) copied to registers at the row's
+    loop, so that the row's vectors read them once (loaded from the tables at every vector,
+    they are reloaded there: the stores might alias them, as LLVM sees it)."""
+    if axis >= len(out.shape) - 1 or len(out.shape) < 2:
         return
     st = sch[out]
     last = st.op_axis[-1].name
@@ -138,7 +147,7 @@ def _schedule_rows(target, sch, out, anchor, attrs, config) -> None:
     if not rows or rows[-1] != len(rows) - 1 or len(rows) == len(leaves):
         return      # (only a nest of rows, then loops along the row alone)
     row = leaves[rows[-1]]
-    for table in anchor.op.input_tensors()[1:]:
+    for table in tables:
         local = sch.cache_read(table, "local", [out])
         sch[local].compute_at(st, row)
 

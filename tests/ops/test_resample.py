@@ -99,3 +99,25 @@ def test_nearest_where_coordinates_land_on_input_positions_matches_the_onnx_refe
         (got,) = module.run({"x": x}).values()
         (expected,) = reference.run(None, {"x": x})
         np.testing.assert_array_equal(got, expected, err_msg=f"{height}x{width}")
+
+
+def test_rows_read_their_taps_once_and_match_onnxruntime_at_narrow_rows():
+    """Along an axis before the last, each output row's taps are copied to registers at the
+    row's loop (as a static resize's are), and narrow rows under a large batch match."""
+    model = _by_scales("linear", "half_pixel", [1, 1, 2, 2])
+    loops = tensorc.inspect(model, stage="loops")
+    assert "allocate resample_weights.local: float32[2, 1] (local)" in loops, loops
+    assert "allocate resample_positions.local: int32[2, 1] (local)" in loops, loops
+    module = tensorc.compile(model, cache=False)
+    session = onnxruntime.InferenceSession(model.SerializeToString(),
+                                           providers=["CPUExecutionProvider"])
+    for k, (batch, height, width) in enumerate([(73, 7, 19), (1, 1, 1), (37, 3, 5),
+                                                (2, 13, 4), (5, 2, 31)]):
+        x = np.random.default_rng(k).standard_normal((batch, 3, height, width)).astype(
+            np.float32)
+        (expected,) = session.run(None, {"x": x})
+        for threads in (1, 2):
+            module.num_threads = threads
+            (got,) = module.run({"x": x}).values()
+            np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5,
+                                       err_msg=f"{batch}x{height}x{width}, {threads} threads")

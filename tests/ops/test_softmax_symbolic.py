@@ -104,3 +104,39 @@ def test_every_row_remainder_matches_numpy():
                                        rtol=2e-5, atol=1e-6,
                                        err_msg=f"keys={keys} on {threads} threads")
 
+
+
+HEADS = ["batch", 4, "seq", "keys"]
+
+
+def _hardmax(x: np.ndarray) -> np.ndarray:
+    first = x.argmax(axis=-1)[..., None]
+    return (np.arange(x.shape[-1]) == first).astype(np.float32)
+
+
+@pytest.fixture(scope="module", params=["Softmax", "LogSoftmax", "Hardmax"])
+def heads_compiled(request):
+    return request.param, tensorc.compile(rows_model(request.param, HEADS))
+
+
+@pytest.mark.parametrize("shape", [(126, 4, 3, 3), (1, 4, 1, 1), (3, 4, 7, 8), (2, 4, 8, 5),
+                                   (131, 4, 1, 2), (5, 4, 3, 9), (2, 4, 11, 3)])
+def test_short_rows_of_a_constant_head_count_match_numpy(heads_compiled, shape):
+    """Rows shorter than a vector under a large batch (the small-dims variant, which runs the
+    four heads' rows in a vector's lanes), and around it."""
+    op, mod = heads_compiled
+    x = np.random.default_rng(sum(shape)).uniform(-6, 6, shape).astype(np.float32)
+    want = _hardmax(x) if op == "Hardmax" else _numpy(op, x)
+    for threads in (1, 2):
+        mod.num_threads = threads
+        np.testing.assert_allclose(mod.run({"x": x})["y"], want, rtol=2e-5, atol=1e-6,
+                                   err_msg=f"{op} {shape} on {threads} threads")
+
+
+def test_short_rows_run_in_the_lanes_of_the_heads():
+    loops = tensorc.inspect(rows_model("Softmax", HEADS), stage="loops")
+    small = loops[loops.index("func k0_fused_softmax_small"):]
+    small = small[:small.index("\n\n")]
+    # every pass of the row walks the keys, the four heads' rows in the lanes
+    assert re.search(r"for \(i1: vectorized, 0, 4\)", small), small
+    assert "for (k: serial, 0, keys)" in small, small

@@ -22,12 +22,15 @@ def simplify(func: PrimFunc) -> PrimFunc:
 def dim_ranges(func: PrimFunc) -> dict:
     """The range of each symbolic dim of ``func``: never negative (a concat's piece past
     ``past`` in ``past + seq`` then decides which input it reads), at most the bound that
-    its ``dims_at_most`` attribute gives (a variant the entry calls only where every dim is
-    small, compiler/variants.py: the tiles of larger dims drop out of its code).
+    its ``dims_at_most`` attribute gives, one for every dim or by dim name (a variant the
+    entry calls only where those dims are small, compiler/variants.py: the tiles of larger
+    dims drop out of its code).
 
-    >>> dim_ranges(func)    # {seq: (0, 8)} for a variant called where seq <= 8
+    >>> dim_ranges(func)    # {batch: (0, SYMBOLIC_MAX), seq: (0, 8)}: called where seq <= 8
     """
     most = func.attrs.get("dims_at_most", SYMBOLIC_MAX)
+    if isinstance(most, dict):
+        return {d: (0, most.get(d.name, SYMBOLIC_MAX)) for d in func.dims}
     return {d: (0, most) for d in func.dims}
 
 
