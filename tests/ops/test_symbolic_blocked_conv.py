@@ -110,13 +110,13 @@ def test_symbolic_blocked_chain_matches_onnxruntime_at_every_remainder(case):
                                    err_msg=f"{case} at {x.shape}")
 
 
-def _single_conv(c_in, c_out, kernel, pads=None):
+def _single_conv(c_in, c_out, kernel, pads=None, batch="n"):
     rng = np.random.default_rng(c_out)
     nodes, inits = [], []
     y = _conv(nodes, inits, rng, "x", c_in, c_out, kernel, pads=pads)
     graph = helper.make_graph(
         nodes, "one", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
-                                                     ["n", c_in, "h", "w"])],
+                                                     [batch, c_in, "h", "w"])],
         [helper.make_tensor_value_info(y, TensorProto.FLOAT, None)], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
@@ -141,12 +141,17 @@ def test_a_blocked_conv_over_small_maps_gets_its_own_register_tile():
     kernel's own dims (the padded width, an expression of the graph's) take the small hint,
     not the large one their expression gives (which made the small schedule the large one's,
     so no conv had a variant). Over a row of 2, 2 outputs x 4 filter blocks, not a 6-output
-    tile's remainder of 2 x 2 blocks; results at small and odd maps against onnxruntime."""
-    model = _single_conv(16, 32, (3, 3))
+    tile's remainder of 2 x 2 blocks; results at small and odd maps against onnxruntime.
+    (The small variant takes the row dims small and leaves a symbolic batch at its hint,
+    under which this conv's large form is another formulation: the batch is concrete
+    here; the symbolic batch's module is checked at the same maps.)"""
+    model = _single_conv(16, 32, (3, 3), batch=1)
     loops = tensorc.inspect(model, stage="loops")
     assert re.search(r"(?m)^func k\d+_fused_conv\w*_small\(", loops), loops[:2000]
-    _matches_onnxruntime(model, [(1, 16, 1, 1), (1, 16, 1, 4), (2, 16, 5, 5), (1, 16, 2, 3),
-                                 (3, 16, 7, 2), (1, 16, 4, 9), (2, 16, 3, 13)])
+    maps = [(1, 1), (1, 4), (5, 5), (2, 3), (7, 2), (4, 9), (3, 13)]
+    _matches_onnxruntime(model, [(1, 16, h, w) for h, w in maps])
+    _matches_onnxruntime(_single_conv(16, 32, (3, 3)),
+                         [(n, 16, h, w) for n, (h, w) in zip([1, 1, 2, 1, 3, 1, 2], maps)])
 
 
 def test_a_pointwise_head_over_a_small_map_runs_narrow_vectors():
