@@ -13,7 +13,9 @@ tensorc's sources again in every process would cost some 0.5 s that no user pays
 by default), the median of five after one, in that process, and so is onnxruntime's
 ``InferenceSession`` creation (default options, median of three). The cold compile builds its
 kernels on every core: its phases add up the seconds of every process (the "kernels wall"
-column is the parallel build's wall time).
+column is the parallel build's wall time), and "cold CPU" is the CPU seconds of the compile
+in all its processes (on a machine busy with other work, a steadier figure than the wall
+time: on two idle cores the cold compile's wall time is at least half of it).
 
 ``--symbolic`` times instead the models of models/symbolic.py (issue 34: a symbolic compile
 at most 2x a static one): each compiled with its dims symbolic, and statically at the first
@@ -29,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -63,9 +66,11 @@ def _child(name: str, artifact: str) -> dict:
 
     import tensorc
     path = str(models.path(name))
+    cpu = _cpu_seconds()
     start = time.perf_counter()
     mod = tensorc.compile(path, input_shapes=models.input_shapes(name))
     compile_seconds = time.perf_counter() - start
+    cpu = _cpu_seconds() - cpu
     times = mod.compile_times
     mod.save(artifact, overwrite=True)
     del mod
@@ -79,10 +84,19 @@ def _child(name: str, artifact: str) -> dict:
         start = time.perf_counter()
         ort.InferenceSession(path, providers=["CPUExecutionProvider"])
         sessions.append(time.perf_counter() - start)
-    return {"compile": compile_seconds, "phases": times.phases,
+    return {"compile": compile_seconds, "cpu": cpu, "phases": times.phases,
             "kernels": times.parallel, "load": statistics.median(loads),
             "ort_session": statistics.median(sessions),
             "artifact_mb": os.path.getsize(artifact) / 1e6}
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and of its finished children (the compile's worker
+    processes, which it waits for): on a machine shared with other work the wall time grows
+    with the load, this much less."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 STATIC_SHAPES = 3      # sweep shapes a symbolic model is compiled statically at
@@ -148,14 +162,16 @@ def measure(name: str) -> dict:
                                  capture_output=True, text=True).stdout
             runs.append(json.loads(out.strip().splitlines()[-1]))
     cold, warm = runs
-    return {"model": name, "cold": cold["compile"], "warm": warm["compile"],
+    return {"model": name, "cold": cold["compile"], "cold_cpu": cold["cpu"],
+            "warm": warm["compile"],
             "load": warm["load"], "ort_session": warm["ort_session"],
             "artifact_mb": warm["artifact_mb"], "cold_phases": cold["phases"],
             "cold_kernels": cold["kernels"]}
 
 
 def _row(result: dict) -> list[str]:
-    return [result["model"], f"{result['cold']:.2f} s", f"{result['warm']:.2f} s",
+    return [result["model"], f"{result['cold']:.2f} s", f"{result['cold_cpu']:.2f} s",
+            f"{result['warm']:.2f} s",
             f"{result['load'] * 1e3:.0f} ms", f"{result['ort_session'] * 1e3:.0f} ms",
             f"{result['artifact_mb']:.1f} MB"]
 
@@ -204,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             print(json.dumps(result), flush=True)
     if not args.json:
-        print(format_table(["model", "cold compile", "warm compile", "load",
+        print(format_table(["model", "cold compile", "cold CPU", "warm compile", "load",
                             "ort session", "artifact"], [_row(r) for r in results]))
         print()
         print("cold compile by phase (seconds; kernel phases summed over the processes "

@@ -24,7 +24,7 @@ def test_compile_time_benchmark_measures_one_model(capsys):
     assert compile_time.main(["--models", "mlp", "--json"]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["model"] == "mlp"
-    for key in ("cold", "warm", "load", "ort_session", "artifact_mb"):
+    for key in ("cold", "cold_cpu", "warm", "load", "ort_session", "artifact_mb"):
         assert result[key] > 0, key
     assert "LLVM optimization" in result["cold_phases"]
     assert all(seconds >= 0 for seconds in result["cold_phases"].values())
@@ -36,7 +36,8 @@ def test_compile_time_benchmark_table(capsys):
     from benchmarks import compile_time
     assert compile_time.main(["--models", "mlp"]) == 0
     out = capsys.readouterr().out
-    assert "cold compile" in out and "ort session" in out and "LLVM opt" in out
+    assert "cold compile" in out and "cold CPU" in out and "ort session" in out and \
+        "LLVM opt" in out
     assert sum(line.startswith("mlp ") for line in out.splitlines()) == 2
 
 

@@ -192,3 +192,51 @@ def test_an_interleaved_tile_is_kept_whole():
     a = random_array(RNG, (3, 4, 8))
     (out,) = run_func(lower(s, [A, B], "tile"), [a])
     np.testing.assert_array_equal(out, a.transpose(0, 2, 1).reshape(3, 32)[:, :29] + 1)
+
+
+@pytest.mark.parametrize("size", [8, 12, 16])
+def test_a_serial_loop_branches_only_the_padded_copies_it_decides(size):
+    """A padded patch computed per block of a parallel row loop and a serial column loop
+    (a Winograd tile's input patch): the edge blocks of either loop decide only the patch's
+    copies, so those are branched (one copy per edge case, no select left) and the large
+    consumer after them is stored once, not copied into the nine pieces."""
+    A = placeholder((size, size), name="A")
+
+    def padded(r, c):
+        inside = E.Logical("and", E.Logical("and", E.Compare("ge", r, E.const(1)),
+                                            E.Compare("lt", r, E.const(size + 1))),
+                           E.Logical("and", E.Compare("ge", c, E.const(1)),
+                                     E.Compare("lt", c, E.const(size + 1))))
+        return E.select(inside, A[E.minimum(E.maximum(r - 1, 0), size - 1),
+                                  E.minimum(E.maximum(c - 1, 0), size - 1)],
+                        E.Const(0.0, "float32"))
+    P = compute((size + 2, size + 2), padded, name="P")
+
+    def smoothed(i, j):
+        v = E.Const(0.0, "float32")
+        for a in range(3):
+            for b in range(3):
+                v = v + P[i + a, j + b] * float(1 + a + 2 * b)
+        for _ in range(60):           # a consumer far larger than the copies
+            v = v * 0.5 + 0.25
+        return v
+    B = compute((size, size), smoothed, name="B")
+    s = create_schedule(B)
+    i, j = s[B].op_axis
+    io, ii = s[B].split(i, 4)
+    jo, ji = s[B].split(j, 4)
+    s[B].reorder(io, jo, ii, ji)
+    s[B].parallel(io)
+    s[P].compute_at(s[B], jo)
+    func = lower(s, [A, B], "patch")
+    text = str(optimize(func))
+    assert "select" not in text and text.count("B[") == 1, text
+    assert text.count("P[") - text.count("= P[") >= 4      # the edge cases' copies
+    a = random_array(RNG, (size, size))
+    (out,) = run_func(func, [a])
+    pad = np.pad(a.astype(np.float64), 1)
+    want = sum(pad[x:x + size, y:y + size] * (1 + x + 2 * y) for x in range(3)
+               for y in range(3))
+    for _ in range(60):
+        want = want * 0.5 + 0.25
+    np.testing.assert_allclose(out, want, rtol=1e-5)

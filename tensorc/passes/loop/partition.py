@@ -48,8 +48,9 @@ def _visit(s: Stmt, ranges: dict) -> Stmt:
         if s.kind in PARTITIONED and not _declares_shared(s.body) and \
                 interleaved_tile(s) is None and (n is not None or s.kind != "parallel"):
             cuts = _breakpoints(s, n, ranges)
-        if cuts and s.kind == "parallel":
-            return _parallel_pieces(s, [0, *cuts, n], ranges)
+        if cuts and (s.kind == "parallel" or s.kind == "serial" and n is not None and
+                     _copies_decided(s.body, s.var)):
+            return _branched_pieces(s, [0, *cuts, n], ranges)
         if cuts and n is None:
             return seq(*_symbolic_pieces(s, cuts, ranges))
         pieces = _split(s, [0, *cuts, n]) if cuts else [s]
@@ -71,9 +72,10 @@ def _visit(s: Stmt, ranges: dict) -> Stmt:
     return s
 
 
-def _parallel_pieces(loop: For, points: list[int], ranges: dict) -> Stmt:
-    """A parallel loop's pieces as branches of one parallel loop: each iteration runs the
-    body simplified for its piece. As parallel loops one after another, each piece would end
+def _branched_pieces(loop: For, points: list[int], ranges: dict) -> Stmt:
+    """A loop's pieces as branches of one loop: each iteration runs the body simplified for
+    its piece (a parallel loop's, and a serial loop's whose pieces decide only copies, see
+    :func:`_copies_decided`). As parallel loops one after another, each piece would end
     in a wait for all threads, and a short piece (the partial last column block of a GEMV,
     the edge rows of a padded map) would run on one thread while the others wait: a 1 x
     2048 x 1000 matmul (ResNet-50's classifier), 7 column blocks in parallel then the
@@ -87,10 +89,10 @@ def _parallel_pieces(loop: For, points: list[int], ranges: dict) -> Stmt:
     whole = dict(ranges)
     whole[loop.var] = (points[0], points[-1] - 1)
 
-    def branched(s: Stmt) -> Stmt:
+    def branched(s: Stmt, around: dict = ranges) -> Stmt:
         branches = []
         for start, stop in pieces:
-            inner = dict(ranges)
+            inner = dict(around)
             inner[loop.var] = (start, stop - 1)
             body = s
             if stop - start == 1:       # one iteration: its index a constant
@@ -112,8 +114,87 @@ def _parallel_pieces(loop: For, points: list[int], ranges: dict) -> Stmt:
         if not _decided_by(s, loop.var):
             shared = simplify_stmt(_visit(s, whole), whole)
             return shared if shared is not None else seq()
+        if isinstance(s, For) and _copies_decided(s, loop.var):
+            # a loop whose body the pieces decide only copies in (a Winograd tile's padded
+            # patch, before its transform): partitioned itself first, then only the copies
+            # branched, inside it
+            return _branch_within(_visit(s, whole), loop.var, whole, branched)
         return branched(s)
     return For(loop.var, loop.extent, loop.kind, factored(loop.body))
+
+
+# A loop (or its pieces) keeps one copy of the statements it does not decide where the ones it
+# decides are copies (a padded load per element) and those it does not take at least this many
+# expression nodes: Winograd's input transform after a tile's padded patch, whose nine copies
+# (edge rows and columns) made the largest kernels of four models
+SHARED_NODES = 256
+
+
+def _copies_decided(s: Stmt, var: E.Var) -> bool:
+    """Whether ``var``'s pieces decide only copies inside ``s`` (stores whose value is a
+    load, a constant or a select of them), beside at least SHARED_NODES nodes they do not
+    decide."""
+    decided, shared = _parts(s, var)
+    return shared >= SHARED_NODES and bool(decided) and all(_is_copy(x) for x in decided)
+
+
+def _parts(s: Stmt, var: E.Var) -> tuple[list[Stmt], int]:
+    """The statements inside ``s`` that ``var``'s pieces decide (outermost, through
+    sequences, allocations and loops whose extent ``var`` leaves alone), and the expression
+    nodes of the rest."""
+    if not _decided_by(s, var):
+        return [], _size(s)
+    if isinstance(s, Seq):
+        decided, shared = [], 0
+        for c in s.stmts:
+            d, n = _parts(c, var)
+            decided += d
+            shared += n
+        return decided, shared
+    if isinstance(s, Allocate) or isinstance(s, For) and var not in E.free_vars(s.extent):
+        return _parts(s.body, var)
+    return [s], 0
+
+
+def _is_copy(s: Stmt) -> bool:
+    def copied(e: E.Expr) -> bool:
+        if isinstance(e, E.Select):
+            return copied(e.true_value) and copied(e.false_value)
+        return isinstance(e, (E.Load, E.Const))
+    return all(copied(x.value) for x in walk_stmts(s) if isinstance(x, Store)) and \
+        not any(isinstance(x, IfThenElse) for x in walk_stmts(s))
+
+
+def _branch_within(s: Stmt, var: E.Var, ranges: dict, branched) -> Stmt:
+    """``s`` with each run of statements that ``var``'s pieces decide (see :func:`_parts`)
+    replaced by ``branched`` of it (its branches, one per piece); ``ranges``: the loops'
+    around it."""
+    if not _decided_by(s, var):
+        return s
+    if isinstance(s, Seq):
+        out, run = [], []
+        for c in s.stmts:
+            if _parts(c, var)[1] == 0:      # decided through and through: one branch
+                run.append(c)
+                continue
+            if run:
+                out.append(branched(seq(*run), ranges))
+                run = []
+            out.append(_branch_within(c, var, ranges, branched))
+        if run:
+            out.append(branched(seq(*run), ranges))
+        return seq(*out)
+    if isinstance(s, Allocate):
+        return Allocate(s.buffer, _branch_within(s.body, var, ranges, branched),
+                        dict(s.annotations))
+    if isinstance(s, For) and var not in E.free_vars(s.extent) and _parts(s, var)[1]:
+        inner = dict(ranges)
+        n = arith.as_const_int(s.extent)
+        if n is not None:
+            inner[s.var] = (0, n - 1)
+        return For(s.var, s.extent, s.kind, _branch_within(s.body, var, inner, branched),
+                   dict(s.annotations))
+    return branched(s, ranges)
 
 
 def _decided_by(s: Stmt, var: E.Var) -> bool:

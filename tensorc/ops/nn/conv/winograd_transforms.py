@@ -196,7 +196,7 @@ def stages(conv_t: te.Tensor) -> dict[str, te.Tensor]:
     found = {"conv": conv_t}
     frontier = [conv_t]
     names = {"winograd_output": "cols", "winograd_gemm": "gemm", "winograd_input": "input",
-             "winograd_rows": "rows", "pad": "pad"}
+             "winograd_rows": "rows", "winograd_patch": "patch", "pad": "pad"}
     while frontier:
         t = frontier.pop()
         for inp in t.op.input_tensors():
