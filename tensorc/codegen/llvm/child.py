@@ -133,7 +133,15 @@ def stop() -> None:
         _child = None
 
 
+def _forget_in_a_forked_copy() -> None:
+    """A process forked from this one (a build pool's worker) forks its own child when it
+    needs one, and must not wait on a lock that a thread of its parent held at the fork."""
+    global _child, _lock
+    _child, _lock = None, threading.Lock()
+
+
 atexit.register(stop)
+os.register_at_fork(after_in_child=_forget_in_a_forked_copy)
 
 
 def _serve(requests: int, results: int) -> None:
