@@ -1,15 +1,15 @@
-"""Each distinct kernel of a model compiled to an object of its own, on every core, through
-the on-disk kernel cache.
+"""Each distinct kernel of a model compiled to an object of its own, on every idle core,
+through the on-disk kernel cache.
 
 A model's kernels are independent once fused: each is scheduled, lowered, emitted as an LLVM
 module of its own (``LLVMCodegen(state="declare")``: it uses the run's state that the entry's
-module defines) and compiled to object code by a pool of forked worker processes, the largest
-kernels first. The runtime links the objects with the entry's (runtime/cpu.py). A kernel's
-cache key is known before it is scheduled (:func:`kernel_key`: its workload key, the tuned
-config or none, the target, tensorc's source and LLVM's version), so a warm compile skips
-scheduling, lowering, the loop passes and LLVM for it, and a model sharing a kernel with one
-compiled before reuses its object. The exported symbol is named by that key, so the same
-object serves every model.
+module defines) and compiled to object code by a pool of forked worker processes (one per idle
+core, :func:`idle_cpus`; none when only one is idle), the largest kernels first. The runtime
+links the objects with the entry's (runtime/cpu.py). A kernel's cache key is known before it is
+scheduled (:func:`kernel_key`: its workload key, the tuned config or none, the target,
+tensorc's source and LLVM's version), so a warm compile skips scheduling, lowering, the loop
+passes and LLVM for it, and a model sharing a kernel with one compiled before reuses its
+object. The exported symbol is named by that key, so the same object serves every model.
 
 A worker that dies (an LLVM assertion) or raises takes nothing down: the kernels it had not
 returned are built again in this process, each LLVM run in a forked child that retries
@@ -145,6 +145,26 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
+def idle_cpus() -> int:
+    """The usable cores that no other runnable process holds right now (this one counted
+    idle). Forking workers onto busy cores buys no parallel time, only their start-up and
+    copy-on-write costs: with two test processes on a 2-core machine, a pool cost a tiny
+    model 0.2 s of a 0.3-0.5 s compile."""
+    cpus = usable_cpus()
+    running = runnable_processes()
+    return cpus if running is None else max(1, min(cpus, cpus + 1 - running))
+
+
+def runnable_processes() -> int | None:
+    """How many processes (threads) of the machine are runnable now, this one included; None
+    where the system does not say (not Linux)."""
+    try:
+        with open("/proc/loadavg") as f:          # "0.51 0.62 0.70 2/612 4242"
+            return int(f.read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def build_objects(graph: Graph, jobs: list[KernelJob], target: Target, times: CompileTimes,
                   store: ObjectCache | None, configs=None, progress: Progress | None = None
                   ) -> tuple[list[bytes], list[dict], list[bool]]:
@@ -225,7 +245,7 @@ def _build_in_pool(graph: Graph, jobs: list[KernelJob], todo: list[int], target:
     """The builds the pool's workers finished (the ones they failed on are left out), and
     how many workers it had (1: no pool)."""
     global _WORK
-    workers = min(len(todo), usable_cpus())
+    workers = min(len(todo), idle_cpus())
     # a daemonic process (a multiprocessing.Pool's worker) may not start processes
     if workers < 2 or multiprocessing.current_process().daemon:
         return {}, 1

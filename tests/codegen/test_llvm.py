@@ -535,7 +535,17 @@ def test_kernel_rejects_a_non_array(add_kernel):
 
 # --- an LLVM crash never takes the process down --------------------------------------------
 
-def test_llvm_abort_in_the_slp_vectorizer_path_falls_back(monkeypatch) -> None:
+@pytest.fixture
+def fresh_llvm_child():
+    """The LLVM child runs the code as it was when it was forked: a test that patches that
+    code gets a child forked after its patch, and leaves none with the patch behind."""
+    from tensorc.codegen.llvm import child
+    child.stop()
+    yield
+    child.stop()
+
+
+def test_llvm_abort_in_the_slp_vectorizer_path_falls_back(monkeypatch, fresh_llvm_child) -> None:
     """The object is compiled in a forked child: if LLVM aborts (one of its assertions) with
     the SLP vectorizer on, it is compiled again without it."""
     from tensorc.codegen.llvm import objects as llvm_codegen
@@ -557,14 +567,14 @@ def test_llvm_abort_in_the_slp_vectorizer_path_falls_back(monkeypatch) -> None:
     assert tried == []           # the parent never ran LLVM itself
 
 
-def test_llvm_crash_both_ways_is_a_tensorc_error(monkeypatch) -> None:
+def test_llvm_crash_both_ways_is_a_tensorc_error(monkeypatch, fresh_llvm_child) -> None:
     from tensorc.codegen.llvm import objects as llvm_codegen
     monkeypatch.setattr(llvm_codegen, "optimize_module", lambda *a, **k: os.abort())
     with pytest.raises(TensorcError, match="LLVM crashed .*SIGABRT"):
         llvm_codegen.emit_object("", Target.host())
 
 
-def test_python_errors_in_the_child_come_back(monkeypatch) -> None:
+def test_python_errors_in_the_child_come_back(monkeypatch, fresh_llvm_child) -> None:
     from tensorc.codegen.llvm import objects as llvm_codegen
 
     def fail(*args, **kwargs):

@@ -207,7 +207,7 @@ def _raises(index: int):
 def test_kernels_a_worker_fails_on_are_built_here(kernels, monkeypatch, failure) -> None:
     """A worker that dies or raises costs only its kernels' parallelism: they are built in
     this process (where a real error would be raised with its own message)."""
-    monkeypatch.setattr(kernel_objects, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(kernel_objects, "idle_cpus", lambda: 2)
     monkeypatch.setattr(kernel_objects, "_build_in_worker", failure)
     path = str(models.path("mlp"))
     mod = tensorc.compile(path)
@@ -218,12 +218,22 @@ def test_kernels_a_worker_fails_on_are_built_here(kernels, monkeypatch, failure)
 
 def test_workers_build_the_same_objects_as_one_process(monkeypatch) -> None:
     path = str(models.path("lenet5"))
-    monkeypatch.setattr(kernel_objects, "usable_cpus", lambda: 1)
+    monkeypatch.setattr(kernel_objects, "idle_cpus", lambda: 1)
     alone = tensorc.compile(path, cache=False)
-    monkeypatch.setattr(kernel_objects, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(kernel_objects, "idle_cpus", lambda: 2)
     pooled = tensorc.compile(path, cache=False)
     assert pooled.compile_times.parallel[0] == 2 and alone.compile_times.parallel[0] == 1
     assert pooled.object_code == alone.object_code
+
+
+@pytest.mark.parametrize("runnable, idle", [(1, 2), (2, 1), (7, 1), (None, 2)])
+def test_a_pool_takes_only_the_cores_no_other_process_runs_on(monkeypatch, runnable,
+                                                              idle) -> None:
+    """On 2 cores, this process alone runnable: both; another process running: this one
+    only (a forked pool there only adds its start-up costs); no figure: every core."""
+    monkeypatch.setattr(kernel_objects, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(kernel_objects, "runnable_processes", lambda: runnable)
+    assert kernel_objects.idle_cpus() == idle
 
 
 def test_source_hash_covers_tensorc_own_files() -> None:
@@ -400,7 +410,7 @@ def _compile_mlp_in_a_daemon(queue) -> None:
 
 def test_a_daemonic_process_compiles_without_workers(monkeypatch) -> None:
     """A multiprocessing.Pool's worker may start no processes: its kernels are built in it."""
-    monkeypatch.setattr(kernel_objects, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(kernel_objects, "idle_cpus", lambda: 2)
     ctx = multiprocessing.get_context("fork")
     queue = ctx.Queue()
     child = ctx.Process(target=_compile_mlp_in_a_daemon, args=(queue,), daemon=True)

@@ -1,21 +1,17 @@
 """Object emission: LLVM IR text -> optimized module -> object code or assembly.
 
 The target machine uses static relocations and the large code model (see
-:func:`target_machine`); the compilation runs in a forked child so that an LLVM assertion
-kills only the child (:func:`emit_object`).
+:func:`target_machine`); the compilation runs in a forked child (codegen/llvm/child.py) so
+that an LLVM assertion kills only the child (:func:`emit_object`).
 """
 from __future__ import annotations
 
-import faulthandler
-import os
-import pickle
-import signal
-import tempfile
 import time
 from typing import Callable
 
 import llvmlite.binding as llvm
 
+from tensorc.codegen.llvm.child import ChildCrashed, run_in_child
 from tensorc.errors import TensorcError
 from tensorc.target import Target, _init_llvm
 
@@ -61,7 +57,8 @@ def emit_object(llvm_ir: str, target: Target,
     normalization kernel's scalar loops). So the compilation runs in a forked child: if the
     child dies, it is compiled again without the SLP vectorizer (our loops are vectorized
     explicitly; SLP only packs leftover scalar code), and if that dies too the error names
-    the crash instead of taking the user's process down."""
+    the crash instead of taking the user's process down. The child is forked once and serves
+    every call until it dies (codegen/llvm/child.py)."""
     def report(result: tuple[bytes, float, float]) -> bytes:
         obj, optimize_seconds, emit_seconds = result
         if on_phase is not None:
@@ -69,12 +66,12 @@ def emit_object(llvm_ir: str, target: Target,
             on_phase("object emission", emit_seconds)
         return obj
     try:
-        return report(_in_child(_emit, llvm_ir, target, True, speed))
-    except _ChildCrashed:
+        return report(run_in_child(_emit, llvm_ir, target, True, speed))
+    except ChildCrashed:
         pass
     try:
-        return report(_in_child(_emit, llvm_ir, target, False, speed))
-    except _ChildCrashed as crash:
+        return report(run_in_child(_emit, llvm_ir, target, False, speed))
+    except ChildCrashed as crash:
         raise TensorcError(f"LLVM crashed while compiling the generated code ({crash}); this "
                            f"is a bug in tensorc or LLVM: please report it with the model") \
             from None
@@ -109,44 +106,3 @@ def emit_assembly(llvm_ir: str, target: Target) -> str:
     """Optimize and compile to assembly text (tests read the instructions it picked)."""
     mod, tm = optimize_module(llvm_ir, target)
     return tm.emit_assembly(mod)
-
-
-class _ChildCrashed(Exception):
-    pass
-
-
-def _in_child(fn, *args):
-    """``fn(*args)`` (returning something picklable) run in a forked child process, so that
-    an abort inside native code kills only the child. A Python exception in the child is
-    raised here."""
-    with tempfile.TemporaryFile() as result, tempfile.TemporaryFile() as errors:
-        pid = os.fork()
-        if pid == 0:         # the child: never returns into the caller's code
-            status = 0
-            try:
-                faulthandler.disable()          # a crash here is expected and handled
-                os.dup2(errors.fileno(), 2)     # LLVM's assertion text, kept for the error
-                try:
-                    payload = pickle.dumps((True, fn(*args)))
-                except BaseException as exc:   # noqa: BLE001 (carried to the parent)
-                    payload = pickle.dumps((False, exc))
-                result.write(payload)
-                result.flush()
-            except BaseException:   # noqa: BLE001
-                status = 1
-            finally:
-                os._exit(status)
-        _, wait_status = os.waitpid(pid, 0)
-        errors.seek(0)
-        said = errors.read().decode(errors="replace").strip().splitlines()
-        said = f": {said[-1][-300:]}" if said else ""
-        if os.WIFSIGNALED(wait_status):
-            name = signal.Signals(os.WTERMSIG(wait_status)).name
-            raise _ChildCrashed(f"signal {name}{said}")
-        if os.WEXITSTATUS(wait_status) != 0:
-            raise _ChildCrashed(f"exit status {os.WEXITSTATUS(wait_status)}{said}")
-        result.seek(0)
-        ok, value = pickle.loads(result.read())
-    if not ok:
-        raise value
-    return value
