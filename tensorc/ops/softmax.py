@@ -247,14 +247,15 @@ def _row_schedule(target: Target, sch: Schedule, out: te.Tensor, anchor: te.Tens
                                  interleave=group > 1)
             if ahead and walk is not None and tag.endswith("_sum") and not kept_exp:
                 # log_softmax: the sum's partial results compute exp(x - max)
-                _prefetch_ahead(walk, walk.reduce_axis[0], out, ahead, walk.tensor.shape[-1])
+                _prefetch_ahead(sch, walk, walk.reduce_axis[0], out, ahead,
+                                walk.tensor.shape[-1])
         elif tag == "anchor:softmax_exp":
             stage.compute_at(st, row)        # the row's exp values, once
             if shape[-1] >= lanes and config["vectorize"]:
                 step, inner = stage.split(stage.op_axis[-1], lanes)
                 stage.vectorize(inner)
                 if ahead:
-                    _prefetch_ahead(stage, step, out, ahead, lanes)
+                    _prefetch_ahead(sch, stage, step, out, ahead, lanes)
 
 
 def _lane_axis(out: te.Tensor, lanes: int) -> int | None:
@@ -300,14 +301,32 @@ def _rows_in_lanes(sch: Schedule, out: te.Tensor, axis: int) -> None:
         stage.vectorize(own)
 
 
-def _prefetch_ahead(stage, step, out: te.Tensor, elements: int, per_step: int) -> None:
+def _prefetch_ahead(sch: Schedule, stage, step, out: te.Tensor, elements: int,
+                    per_step: int) -> None:
     """``stage`` asks, at each iteration of its loop ``step`` along a row (``per_step``
     elements of it), for what it reads of x (its input of ``out``'s shape) ``elements``
     further on: the same columns of the rows one group below. Only where the row is whole
     steps (a partial last step would not read x at affine offsets)."""
-    sources = [t for t in stage.op.input_tensors() if t.shape == out.shape]
-    if sources and out.shape[-1] % per_step == 0:
-        stage.prefetch(sources[0], step, elements // per_step)
+    source = _read_in_memory(sch, stage.op.input_tensors(), out.shape)
+    if source is not None and out.shape[-1] % per_step == 0:
+        stage.prefetch(source, step, elements // per_step)
+
+
+def _read_in_memory(sch: Schedule, tensors, shape) -> te.Tensor | None:
+    """The first of ``tensors`` of ``shape`` that is read from memory: an elementwise
+    producer inlined into the reader (a Relu before the softmax) is looked through to the
+    tensor it reads."""
+    frontier = [t for t in tensors if t.shape == shape]
+    while frontier:
+        t = frontier.pop(0)
+        try:
+            inlined = sch.stage_of(t).attach == "inline"
+        except KeyError:            # a placeholder: the kernel's input
+            inlined = False
+        if not inlined:
+            return t
+        frontier += [u for u in t.op.input_tensors() if u.shape == shape]
+    return None
 
 
 for _op in (softmax, log_softmax, hardmax):

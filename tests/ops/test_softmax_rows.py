@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
+import tensorc
 from tensorc.autotune.task import extract_tasks
 from tensorc.runtime.kernel import build_kernel
 
@@ -69,3 +70,22 @@ def test_short_rows_take_groups_and_prefetch_the_next_ones():
     assert "for (rf.k: serial, 0, 8)\n      for (i0: unrolled, 0, 4)" in text
     # the exp pass (the sum's partial results) asks for the next group's rows: 4 x 128 on
     assert "prefetch in0[" in text and "+ 512]" in text
+
+
+@pytest.mark.parametrize("op,shape", [("Softmax", (2, 8, 16)), ("LogSoftmax", (2, 8, 16)),
+                                      ("Softmax", (3, 40)), ("LogSoftmax", (5, 24))])
+def test_a_producer_fused_before_the_rows_is_looked_through_for_the_prefetch(op, shape):
+    # Relu -> Softmax: the Relu is inlined into the exp pass, which reads x; the prefetch of
+    # the next rows asked for the Relu's tensor, and lowering refused the kernel
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node(op, ["r"], ["y"], axis=-1)],
+        "relu_rows", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                              ir_version=8)
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    module = tensorc.compile(model, cache=False)
+    for threads in (1, 2):
+        module.num_threads = threads
+        np.testing.assert_allclose(module.run({"x": x})["y"], _numpy(op, np.maximum(x, 0)),
+                                   rtol=1e-5, atol=1e-6)
