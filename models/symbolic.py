@@ -154,16 +154,21 @@ def _conv(b: GraphBuilder, x: str, c_in: int, c_out: int, kernel: tuple[int, int
                                   strides=[stride, stride], pads=list(pads))])
 
 
+def _text_line_features(b: GraphBuilder, channels: int) -> str:
+    """A recognizer's convs and 2x2 pools: [b, channels, 32, W] -> [b, 32, 1, W//4]."""
+    x = _conv(b, "x", channels, 16)
+    x = b.node("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
+    x = _conv(b, x, 16, 32)
+    x = b.node("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
+    return _conv(b, x, 32, 32, kernel=(8, 1), pads=(0, 0, 0, 0))     # height 8 -> 1
+
+
 def ocr_recognizer(seed: int = 0, classes: int = 40) -> onnx.ModelProto:
     """CRNN-style: convs and 2x2 pools take [b, 3, 32, W] to [b, 32, 1, W//4]; the feature map
     is reshaped to [b, 32, W//4] (target from Shape), transposed to a sequence of columns
     and classified per column."""
     b = GraphBuilder(seed)
-    x = _conv(b, "x", 3, 16)
-    x = b.node("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
-    x = _conv(b, x, 16, 32)
-    x = b.node("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
-    x = _conv(b, x, 32, 32, kernel=(8, 1), pads=(0, 0, 0, 0))     # height 8 -> 1
+    x = _text_line_features(b, 3)
     x = b.node("Reshape", [x, _shape_of(b, [_dim(b, x, 0), _dim(b, x, 1), [-1]])])
     x = b.node("Transpose", [x], perm=[0, 2, 1])
     w = b.constant("classifier", b.he_normal((32, classes), 32))
@@ -180,11 +185,7 @@ def crnn(seed: int = 0, classes: int = 30, hidden: int = 24) -> onnx.ModelProto:
     (time-major: [W//4, b, 32]) whose Y [T, 2, b, H] is transposed and reshaped to
     [T, b, 2H], then classified per column and returned batch-major."""
     b = GraphBuilder(seed)
-    x = _conv(b, "x", 1, 16)
-    x = b.node("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
-    x = _conv(b, x, 16, 32)
-    x = b.node("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
-    x = _conv(b, x, 32, 32, kernel=(8, 1), pads=(0, 0, 0, 0))     # height 8 -> 1
+    x = _text_line_features(b, 1)
     x = b.node("Squeeze", [x, _ints(b, "axes", [2])])             # [b, 32, T]
     seq = b.node("Transpose", [x], perm=[2, 0, 1])                # [T, b, 32]
     scale = 1 / np.sqrt(hidden)

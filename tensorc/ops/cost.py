@@ -59,17 +59,16 @@ def _softmax(node: Node) -> int:
     return 4 * _input_elements(node)
 
 
-# per hidden unit and step, the gate equations' arithmetic (MATH_FLOPS below for the
-# functions): LSTM three sigmoids, two tanh and six multiply-adds; GRU two sigmoids, a tanh and
-# five; RNN a tanh
-_CELL_FLOPS = {"lstm": 3 * 13 + 2 * 14 + 6, "gru": 2 * 13 + 14 + 5, "rnn": 14}
-
-
 def _recurrence(node: Node) -> int:
-    # each step: the recurrent product h @ R^T (H x G*H) and the gate equations
+    # each step: the recurrent product h @ R^T (H x G*H) and, per hidden unit, the gate
+    # equations: LSTM three sigmoids, two tanh and six multiply-adds; GRU two sigmoids, a tanh
+    # and five; RNN a tanh
+    sigmoid, tanh = MATH_FLOPS["sigmoid"], MATH_FLOPS["tanh"]
+    cell = {"lstm": 3 * sigmoid + 2 * tanh + 6, "gru": 2 * sigmoid + tanh + 5,
+            "rnn": tanh}[node.attrs["cell"]]
     steps, batch, size = node.inputs[0].type.shape
     hidden = node.attrs["hidden"]
-    return steps * batch * (2 * hidden * size + _CELL_FLOPS[node.attrs["cell"]] * hidden)
+    return steps * batch * (2 * hidden * size + cell * hidden)
 
 
 # Ops whose arithmetic is not one operation per output element.

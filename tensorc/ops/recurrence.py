@@ -33,7 +33,7 @@ from tensorc.errors import ShapeError
 from tensorc.ir import expr as E
 from tensorc.ir.loop import Buffer, For, Stmt
 from tensorc.ir.types import TensorType
-from tensorc.ops.elementwise import sigmoid_expr
+from tensorc.ops.elementwise import UNARY
 from tensorc.ops.loop_kernels import allocate, extent, loop, read, seq, when, write
 from tensorc.ops.registry import Pattern, define
 
@@ -75,14 +75,6 @@ def _infer(attrs: dict, input_types: list[TensorType]) -> list[TensorType]:
 # ---------------------------------------------------------------------------------------------
 # numpy semantics
 
-def _np_activation(name: str, x: np.ndarray) -> np.ndarray:
-    if name == "sigmoid":
-        return 1 / (1 + np.exp(-x))
-    if name == "tanh":
-        return np.tanh(x)
-    return np.maximum(x, 0)
-
-
 @recurrence.reference
 def _reference(attrs: dict, *arrays: np.ndarray) -> list[np.ndarray]:
     ops = dict(zip(operand_names(attrs), arrays))
@@ -93,7 +85,7 @@ def _reference(attrs: dict, *arrays: np.ndarray) -> list[np.ndarray]:
 
     def f(k: int, x: np.ndarray) -> np.ndarray:
         x = np.clip(x, -clip, clip) if clip is not None else x
-        return _np_activation(acts[k], x)
+        return UNARY[acts[k]].numpy({}, x)
 
     h = ops["h0"].astype(np.float64) if "h0" in ops else np.zeros((batch, hid))
     c = ops["c0"].astype(np.float64) if "c0" in ops else np.zeros((batch, hid))
@@ -128,7 +120,7 @@ def _reference(attrs: dict, *arrays: np.ndarray) -> list[np.ndarray]:
             forget = 1 - i if attrs["input_forget"] else f(0, g[2] + p[2 * hid:] * c)
             new_c = forget * c + i * f(1, g[3])
             o = f(0, g[1] + p[hid:2 * hid] * new_c)
-            new_h = o * _np_activation(acts[2], new_c)
+            new_h = o * UNARY[acts[2]].numpy({}, new_c)
         alive = (s < lens)[:, None]
         h, c = np.where(alive, new_h, h), np.where(alive, new_c, c)
         out[t, rows, :hid] = np.where(alive, h, 0)
@@ -142,14 +134,6 @@ def _reference(attrs: dict, *arrays: np.ndarray) -> list[np.ndarray]:
 
 # ---------------------------------------------------------------------------------------------
 # the kernel
-
-def _activation(name: str, x: E.Expr) -> E.Expr:
-    if name == "sigmoid":
-        return sigmoid_expr(x)
-    if name == "tanh":
-        return E.call("tanh", x)
-    return E.maximum(x, E.Const(0.0, x.dtype))
-
 
 # batch rows stepped together: each row of R^T read from memory serves this many rows' products
 ROWS = 4
@@ -179,7 +163,7 @@ def _kernel(attrs: dict, operands: list, out: Buffer, writes: list[Buffer]) -> S
         if attrs["clip"] is not None:
             x = E.minimum(E.maximum(x, E.Const(-attrs["clip"], dtype)),
                           E.Const(attrs["clip"], dtype))
-        return _activation(acts[k], x)
+        return UNARY[acts[k]].expr({}, x)
 
     def tile(first_row: E.Expr) -> Stmt:
         rows = E.minimum(E.const(ROWS), batch - first_row)
@@ -268,7 +252,7 @@ def _kernel(attrs: dict, operands: list, out: Buffer, writes: list[Buffer]) -> S
                     new_c = forget * cv + i * f(1, gate(q, 3, j))
                     o = f(0, gate(q, 1, j) + peep(1, j, new_c))
                     # new_c is stated twice (for h and stored); LLVM computes it once
-                    return emit(q, j, o * _activation(acts[2], new_c), new_c)
+                    return emit(q, j, o * UNARY[acts[2]].expr({}, new_c), new_c)
                 body = seq(product(gates, h, 0, size), cells(lstm_cell))
             elif attrs["linear_before_reset"]:
                 # hr = h @ R^T + Rb: z and r add it, the candidate takes r times its part
@@ -303,8 +287,14 @@ def _kernel(attrs: dict, operands: list, out: Buffer, writes: list[Buffer]) -> S
                                                        E.Load(c, (q * hid + j,))), "j"))
             return seq(*parts)
 
-        return allocate([h, c, gates, rh, hr], seq(
-            initial(h, "h0"), initial(c, "c0"), loop(steps, step, "s"), per_row(finals)))
+        # the state and scratch this cell uses (c: LSTM; rh: GRU's r * h; hr: GRU's
+        # recurrent product with linear_before_reset)
+        lbr = cell == "gru" and attrs["linear_before_reset"]
+        used = [h, gates, *([c] if cell == "lstm" else []),
+                *([hr] if lbr else [rh] if cell == "gru" else [])]
+        return allocate(used, seq(
+            initial(h, "h0"), *([initial(c, "c0")] if cell == "lstm" else []),
+            loop(steps, step, "s"), per_row(finals)))
 
     tiles = (batch + (ROWS - 1)) // ROWS
     var = E.Var("tile")

@@ -4,6 +4,7 @@ whole tiles that passes/loop/symbolic_tails.py splits off. Checked against numpy
 0, 1, primes, multiples of the tiles and sizes just past them."""
 import numpy as np
 import pytest
+from helpers_kernels import symbolic_tiled_matmul
 
 from tensorc.errors import InputError, ScheduleError
 from tensorc.ir import expr as E
@@ -83,25 +84,7 @@ def test_reduction_over_symbolic_axis():
 
 
 def test_matmul_register_tile_over_symbolic_rows_and_depth():
-    m, kd = dim_var("M"), dim_var("K")
-    a = te.placeholder((m, kd), name="A")
-    b = te.placeholder((kd, 32), name="B")
-    k = te.reduce_axis(kd, "k")
-    c = te.compute((m, 32), lambda i, j: te.sum_(a[i, k] * b[k, j], axis=k), name="C")
-    s = create_schedule([c])
-    cl = s.cache_write(c, "local")
-    i, j = s[c].op_axis
-    io, ii = s[c].split(i, 4)
-    jo, ji = s[c].split(j, 8)
-    s[c].reorder(io, jo, ii, ji)
-    s[c].vectorize(ji)
-    s[c].parallel(io)
-    s[cl].compute_at(s[c], jo)
-    ci, cj = s[cl].op_axis
-    s[cl].reorder(s[cl].reduce_axis[0], ci, cj)
-    s[cl].vectorize(cj)
-    s[cl].unroll(ci)
-    kernel = build_kernel(optimize(lower(s, [a, b, c], "mm")))
+    kernel = build_kernel(symbolic_tiled_matmul(4, dim_var("K"), 32, parallel=True))
     rng = np.random.default_rng(3)
     for rows, depth in [(1, 1), (3, 7), (4, 8), (5, 8), (17, 100), (64, 333), (0, 3), (3, 0)]:
         x, y = _rand(rng, rows, depth), _rand(rng, depth, 32)

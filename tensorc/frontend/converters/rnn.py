@@ -70,12 +70,17 @@ def take(ctx: ImportContext, x: Value, axis: int, start: int, size: int = 1,
     return out
 
 
-def _activation(ctx: ImportContext, name: str, x: Value) -> Value:
+def _activation_op(name: str) -> str:
+    """The core op of a recurrent activation named as ONNX names it."""
     op = ACTIVATIONS.get(name.lower())
     if op is None:
         raise UnsupportedOpError(f"recurrent activation {name!r} is not supported (supported: "
                                  f"Sigmoid, Tanh, Relu)")
-    return ctx.emit(op, [x])
+    return op
+
+
+def _activation(ctx: ImportContext, name: str, x: Value) -> Value:
+    return ctx.emit(_activation_op(name), [x])
 
 
 def _check_weights(x: Value, w: Value, r: Value, bias: Value | None, gates: int, hidden: int,
@@ -239,10 +244,6 @@ class _Recurrence:
         Y_c) sliced from its [T + 1, B, S*H] states."""
         ctx, hid = self.ctx, self.hidden
         lstm = cell == "lstm"
-        for name in (a for names in self.activations for a in names):
-            if name.lower() not in ACTIVATIONS:
-                raise UnsupportedOpError(f"recurrent activation {name!r} is not supported "
-                                         f"(supported: Sigmoid, Tanh, Relu)")
         ys, finals = [], []
         for d, reverse in enumerate(self.directions):
             lbr = cell == "gru" and bool(linear_before_reset)
@@ -262,7 +263,7 @@ class _Recurrence:
             if self.seq_lens is not None:
                 operands.append(self.seq_lens)
             states = ctx.emit("recurrence", operands, cell=cell, hidden=hid, reverse=reverse,
-                              activations=tuple(a.lower() for a in self.activations[d]),
+                              activations=tuple(map(_activation_op, self.activations[d])),
                               clip=None if self.clip is None else float(self.clip),
                               input_forget=int(input_forget),
                               linear_before_reset=int(bool(linear_before_reset)),
